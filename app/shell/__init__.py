@@ -1,0 +1,1 @@
+"""Effects: each module wraps one library or OS concern. Never imports Qt."""

@@ -1,0 +1,1 @@
+"""PySide6 only: renders snapshots and sends commands; never spawns or probes."""
