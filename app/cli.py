@@ -1,0 +1,74 @@
+"""The `stoker` command: one subcommand per module in `app/commands`.
+
+Each command module has `add_arguments(parser)` and `run(args) -> int`. Modules are
+imported only when their command runs, so `stoker inspect` never pays for Qt.
+Errors reach the user as one sentence on stderr and a non-zero exit code.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# name -> (module, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "setup": ("app.commands.setup", "build the engine and fetch the demo model, with progress"),
+    "inspect": ("app.commands.inspect", "summarise a GGUF model"),
+    "plan": ("app.commands.plan", "plan a launch without running it"),
+    "devices": ("app.commands.devices", "list this machine's memory and GPUs"),
+    "engines": ("app.commands.engines", "list the llama-server builds Stoker can use"),
+    "models": ("app.commands.models", "list models in the library and added folders"),
+    "run": ("app.commands.run", "launch and supervise a model; prints the endpoint"),
+    "status": ("app.commands.status", "ask the running instance how it is"),
+    "stop": ("app.commands.stop", "ask the running instance to stop its engine and exit"),
+    "diagnose": ("app.commands.diagnose", "explain a llama-server log and exit status"),
+    "bench": ("app.commands.bench", "benchmarks that print side-by-side ratios"),
+    "tray": ("app.commands.tray", "start the tray app (the default with no command)"),
+}
+
+
+class UserError(Exception):
+    """A problem the user can fix; its message is the one sentence we print."""
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="stoker", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (module, help_text) in COMMANDS.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        if only is None or only == name:
+            try:
+                importlib.import_module(module).add_arguments(p)
+            except ModuleNotFoundError as exc:
+                if exc.name != module:
+                    raise
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv:
+        argv = ["tray"]
+    command = argv[0] if argv[0] in COMMANDS else None
+    parser = build_parser(only=command)
+    args = parser.parse_args(argv)
+    module_name = COMMANDS[args.command][0]
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        if exc.name != module_name:
+            raise
+        print(f"stoker: '{args.command}' is not available in this build.", file=sys.stderr)
+        return 2
+    try:
+        return int(module.run(args) or 0)
+    except UserError as exc:
+        print(f"stoker: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

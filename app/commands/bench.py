@@ -1,0 +1,35 @@
+"""`stoker bench NAME`: dispatch to `app/bench/NAME.py` (`add_arguments`, `run`)."""
+
+from __future__ import annotations
+
+import importlib
+
+BENCHES = {
+    "inspect": "GGUF summary time beside gguf.GGUFReader",
+    "startup": "time from run to READY beside bare llama-server",
+    "memory": "analytic memory estimate beside the engine's own accounting",
+    "fit": "planned context beside the largest context that really starts",
+}
+
+
+def add_arguments(parser) -> None:
+    sub = parser.add_subparsers(dest="bench", metavar="BENCH", required=True)
+    for name, help_text in BENCHES.items():
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        try:
+            importlib.import_module(f"app.bench.{name}").add_arguments(p)
+        except ModuleNotFoundError as exc:
+            if exc.name != f"app.bench.{name}":
+                raise
+
+
+def run(args) -> int:
+    from app.cli import UserError
+
+    try:
+        module = importlib.import_module(f"app.bench.{args.bench}")
+    except ModuleNotFoundError as exc:
+        if exc.name != f"app.bench.{args.bench}":
+            raise
+        raise UserError(f"the '{args.bench}' benchmark is not built yet.") from None
+    return module.run(args)

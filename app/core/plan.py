@@ -1,0 +1,82 @@
+"""The values a launch plan is made of: decisions with reasons, memory per device.
+
+`core/planner.py` makes them, `core/argv.py` turns a plan into an argv, the CLI and the
+UI render them. Values only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One choice the planner made, said so a person can read it."""
+
+    what: str  # e.g. "context 32768"
+    why: str  # e.g. "65,536 does not fit beside 2 slots; 32,768 is the largest that does"
+
+
+@dataclass(frozen=True)
+class DeviceMemory:
+    name: str  # "CPU" for host RAM, else the engine's device name ("CUDA0")
+    budget_bytes: int  # what the plan may use on it (free minus reserve/margin)
+    weights_bytes: int
+    kv_bytes: int  # KV cache + recurrent state
+    compute_bytes: int  # compute + output buffers
+    other_bytes: int = 0  # drafter, mmproj, ds4 expert cache, prompt cache …
+
+    @property
+    def total_bytes(self) -> int:
+        return self.weights_bytes + self.kv_bytes + self.compute_bytes + self.other_bytes
+
+
+@dataclass(frozen=True)
+class DrafterChoice:
+    status: str  # none | in | left-out | forced | broken
+    spec_type: str | None
+    draft_path: str | None
+    reason: str  # always a sentence, also for "none"
+    draft_max: int | None = None
+    resident_bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    model_path: str
+    ctx: int  # total context (-c)
+    slots: int  # -np
+    kv_unified: bool
+    kv_type_k: str
+    kv_type_v: str
+    flash_attn: str  # on | off | auto
+    gpu_layers: int | str | None  # None: leave the engine's default (CPU builds)
+    n_cpu_moe: int | None
+    cpu_moe: bool
+    swa_full: bool
+    drafter: DrafterChoice
+    devices: tuple[DeviceMemory, ...]
+    decisions: tuple[Decision, ...]
+    estimate_source: str = "estimated"  # estimated | measured
+    threads: int | None = None
+    batch: int | None = None
+    ubatch: int | None = None
+    mmproj_path: str | None = None
+    extra_args: tuple[str, ...] = field(default_factory=tuple)
+    ds4: object | None = None  # core.ds4 residency plan, when the engine is ds4
+
+    @property
+    def ctx_per_slot(self) -> int:
+        return self.ctx if self.kv_unified else self.ctx // max(1, self.slots)
+
+
+@dataclass(frozen=True)
+class PlanRefusal:
+    """Why no launch fits, what it would need, and what to try instead."""
+
+    model_path: str
+    reason: str  # one sentence: "needs 9.1 GiB, 6.2 GiB is free"
+    needed_bytes: int | None
+    available_bytes: int | None
+    suggestions: tuple[str, ...]
+    decisions: tuple[Decision, ...] = ()

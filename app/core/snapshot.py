@@ -1,0 +1,73 @@
+"""What the supervisor tells everyone else: frozen, sequence-numbered snapshots.
+
+The supervisor thread is the only writer of engine state; the UI, the CLI and the
+control channel only ever see these values. A consumer drops any snapshot whose `seq`
+is not newer than the last one it showed, so out-of-order delivery never shows stale
+state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class EngineState(str, Enum):
+    STOPPED = "stopped"
+    STARTING = "starting"
+    READY = "ready"
+    BACKOFF = "backoff"
+    STOPPING = "stopping"
+    FAILED = "failed"
+
+
+@dataclass(frozen=True)
+class IncidentView:
+    at: float  # unix time
+    kind: str
+    summary: str  # one line
+    evidence: str | None
+    advice: str
+    action: str  # what Stoker did next
+
+
+@dataclass(frozen=True)
+class BlockerView:
+    kind: str  # cudaBlocker | rocmBlocker | gpuUnused | missingRuntime | outOfMemory
+    message: str
+    advice: str
+
+
+@dataclass(frozen=True)
+class AppSnapshot:
+    seq: int
+    state: EngineState
+    model_path: str | None = None
+    model_name: str | None = None
+    engine_build: str | None = None  # e.g. "b11434-cpu"
+    backend: str | None = None  # the backend really running: cuda rocm vulkan metal cpu
+    endpoint: str | None = None
+    pid: int | None = None
+    ctx: int | None = None
+    slots: int | None = None
+    kv_type_k: str | None = None
+    kv_type_v: str | None = None
+    plan_summary: str | None = None  # one line
+    plan_decisions: tuple[tuple[str, str], ...] = ()
+    drafter_status: str | None = None  # none | in | left-out | forced | broken
+    drafter_reason: str | None = None
+    started_at: float | None = None  # unix time of the current READY
+    restarts: int = 0
+    next_retry_at: float | None = None
+    last_error: str | None = None
+    incidents: tuple[IncidentView, ...] = ()
+    blockers: tuple[BlockerView, ...] = ()
+    quarantined: tuple[tuple[str, str], ...] = ()  # (build, why)
+    tray_shown: bool | None = None
+    argv: tuple[str, ...] = ()
+    extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
+
+    def uptime(self, now: float) -> float | None:
+        if self.state is not EngineState.READY or self.started_at is None:
+            return None
+        return max(0.0, now - self.started_at)

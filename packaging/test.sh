@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Set-up command 2: from a clean clone, install everything and pass the tests.
+# Builds (or reuses) the engine and the demo model in .stoker-home/, then runs pytest
+# under Xvfb with a tray host so the UI tests see a real system tray.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+TESTS=1 bash packaging/system-deps.sh
+bash packaging/install.sh
+export STOKER_TEST_HOME="$PWD/.stoker-home"
+STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup
+export STOKER_REQUIRE_ENGINE=1   # engine tests fail instead of skipping
+exec .venv/bin/python -m tests.xvfb_run .venv/bin/python -m pytest "$@"
