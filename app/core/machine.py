@@ -37,6 +37,8 @@ class Machine:
     devices: tuple[Device, ...] = ()
     unified_memory: bool = False  # GPU memory is host RAM (Apple Silicon, GB10, iGPU)
     source: str = "probed"  # probed | file:<path>
+    # Why a fact is missing or stale (a tool absent, a probe that failed), one sentence each.
+    notes: tuple[str, ...] = ()
 
     @property
     def gpus(self) -> tuple[Device, ...]:
