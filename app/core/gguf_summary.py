@@ -120,6 +120,10 @@ class ModelSummary:
     other_bytes: int  # tensors outside blocks not counted above
     split_count: int = 1
     quant_counts: tuple[tuple[str, int], ...] = field(default_factory=tuple)  # type -> tensors
+    # FFN widths (`{arch}.feed_forward_length`, `{arch}.expert_feed_forward_length`): they
+    # size the compute buffer. None when the header does not say.
+    n_ff: int | None = None
+    n_ff_exp: int | None = None
 
     @property
     def is_moe(self) -> bool:
