@@ -1,0 +1,82 @@
+"""The engine's API key, kept in the OS keyring and nowhere else.
+
+The key must never sit in settings.json or in argv (seed-behaviours.md §Secrets: it
+reaches the engine as LLAMA_API_KEY). Many Linux machines have no keyring backend at all;
+then every call here degrades to an explained "unavailable" (what is missing and what to
+install) instead of raising. Must not log or print the key.
+"""
+
+from __future__ import annotations
+
+SERVICE = "stoker"
+API_KEY_ENTRY = "llama-server-api-key"
+
+INSTALL_HINT = ("install gnome-keyring or KWallet (and log in to a desktop session), "
+                "or run `pip install keyrings.alt` for a file-based store")
+
+
+class SecretsUnavailable(Exception):
+    """No keyring backend can store the key; the message says what to install."""
+
+
+def _backend():
+    import keyring  # imported late: it probes D-Bus and backends on first use
+
+    return keyring.get_keyring()
+
+
+def _is_usable(backend) -> bool:
+    from keyring.backends import fail
+
+    if isinstance(backend, fail.Keyring):
+        return False
+    children = getattr(backend, "backends", None)  # ChainerBackend
+    if children is not None:
+        return any(not isinstance(b, fail.Keyring) for b in children)
+    return True
+
+
+def keyring_status() -> tuple[bool, str]:
+    """(available, one sentence) about where the API key would be kept."""
+    try:
+        backend = _backend()
+    except Exception as exc:  # a broken backend configuration must not stop the app
+        return False, f"The keyring could not be opened ({exc}); {INSTALL_HINT}."
+    if not _is_usable(backend):
+        return False, f"No keyring backend is available to store the API key; {INSTALL_HINT}."
+    name = getattr(backend, "name", type(backend).__name__)
+    return True, f"The API key is kept in the system keyring ({name})."
+
+
+def get_api_key(entry: str = API_KEY_ENTRY) -> str | None:
+    """The stored key, or None when none is stored or no keyring exists."""
+    available, _ = keyring_status()
+    if not available:
+        return None
+    import keyring
+
+    try:
+        return keyring.get_password(SERVICE, entry)
+    except Exception:  # a locked or vanished keyring reads as "no key", never a crash
+        return None
+
+
+def set_api_key(value: str | None, entry: str = API_KEY_ENTRY) -> None:
+    """Store the key (None or "" deletes it). Raises SecretsUnavailable with advice."""
+    available, sentence = keyring_status()
+    if not available:
+        raise SecretsUnavailable(sentence)
+    import keyring
+    from keyring.errors import KeyringError, PasswordDeleteError
+
+    try:
+        if value:
+            keyring.set_password(SERVICE, entry, value)
+        else:
+            try:
+                keyring.delete_password(SERVICE, entry)
+            except PasswordDeleteError:
+                pass  # nothing stored: deleting is already done
+    except KeyringError as exc:
+        raise SecretsUnavailable(f"The keyring refused the API key ({exc}); {INSTALL_HINT}.") \
+            from None
