@@ -1,0 +1,147 @@
+"""EngineProcess against the real llama-server and the demo model: launch, chat, stop, crash, orphans."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from app.core.launch_spec import LaunchSpec
+from app.shell.health import wait_ready
+from app.shell.paths import stoker_paths
+from app.shell.process import EngineProcess, RotatingLog, engine_environment, reap_orphans
+from tests.shell.engine_helpers import chat, demo_spec
+
+pytestmark = pytest.mark.engine
+
+
+@pytest.fixture
+def started(engine_binary, demo_model, stoker_home):
+    procs = []
+
+    def start(spec=None):
+        spec = spec or demo_spec(engine_binary, demo_model)
+        proc = EngineProcess.start(spec, log_dir=stoker_paths().logs)
+        procs.append(proc)
+        return proc
+
+    yield start
+    for proc in procs:
+        proc.stop(grace_s=2)
+
+
+def test_launch_chat_stop_leaves_nothing(started):
+    proc = started()
+    result = wait_ready(proc.spec.endpoint, proc, deadline_s=60)
+    assert result.ready, result.reason
+    proc.mark_ready(time.time())
+    assert chat(proc.spec.endpoint)  # the model answers
+    pid_files = list(stoker_paths().run.glob("engine-*.json"))
+    assert [json.loads(p.read_text())["pid"] for p in pid_files] == [proc.pid]
+    assert proc.stop(grace_s=5) == 0  # a loaded engine exits 0 on SIGTERM
+    assert not psutil.pid_exists(proc.pid) or psutil.Process(proc.pid).status() == "zombie"
+    report = proc.exit_report()
+    assert report.signalled_by_us and report.phase == "ready" and report.exit_code == 0
+    assert any("listening on" in line for line in report.log_tail)
+    assert list(stoker_paths().run.glob("engine-*.json")) == []
+    log = (stoker_paths().logs / "engine.log").read_text()
+    assert "model loaded" in log and "starting:" in log
+
+
+def test_kill_9_reads_as_a_signal_we_did_not_send(started):
+    proc = started()
+    assert wait_ready(proc.spec.endpoint, proc, deadline_s=60).ready
+    proc.mark_ready(time.time())
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=10)
+    report = proc.exit_report()
+    assert report.signal == 9 and report.exit_code is None
+    assert not report.signalled_by_us and report.phase == "ready"
+    assert report.describe() == "the engine was ended by signal 9 while ready"
+
+
+def test_bad_argument_exits_1_and_wait_ready_says_so(started, engine_binary, demo_model):
+    spec = demo_spec(engine_binary, demo_model)
+    spec = LaunchSpec(**{**spec.__dict__, "argv": spec.argv + ("--no-mmap",)})
+    proc = started(spec)
+    result = wait_ready(spec.endpoint, proc, deadline_s=30)
+    assert not result.ready and result.exit_code == 1
+    report = proc.exit_report()
+    assert report.phase == "starting" and report.exit_code == 1
+    assert any("invalid argument: --no-mmap" in line for line in report.log_tail)
+
+
+def test_missing_binary_is_one_clear_oserror(tmp_path, demo_model, stoker_home):
+    spec = demo_spec(tmp_path / "no-such-llama-server", demo_model)
+    with pytest.raises(OSError, match="could not start"):
+        EngineProcess.start(spec, log_dir=tmp_path)
+
+
+def test_environment_drops_inherited_engine_settings(monkeypatch, tmp_path):
+    monkeypatch.setenv("LLAMA_ARG_CTX_SIZE", "99")
+    monkeypatch.setenv("KEEP_ME", "1")
+    spec = LaunchSpec("b", ("b",), (("A", "1"),), ("LLAMA_ARG_",), (), "127.0.0.1", 1)
+    env = engine_environment(spec, {"LLAMA_API_KEY": "k"}, tmp_path / "cfg")
+    assert "LLAMA_ARG_CTX_SIZE" not in env and env["KEEP_ME"] == "1" and env["A"] == "1"
+    assert env["LLAMA_API_KEY"] == "k" and env["XDG_CONFIG_HOME"] == str(tmp_path / "cfg")
+
+
+def test_rotating_log_keeps_bounded_backups(tmp_path):
+    log = RotatingLog(tmp_path / "e.log", max_bytes=100, backups=2)
+    for i in range(50):
+        log.write(f"line {i:03d} " + "x" * 20)
+    log.close()
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["e.log", "e.log.1", "e.log.2"]
+    assert all(p.stat().st_size <= 100 for p in tmp_path.iterdir())
+    assert "line 049" in (tmp_path / "e.log").read_text()
+
+
+def test_orphan_of_a_dead_stoker_is_reaped(engine_binary, demo_model, stoker_home, tmp_path):
+    """A child Python starts an engine and dies by SIGKILL; the next Stoker stops the engine."""
+    run_dir = stoker_paths().run
+    spec = demo_spec(engine_binary, demo_model)
+    code = (
+        "import sys,time; from pathlib import Path\n"
+        "from app.core.launch_spec import LaunchSpec\n"
+        "from app.shell.process import EngineProcess\n"
+        f"spec = LaunchSpec({spec.binary!r}, {spec.argv!r}, (), ('LLAMA_ARG_',), (), '127.0.0.1', {spec.port})\n"
+        f"p = EngineProcess.start(spec, log_dir=Path({str(tmp_path)!r}))\n"
+        "print(p.pid, flush=True); time.sleep(60)\n")
+    owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                             env={**os.environ, "PYTHONPATH": os.getcwd()})
+    engine_pid = int(owner.stdout.readline())
+    try:
+        # While its Stoker lives, the engine is not an orphan.
+        assert reap_orphans(run_dir, grace_s=2) == ()
+        assert psutil.pid_exists(engine_pid)
+        owner.kill()
+        owner.wait()
+        assert reap_orphans(run_dir, grace_s=5) == (engine_pid,)
+        time.sleep(0.1)
+        assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == "zombie"
+        assert list(run_dir.glob("engine-*.json")) == []
+    finally:
+        owner.kill()
+        try:
+            os.killpg(engine_pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_stale_pid_file_of_a_reused_pid_is_ignored(stoker_home):
+    """A pid file whose pid now belongs to another process (other create time) kills nothing."""
+    run_dir = stoker_paths().run
+    run_dir.mkdir(parents=True)
+    me = psutil.Process()
+    (run_dir / f"engine-{me.pid}.json").write_text(json.dumps(
+        {"pid": me.pid, "create_time": me.create_time() - 1000, "binary": sys.executable,
+         "owner_pid": 1, "owner_create_time": 0.0}))
+    assert reap_orphans(run_dir) == ()
+    assert list(run_dir.glob("engine-*.json")) == []
