@@ -1,0 +1,67 @@
+"""`stoker models [--json]`: models in the library and in the folders the user added.
+
+Only formats `shell.models.list_models`; a file whose header cannot be read is listed
+with its one-sentence reason instead of failing the whole listing.
+"""
+
+from __future__ import annotations
+
+import json
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a versioned JSON object (schema 1)")
+
+
+def human_size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.1f} {unit}"
+    return f"{n} B"
+
+
+def model_row(m) -> dict:
+    s = m.summary
+    return {
+        "name": m.name, "path": str(m.path), "size_bytes": m.size_bytes, "origin": m.origin,
+        "split_parts": m.split_parts,
+        "vision_projector": str(m.vision_projector) if m.vision_projector else None,
+        "architecture": getattr(s, "architecture", None),
+        "parameter_count": getattr(s, "parameter_count", None),
+        "file_type": getattr(s, "file_type", None),
+        "n_ctx_train": getattr(s, "n_ctx_train", None),
+        "n_layer": getattr(s, "n_layer", None),
+        "error": m.error,
+    }
+
+
+def run(args) -> int:
+    from app.shell.models import added_folders, library_folder, list_models
+
+    models = list_models()
+    if args.json:
+        print(json.dumps({"schema": 1, "library": str(library_folder()),
+                          "folders": [str(f) for f in added_folders()],
+                          "models": [model_row(m) for m in models]}, indent=2))
+        return 0
+    if not models:
+        print(f"No models in {library_folder()}. Run `stoker setup` for the demo model, or add a folder "
+              "in the settings (model_folders).")
+        return 0
+    rows = [("NAME", "SIZE", "ARCH", "QUANT", "CONTEXT", "WHERE")]
+    for m in models:
+        s = m.summary
+        extra = f" +{m.split_parts - 1} parts" if m.split_parts > 1 else ""
+        extra += " +vision" if m.vision_projector else ""
+        rows.append((m.label + extra, human_size(m.size_bytes), getattr(s, "architecture", None) or "?",
+                     getattr(s, "file_type", None) or "?",
+                     str(getattr(s, "n_ctx_train", None) or "?"), str(m.path.parent)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
+    for r in rows:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+    for m in models:
+        if m.error:
+            print(f"{m.name}: {m.error}")
+    return 0
