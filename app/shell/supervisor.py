@@ -1,0 +1,469 @@
+"""The one thread that owns engine state: it takes commands, runs the engine, publishes snapshots.
+
+UI, CLI and the control channel call `submit(command)` and `subscribe(callback)`; only the
+supervisor thread starts, watches and stops engine processes. Every transition is decided
+by the pure reducer in core/lifecycle.py; this module feeds it events (a command arrived,
+/health said 200, the process exited, a retry is due) and carries out the effects it asks
+for. What to launch is decided by ONE injected collaborator, the `LaunchPreparer`
+(shell/launcher.py has the real one: plan + argv + engine build), so tests can hand it a
+LaunchSpec built by hand.
+
+Subscribers are called ON THE SUPERVISOR THREAD for every snapshot: they must not block
+(the Qt bridge re-emits through a queued signal; the CLI prints a line). A subscriber that
+raises is logged and kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import queue
+import shlex
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Protocol
+
+import httpx
+
+from app.core import commands as cmd
+from app.core.launch_spec import LaunchSpec
+from app.core.lifecycle import (
+    BecameReady, EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident,
+    RestartRequested, RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed,
+    StartRequested, StartupTimedOut, StopRequested, StoppedClean, step)
+from app.core.overrides import ModelOverrides
+from app.core.restart import RestartPolicy
+from app.core.snapshot import AppSnapshot, EngineState, IncidentView
+from app.shell.health import probe_health
+from app.shell.process import EngineProcess, free_loopback_port
+
+log = logging.getLogger(__name__)
+
+MAX_INCIDENTS = 20
+STARTING_POLL_S = 0.02  # /health poll while starting: it adds directly to time-to-READY
+READY_POLL_S = 0.1  # how quickly a crash of a running engine is noticed
+IDLE_POLL_S = 0.5
+
+
+@dataclass(frozen=True)
+class AttemptContext:
+    """What the preparer may need to know about this attempt."""
+
+    attempt: int  # 0 for a user start, n for the n-th automatic restart
+    port: int  # a free loopback port picked for this attempt
+    log_dir: Path
+    overrides: ModelOverrides | None  # overrides sent with ApplyOverrides; None: use the store
+    last_exit: EngineExit | None  # how the previous attempt ended, for recovery decisions
+
+
+@dataclass(frozen=True)
+class PreparedLaunch:
+    spec: LaunchSpec
+    model_path: str
+    plan: object | None = None  # core.plan.LaunchPlan when a planner made it
+    build_id: str | None = None  # e.g. "b11434-cpu"
+    backend: str | None = None  # cpu | cuda | rocm | vulkan | metal
+    secrets: tuple[tuple[str, str], ...] = ()  # env name -> value, read at spawn time, never logged
+    startup_deadline_s: float = 180.0
+
+
+@dataclass(frozen=True)
+class PreparationRefused:
+    model_path: str | None
+    reason: str  # one sentence: what is wrong and what to do
+
+
+class LaunchPreparer(Protocol):
+    def __call__(self, model_path: str | None, attempt: AttemptContext
+                 ) -> PreparedLaunch | PreparationRefused: ...
+
+
+Subscriber = Callable[[AppSnapshot], None]
+
+
+class Supervisor:
+    def __init__(self, preparer: LaunchPreparer, *, clock: Callable[[], float] = time.time,
+                 policy: RestartPolicy | None = None, stop_grace_s: float = 10.0,
+                 log_dir: Path | None = None, run_dir: Path | None = None,
+                 on_launch: Callable[[PreparedLaunch], None] | None = None):
+        from app.shell.paths import stoker_paths
+
+        paths = stoker_paths()
+        self._preparer = preparer
+        self._clock = clock
+        self._stop_grace_s = stop_grace_s
+        self._log_dir = Path(log_dir or paths.logs)
+        self._run_dir = Path(run_dir or paths.run)
+        self._on_launch = on_launch
+        self._queue: queue.Queue = queue.Queue()
+        self._subscribers: list[Subscriber] = []
+        self._sub_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        # Owned by the supervisor thread only:
+        self._state = LifecycleState(policy=policy or RestartPolicy())
+        self._proc: EngineProcess | None = None
+        self._launch: PreparedLaunch | None = None
+        self._incidents: tuple[IncidentView, ...] = ()
+        self._overrides: dict[str, ModelOverrides] = {}
+        self._last_exit: EngineExit | None = None
+        self._events: list = []
+        self._http: httpx.Client | None = None
+        # Shared, replaced atomically:
+        self._seq = 0
+        self._snapshot = AppSnapshot(seq=0, state=EngineState.STOPPED)
+
+    # ------------------------------------------------------------------ public API
+
+    def start(self) -> "Supervisor":
+        if self._thread is not None:
+            raise RuntimeError("the supervisor is already running")
+        self._thread = threading.Thread(target=self._run, name="stoker-supervisor", daemon=True)
+        self._thread.start()
+        return self
+
+    def submit(self, command: cmd.Command) -> None:
+        """Queue a command; it is acted on by the supervisor thread, in order."""
+        self._queue.put(command)
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call `callback(snapshot)` for every new snapshot (on the supervisor thread; do not block).
+
+        The latest snapshot is delivered at once. Returns a function that unsubscribes.
+        """
+        with self._sub_lock:
+            self._subscribers.append(callback)
+            current = self._snapshot
+        if current.seq:
+            self._deliver(callback, current)
+
+        def unsubscribe() -> None:
+            with self._sub_lock:
+                if callback in self._subscribers:
+                    self._subscribers.remove(callback)
+
+        return unsubscribe
+
+    def snapshot(self) -> AppSnapshot:
+        return self._snapshot
+
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the thread to end (after Shutdown); True when it has."""
+        if self._thread is None:
+            return True
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+    def wait_for(self, predicate: Callable[[AppSnapshot], bool], timeout: float) -> AppSnapshot | None:
+        """Block until a snapshot satisfies `predicate` (checked on every publish), or time out."""
+        hit = threading.Event()
+        found: list[AppSnapshot] = []
+
+        def check(snap: AppSnapshot) -> None:
+            if not hit.is_set() and predicate(snap):
+                found.append(snap)
+                hit.set()
+
+        unsubscribe = self.subscribe(check)
+        try:
+            check(self._snapshot)
+            hit.wait(timeout)
+        finally:
+            unsubscribe()
+        return found[0] if found else None
+
+    # ------------------------------------------------------------------ the thread
+
+    def _run(self) -> None:
+        self._http = httpx.Client()
+        try:
+            self._publish()
+            while not self._state.finished:
+                try:
+                    command = self._queue.get(timeout=self._wait_time())
+                except queue.Empty:
+                    command = None
+                if command is not None:
+                    self._on_command(command)
+                self._observe()
+        except Exception:  # noqa: BLE001 - never leave an engine running behind a dead thread
+            log.exception("the supervisor thread failed; stopping the engine")
+            raise
+        finally:
+            if self._proc is not None:
+                self._proc.stop(grace_s=self._stop_grace_s)
+                self._proc = None
+            self._http.close()
+
+    def _wait_time(self) -> float:
+        phase = self._state.phase
+        if phase is EngineState.STARTING:
+            return STARTING_POLL_S
+        if phase is EngineState.READY:
+            return READY_POLL_S
+        if phase is EngineState.BACKOFF and self._state.retry_at is not None:
+            return min(IDLE_POLL_S, max(0.0, self._state.retry_at - self._clock()))
+        return IDLE_POLL_S
+
+    def _on_command(self, command) -> None:
+        if isinstance(command, cmd.StartModel):
+            self._feed(StartRequested(command.model_path))
+        elif isinstance(command, cmd.SwitchModel):
+            self._feed(StartRequested(command.model_path))
+        elif isinstance(command, cmd.Stop):
+            self._feed(StopRequested())
+        elif isinstance(command, cmd.Restart):
+            self._feed(RestartRequested(command.reason))
+        elif isinstance(command, cmd.ApplyOverrides):
+            self._overrides[command.model_path] = command.overrides
+            running = self._launch.model_path if self._launch else self._state.model_path
+            if command.restart and running == command.model_path:
+                self._feed(RestartRequested("new settings for this model"))
+        elif isinstance(command, cmd.LiftQuarantine):
+            lift = getattr(self._preparer, "lift_quarantine", None)
+            if lift is not None:  # the quarantine ledger belongs to the preparer's engine choice
+                lift(command.build_id)
+            self._publish()
+        elif isinstance(command, cmd.Shutdown):
+            self._feed(ShutdownRequested())
+        else:
+            log.warning("ignoring unknown command %r", command)
+
+    def _observe(self) -> None:
+        """Turn what the process and /health say now into events."""
+        st, proc, now = self._state, self._proc, self._clock()
+        if proc is not None and st.phase in (EngineState.STARTING, EngineState.READY):
+            if proc.poll() is not None:
+                self._proc = None
+                report = proc.exit_report(now)
+                self._last_exit = report
+                self._feed(Exited(report))
+                return
+        if st.phase is EngineState.STARTING and proc is not None and self._launch is not None:
+            status = probe_health(self._launch.spec.endpoint, client=self._http, timeout_s=0.5)
+            now = self._clock()
+            if status == 200:
+                proc.mark_ready(now)
+                self._feed(BecameReady())
+            elif st.spawned_at is not None and now - st.spawned_at > self._launch.startup_deadline_s:
+                self._feed(StartupTimedOut(now - st.spawned_at))
+        elif st.phase is EngineState.BACKOFF and st.retry_at is not None and now >= st.retry_at:
+            self._feed(RetryDue())
+
+    def _feed(self, event) -> None:
+        self._events.append(event)
+        if len(self._events) > 1:
+            return  # an effect fed this; the outer loop below picks it up in order
+        while self._events:
+            ev = self._events[0]
+            self._state, effects = step(self._state, ev, self._clock())
+            for effect in effects:
+                self._carry_out(effect)
+            self._events.pop(0)
+
+    def _carry_out(self, effect) -> None:
+        if isinstance(effect, Spawn):
+            self._spawn(effect.model_path)
+        elif isinstance(effect, Kill):
+            self._kill()
+        elif isinstance(effect, RecordIncident):
+            self._record_incident(effect)
+        elif isinstance(effect, Publish):
+            self._publish()
+        elif isinstance(effect, (ScheduleRetry, Finish)):
+            pass  # the state carries retry_at / finished; the loop acts on them
+        else:
+            log.warning("unknown effect %r", effect)
+
+    # ------------------------------------------------------------------ effects
+
+    def _spawn(self, model_path: str | None) -> None:
+        attempt = AttemptContext(
+            attempt=self._state.restarts, port=free_loopback_port(), log_dir=self._log_dir,
+            overrides=self._overrides.get(model_path) if model_path else None,
+            last_exit=self._last_exit)
+        try:
+            prepared = self._preparer(model_path, attempt)
+        except Exception as exc:  # noqa: BLE001 - a preparer bug must read as a failed start
+            log.exception("preparing the launch failed")
+            prepared = PreparationRefused(model_path, f"preparing the launch failed: {exc}")
+        if isinstance(prepared, PreparationRefused):
+            self._events.append(SpawnFailed(prepared.reason))
+            return
+        self._launch = prepared
+        if self._on_launch is not None:
+            self._on_launch(prepared)
+        try:
+            self._proc = EngineProcess.start(prepared.spec, secrets=dict(prepared.secrets),
+                                             log_dir=self._log_dir, run_dir=self._run_dir)
+        except OSError as exc:
+            self._events.append(SpawnFailed(str(exc)))
+            return
+        # The reducer keeps the model it was asked for; remember what the preparer chose.
+        if self._state.model_path is None:
+            self._state = replace(self._state, model_path=prepared.model_path)
+        self._events.append(Spawned(self._proc.pid))
+
+    def _kill(self) -> None:
+        proc, self._proc = self._proc, None
+        if proc is not None:
+            proc.stop(grace_s=self._stop_grace_s)
+            self._last_exit = proc.exit_report(self._clock())
+        self._events.append(StoppedClean())
+
+    def _record_incident(self, effect: RecordIncident) -> None:
+        view = incident_view(effect, self._clock(), self._launch)
+        self._incidents = (self._incidents + (view,))[-MAX_INCIDENTS:]
+        try:
+            self._log_dir.mkdir(parents=True, exist_ok=True)
+            line = {"at": view.at, "kind": view.kind, "summary": view.summary,
+                    "evidence": view.evidence, "advice": view.advice, "action": view.action,
+                    "model": self._state.model_path,
+                    "exit": None if effect.exit is None else {
+                        "pid": effect.exit.pid, "code": effect.exit.exit_code,
+                        "signal": effect.exit.signal, "phase": effect.exit.phase,
+                        "uptime_s": effect.exit.uptime_s}}
+            with open(self._log_dir / "incidents.jsonl", "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(line) + "\n")
+        except OSError:
+            log.warning("could not append to incidents.jsonl", exc_info=True)
+        self._publish()
+
+    def _publish(self) -> None:
+        self._seq += 1
+        snap = build_snapshot(self._seq, self._state, self._launch, self._incidents, self._proc)
+        self._snapshot = snap
+        with self._sub_lock:
+            subscribers = list(self._subscribers)
+        for callback in subscribers:
+            self._deliver(callback, snap)
+
+    @staticmethod
+    def _deliver(callback: Subscriber, snap: AppSnapshot) -> None:
+        try:
+            callback(snap)
+        except Exception:  # noqa: BLE001 - one bad subscriber must not stop the supervisor
+            log.exception("a snapshot subscriber failed")
+
+
+# ---------------------------------------------------------------------- snapshot assembly
+
+
+def _argv_value(argv: tuple[str, ...], *names: str) -> str | None:
+    for i, arg in enumerate(argv[:-1]):
+        if arg in names:
+            return argv[i + 1]
+    return None
+
+
+def launch_facts(launch: PreparedLaunch) -> dict:
+    """ctx, slots and KV types of a launch: from its plan when there is one, else from its argv."""
+    plan = launch.plan
+    if plan is not None and hasattr(plan, "ctx"):
+        facts = {"ctx": plan.ctx, "slots": plan.slots, "kv_type_k": plan.kv_type_k,
+                 "kv_type_v": plan.kv_type_v}
+        drafter = getattr(plan, "drafter", None)
+        facts["drafter_status"] = getattr(drafter, "status", None)
+        facts["drafter_reason"] = getattr(drafter, "reason", None)
+        facts["plan_decisions"] = tuple((d.what, d.why) for d in getattr(plan, "decisions", ()))
+        return facts
+    argv = launch.spec.argv
+    ctx = _argv_value(argv, "-c", "--ctx-size")
+    slots = _argv_value(argv, "-np", "--parallel")
+    return {
+        "ctx": int(ctx) if ctx and ctx.isdigit() and int(ctx) > 0 else None,
+        "slots": int(slots) if slots and slots.lstrip("-").isdigit() and int(slots) > 0 else None,
+        # f16 is the engine's own default when the argv names no cache type.
+        "kv_type_k": _argv_value(argv, "-ctk", "--cache-type-k") or "f16",
+        "kv_type_v": _argv_value(argv, "-ctv", "--cache-type-v") or "f16",
+        "drafter_status": "none" if _argv_value(argv, "--spec-type") in (None, "none") else "in",
+        "drafter_reason": None,
+        "plan_decisions": (),
+    }
+
+
+def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
+                   incidents: tuple[IncidentView, ...], proc: EngineProcess | None) -> AppSnapshot:
+    running = st.phase in (EngineState.STARTING, EngineState.READY, EngineState.STOPPING)
+    model_path = launch.model_path if launch is not None else st.model_path
+    fields: dict = {}
+    if launch is not None:
+        facts = launch_facts(launch)
+        fields.update(facts)
+        ctx, slots = facts["ctx"], facts["slots"]
+        parts = [f"context {ctx:,}" if ctx else "context from the model"]
+        if slots:
+            parts.append(f"{slots} slot{'s' if slots != 1 else ''}")
+        parts.append(f"KV {facts['kv_type_k']}/{facts['kv_type_v']}")
+        if launch.backend:
+            parts.append(launch.backend)
+        fields["plan_summary"] = ", ".join(parts)
+        fields["argv"] = launch.spec.argv
+        fields["engine_build"] = launch.build_id
+        fields["backend"] = launch.backend
+    return AppSnapshot(
+        seq=seq,
+        state=st.phase,
+        model_path=model_path,
+        model_name=Path(model_path).name.removesuffix(".gguf") if model_path else None,
+        endpoint=launch.spec.endpoint if launch is not None and running else None,
+        pid=st.pid if running else None,
+        started_at=st.ready_at if st.phase is EngineState.READY else None,
+        restarts=st.restarts,
+        next_retry_at=st.retry_at if st.phase is EngineState.BACKOFF else None,
+        last_error=st.last_error,
+        incidents=incidents,
+        **fields,
+    )
+
+
+def incident_view(effect: RecordIncident, now: float, launch: PreparedLaunch | None) -> IncidentView:
+    """Classify an exit with core/diagnosis.py when it is there; else a plain incident."""
+    ex = effect.exit
+    if ex is not None:
+        try:
+            from app.core import diagnosis
+
+            report = diagnosis.ExitReport(
+                exit_code=ex.exit_code,
+                signal=diagnosis.signal_name(ex.signal) if ex.signal is not None else None,
+                signalled_by_us=ex.signalled_by_us, phase=ex.phase, uptime_s=ex.uptime_s,
+                log_tail=ex.log_tail, backend=launch.backend if launch else None,
+                os={"posix": "linux", "nt": "windows"}.get(os.name, "linux"))
+            inc = diagnosis.classify_exit(report)
+            return IncidentView(at=now, kind=inc.kind, summary=inc.title, evidence=inc.evidence,
+                                advice=inc.advice, action=effect.action)
+        except Exception:  # noqa: BLE001 - diagnosis is another module; never lose the incident
+            log.warning("classify_exit failed; recording a plain incident", exc_info=True)
+        errors = [line for line in ex.log_tail if " E " in line or "error" in line.lower()]
+        return IncidentView(at=now, kind="crash", summary=effect.summary,
+                            evidence=errors[-1] if errors else None,
+                            advice="see the engine log for the lines before the exit",
+                            action=effect.action)
+    kind = "startup-timeout" if "did not become ready" in effect.summary else "start-refused"
+    return IncidentView(at=now, kind=kind, summary=effect.summary, evidence=None,
+                        advice="see the engine log, or start it again with a smaller context",
+                        action=effect.action)
+
+
+def hand_made_preparer(spec_for: Callable[[str | None, int], LaunchSpec], *,
+                       backend: str | None = None, build_id: str | None = None,
+                       startup_deadline_s: float = 180.0,
+                       secrets: Mapping[str, str] | None = None) -> LaunchPreparer:
+    """A preparer from a function (model, port) -> LaunchSpec: for tests and bare launches."""
+
+    def prepare(model_path: str | None, attempt: AttemptContext):
+        spec = spec_for(model_path, attempt.port)
+        model = _argv_value(spec.argv, "-m", "--model") or model_path or ""
+        return PreparedLaunch(spec=spec, model_path=model, backend=backend, build_id=build_id,
+                              secrets=tuple((secrets or {}).items()),
+                              startup_deadline_s=startup_deadline_s)
+
+    return prepare
+
+
+def argv_line(argv: tuple[str, ...]) -> str:
+    return shlex.join(argv)

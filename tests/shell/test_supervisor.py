@@ -1,0 +1,103 @@
+"""The supervisor thread on the real engine: start, chat, kill -9 → restart, stop, switch, refusal."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pytest
+
+from app.core.commands import Restart, Shutdown, StartModel, Stop
+from app.core.restart import RestartPolicy
+from app.core.snapshot import EngineState as S
+from app.shell.paths import stoker_paths
+from app.shell.supervisor import PreparationRefused, Supervisor, hand_made_preparer
+from tests.shell.engine_helpers import chat, demo_spec, engines_running
+
+pytestmark = pytest.mark.engine
+
+FAST = RestartPolicy(first_delay_s=0.2, cap_s=1.0, budget_failures=3, budget_window_s=30)
+
+
+@pytest.fixture
+def supervised(engine_binary, demo_model, stoker_home):
+    made = []
+
+    def make(preparer=None, policy=FAST):
+        preparer = preparer or hand_made_preparer(
+            lambda model, port: demo_spec(engine_binary, demo_model, port=port),
+            backend="cpu", build_id="b11434-cpu", startup_deadline_s=60)
+        sup = Supervisor(preparer, policy=policy, stop_grace_s=3).start()
+        made.append(sup)
+        return sup
+
+    yield make
+    for sup in made:
+        sup.submit(Shutdown())
+        assert sup.join(20), "the supervisor did not shut down"
+    assert engines_running(engine_binary) == []
+
+
+def test_start_chat_crash_restart_stop(supervised, engine_binary):
+    sup = supervised()
+    seen = []
+    sup.subscribe(seen.append)
+    sup.submit(StartModel())
+    ready = sup.wait_for(lambda s: s.state is S.READY, 60)
+    assert ready is not None, sup.snapshot()
+    assert ready.endpoint.startswith("http://127.0.0.1:") and ready.pid
+    assert (ready.backend, ready.ctx, ready.slots, ready.kv_type_k) == ("cpu", 1024, 1, "f16")
+    assert ready.model_name == "SmolLM2-135M-Instruct.Q4_1"
+    assert chat(ready.endpoint)
+
+    os.kill(ready.pid, signal.SIGKILL)
+    again = sup.wait_for(lambda s: s.state is S.READY and s.pid != ready.pid, 60)
+    assert again is not None, sup.snapshot()
+    assert again.restarts == 1 and len(again.incidents) == 1
+    incident = again.incidents[0]
+    assert "SIGKILL" in incident.summary or "signal 9" in incident.summary or incident.kind
+    assert "restart" in incident.action
+    assert chat(again.endpoint)
+    states = [s.state for s in seen]
+    assert S.BACKOFF in states and states.index(S.BACKOFF) > states.index(S.READY)
+    assert [s.seq for s in seen] == sorted(set(s.seq for s in seen))  # strictly increasing
+    logged = [json.loads(line) for line in
+              (stoker_paths().logs / "incidents.jsonl").read_text().splitlines()]
+    assert logged[0]["exit"]["signal"] == 9
+
+    sup.submit(Stop())
+    stopped = sup.wait_for(lambda s: s.state is S.STOPPED and s.seq > again.seq, 30)
+    assert stopped is not None and stopped.pid is None and stopped.endpoint is None
+    assert engines_running(engine_binary) == []
+
+
+def test_user_restart_is_not_counted_as_a_crash(supervised):
+    sup = supervised()
+    sup.submit(StartModel())
+    first = sup.wait_for(lambda s: s.state is S.READY, 60)
+    sup.submit(Restart())
+    second = sup.wait_for(lambda s: s.state is S.READY and s.pid != first.pid, 60)
+    assert second is not None and second.restarts == 0 and second.incidents == ()
+
+
+def test_engine_that_cannot_start_ends_failed_after_the_budget(supervised, engine_binary, demo_model):
+    def broken(model, port):
+        spec = demo_spec(engine_binary, demo_model, port=port)
+        return type(spec)(**{**spec.__dict__, "argv": spec.argv + ("--no-mmap",)})
+
+    sup = supervised(hand_made_preparer(broken, startup_deadline_s=30))
+    sup.submit(StartModel())
+    failed = sup.wait_for(lambda s: s.state is S.FAILED, 30)
+    assert failed is not None, sup.snapshot()
+    assert failed.restarts == 2 and len(failed.incidents) == 3
+    assert "failed 3 times" in failed.last_error
+    assert any("--no-mmap" in (i.evidence or "") for i in failed.incidents), failed.incidents
+
+
+def test_refused_preparation_fails_with_its_sentence(supervised):
+    sup = supervised(lambda model, attempt: PreparationRefused(model, "the model needs 9 GiB, 2 are free"))
+    sup.submit(StartModel("/nowhere.gguf"))
+    failed = sup.wait_for(lambda s: s.state is S.FAILED, 10)
+    assert failed.last_error == "the model needs 9 GiB, 2 are free"
+    assert failed.incidents[-1].summary == failed.last_error
