@@ -1,0 +1,545 @@
+"""Name an engine failure in one sentence: what happened, the line that shows it, what to do.
+
+`classify_exit(ExitReport) -> Incident` reads the exit code or signal, who sent the signal,
+the phase (starting / ready / stopping), the uptime and the log tail of one llama-server
+process, and decides the kind of failure, whether it counts as a strike against the engine
+build (core/quarantine.py) and which recovery, if any, can help (core/recovery.py).
+The patterns are the real lines of llama.cpp b11434 (shared/reference/llama-server.md §3.3)
+and the seed's panic regexes (gezel-behaviours.md §2).
+
+Pure: no files, no clock, no processes. The shell gathers the facts (including whether the
+kernel's OOM killer fired, from cgroup memory.events or the kernel log) and passes them in.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# Every kind classify_exit can return; the README lists them for users.
+KINDS = (
+    "host-oom", "cuda-oom", "vulkan-oom", "metal-oom", "rocm-oom",
+    "cuda-driver-too-old", "no-kernel-image", "missing-library", "illegal-instruction",
+    "bad-model", "port-in-use", "bad-argument", "drafter-failure", "gpu-unused",
+    "startup-timeout", "assertion-failed", "gpu-error", "stopped", "unknown",
+)
+OOM_KINDS = frozenset({"host-oom", "cuda-oom", "vulkan-oom", "metal-oom", "rocm-oom"})
+# Faults of the build on this machine: they would happen again with the same binary.
+BUILD_FAULT_KINDS = frozenset({"cuda-driver-too-old", "no-kernel-image", "missing-library",
+                               "illegal-instruction"})
+# Crashes that count as a strike only when they happen while starting.
+STARTUP_CRASH_KINDS = frozenset({"assertion-failed", "gpu-error", "unknown"})
+GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "opencl"})
+PHASES = ("starting", "ready", "stopping")
+
+VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
+
+
+@dataclass(frozen=True)
+class ExitReport:
+    exit_code: int | None  # the process's exit status; None when a signal ended it or unknown
+    signal: str | None  # "SIGKILL" …; None when it exited by itself or unknown
+    signalled_by_us: bool
+    phase: str  # starting | ready | stopping
+    uptime_s: float | None
+    log_tail: tuple[str, ...]
+    backend: str | None  # cuda | rocm | vulkan | metal | cpu; None when unknown
+    plan_wanted_gpu: bool = False
+    has_drafter: bool = False
+    drafter_forced: bool = False  # the user chose the drafter, not the catalog
+    os: str = "linux"  # linux | darwin | windows
+    oom_killed: bool | None = None  # the kernel OOM killer fired for it; None when unknown
+    timed_out: bool = False  # we killed it because it never became ready in time
+
+
+@dataclass(frozen=True)
+class Incident:
+    kind: str  # one of KINDS
+    title: str  # one sentence
+    evidence: str  # the log line that shows it, or the exit description
+    advice: str  # what a person can do
+    counts_as_strike: bool
+    recoverable_by: str | None  # smaller-plan | drop-drafter | next-build | None
+    exit_description: str
+
+
+# ------------------------------------------------------------------ exit codes and signals
+
+# Linux numbering; darwin differs for a few (below).
+_LINUX_SIGNALS = {
+    1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
+    7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2",
+    13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM", 24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS",
+}
+_DARWIN_SIGNALS = {**_LINUX_SIGNALS, 7: "SIGEMT", 10: "SIGBUS", 12: "SIGSYS", 30: "SIGUSR1",
+                   31: "SIGUSR2"}
+_SIGNAL_MEANING = {
+    "SIGILL": "an instruction this CPU (or GPU library) cannot run",
+    "SIGABRT": "the engine aborted itself after an error",
+    "SIGKILL": "killed outright",
+    "SIGSEGV": "a crash (invalid memory access)",
+    "SIGBUS": "a crash (bad memory access, e.g. a model file that shrank while mapped)",
+    "SIGTERM": "asked to stop",
+    "SIGINT": "interrupted",
+    "SIGFPE": "an arithmetic fault",
+    "SIGTRAP": "a trap (a GPU kernel without code for this device, or a debugger)",
+}
+
+# NTSTATUS codes a Windows process ends with, and what they mean to a user.
+NTSTATUS = {
+    0xC0000005: ("STATUS_ACCESS_VIOLATION", "a crash (invalid memory access)"),
+    0xC0000409: ("STATUS_STACK_BUFFER_OVERRUN", "a fast-fail abort: the engine stopped itself "
+                 "after an error it could not handle"),
+    0xC000001D: ("STATUS_ILLEGAL_INSTRUCTION", "an instruction this CPU cannot run"),
+    0xC0000135: ("STATUS_DLL_NOT_FOUND", "a DLL the engine needs was not found"),
+    0xC0000142: ("STATUS_DLL_INIT_FAILED", "a DLL failed to initialise (often a missing or "
+                 "mismatched Visual C++ runtime)"),
+    0xC00000FD: ("STATUS_STACK_OVERFLOW", "a stack overflow"),
+    0xC0000017: ("STATUS_NO_MEMORY", "Windows could not give it more memory"),
+    0xC000012D: ("STATUS_COMMITMENT_LIMIT", "the system ran out of memory (page file full)"),
+    0xC0000374: ("STATUS_HEAP_CORRUPTION", "heap corruption"),
+    0xC0000094: ("STATUS_INTEGER_DIVIDE_BY_ZERO", "an integer division by zero"),
+    0xC000013A: ("STATUS_CONTROL_C_EXIT", "stopped with Ctrl+C"),
+    0xC0000139: ("STATUS_ENTRYPOINT_NOT_FOUND", "a DLL is the wrong version (missing entry point)"),
+    0xE06D7363: ("an uncaught C++ exception", "the engine stopped on an error it did not catch"),
+    0xC0000006: ("STATUS_IN_PAGE_ERROR", "a mapped file could not be read (disk or network error)"),
+}
+_NTSTATUS_KIND = {
+    0xC000001D: "illegal-instruction", 0xC0000135: "missing-library",
+    0xC0000142: "missing-library", 0xC0000139: "missing-library",
+    0xC0000017: "host-oom", 0xC000012D: "host-oom",
+}
+# Error-severity NTSTATUS values (and 0xE06D7363, an uncaught C++ exception); the range
+# stops short of 0xFFFFFFxx so a POSIX -9 read as unsigned is never taken for one.
+_NT_LOW, _NT_HIGH = 0xC0000000, 0xEFFFFFFF
+_U64_BASE = 2**64 - 2**32  # a 32-bit NTSTATUS sign-extended, then read as unsigned 64-bit
+# Values like 18446744072635812000 went through a double on their way to the user
+# (spacing 4096 at that size), so they are matched to a known code within half a step.
+_FLOAT_SLACK = 2048
+
+
+def ntstatus_of(code: int) -> int | None:
+    """The NTSTATUS a Windows exit code carries, from any of the forms it reaches us in.
+
+    Unsigned 32-bit (3221226505), signed 32-bit (-1073740791), sign-extended unsigned
+    64-bit (18446744072635810825) and that number rounded through a double
+    (18446744072635812000) all give 0xC0000409. None when the code is not an NTSTATUS.
+    """
+    if -(2**31) <= code < 0:
+        code &= 0xFFFFFFFF
+    if _NT_LOW <= code <= _NT_HIGH:
+        return code
+    if code > 0xFFFFFFFF:
+        low = code - _U64_BASE
+        if low in NTSTATUS:
+            return low
+        near = [k for k in NTSTATUS if abs(low - k) <= _FLOAT_SLACK]
+        if near:
+            return min(near, key=lambda k: abs(low - k))
+        if _NT_LOW <= low <= _NT_HIGH:
+            return low
+    return None
+
+
+def signal_name(number: int, os: str = "linux") -> str:
+    """`9` -> "SIGKILL" (numbers differ between Linux and macOS)."""
+    table = _DARWIN_SIGNALS if os == "darwin" else _LINUX_SIGNALS
+    return table.get(number, f"signal {number}")
+
+
+def describe_exit_code(code: int | None, os: str = "linux") -> str:
+    """One phrase for an exit status: decodes NTSTATUS forms, negative POSIX returncodes
+    (a signal) and a shell's 128+N."""
+    if code is None:
+        return "the exit status is unknown"
+    status = ntstatus_of(code)
+    if status is not None:
+        name, meaning = NTSTATUS.get(status, ("an NTSTATUS error", "a Windows error"))
+        return f"exit code 0x{status:08X} ({name}: {meaning})"
+    if code < 0 and os != "windows":
+        sig = signal_name(-code, os)
+        meaning = _SIGNAL_MEANING.get(sig)
+        return f"ended by {sig}" + (f" ({meaning})" if meaning else "")
+    if code == 0:
+        return "exit code 0 (a normal exit)"
+    if code == 127 and os != "windows":
+        return "exit code 127 (the program or one of its shared libraries could not be loaded)"
+    if 128 < code < 160 and os != "windows":
+        sig = signal_name(code - 128, os)
+        return f"exit code {code} (a shell's way of saying it was ended by {sig})"
+    if code == 3 and os == "windows":
+        return "exit code 3 (the engine aborted itself after an error)"
+    return f"exit code {code}"
+
+
+def describe_exit(report: ExitReport) -> str:
+    if report.signal:
+        meaning = _SIGNAL_MEANING.get(report.signal)
+        who = " sent by Stoker" if report.signalled_by_us else ""
+        text = f"ended by {report.signal}{who}" + (f" ({meaning})" if meaning else "")
+    else:
+        text = describe_exit_code(report.exit_code, report.os)
+    when = {"starting": "while starting", "ready": "while serving",
+            "stopping": "while stopping"}.get(report.phase, "")
+    if report.uptime_s is not None:
+        when += f" after {report.uptime_s:.1f} s"
+    return f"{text} {when}".strip()
+
+
+def _effective_signal(report: ExitReport) -> str | None:
+    if report.signal:
+        return report.signal
+    code = report.exit_code
+    if code is None or report.os == "windows":
+        return None
+    if code < 0 and ntstatus_of(code) is None:
+        return signal_name(-code, report.os)
+    return None
+
+
+# ------------------------------------------------------------------------- log lines
+
+_PREFIX = re.compile(r"^\s*\d+\.\d+\.\d+\.\d+\s+[IWED]\s+")
+
+
+def strip_log_prefix(line: str) -> str:
+    """`0.00.204.629 E msg` -> `msg` (llama-server's time-since-start and level)."""
+    return _PREFIX.sub("", line.rstrip("\r\n"))
+
+
+_BUFFER_DEVICE = re.compile(r"\b(CUDA|ROCm|MUSA|Vulkan|MTL|Metal|SYCL|CPU)\d*(?:_\w+)?\s+buffer\b")
+_BUF_BACKEND = {"CUDA": "cuda", "MUSA": "cuda", "ROCm": "rocm", "Vulkan": "vulkan",
+                "MTL": "metal", "Metal": "metal", "SYCL": "sycl", "CPU": "cpu"}
+
+
+def backend_from_log(lines) -> str | None:
+    """The GPU backend a log shows was built in, else None (CPU build or unknown)."""
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        if re.search(r"ggml_cuda_init|CUDA\s*:\s*ARCHS|loaded CUDA backend|\bCUDA error\b", line):
+            return "cuda"
+        if re.search(r"loaded ROCm backend|\bROCm error\b|ROCm\d+:|ROCm\s*:", line):
+            return "rocm"
+        if re.search(r"ggml_vulkan|loaded Vulkan backend|Vulkan\d+:", line):
+            return "vulkan"
+        if re.search(r"ggml_metal|loaded Metal backend|MTL\d+:", line):
+            return "metal"
+    return None
+
+
+def gpu_unused_from_log(lines, backend: str | None, plan_wanted_gpu: bool) -> str | None:
+    """The line showing that a GPU build runs without its GPU, else None.
+
+    A CPU build printing `no usable GPU found` is normal, so that line only counts for a
+    GPU backend; `offloaded 0/N layers to GPU` counts when the plan asked for the GPU.
+    """
+    gpu_build = backend in GPU_BACKENDS
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
+                                   r"|failed to initialize (ROCm|HIP)"
+                                   r"|ggml_vulkan: No devices found", line):
+            return line
+        m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
+        if m and (plan_wanted_gpu or gpu_build):
+            return line
+    return None
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern
+    priority: int  # higher wins; equal priority: the earlier line wins
+
+
+def _r(kind: str, priority: int, pattern: str) -> _Rule:
+    return _Rule(kind, re.compile(pattern, re.IGNORECASE), priority)
+
+
+# Device-named OOM is decided from the line; `cudaMalloc failed` also appears on HIP,
+# so "gpu-oom" rules are resolved to cuda/rocm by the buffer names and the backend.
+_RULES = (
+    _r("cuda-driver-too-old", 90, r"driver version is insufficient for (CUDA )?runtime version"
+       r"|cudaErrorInsufficientDriver|forward compatibility was attempted on non supported HW"),
+    _r("no-kernel-image", 90, r"no kernel image is available for execution on the device"
+       r"|invalid device function|has no device code compatible with CUDA arch"
+       r"|hipErrorNoBinaryForGpu|No compatible code objects? found"),
+    _r("drafter-failure", 85, r"failed to load draft model|failed to create MTP context"
+       r"|common_speculative_init\w*: failed"),
+    _r("gpu-oom", 80, r"(CUDA|ROCm|MUSA) error:\s*(out of memory|memory allocation)"
+       r"|cudaMalloc failed:\s*out of memory|hipErrorOutOfMemory"
+       r"|failed to allocate (CUDA|ROCm|MUSA)\d+ buffer|unable to allocate (CUDA|ROCm|MUSA)\d+ buffer"),
+    _r("vulkan-oom", 80, r"ErrorOutOfDeviceMemory|OutOfDeviceMemoryError"
+       r"|ggml_vulkan:.*(allocation|memory).*failed|unable to allocate Vulkan\d+ buffer"
+       r"|failed to allocate Vulkan\d+ buffer|Requested buffer size exceeds device buffer size limit"),
+    _r("metal-oom", 80, r"failed to allocate Metal buffer|ggml_metal_buffer_(init|map): error: failed to"
+       r" allocate|failed to allocate MTL\d+ buffer|kIOGPUCommandBufferCallbackErrorOutOfMemory"
+       r"|Insufficient Memory \(0+8"),
+    _r("host-oom", 78, r"failed to allocate CPU\w* buffer|ggml_aligned_malloc: insufficient memory"
+       r"|ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate|std::bad_alloc"
+       r"|Cannot allocate memory|out of host memory|mmap failed.*ENOMEM"),
+    _r("port-in-use", 75, r"couldn't bind HTTP server socket|exiting due to HTTP server error"
+       r"|address already in use"),
+    _r("missing-library", 75, r"error while loading shared libraries|cannot open shared object file"
+       r"|dyld(\[\d+\])?: Library not loaded|The code execution cannot proceed because .*\.dll"
+       r"|\.dll was not found"),
+    _r("bad-argument", 70, r"error: invalid argument:|error while handling argument"
+       r"|error while handling environment variable|Unsupported cache type|unknown speculative type"
+       r"|quantized V cache requires flash_attn|K cache type \S+ with block size \d+ does not divide"
+       r"|model does not support different K|SPLIT_MODE_TENSOR requires flash_attn"
+       r"|invalid device:|Available buffer types:|^not a directory:|Unknown reasoning format"
+       r"|invalid value for main_gpu|invalid boolean value"),
+    _r("bad-model", 60, r"failed to open GGUF file|gguf_init_from_\w+: failed|error loading model"
+       r"|unknown model architecture|missing tensor|not within the file bounds"
+       r"|model is corrupted or incomplete|failed to load model|chat template parsing error"
+       r"|failed to load multimodal model|invalid magic"),
+    _r("gpu-error", 40, r"\b(CUDA|ROCm|MUSA) error\b|ggml_vulkan: device lost|vk::\w+.*Error"
+       r"|ggml_metal_synchronize: error|Exception caught at file"),
+    _r("assertion-failed", 30, r"GGML_ASSERT|GGML_ABORT|assert(ion)? failed|terminate called"),
+)
+
+# The KV line alone says nothing about the device; the device line before it does.
+_KV_FAIL = re.compile(r"failed to allocate buffer for kv cache|failed to allocate compute buffers",
+                      re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class _Match:
+    kind: str
+    line: str
+    priority: int
+
+
+def _scan(lines: tuple[str, ...]) -> _Match | None:
+    best: _Match | None = None
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        if not line.strip():
+            continue
+        for rule in _RULES:
+            if rule.pattern.search(line):
+                if best is None or rule.priority > best.priority:
+                    best = _Match(rule.kind, line, rule.priority)
+                break
+    return best
+
+
+def _gpu_oom_kind(lines: tuple[str, ...], backend: str | None) -> str:
+    for raw in lines:
+        m = _BUFFER_DEVICE.search(raw)
+        if m and m.group(1) in ("ROCm",):
+            return "rocm-oom"
+        if m and m.group(1) in ("CUDA", "MUSA"):
+            return "cuda-oom"
+        if re.search(r"\bROCm error\b|hipError", raw):
+            return "rocm-oom"
+    return "rocm-oom" if backend == "rocm" else "cuda-oom"
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+# ------------------------------------------------------------------------ the sentences
+
+def _words(kind: str, report: ExitReport) -> tuple[str, str]:
+    starting = report.phase == "starting"
+    if kind == "host-oom":
+        if starting:
+            title = "The engine ran out of system memory (RAM) while loading the model."
+        else:
+            title = "The engine was stopped for lack of system memory (RAM) while serving."
+        advice = ("Close other memory-hungry programs, or give this model a smaller context or a "
+                  "cheaper KV cache type (q8_0); Stoker retries with a plan that leaves more room.")
+        return title, advice
+    if kind in ("cuda-oom", "rocm-oom", "vulkan-oom", "metal-oom"):
+        gpu = {"cuda-oom": "NVIDIA (CUDA)", "rocm-oom": "AMD (ROCm)", "vulkan-oom": "Vulkan",
+               "metal-oom": "Apple (Metal)"}[kind]
+        when = "while loading the model" if starting else "while serving"
+        return (f"The {gpu} GPU ran out of graphics memory {when}.",
+                "Close other programs using the GPU, or lower the context, use a cheaper KV cache "
+                "type or put fewer layers on the GPU; Stoker retries with a smaller plan.")
+    if kind == "cuda-driver-too-old":
+        return ("The NVIDIA driver is too old for this CUDA build of the engine.",
+                "Update the NVIDIA driver; until then Stoker uses the next build in line "
+                "(Vulkan or CPU).")
+    if kind == "no-kernel-image":
+        gpu = "AMD" if report.backend == "rocm" else "GPU"
+        return (f"This engine build has no code for this {gpu}'s architecture.",
+                "Use a build compiled for this GPU (Stoker falls back to the next build in line: "
+                "Vulkan, then CPU), or rebuild with this GPU's architecture included.")
+    if kind == "missing-library":
+        advice = ("Reinstall the engine build with all its libraries next to the binary "
+                  "(`stoker setup`), or install the runtime it names.")
+        if report.os == "windows":
+            advice = ("Install the Microsoft Visual C++ Redistributable (" + VC_REDIST_URL + ") and "
+                      "keep the build's DLLs next to llama-server.exe, then start again.")
+        return "The engine could not start because a library it needs is missing.", advice
+    if kind == "illegal-instruction":
+        return ("The engine build uses instructions this CPU (or its GPU library) cannot run.",
+                "Use a build made for this machine (`stoker setup` compiles one here); Stoker "
+                "falls back to the next build in line.")
+    if kind == "bad-model":
+        return ("The model file could not be loaded: it is damaged, incomplete or not supported "
+                "by this engine build.",
+                "Download the model again (check its size and checksum), or update the engine if "
+                "the model's architecture is newer than the build.")
+    if kind == "port-in-use":
+        return ("The engine could not listen on its port because another program already uses it.",
+                "Stop the other program or choose another port; this does not count against the "
+                "engine build.")
+    if kind == "bad-argument":
+        return ("The engine refused its command line: an option or value is not valid for this "
+                "build.",
+                "Remove or correct the option in this model's extra arguments or overrides (the "
+                "evidence line names it).")
+    if kind == "drafter-failure":
+        if report.drafter_forced:
+            return ("The speculative drafter you chose broke the launch.",
+                    "Choose another draft model (formats change between engine releases) or turn "
+                    "speculative decoding off for this model.")
+        return ("The speculative drafter broke the launch, so Stoker leaves it out with this "
+                "engine build.",
+                "Nothing to do: the model runs without the drafter. A drafter made for this "
+                "engine release brings the speed-up back.")
+    if kind == "gpu-unused":
+        return ("The GPU engine build is running without its GPU, on the CPU (slower).",
+                "Check that the GPU driver is installed and working (nvidia-smi / rocminfo / "
+                "vulkaninfo), then restart the engine.")
+    if kind == "startup-timeout":
+        return ("The engine did not become ready in time and was stopped.",
+                "Look at the last log lines; a very large model on a slow disk may need a longer "
+                "start-up time, otherwise try a smaller context.")
+    if kind == "assertion-failed":
+        return ("The engine stopped on an internal check (an assertion) "
+                + ("while starting." if starting else "while serving."),
+                "This is usually an engine bug or an unsupported setting: try another engine "
+                "build or remove unusual options, and report the evidence line upstream.")
+    if kind == "gpu-error":
+        return ("The GPU reported an error and the engine stopped.",
+                "Update the GPU driver; if it repeats, lower the GPU load (fewer layers) or use "
+                "the next build in line.")
+    if kind == "stopped":
+        who = "Stoker stopped the engine." if report.signalled_by_us else \
+            "The engine was stopped by something other than Stoker."
+        return who, "Nothing to do unless this was unexpected."
+    return ("The engine stopped unexpectedly and the log does not say why.",
+            "Look at the log around the end; if it repeats, try another engine build or a "
+            "smaller plan.")
+
+
+# --------------------------------------------------------------------------- classify
+
+def _kind_from_exit(report: ExitReport, sig: str | None) -> tuple[str, str | None]:
+    """Kind from the exit shape alone (no telling line), with the evidence if any."""
+    if report.timed_out and report.signalled_by_us:
+        return "startup-timeout", None
+    if report.oom_killed:
+        return "host-oom", "the kernel's out-of-memory killer ended the process"
+    code = report.exit_code
+    status = ntstatus_of(code) if code is not None else None
+    if status in _NTSTATUS_KIND:
+        return _NTSTATUS_KIND[status], None
+    if status == 0xC000013A:
+        return "stopped", None
+    if sig == "SIGILL":
+        return "illegal-instruction", None
+    if report.signalled_by_us:
+        return "stopped", None
+    if sig == "SIGKILL" and report.oom_killed is None:
+        # A SIGKILL nobody here sent, with nothing in the log: on Linux almost always
+        # the kernel's OOM killer (it writes no line into the engine's log).
+        return "host-oom", "killed by SIGKILL from outside Stoker with no error in the log " \
+                           "(the usual sign of the kernel's out-of-memory killer)"
+    if code == 127 and report.os != "windows":
+        return "missing-library", None
+    if code == 0 and sig is None:
+        return "stopped", None
+    return "unknown", None
+
+
+def classify_exit(report: ExitReport) -> Incident:
+    """The kind of failure, its evidence, the advice, and what it means for the build."""
+    sig = _effective_signal(report)
+    exit_text = describe_exit(report)
+    tail = tuple(report.log_tail)
+    match = _scan(tail)
+    kind: str
+    evidence: str | None = None
+    if match is not None:
+        kind, evidence = match.kind, match.line
+        if kind == "gpu-oom":
+            kind = _gpu_oom_kind(tail, report.backend)
+        if kind == "assertion-failed" and report.oom_killed:
+            kind, evidence = "host-oom", "the kernel's out-of-memory killer ended the process"
+    else:
+        kind, evidence = _kind_from_exit(report, sig)
+        # A KV/compute allocation failure line without a device line: the backend decides.
+        if kind in ("unknown", "stopped") and not report.signalled_by_us:
+            for raw in tail:
+                line = strip_log_prefix(raw)
+                if _KV_FAIL.search(line):
+                    b = report.backend
+                    kind = {"cuda": "cuda-oom", "rocm": "rocm-oom", "vulkan": "vulkan-oom",
+                            "metal": "metal-oom"}.get(b or "", "host-oom")
+                    evidence = line
+                    break
+    if kind in ("stopped", "unknown") and match is None:
+        unused = gpu_unused_from_log(tail, report.backend or backend_from_log(tail),
+                                     report.plan_wanted_gpu)
+        if unused is not None and (kind == "stopped" or report.exit_code is None and sig is None):
+            kind, evidence = "gpu-unused", unused
+    # A start-up crash without a telling line while a catalog drafter was loaded: the
+    # drafter is the likeliest culprit (formats change between releases), so it is
+    # blamed instead of the build.
+    if (report.has_drafter and not report.drafter_forced and report.phase == "starting"
+            and kind in ("unknown", "assertion-failed", "gpu-error", "illegal-instruction")
+            and not report.signalled_by_us):
+        kind = "drafter-failure"
+        evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
+
+    title, advice = _words(kind, report)
+    counts = (kind in BUILD_FAULT_KINDS
+              or (kind in STARTUP_CRASH_KINDS and report.phase == "starting"
+                  and not report.signalled_by_us))
+    if kind == "unknown" and report.exit_code is None and sig is None:
+        counts = False  # nothing ended: a log with no failure in it is not a crash
+    if kind in OOM_KINDS:
+        recover = "smaller-plan"
+    elif kind == "drafter-failure":
+        recover = None if report.drafter_forced else "drop-drafter"
+    elif kind in BUILD_FAULT_KINDS:
+        recover = "next-build"
+    else:
+        recover = None
+    if report.has_drafter and not report.drafter_forced and kind in OOM_KINDS \
+            and report.phase == "starting":
+        recover = "drop-drafter"  # the drafter's memory is the cheapest thing to give back
+    return Incident(
+        kind=kind,
+        title=title,
+        evidence=_short(evidence or exit_text),
+        advice=advice,
+        counts_as_strike=counts,
+        recoverable_by=recover,
+        exit_description=exit_text,
+    )
+
+
+def report_from_engine_exit(ex, *, backend: str | None, plan_wanted_gpu: bool = False,
+                            has_drafter: bool = False, drafter_forced: bool = False,
+                            os: str = "linux", oom_killed: bool | None = None,
+                            timed_out: bool = False) -> ExitReport:
+    """The supervisor's `core.lifecycle.EngineExit` (signal as a number) as an ExitReport."""
+    sig = signal_name(ex.signal, os) if ex.signal is not None else None
+    code = ex.exit_code
+    if sig is None and code is not None and code < 0 and os != "windows" and ntstatus_of(code) is None:
+        sig, code = signal_name(-code, os), None
+    return ExitReport(
+        exit_code=code, signal=sig, signalled_by_us=ex.signalled_by_us, phase=ex.phase,
+        uptime_s=ex.uptime_s, log_tail=tuple(ex.log_tail), backend=backend,
+        plan_wanted_gpu=plan_wanted_gpu, has_drafter=has_drafter, drafter_forced=drafter_forced,
+        os=os, oom_killed=oom_killed, timed_out=timed_out,
+    )
