@@ -1,0 +1,134 @@
+"""Measured lines on disk: recorded from launches, used on the next launch, dropped when the
+model file or the engine build changes. Store tests use real engine logs (tests/data); the
+engine tests launch the real llama-server with the demo model."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from app.core.engine_log import MIB, parse_memory_report
+from app.shell import measurements
+from app.shell.memory_probe import measure_dry_run, run_probe
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "engine_logs"
+
+
+@dataclass(frozen=True)
+class Settings:  # the LaunchPlan fields record_launch reads
+    ctx: int
+    slots: int = 1
+    kv_type_k: str = "f16"
+    kv_type_v: str = "f16"
+    flash_attn: str = "auto"
+    kv_unified: bool = False
+    ubatch: int | None = None
+
+
+def log_report(name):
+    return parse_memory_report((LOGS / name).read_text().splitlines())
+
+
+@pytest.fixture
+def files(tmp_path, stoker_home):
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF" + b"\0" * 64)
+    binary = tmp_path / "engine" / "llama-server"
+    binary.parent.mkdir()
+    binary.write_bytes(b"\x7fELF build one")
+    (binary.parent / "libllama.so").write_bytes(b"lib one")
+    return model, binary
+
+
+def _report_at(ctx, kv_per_cell=23040):
+    """The demo model's real c2048 report, with KV scaled to another context by the KV line."""
+    from dataclasses import replace
+    r = log_report("smollm2-f16-np1-c2048.log")
+    bufs = tuple(replace(b, bytes=ctx * kv_per_cell) if b.kind == "kv" else b for b in r.buffers)
+    return replace(r, buffers=bufs, n_ctx=ctx)
+
+
+def test_one_context_gives_no_line_two_give_one(files):
+    model, binary = files
+    assert measurements.record_launch(model, binary, Settings(2048), log_report("smollm2-f16-np1-c2048.log")) == 1
+    assert measurements.lookup(model, binary).lines == ()
+    assert measurements.points_for(model, binary) == 1
+    measurements.record_launch(model, binary, Settings(8192), _report_at(8192))
+    mem = measurements.lookup(model, binary)
+    line = mem.lookup("CPU", "f16", "f16", "auto", 1)
+    assert line is not None and line.contexts == (2048, 8192)
+    assert line.per_token_bytes == pytest.approx(23040)
+    assert mem.lookup("CPU", "q8_0", "q8_0", "auto", 1) is None
+    assert (measurements.store_path()).is_file()
+
+
+def test_replacing_the_model_file_drops_its_lines(files):
+    model, binary = files
+    measurements.record_launch(model, binary, Settings(2048), log_report("smollm2-f16-np1-c2048.log"))
+    measurements.record_launch(model, binary, Settings(8192), _report_at(8192))
+    assert measurements.lookup(model, binary).lines
+    replacement = model.with_suffix(".new")
+    replacement.write_bytes(b"GGUF" + b"\1" * 80)
+    os.replace(replacement, model)
+    assert measurements.lookup(model, binary).lines == ()
+    assert measurements.points_for(model, binary) == 0
+
+
+def test_a_new_engine_build_drops_its_lines(files):
+    model, binary = files
+    measurements.record_launch(model, binary, Settings(2048), log_report("smollm2-f16-np1-c2048.log"))
+    measurements.record_launch(model, binary, Settings(8192), _report_at(8192))
+    assert measurements.lookup(model, binary).lines
+    (binary.parent / "libllama.so").write_bytes(b"lib two, rebuilt")
+    assert measurements.lookup(model, binary).lines == ()
+
+
+def test_incomplete_report_is_not_recorded(files):
+    model, binary = files
+    assert measurements.record_launch(model, binary, Settings(2048),
+                                      log_report("smollm2-header-only-refused.log")) == 0
+    assert not measurements.store_path().exists()
+
+
+def test_torn_store_file_is_treated_as_empty(files):
+    model, binary = files
+    measurements.store_path().parent.mkdir(parents=True, exist_ok=True)
+    measurements.store_path().write_text("{not json")
+    assert measurements.lookup(model, binary).lines == ()
+    assert measurements.record_launch(model, binary, Settings(2048), log_report("smollm2-f16-np1-c2048.log")) == 1
+
+
+# -- with the real engine -----------------------------------------------------------------
+
+def test_second_launch_uses_the_line_and_a_replaced_model_drops_it(engine_binary, demo_model,
+                                                                   tmp_path, stoker_home):
+    model = tmp_path / demo_model.name
+    shutil.copyfile(demo_model, model)
+    for ctx in (1024, 3072):
+        probe = run_probe(engine_binary, model, ctx=ctx)
+        assert probe.started, probe.reason
+        measurements.record_launch(model, engine_binary, Settings(ctx), probe.report)
+    line = measurements.lookup(model, engine_binary).lookup("CPU", "f16", "f16", "auto", 1)
+    assert line is not None
+    # The next launch at a context never measured costs what the line says, to rounding.
+    probe = run_probe(engine_binary, model, ctx=2048)
+    assert probe.started, probe.reason
+    assert abs(line.bytes_at(2048) - probe.report.total_bytes) <= probe.report.rounding_bytes * 3
+    os.utime(model, ns=(1, 1))  # replaced (or touched) file: new identity
+    assert measurements.lookup(model, engine_binary).lines == ()
+
+
+def test_dry_run_projects_without_loading_and_matches_the_real_start(engine_binary, demo_model):
+    dry = measure_dry_run(engine_binary, demo_model, 2048)
+    assert dry.started, dry.reason
+    assert not dry.report.tensors_loaded
+    host = dry.report.projected.rows[0]
+    real = run_probe(engine_binary, demo_model, ctx=2048).report.device("CPU")
+    # whole MiB, floored: each column is at most 1 MiB under the buffer lines
+    assert 0 <= real.model_bytes - host.model_bytes < MIB
+    assert 0 <= real.kv_bytes - host.context_bytes < MIB
+    assert 0 <= real.compute_bytes - host.compute_bytes < MIB
