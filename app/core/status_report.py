@@ -1,0 +1,80 @@
+"""The status of a running instance as a versioned JSON object and as lines for a terminal.
+
+The running instance turns its latest AppSnapshot into `status_object` and sends it over
+the control channel; `stoker status` prints it as JSON or as `status_lines`. Keeping both
+here means the JSON schema and the human text cannot drift apart. Pure: `now` is passed in.
+"""
+
+from __future__ import annotations
+
+from app.core.snapshot import AppSnapshot
+
+SCHEMA = 1
+
+
+def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = None) -> dict:
+    last = snap.incidents[-1] if snap.incidents else None
+    uptime = snap.uptime(now)
+    return {
+        "schema": SCHEMA,
+        "seq": snap.seq,
+        "state": snap.state.value,
+        "model": snap.model_name,
+        "model_path": snap.model_path,
+        "engine_build": snap.engine_build,
+        "backend": snap.backend,
+        "endpoint": snap.endpoint,
+        "pid": snap.pid,
+        "ctx": snap.ctx,
+        "slots": snap.slots,
+        "kv_type_k": snap.kv_type_k,
+        "kv_type_v": snap.kv_type_v,
+        "plan_summary": snap.plan_summary,
+        "drafter_status": snap.drafter_status,
+        "uptime_s": None if uptime is None else round(uptime, 1),
+        "restarts": snap.restarts,
+        "next_retry_at": snap.next_retry_at,
+        "last_error": snap.last_error,
+        "incidents": len(snap.incidents),
+        "last_incident": None if last is None else {
+            "at": last.at, "kind": last.kind, "summary": last.summary, "evidence": last.evidence,
+            "advice": last.advice, "action": last.action},
+        "instance_pid": instance_pid,
+    }
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h {m:02d}m" if h else (f"{m}m {s:02d}s" if m else f"{s}s")
+
+
+def status_lines(obj: dict) -> list[str]:
+    """Human lines for `stoker status`; only what is known is shown."""
+    lines = [f"state:     {obj['state']}"]
+    if obj.get("model"):
+        lines.append(f"model:     {obj['model']}")
+    if obj.get("endpoint"):
+        lines.append(f"endpoint:  {obj['endpoint']}/v1")
+    engine = " ".join(x for x in (obj.get("backend"), f"({obj['engine_build']})"
+                                  if obj.get("engine_build") else None) if x)
+    if engine:
+        lines.append(f"engine:    {engine}" + (f", pid {obj['pid']}" if obj.get("pid") else ""))
+    elif obj.get("pid"):
+        lines.append(f"pid:       {obj['pid']}")
+    if obj.get("ctx") is not None or obj.get("kv_type_k"):
+        ctx = f"{obj['ctx']:,}" if obj.get("ctx") is not None else "unknown"
+        slots = f", {obj['slots']} slot(s)" if obj.get("slots") else ""
+        lines.append(f"context:   {ctx}{slots}, KV {obj.get('kv_type_k')}/{obj.get('kv_type_v')}")
+    if obj.get("uptime_s") is not None:
+        lines.append(f"uptime:    {_duration(obj['uptime_s'])}")
+    lines.append(f"restarts:  {obj['restarts']}")
+    if obj.get("last_error"):
+        lines.append(f"error:     {obj['last_error']}")
+    inc = obj.get("last_incident")
+    if inc:
+        lines.append(f"incident:  {inc['summary']} ({inc['kind']}); {inc['action']}")
+        if inc.get("advice"):
+            lines.append(f"advice:    {inc['advice']}")
+    return lines

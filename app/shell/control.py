@@ -1,0 +1,198 @@
+"""The local control channel: `stoker status` / `stoker stop` ask the running instance.
+
+POSIX: an AF_UNIX socket at <run>/control.sock (a short path in the temp folder when that
+one is too long for a socket address). Windows (and `transport="tcp"`, used to test it
+here): a 127.0.0.1 TCP port written with a random token to <run>/control.json; a request
+must carry the token, so only someone who can read the user's data folder can ask.
+Requests and answers are one JSON object per line: {"op": "status"} / {"op": "stop"}.
+Holding the channel is also the single-instance lock: `claim()` refuses when another
+instance answers, and removes a stale socket that nobody answers on.
+It only carries messages: what "stop" means is the handler's business.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import socket
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+MAX_UNIX_PATH = 100  # sun_path is 104-108 bytes depending on the OS
+MAX_REQUEST = 64 * 1024
+
+
+class AlreadyRunning(Exception):
+    """Another instance holds the control channel; the message says what to do."""
+
+
+def _default_run_dir() -> Path:
+    from app.shell.paths import stoker_paths
+
+    return stoker_paths().run
+
+
+def default_transport() -> str:
+    return "unix" if hasattr(socket, "AF_UNIX") and os.name == "posix" else "tcp"
+
+
+def socket_path(run_dir: Path) -> Path:
+    path = Path(run_dir) / "control.sock"
+    if len(os.fsencode(str(path))) <= MAX_UNIX_PATH:
+        return path
+    digest = hashlib.sha1(str(path).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"stoker-{digest}.sock"
+
+
+def _connect(run_dir: Path, transport: str, timeout: float) -> tuple[socket.socket, str | None]:
+    """A connected socket and the token to send; raises OSError when nothing listens."""
+    if transport == "unix":
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(timeout)
+        try:
+            s.connect(str(socket_path(run_dir)))
+        except OSError:
+            s.close()
+            raise
+        return s, None
+    info_file = Path(run_dir) / "control.json"
+    try:
+        info = json.loads(info_file.read_text())
+        port, token = int(info["port"]), str(info["token"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ConnectionRefusedError(f"no control file at {info_file}") from exc
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    return s, token
+
+
+def request(op: str, *, run_dir: Path | None = None, transport: str | None = None,
+            timeout: float = 5.0) -> dict | None:
+    """Ask the running instance; None when no instance is running."""
+    run_dir = Path(run_dir or _default_run_dir())
+    transport = transport or default_transport()
+    try:
+        s, token = _connect(run_dir, transport, timeout)
+    except OSError:
+        return None
+    with s:
+        msg = {"op": op} if token is None else {"op": op, "token": token}
+        s.sendall(json.dumps(msg).encode() + b"\n")
+        data = b""
+        while not data.endswith(b"\n"):
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    if not data:
+        return None
+    return json.loads(data)
+
+
+class ControlServer:
+    """Serve `handler(request) -> answer` on the control channel from a small thread."""
+
+    def __init__(self, handler: Callable[[dict], dict], *, run_dir: Path | None = None,
+                 transport: str | None = None):
+        self._handler = handler
+        self._run_dir = Path(run_dir or _default_run_dir())
+        self._transport = transport or default_transport()
+        self._sock: socket.socket | None = None
+        self._token: str | None = None
+        self._thread: threading.Thread | None = None
+        self._closed = threading.Event()
+
+    def claim(self) -> "ControlServer":
+        """Take the channel, or raise AlreadyRunning when another instance answers on it."""
+        self._run_dir.mkdir(parents=True, exist_ok=True)
+        answer = request("status", run_dir=self._run_dir, transport=self._transport, timeout=2.0)
+        if answer is not None:
+            pid = answer.get("status", {}).get("instance_pid")
+            who = f" (pid {pid})" if pid else ""
+            raise AlreadyRunning(f"another Stoker instance is already running{who}; "
+                                 "use `stoker status` to see it or `stoker stop` to stop it first")
+        if self._transport == "unix":
+            path = socket_path(self._run_dir)
+            path.unlink(missing_ok=True)  # stale: nobody answered on it
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.bind(str(path))
+            os.chmod(path, 0o600)
+        else:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind(("127.0.0.1", 0))
+            self._token = secrets.token_hex(16)
+            info = self._run_dir / "control.json"
+            tmp = info.with_suffix(".tmp")
+            tmp.write_text(json.dumps({"port": s.getsockname()[1], "token": self._token,
+                                       "pid": os.getpid()}))
+            os.replace(tmp, info)
+        s.listen(8)
+        s.settimeout(0.2)  # lets the serving thread notice close()
+        self._sock = s
+        return self
+
+    def serve(self) -> "ControlServer":
+        if self._sock is None:
+            self.claim()
+        self._thread = threading.Thread(target=self._serve, name="stoker-control", daemon=True)
+        self._thread.start()
+        return self
+
+    def _serve(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._sock.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                break
+            with conn:
+                try:
+                    conn.settimeout(5)
+                    self._answer(conn)
+                except (OSError, ValueError):
+                    continue  # a client that hung up or sent garbage must not stop the server
+
+    def _answer(self, conn: socket.socket) -> None:
+        data = b""
+        while not data.endswith(b"\n") and len(data) < MAX_REQUEST:
+            chunk = conn.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+        try:
+            req = json.loads(data or b"{}")
+            if not isinstance(req, dict):
+                raise ValueError
+        except ValueError:
+            answer = {"ok": False, "error": "the request is not a JSON object"}
+        else:
+            if self._token is not None and req.get("token") != self._token:
+                answer = {"ok": False, "error": "the control token does not match"}
+            else:
+                try:
+                    answer = self._handler(req)
+                except Exception as exc:  # noqa: BLE001 - the client gets the sentence
+                    answer = {"ok": False, "error": f"the request failed: {exc}"}
+        conn.sendall(json.dumps(answer).encode() + b"\n")
+
+    def close(self) -> None:
+        self._closed.set()
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._thread is not None:
+            self._thread.join(2)
+        if self._transport == "unix":
+            socket_path(self._run_dir).unlink(missing_ok=True)
+        else:
+            (self._run_dir / "control.json").unlink(missing_ok=True)
+
+    def __enter__(self) -> "ControlServer":
+        return self.serve()
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,91 @@
+"""Control channel: status/stop round trip, second instance refused, stale socket removed, TCP+token."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+
+from app.core.snapshot import AppSnapshot, EngineState, IncidentView
+from app.core.status_report import status_lines, status_object
+from app.shell.control import AlreadyRunning, ControlServer, request, socket_path
+
+
+def handler_with(calls):
+    def handle(req):
+        calls.append(req["op"])
+        if req["op"] == "status":
+            return {"ok": True, "status": {"state": "ready", "instance_pid": 1234}}
+        if req["op"] == "stop":
+            return {"ok": True}
+        return {"ok": False, "error": f"unknown op {req['op']!r}"}
+
+    return handle
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_round_trip_and_second_instance_refused(tmp_path, transport):
+    calls = []
+    with ControlServer(handler_with(calls), run_dir=tmp_path, transport=transport):
+        assert request("status", run_dir=tmp_path, transport=transport)["status"]["state"] == "ready"
+        assert request("stop", run_dir=tmp_path, transport=transport) == {"ok": True}
+        with pytest.raises(AlreadyRunning, match=r"already running \(pid 1234\).*stoker stop"):
+            ControlServer(handler_with([]), run_dir=tmp_path, transport=transport).claim()
+    assert calls == ["status", "stop", "status"]
+    assert request("status", run_dir=tmp_path, transport=transport) is None  # closed: nobody
+
+
+def test_nothing_running_is_none(tmp_path):
+    assert request("status", run_dir=tmp_path) is None
+
+
+def test_stale_socket_file_is_removed_and_reclaimed(tmp_path):
+    path = socket_path(tmp_path)
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(path))
+    dead.close()  # the file stays, nobody listens: what a crashed instance leaves
+    assert path.exists()
+    with ControlServer(handler_with([]), run_dir=tmp_path):
+        assert request("status", run_dir=tmp_path)["ok"]
+
+
+def test_long_run_dir_uses_a_short_socket_path(tmp_path):
+    deep = tmp_path / ("x" * 120)
+    assert len(str(socket_path(deep))) < 100
+    with ControlServer(handler_with([]), run_dir=deep):
+        assert request("status", run_dir=deep)["ok"]
+
+
+def test_tcp_needs_the_token(tmp_path):
+    with ControlServer(handler_with([]), run_dir=tmp_path, transport="tcp"):
+        port = json.loads((tmp_path / "control.json").read_text())["port"]
+        with socket.create_connection(("127.0.0.1", port), timeout=2) as s:
+            s.sendall(b'{"op": "stop", "token": "wrong"}\n')
+            answer = json.loads(s.makefile().readline())
+    assert answer == {"ok": False, "error": "the control token does not match"}
+
+
+def test_garbage_request_gets_an_error_not_a_dead_server(tmp_path):
+    with ControlServer(handler_with([]), run_dir=tmp_path):
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(socket_path(tmp_path)))
+            s.sendall(b"not json\n")
+            assert json.loads(s.makefile().readline())["ok"] is False
+        assert request("status", run_dir=tmp_path)["ok"]
+
+
+def test_status_object_and_lines():
+    snap = AppSnapshot(seq=7, state=EngineState.READY, model_name="SmolLM2", backend="cpu",
+                       engine_build="b11434-cpu", endpoint="http://127.0.0.1:5000", pid=42,
+                       ctx=2048, slots=1, kv_type_k="f16", kv_type_v="f16", started_at=100.0,
+                       restarts=1, incidents=(IncidentView(90.0, "host-oom", "killed", None, "close",
+                                                           "restarting in 1 s"),))
+    obj = status_object(snap, now=165.0, instance_pid=9)
+    assert obj["schema"] == 1 and obj["state"] == "ready" and obj["uptime_s"] == 65.0
+    assert obj["last_incident"]["kind"] == "host-oom" and obj["restarts"] == 1
+    text = "\n".join(status_lines(obj))
+    assert "endpoint:  http://127.0.0.1:5000/v1" in text and "1m 05s" in text
+    assert "context:   2,048, 1 slot(s), KV f16/f16" in text and "pid 42" in text
+    stopped = status_lines(status_object(AppSnapshot(seq=1, state=EngineState.STOPPED), 0))
+    assert stopped == ["state:     stopped", "restarts:  0"]
