@@ -1,0 +1,73 @@
+"""`stoker diagnose` prints the right kind for every fixture log, as text and as JSON."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from app.cli import main
+
+LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
+CASES = json.loads((LOGS / "cases.json").read_text())
+
+
+def exit_args(case: dict) -> list[str]:
+    if case["exit_code"] is not None:
+        return ["--exit-code", str(case["exit_code"])]
+    if case["signal"]:
+        return ["--signal", case["signal"]]
+    return []
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_json_names_the_kind_of_each_real_log(name, capsys):
+    case = CASES[name]
+    argv = ["diagnose", str(LOGS / f"{name}.log"), *exit_args(case), "--phase", case["phase"], "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["schema"] == 1
+    assert out["kind"] == case["kind"]
+    assert out["title"] and out["advice"] and out["evidence"]
+
+
+def test_text_output_for_a_host_oom_kill(capsys):
+    assert main(["diagnose", str(LOGS / "host-oom-cgroup.log"), "--signal", "9"]) == 0
+    out = capsys.readouterr().out
+    assert "kind:     host-oom" in out
+    assert "out-of-memory killer" in out and "advice:" in out
+
+
+def test_phase_is_read_from_the_log_when_not_given(capsys):
+    main(["diagnose", str(LOGS / "cuda-oom-runtime.log"), "--signal", "SIGABRT", "--json"])
+    assert json.loads(capsys.readouterr().out)["phase"] == "ready"
+
+
+def test_log_jsonl_lines_are_unwrapped(tmp_path, capsys):
+    log = tmp_path / "engine.jsonl"
+    log.write_text('{"type":"log","time":5,"level":"error","msg":"error: invalid argument: --draft\\n"}\n')
+    main(["diagnose", str(log), "--exit-code", "1", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "bad-argument" and out["evidence"] == "error: invalid argument: --draft"
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2])
+
+
+def test_a_missing_file_is_one_sentence_and_a_nonzero_exit(tmp_path):
+    p = run_cli("diagnose", str(tmp_path / "nope.log"))
+    assert p.returncode != 0
+    assert p.stderr.strip().count("\n") == 0
+    assert "no log file" in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_bad_exit_code_is_one_sentence(tmp_path):
+    log = tmp_path / "x.log"
+    log.write_text("")
+    p = run_cli("diagnose", str(log), "--exit-code", "lots")
+    assert p.returncode != 0 and "not a number" in p.stderr and "Traceback" not in p.stderr
