@@ -21,18 +21,6 @@ from app.shell.paths import stoker_paths
 FLAGS = cmake_flags("cpu", native=False)
 
 
-class Recorder:
-    def __init__(self):
-        self.events = []
-
-    def phase(self, text):
-        self.events.append(("phase", text))
-
-    def progress(self, fraction):
-        self.events.append(("progress", fraction))
-
-    def note(self, text):
-        self.events.append(("note", text))
 
 
 def fake_build_dir(tmp_path: Path, build: int = 11434, name: str = "bin") -> Path:
