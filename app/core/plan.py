@@ -39,6 +39,7 @@ class DrafterChoice:
     reason: str  # always a sentence, also for "none"
     draft_max: int | None = None
     resident_bytes: int | None = None
+    sampling: str | None = None  # --spec-draft-sampling: greedy | probabilistic; None: engine default
 
 
 @dataclass(frozen=True)
