@@ -389,8 +389,8 @@ def decide_unified_memory(os: str, arch: str, devices: tuple[Device, ...], ram_t
     """Whether the GPU's memory is the host's RAM, so RAM and VRAM are one pool.
 
     True for Apple Silicon, NVIDIA GB10 / DGX Spark, a machine whose only GPUs are
-    integrated (an iGPU is used only when no card exists), and a GPU reporting at least
-    0.75 x RAM (a shared pool reported as VRAM).
+    integrated (an iGPU is used only when no card exists), and a GPU not named as a card
+    that reports at least 0.75 x RAM (a shared pool reported as VRAM).
     """
     if os == "darwin" and arch in ("arm64", "aarch64"):
         return True
@@ -400,7 +400,10 @@ def decide_unified_memory(os: str, arch: str, devices: tuple[Device, ...], ram_t
     if gpus and not any(d.kind == "discrete" for d in gpus) and any(d.kind == "integrated" for d in gpus):
         return True
     if ram_total:
-        largest = max((d.total_bytes for d in gpus if d.total_bytes is not None), default=None)
+        # Only for GPUs the name does not already call a card: a 24 GiB RTX 4090 in a
+        # 24 GiB box is still discrete memory, however the sizes compare.
+        largest = max((d.total_bytes for d in gpus if d.total_bytes is not None and d.kind != "discrete"),
+                      default=None)
         if largest is not None and largest >= 0.75 * ram_total:
             return True
     return False

@@ -234,6 +234,8 @@ def test_unified_memory_decisions():
     # A GPU reporting most of RAM is a shared pool whatever its name.
     assert decide_unified_memory("linux", "x86_64", (_gpu("Mystery GPU", 48),), 64 * GIB)
     assert not decide_unified_memory("linux", "x86_64", (_gpu("NVIDIA GeForce RTX 4090", 24),), 64 * GIB)
+    # A named card stays discrete even when it is as large as RAM.
+    assert not decide_unified_memory("linux", "x86_64", (_gpu("NVIDIA GeForce RTX 4090", 24),), 24 * GIB)
     assert not decide_unified_memory("linux", "x86_64", (), 64 * GIB)
 
 
