@@ -216,9 +216,23 @@ class SettingsStore:
     file is moved aside (see `read_json`) and all defaults are used.
     """
 
-    def __init__(self, config_dir: Path | str):
+    # Names other modules used before this store existed, read as the setting they mean.
+    ALIASES = {"engine_path": "engine"}
+
+    def __init__(self, config_dir: Path | str | None = None):
+        if config_dir is None:
+            from app.shell.paths import stoker_paths
+
+            config_dir = stoker_paths().config
         self.path = Path(config_dir) / "settings.json"
         self.problems: list[str] = []
+
+    def get(self, name: str):
+        """One setting's current value (defaults applied); KeyError for a name that is not a setting."""
+        name = self.ALIASES.get(name, name)
+        if name == "extra" or name not in {f.name for f in fields(AppSettings)}:
+            raise KeyError(name)
+        return getattr(self.load(), name)
 
     def load(self) -> AppSettings:
         value, problem = read_json(self.path)

@@ -184,3 +184,13 @@ def test_unreadable_file_is_reported_and_left_in_place(tmp_path):
     value, problem = read_json(path)
     path.chmod(0o600)
     assert value is None and "permissions" in problem and path.exists()
+
+
+def test_settings_get_with_default_folder_and_alias(stoker_home):
+    s = SettingsStore()
+    assert s.path == stoker_home / "config" / "settings.json"
+    assert s.get("idle_unload_minutes") == 5 and s.get("engine_path") is None
+    s.update(engine="/opt/llama/llama-server")
+    assert SettingsStore().get("engine_path") == "/opt/llama/llama-server"
+    with pytest.raises(KeyError):
+        s.get("colour")
