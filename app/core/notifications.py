@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from app.core.snapshot import AppSnapshot, EngineState
+from app.core.tray_view import model_label
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class NoteHistory:
 
 
 def _model(snap: AppSnapshot) -> str:
-    return snap.model_name or (snap.model_path or "the model").rsplit("/", 1)[-1]
+    return model_label(snap) or "the model"
 
 
 def _candidates(prev: AppSnapshot | None, snap: AppSnapshot,

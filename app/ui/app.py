@@ -1,0 +1,178 @@
+"""The tray application: supervisor, snapshot bridge, tray, notifications, windows, control.
+
+`StokerApp` wires a running Supervisor to the widgets (snapshots in through the bridge,
+commands out through `submit`) and keeps the windows it opened. `run_tray` is what
+`stoker` runs: when no system tray exists (no display, an offscreen platform, a desktop
+without a tray host) it says so in one line and runs headless exactly like
+`stoker run --headless`. Quit stops the engine cleanly before the event loop ends.
+Nothing here blocks the GUI thread on the engine.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from typing import Callable
+
+from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtWidgets import QApplication, QSystemTrayIcon
+
+from app.core.commands import Shutdown, StartModel
+from app.ui.bridge import SnapshotBridge
+from app.ui.model_settings import ModelSettingsDialog
+from app.ui.notify import Notifier
+from app.ui.services import Services
+from app.ui.settings import SettingsDialog
+from app.ui.status_window import StatusWindow
+from app.ui.tray import TrayController
+from app.ui.workers import run_in_background
+
+NO_TRAY_LINE = ("stoker: no system tray is available here; running headless "
+                "(like `stoker run --headless`).")
+
+
+class StokerApp(QObject):
+    finished = Signal()  # the supervisor has shut down after Quit
+
+    def __init__(self, supervisor, services: Services | None = None,
+                 parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.supervisor = supervisor
+        self.services = services or Services()
+        self.bridge = SnapshotBridge(self)
+        self.models: tuple = ()
+        self.tray = TrayController(self.bridge, self.submit, lambda: self.models,
+                                   self.services.logs_dir, self)
+        self.notifier = Notifier(self.bridge, self.tray.tray, parent=self)
+        self.settings_dialog: SettingsDialog | None = None
+        self.model_dialogs: dict[str, ModelSettingsDialog] = {}
+        self.status_window: StatusWindow | None = None
+        self.quitting = False
+        self.tray.open_settings.connect(self.open_settings)
+        self.tray.open_model_settings.connect(self.open_model_settings)
+        self.tray.open_status.connect(self.open_status)
+        self.tray.quit_requested.connect(self.quit)
+        self.tray.menu.aboutToShow.connect(self.refresh_models)
+        self._unsubscribe = supervisor.subscribe(self.bridge.push)
+        self.refresh_models()
+
+    @property
+    def tray_shown(self) -> bool:
+        return self.tray.tray.isVisible()
+
+    def submit(self, command) -> None:
+        if not self.quitting:
+            self.supervisor.submit(command)
+
+    @Slot()
+    def refresh_models(self) -> None:
+        """Re-list models in the background; the menu shows the newest list it has."""
+
+        def done(models, error) -> None:
+            if error is None:
+                self.models = tuple(models)
+
+        run_in_background(self.services.models, done)
+
+    @Slot()
+    def open_settings(self) -> SettingsDialog:
+        if self.settings_dialog is None or not self.settings_dialog.isVisible():
+            self.settings_dialog = SettingsDialog(self.services, self.bridge, self.submit)
+            self.settings_dialog.accepted.connect(self.refresh_models)
+        self._raise(self.settings_dialog)
+        return self.settings_dialog
+
+    @Slot(str)
+    def open_model_settings(self, model_path: str) -> ModelSettingsDialog:
+        dialog = self.model_dialogs.get(model_path)
+        if dialog is None or not dialog.isVisible():
+            dialog = ModelSettingsDialog(model_path, self.services, self.bridge, self.submit)
+            self.model_dialogs[model_path] = dialog
+        self._raise(dialog)
+        return dialog
+
+    @Slot()
+    def open_status(self) -> StatusWindow:
+        if self.status_window is None:
+            self.status_window = StatusWindow(self.bridge, self.services)
+        self._raise(self.status_window)
+        return self.status_window
+
+    @staticmethod
+    def _raise(widget) -> None:
+        widget.show()
+        widget.raise_()
+        widget.activateWindow()
+
+    @Slot()
+    def quit(self) -> None:
+        """Stop the engine cleanly, then end: the wait happens off the GUI thread."""
+        if self.quitting:
+            return
+        self.quitting = True
+        self.tray.tray.hide()
+        for w in [self.settings_dialog, self.status_window, *self.model_dialogs.values()]:
+            if w is not None:
+                w.close()
+        self.supervisor.submit(Shutdown())
+        run_in_background(lambda: self.supervisor.join(60), self._stopped)
+
+    def _stopped(self, _result, _error) -> None:
+        self._unsubscribe()
+        self.finished.emit()
+
+
+def display_available(env: dict | None = None) -> bool:
+    """Could Qt open a real window system here? (Without one, QApplication would abort.)"""
+    env = os.environ if env is None else env
+    platform = env.get("QT_QPA_PLATFORM", "")
+    if platform.startswith(("offscreen", "minimal")):
+        return False
+    if sys.platform.startswith("linux"):
+        return bool(env.get("DISPLAY") or env.get("WAYLAND_DISPLAY"))
+    return True
+
+
+def run_headless(model: str | None) -> int:
+    """Exactly `stoker run [MODEL] --headless`."""
+    from app.cli import build_parser
+    from app.commands import run as run_command
+
+    args = build_parser(only="run").parse_args(["run", *([model] if model else []), "--headless"])
+    return int(run_command.run(args) or 0)
+
+
+def run_tray(model: str | None = None, *,
+             make_supervisor: Callable[[], object] | None = None,
+             serve_control: Callable[[StokerApp], Callable[[], None]] | None = None) -> int:
+    if not display_available():
+        print(NO_TRAY_LINE, file=sys.stderr)
+        return run_headless(model)
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    if not QSystemTrayIcon.isSystemTrayAvailable():
+        print(NO_TRAY_LINE, file=sys.stderr)
+        return run_headless(model)
+    app.setQuitOnLastWindowClosed(False)
+    app.setApplicationName("Stoker")
+    supervisor = make_supervisor() if make_supervisor else _default_supervisor()
+    supervisor.start()
+    stoker = StokerApp(supervisor)
+    close_control = serve_control(stoker) if serve_control else (lambda: None)
+    stoker.finished.connect(app.quit)
+    stoker.tray.show()
+    supervisor.submit(StartModel(model))
+    try:
+        app.exec()
+    finally:
+        close_control()
+        if not stoker.quitting:  # the loop ended some other way (a signal): still stop cleanly
+            supervisor.submit(Shutdown())
+            supervisor.join(60)
+    return 0
+
+
+def _default_supervisor():
+    from app.shell.supervisor import Supervisor
+    from app.shell.launcher import make_preparer  # the real preparer (plan + argv + build)
+
+    return Supervisor(make_preparer())

@@ -1,0 +1,170 @@
+"""Everything the windows need from the shell, behind one plain-Python object.
+
+The UI is the wiring point: it may call app.shell, but the dialogs should not each know
+which module lists models, stores settings, plans a preview or tails a log. `Services`
+gathers those calls (imported lazily, so a missing piece shows as one sentence in the
+dialog instead of an import error at start) and tests can hand the windows a fake.
+Everything here may be slow (files, subprocesses in the probe): call it off the GUI
+thread (app.ui.workers). No Qt here.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from app.core.overrides import ModelOverrides
+from app.shell.paths import stoker_paths
+
+# The settings the settings dialog edits (fields of app.shell.store.AppSettings).
+SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
+                 "start_at_login", "log_level")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    path: str
+    name: str
+    size_bytes: int | None = None
+    problem: str | None = None
+
+
+def _settings_store():
+    from app.shell.store import SettingsStore
+
+    return SettingsStore(stoker_paths().config)
+
+
+class Services:
+    """The real shell behind the windows; each method may block (run it off the GUI thread)."""
+
+    def __init__(self) -> None:
+        self._summaries: dict[tuple, object] = {}
+        self._machine = None
+
+    # -- settings ---------------------------------------------------------------------
+    def load_settings(self) -> dict[str, Any]:
+        settings = _settings_store().load()
+        return {key: getattr(settings, key) for key in SETTINGS_KEYS}
+
+    def save_settings(self, values: dict[str, Any]) -> None:
+        """Raises ValueError with one sentence when a value is not acceptable."""
+        _settings_store().update(**{k: v for k, v in values.items() if k in SETTINGS_KEYS})
+
+    def apply_autostart(self, enabled: bool) -> str:
+        from app.shell.autostart import set_autostart
+
+        return set_autostart(enabled)
+
+    # -- secrets ----------------------------------------------------------------------
+    def keyring_status(self) -> tuple[bool, str]:
+        from app.shell.secrets import keyring_status
+
+        return keyring_status()
+
+    def has_api_key(self) -> bool:
+        from app.shell.secrets import get_api_key
+
+        return bool(get_api_key())
+
+    def set_api_key(self, value: str | None) -> None:
+        from app.shell.secrets import set_api_key
+
+        set_api_key(value)
+
+    # -- engines and models -------------------------------------------------------------
+    def engines(self) -> tuple:
+        from app.shell.engines import discover_engines
+
+        return discover_engines()
+
+    def models(self) -> tuple[ModelEntry, ...]:
+        """The library and added folders, names only (headers are read when planning)."""
+        from app.shell.models import list_models
+
+        return tuple(ModelEntry(str(m.path), m.label, m.size_bytes, m.error)
+                     for m in list_models(with_summary=False))
+
+    # -- overrides ------------------------------------------------------------------------
+    def _overrides_store(self):
+        from app.shell.store import OverridesStore
+
+        return OverridesStore(stoker_paths().config)
+
+    def load_overrides(self, model_path: str) -> ModelOverrides:
+        return self._overrides_store().get(model_path)
+
+    def save_overrides(self, model_path: str, overrides: ModelOverrides) -> None:
+        self._overrides_store().set(model_path, overrides)
+
+    # -- planning ---------------------------------------------------------------------------
+    def summary(self, model_path: str):
+        from app.shell.gguf_io import load_summary
+
+        st = os.stat(model_path)
+        key = (model_path, st.st_size, st.st_mtime_ns)
+        if key not in self._summaries:
+            self._summaries[key] = load_summary(model_path)
+        return self._summaries[key]
+
+    def machine(self):
+        if self._machine is None:
+            from app.shell.probe import probe_machine
+
+            binary = None
+            try:
+                usable = [b for b in self.engines() if b.usable]
+                binary = usable[0].binary if usable else None
+            except Exception:  # no engine yet: plan for the host alone
+                binary = None
+            self._machine = probe_machine(binary)
+        return self._machine
+
+    def plan(self, model_path: str, overrides: ModelOverrides):
+        """A LaunchPlan or PlanRefusal for these overrides on this machine."""
+        from app.core import planner
+
+        policy = planner.PlanPolicy()
+        reserve = _settings_store().load().memory_reserve_gib
+        if hasattr(policy, "os_reserve_bytes"):
+            from dataclasses import replace
+
+            policy = replace(policy, os_reserve_bytes=int(float(reserve) * 1024 ** 3))
+        return planner.plan_launch(self.summary(model_path), self.machine(), overrides, policy)
+
+    # -- logs ---------------------------------------------------------------------------------
+    def logs_dir(self) -> Path:
+        return stoker_paths().logs
+
+    def log_tail(self, log_file: str | None, max_lines: int = 300) -> tuple[str, tuple[str, ...]]:
+        from app.shell.log_tail import newest_log, read_tail
+
+        path = Path(log_file) if log_file else newest_log(self.logs_dir())
+        if path is None:
+            return "", ()
+        return str(path), read_tail(path, max_lines=max_lines)
+
+
+def model_key(model_path: str) -> str:
+    """Overrides are keyed by the model's resolved path (shell/store.py's convention)."""
+    return str(Path(model_path).expanduser().resolve())
+
+
+def validate(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
+    """The store's validation, or a type-only fallback until it exists."""
+    from app.core import overrides as core_overrides
+
+    try:
+        return core_overrides.validate_overrides(raw)
+    except NotImplementedError:
+        known = {f.name for f in fields(ModelOverrides)}
+        clean = {k: v for k, v in raw.items() if k in known and v is not None}
+        if isinstance(clean.get("extra_args"), str):
+            clean["extra_args"] = tuple(shlex.split(clean["extra_args"]))
+        elif "extra_args" in clean:
+            clean["extra_args"] = tuple(clean["extra_args"])
+        return ModelOverrides(**clean), ()

@@ -1,0 +1,248 @@
+"""The settings dialog: engine build, quarantine, model folders, memory, idle unload,
+start at login, API key, log level.
+
+Everything that may be slow (discovering builds, the keyring, writing files) runs off the
+GUI thread; the dialog fills itself in as answers arrive. Lifting a quarantine is a
+command to the supervisor (it owns the ledger). The API key only ever goes to the keyring;
+when there is none the dialog says so and what to install.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtCore import Qt, Slot
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox,
+                               QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
+                               QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSpinBox,
+                               QVBoxLayout, QWidget)
+
+from app.core.commands import Command, LiftQuarantine
+from app.core.snapshot import AppSnapshot
+from app.ui.bridge import SnapshotBridge
+from app.ui.services import LOG_LEVELS
+from app.ui.workers import run_in_background
+
+AUTO_ENGINE = "Automatic: the best build that runs here"
+
+
+class SettingsDialog(QDialog):
+    def __init__(self, services, bridge: SnapshotBridge, submit: Callable[[Command], None],
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setObjectName("settings-dialog")
+        self.setWindowTitle("Stoker settings")
+        self.setMinimumWidth(560)
+        self._services = services
+        self._submit = submit
+        self._settings: dict = {}
+        self._keyring_ok = False
+        self.saved = False
+
+        # Engine build and quarantine
+        engine_box = QGroupBox("Engine")
+        engine_form = QFormLayout(engine_box)
+        self.engine = QComboBox()
+        self.engine.setObjectName("engine-choice")
+        self.engine.addItem(AUTO_ENGINE, None)
+        engine_form.addRow("Build", self.engine)
+        self.engine_note = QLabel("Looking for engine builds…")
+        self.engine_note.setWordWrap(True)
+        engine_form.addRow("", self.engine_note)
+        self.quarantine = QListWidget()
+        self.quarantine.setObjectName("quarantine-list")
+        self.quarantine.setMaximumHeight(80)
+        self.lift = QPushButton("Lift quarantine")
+        self.lift.setObjectName("lift-quarantine")
+        self.lift.clicked.connect(self._lift_selected)
+        q_row = QHBoxLayout()
+        q_row.addWidget(self.quarantine, 1)
+        q_row.addWidget(self.lift, 0, Qt.AlignmentFlag.AlignTop)
+        engine_form.addRow("Put aside", q_row)
+
+        # Models and memory
+        models_box = QGroupBox("Models and memory")
+        models_form = QFormLayout(models_box)
+        self.folders = QListWidget()
+        self.folders.setObjectName("model-folders")
+        self.folders.setMaximumHeight(80)
+        add = QPushButton("Add…")
+        add.clicked.connect(self._add_folder)
+        remove = QPushButton("Remove")
+        remove.clicked.connect(lambda: [self.folders.takeItem(self.folders.row(i))
+                                        for i in self.folders.selectedItems()])
+        f_buttons = QVBoxLayout()
+        f_buttons.addWidget(add)
+        f_buttons.addWidget(remove)
+        f_buttons.addStretch()
+        f_row = QHBoxLayout()
+        f_row.addWidget(self.folders, 1)
+        f_row.addLayout(f_buttons)
+        models_form.addRow("Model folders", f_row)
+        self.reserve = QDoubleSpinBox()
+        self.reserve.setObjectName("memory-reserve")
+        self.reserve.setRange(0.0, 1024.0)
+        self.reserve.setSingleStep(0.5)
+        self.reserve.setDecimals(1)
+        self.reserve.setSuffix(" GiB")
+        models_form.addRow("Keep free for the system", self.reserve)
+        self.idle = QSpinBox()
+        self.idle.setObjectName("idle-unload")
+        self.idle.setRange(0, 24 * 60)
+        self.idle.setSuffix(" min")
+        self.idle.setSpecialValueText("Never")
+        models_form.addRow("Unload when idle for", self.idle)
+
+        # App
+        app_box = QGroupBox("Application")
+        app_form = QFormLayout(app_box)
+        self.login = QCheckBox("Start Stoker when I log in")
+        self.login.setObjectName("start-at-login")
+        app_form.addRow("", self.login)
+        self.api_key = QLineEdit()
+        self.api_key.setObjectName("api-key")
+        self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
+        self.api_key.setPlaceholderText("checking the keyring…")
+        self.clear_key = QCheckBox("Remove the stored key")
+        k_row = QHBoxLayout()
+        k_row.addWidget(self.api_key, 1)
+        k_row.addWidget(self.clear_key)
+        app_form.addRow("API key", k_row)
+        self.keyring_note = QLabel("")
+        self.keyring_note.setObjectName("keyring-note")
+        self.keyring_note.setWordWrap(True)
+        app_form.addRow("", self.keyring_note)
+        self.log_level = QComboBox()
+        self.log_level.setObjectName("log-level")
+        self.log_level.addItems(list(LOG_LEVELS))
+        app_form.addRow("Log level", self.log_level)
+
+        self.error = QLabel("")
+        self.error.setObjectName("settings-error")
+        self.error.setWordWrap(True)
+        self.error.setStyleSheet("color: #c5221f")
+        self.buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Save
+                                        | QDialogButtonBox.StandardButton.Cancel)
+        self.buttons.accepted.connect(self.save)
+        self.buttons.rejected.connect(self.reject)
+
+        layout = QVBoxLayout(self)
+        for w in (engine_box, models_box, app_box, self.error, self.buttons):
+            layout.addWidget(w)
+
+        bridge.snapshot_ready.connect(self.on_snapshot)
+        self.on_snapshot(bridge.latest())
+        self.pending = 3  # background loads still out (tests wait for 0)
+        run_in_background(services.load_settings, self._got_settings)
+        run_in_background(services.engines, self._got_engines)
+        run_in_background(lambda: (services.keyring_status(), services.has_api_key()),
+                          self._got_keyring)
+
+    # -- loading ----------------------------------------------------------------------
+    def _got_settings(self, values, error) -> None:
+        self.pending -= 1
+        if error is not None:
+            self.error.setText(f"Settings could not be read: {error}")
+            return
+        self._settings = dict(values)
+        for folder in values.get("model_folders") or []:
+            self.folders.addItem(str(folder))
+        self.reserve.setValue(float(values.get("memory_reserve_gib") or 0.0))
+        self.idle.setValue(int(values.get("idle_unload_minutes") or 0))
+        self.login.setChecked(bool(values.get("start_at_login")))
+        level = values.get("log_level") or "info"
+        self.log_level.setCurrentIndex(max(0, self.log_level.findText(level)))
+        self._select_engine(values.get("engine"))
+
+    def _got_engines(self, builds, error) -> None:
+        self.pending -= 1
+        if error is not None:
+            self.engine_note.setText(f"Engine builds could not be listed: {error}")
+            return
+        for b in builds:
+            status = "" if b.status == "ok" else f" ({b.status})"
+            self.engine.addItem(f"{b.id} · {b.backend or 'unknown backend'} · {b.source}{status}",
+                                b.binary)
+            if b.status != "ok":
+                self.engine.model().item(self.engine.count() - 1).setToolTip(b.status_reason or "")
+        self.engine_note.setText(f"{len(builds)} build(s) found." if builds else
+                                 "No engine build found; run `stoker setup`.")
+        self._select_engine(self._settings.get("engine"))
+
+    def _select_engine(self, path) -> None:
+        index = self.engine.findData(path) if path else 0
+        if index < 0 and path:  # configured but not discovered (moved?): keep it visible
+            self.engine.addItem(f"{path} (not found)", path)
+            index = self.engine.count() - 1
+        self.engine.setCurrentIndex(max(0, index))
+
+    def _got_keyring(self, result, error) -> None:
+        self.pending -= 1
+        if error is not None:
+            result = ((False, f"The keyring could not be checked: {error}"), False)
+        (available, sentence), has_key = result
+        self._keyring_ok = available
+        self.keyring_note.setText(sentence)
+        self.api_key.setEnabled(available)
+        self.clear_key.setEnabled(available and has_key)
+        self.api_key.setPlaceholderText("a key is stored; type to replace it" if has_key
+                                        else "no key: the engine accepts any client")
+
+    @Slot(object)
+    def on_snapshot(self, snap: AppSnapshot | None) -> None:
+        self.quarantine.clear()
+        for build, why in snap.quarantined if snap else ():
+            item = QListWidgetItem(f"{build}: {why}")
+            item.setData(Qt.ItemDataRole.UserRole, build)
+            self.quarantine.addItem(item)
+        self.lift.setEnabled(self.quarantine.count() > 0)
+
+    # -- actions ------------------------------------------------------------------------
+    def _add_folder(self) -> None:
+        folder = QFileDialog.getExistingDirectory(self, "Add a model folder")
+        if folder and not self.folders.findItems(folder, Qt.MatchFlag.MatchExactly):
+            self.folders.addItem(folder)
+
+    def _lift_selected(self) -> None:
+        items = self.quarantine.selectedItems() or [self.quarantine.item(0)]
+        for item in items:
+            if item is not None:
+                self._submit(LiftQuarantine(item.data(Qt.ItemDataRole.UserRole)))
+
+    def values(self) -> dict:
+        return {
+            "engine": self.engine.currentData(),
+            "model_folders": [self.folders.item(i).text() for i in range(self.folders.count())],
+            "memory_reserve_gib": self.reserve.value(),
+            "idle_unload_minutes": self.idle.value(),
+            "start_at_login": self.login.isChecked(),
+            "log_level": self.log_level.currentText(),
+        }
+
+    @Slot()
+    def save(self) -> None:
+        values = self.values()
+        login_changed = values["start_at_login"] != bool(self._settings.get("start_at_login"))
+        key = self.api_key.text()
+        clear = self.clear_key.isChecked()
+        services = self._services
+
+        def work():
+            services.save_settings(values)
+            notes = []
+            if login_changed:
+                notes.append(services.apply_autostart(values["start_at_login"]))
+            if self._keyring_ok and (key or clear):
+                services.set_api_key(None if clear else key)
+            return notes
+
+        self.buttons.setEnabled(False)
+        run_in_background(work, self._saved)
+
+    def _saved(self, result, error) -> None:
+        self.buttons.setEnabled(True)
+        if error is not None:
+            self.error.setText(f"Not saved: {error}")
+            return
+        self.saved = True
+        self.accept()

@@ -1,0 +1,90 @@
+"""Bridge ordering, tray looks and menu actions, notifications: against a fake supervisor."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from app.core.commands import Restart, Stop, SwitchModel
+from app.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
+from app.ui.app import StokerApp
+from app.ui.bridge import SnapshotBridge
+from tests.ui.fakes import FakeServices, entries
+
+
+def snap(seq, state=EngineState.READY, **kw):
+    base = dict(model_path="/m/a.gguf", backend="cpu", ctx=2048, kv_type_k="f16",
+                kv_type_v="f16", endpoint="http://127.0.0.1:9")
+    base.update(kw)
+    return AppSnapshot(seq=seq, state=state, **base)
+
+
+def test_out_of_order_snapshots_never_show_stale_state(qtbot):
+    bridge = SnapshotBridge()
+    shown = []
+    bridge.snapshot_ready.connect(lambda s: shown.append(s.seq))
+    order = [1, 2, 5, 3, 4, 6, 6, 2]
+
+    def from_another_thread():
+        for seq in order:
+            bridge.push(snap(seq, EngineState.READY if seq % 2 else EngineState.STARTING))
+
+    t = threading.Thread(target=from_another_thread)
+    t.start()
+    t.join()
+    qtbot.waitUntil(lambda: bridge.dropped + len(shown) == len(order), timeout=2000)
+    assert shown == [1, 2, 5, 6]
+    assert bridge.latest().seq == 6 and bridge.dropped == 4
+
+
+def test_tray_follows_snapshots_and_menu_sends_commands(qtbot, fake_supervisor, tmp_path):
+    services = FakeServices(tmp_path, entries("/m/a.gguf", "/m/b.gguf"))
+    stoker = StokerApp(fake_supervisor, services)
+    assert stoker.tray.show()
+    qtbot.waitUntil(lambda: len(stoker.models) == 2, timeout=2000)
+    fake_supervisor.publish(snap(1, EngineState.STARTING))
+    qtbot.waitUntil(lambda: stoker.tray.shown_state == "loading", timeout=2000)
+    fake_supervisor.publish(snap(2, blockers=(BlockerView("gpuUnused", "GPU unused",
+                                                           "update the driver"),)))
+    qtbot.waitUntil(lambda: stoker.tray.shown_state == "degraded", timeout=2000)
+    assert "a · cpu · ctx 2,048 · KV f16" in stoker.tray.tray.toolTip()
+    # A late, older snapshot must not bring "loading" back.
+    fake_supervisor.publish(snap(1, EngineState.STARTING))
+    qtbot.wait(50)
+    assert stoker.tray.shown_state == "degraded"
+
+    stoker.tray.rebuild_menu()
+    texts = [a.text() for a in stoker.tray.menu.actions()]
+    assert any("GPU unused" in t for t in texts)
+    assert stoker.tray.find_action("action-start").isEnabled() is False
+    stoker.tray.find_action("action-stop").trigger()
+    stoker.tray.find_action("action-restart").trigger()
+    stoker.tray.find_action("model:/m/b.gguf").trigger()
+    stoker.tray.find_action("model:/m/a.gguf").trigger()  # already running: nothing sent
+    assert fake_supervisor.commands == [Stop(), Restart(), SwitchModel("/m/b.gguf")]
+    stoker.tray.find_action("action-copy-endpoint").trigger()
+    from PySide6.QtGui import QGuiApplication
+
+    assert QGuiApplication.clipboard().text() == "http://127.0.0.1:9"
+
+
+def test_incident_is_notified_once(qtbot, fake_supervisor, tmp_path):
+    stoker = StokerApp(fake_supervisor, FakeServices(tmp_path))
+    stoker.tray.show()
+    fake_supervisor.publish(snap(1))
+    inc = IncidentView(at=time.time(), kind="crash", summary="engine killed by SIGKILL",
+                       evidence=None, advice="", action="restarting in 1 s")
+    fake_supervisor.publish(snap(2, incidents=(inc,)))
+    fake_supervisor.publish(snap(3, incidents=(inc,)))
+    qtbot.waitUntil(lambda: getattr(stoker.bridge.latest(), "seq", 0) == 3, timeout=2000)
+    assert [n.title for n in stoker.notifier.shown] == ["a: crash"]
+
+
+def test_quit_sends_shutdown_and_finishes(qtbot, fake_supervisor, tmp_path):
+    stoker = StokerApp(fake_supervisor, FakeServices(tmp_path))
+    stoker.tray.show()
+    with qtbot.waitSignal(stoker.finished, timeout=3000):
+        stoker.tray.rebuild_menu()
+        stoker.tray.find_action("action-quit").trigger()
+    assert not stoker.tray_shown
+    assert type(fake_supervisor.commands[-1]).__name__ == "Shutdown"
