@@ -259,9 +259,7 @@ def probe_machine(engine_binary: str | Path | None = None, *, use_cache: bool = 
         devices = merge_amd_facts(devices, tuple(g.gfx_target for g in amd if g.gfx_target))
         notes += _unlisted_vendor_gpus(devices, vendor_devices)
     else:
-        devices = vendor_devices
-        if engine_binary is None:
-            notes.append("No engine build was given, so GPUs are listed from vendor tools only.")
+        devices = vendor_devices  # the caller knows whether it gave no engine; no note for that
 
     return Machine(
         os=os_name,
