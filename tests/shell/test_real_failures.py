@@ -81,3 +81,23 @@ def test_broken_drafter(engine_binary, demo_model, work):
     inc = classify(cap, has_drafter=True)
     assert inc.kind == "drafter-failure" and inc.recoverable_by == "drop-drafter"
     assert not inc.counts_as_strike
+
+
+def test_ldd_of_the_binary_copied_alone_is_a_missing_runtime_blocker(engine_binary, work):
+    import shutil
+    import subprocess
+
+    from app.core.blockers import missing_runtime_from_ldd
+
+    if shutil.which("ldd") is None:
+        pytest.skip("no ldd on this machine")
+    lonely = work / "lonely"
+    lonely.mkdir()
+    shutil.copy2(engine_binary, lonely / "llama-server")
+    out = subprocess.run(["ldd", str(lonely / "llama-server")], capture_output=True, text=True).stdout
+    b = missing_runtime_from_ldd(out)
+    assert b is not None and b.kind == "missingRuntime"
+    assert "libllama" in b.message and "stoker setup" in b.advice
+    # The installed build, with its libraries beside it, has nothing missing.
+    ok = subprocess.run(["ldd", str(engine_binary)], capture_output=True, text=True).stdout
+    assert missing_runtime_from_ldd(ok) is None
