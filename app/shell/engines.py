@@ -42,9 +42,20 @@ def own_engines_root() -> Path:
     return stoker_paths().engines / "llama-server"
 
 
-def binary_identity(path: Path | str) -> tuple:
-    """(resolved path, size, mtime_ns): changes whenever the file is replaced or rebuilt."""
+def binary_identity(path: Path | str):
+    """A key that changes whenever the binary (or, via probe, a library beside it) changes.
+
+    `app.shell.probe.binary_identity` is the shared definition; the (path, size, mtime)
+    fallback only matters while probe is absent. Raises OSError for a missing file.
+    """
     p = Path(path).resolve()
+    try:
+        from app.shell.probe import binary_identity as probe_identity
+    except ImportError:
+        probe_identity = None
+    if probe_identity is not None:
+        p.stat()  # probe's identity tolerates missing files; ours must not cache them
+        return probe_identity(p)
     st = p.stat()
     return (str(p), st.st_size, st.st_mtime_ns)
 
@@ -113,13 +124,18 @@ def file_sha256(path: Path | str) -> str:
 
 
 def read_setting(key: str):
-    """One key of `<config>/settings.json`, or None when the file or key is absent or unreadable."""
-    try:
-        from app.shell.store import SettingsStore  # the settings owner, when it exists
+    """One setting (`engine_path`, `model_folders`), or None when absent or unreadable.
 
-        value = SettingsStore().get(key)  # type: ignore[call-arg]
-        return value
-    except Exception:
+    `app.shell.store.SettingsStore` owns settings.json (it reads `engine_path` as its
+    `engine`); the raw JSON read below is the fallback for a store that lacks the key.
+    """
+    try:
+        from app.shell.store import SettingsStore
+
+        value = SettingsStore().get(key)
+        if value:
+            return value
+    except (ImportError, KeyError):
         pass
     path = stoker_paths().config / "settings.json"
     try:

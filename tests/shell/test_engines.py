@@ -81,7 +81,7 @@ def test_configured_path_from_settings_and_path_lookup(stoker_home, tmp_path, mo
     (tmp_path / "mine" / "libggml-cuda.so").write_bytes(b"")
     on_path = fake_engine(tmp_path / "bin" / "llama-server")
     (stoker_home / "config").mkdir()
-    (stoker_home / "config" / "settings.json").write_text(json.dumps({"engine_path": str(mine.parent)}))
+    (stoker_home / "config" / "settings.json").write_text(json.dumps({"schema": 1, "engine": str(mine.parent)}))
     monkeypatch.setenv("PATH", f"{on_path.parent}:/usr/bin:/bin")
     builds = eng.discover_engines()
     assert [(b.source, b.build, b.backend) for b in builds[:2]] == [("configured", 7000, "cuda"),
