@@ -156,15 +156,10 @@ class _Header:
 
     def skip_strings(self, n: int, key: str) -> None:
         """Step over n length-prefixed strings without decoding them."""
-        if n == 0:
-            return
-        if n >= 1024:
-            end = self._skip_strings_vectorised(n)
-            if end is not None:
-                self.pos = end
-                return
         u64 = _U64.unpack_from
-        for _ in range(n):
+        sample = n if n < 2048 else 256  # walk a few to learn the typical size, then vectorise
+        first = self.pos
+        for _ in range(sample):
             p = self.need(8)
             length = u64(self.buf, p)[0]
             if length > MAX_STRING_BYTES:
@@ -172,54 +167,91 @@ class _Header:
             self.pos = p + 8
             self.need(length)
             self.pos += length
+        rest = n - sample
+        if rest:
+            end = self._skip_strings_vectorised(rest, (self.pos - first) / sample)
+            if end is not None:
+                self.pos = end
+                return
+            for _ in range(rest):
+                p = self.need(8)
+                length = u64(self.buf, p)[0]
+                if length > MAX_STRING_BYTES:
+                    self.fail(f"an item of {key} claims a length of {length} bytes")
+                self.pos = p + 8
+                self.need(length)
+                self.pos += length
 
-    def _skip_strings_vectorised(self, n: int) -> int | None:
+    def _skip_strings_vectorised(self, n: int, typical: float) -> int | None:
         """End offset of n strings starting at pos, or None when the fast path can't prove it.
 
-        Hypothesis: every string is shorter than 64 KiB, so its length field has six zero
-        high bytes. Candidate length fields are found with numpy; candidates nothing points
+        Hypothesis: every string is shorter than 256 bytes (then 64 KiB), so its length
+        field has seven (six) zero high bytes. Candidate length fields are found with numpy; candidates nothing points
         to are dropped; then the chain is followed from the first string, jumping over runs
         whose links check out and stepping one link at a time where they don't. Every step
         follows a real length field, so the answer is exact or None (the caller then walks).
         """
         start = self.pos
         limit = min(self.size, MAX_HEADER_BYTES)
-        span = min(limit - start, max(n * 24, 1 << 16))
-        while True:
-            self.need(span)
-            end = _chain_end(np.frombuffer(self.buf, dtype=np.uint8, count=span, offset=start), n)
-            if end is not None and end >= 0:
-                return start + end
-            if end is None or start + span >= limit:
+        while n:
+            span = min(limit - start, int(n * typical * 1.1) + 4096)
+            self.need(start + span - self.pos)
+            region = np.frombuffer(self.buf, dtype=np.uint8, count=span, offset=start)
+            # first assume strings under 256 bytes (few false candidates), then under 64 KiB
+            got = _chain_end(region, n, 7)
+            if got is None or got[0] == 0:
+                got = _chain_end(region, n, 6)
+            del region  # the buffer may grow on the next pass
+            if got is None:
                 return None
-            span = min(limit - start, span * 4)
+            done, offset = got
+            if done == 0 and start + span >= limit:
+                return None
+            if done:
+                typical = max(typical, offset / done)
+            n -= done
+            start += offset
+        return start
 
 
-def _chain_end(region: np.ndarray, n: int) -> int | None:
-    """Offset after n length-prefixed strings at region[0:], -1 if region is too short, None if unsure."""
+def _chain_end(region: np.ndarray, n: int, zero_high: int) -> tuple[int, int] | None:
+    """(strings stepped over, offset of the next one) for up to n strings at region[0:].
+
+    None when the strings don't fit the fast path's hypothesis (the caller then walks).
+    """
     span = len(region)
     if span < 16:
-        return -1
+        return (0, 0)
     zero = region == 0
-    ok = zero[2:span - 5].copy()
-    for k in range(3, 8):
-        ok &= zero[k:span - 7 + k]
+    first = 8 - zero_high  # length fields have their top `zero_high` bytes zero
+    ok = zero[first:span - 8 + first].copy()
+    for k in range(first + 1, 8):
+        ok &= zero[k:span - 8 + k]
     cand = np.flatnonzero(ok)
     if not len(cand) or cand[0] != 0:
         return None
-    nxt = cand + 8 + region[cand] + (region[cand + 1].astype(np.int64) << 8)
+    nxt = cand + 8 + region[cand]
+    if zero_high < 7:
+        nxt += region[cand + 1].astype(np.int64) << 8
     index = np.zeros(span + (1 << 17), dtype=np.int32)  # position -> candidate number
     index[cand] = np.arange(len(cand), dtype=np.int32)
     succ = index[np.minimum(nxt, len(index) - 1)]
     linked = cand[succ] == nxt
     keep = np.ones(len(cand), dtype=bool)
-    for _ in range(2):  # noise inside strings is rarely pointed to by anything
+    alive = len(cand)
+    for _ in range(12):  # noise inside strings is rarely pointed to; each round drops most
         pointed = np.zeros(len(cand), dtype=bool)
         pointed[succ[keep & linked]] = True
         pointed[0] = True
         keep &= pointed
-    K = cand[keep]
-    L = nxt[keep]
+        now = int(np.count_nonzero(keep))
+        if alive - now < 64:
+            break
+        alive = now
+    # The chain from the first string ends within n links plus the noise that survived;
+    # what lies beyond is another array's bytes and only costs time.
+    K = cand[keep][: n + 4096]
+    L = nxt[keep][: n + 4096]
     m = len(K)
     bad = np.flatnonzero(L[:-1] != K[1:]).tolist() + [m - 1]
     i, remaining, bi = 0, n, 0  # invariant: K[i] is the true start of a string
@@ -228,16 +260,16 @@ def _chain_end(region: np.ndarray, n: int) -> int | None:
             bi += 1
         b = bad[bi]
         if b - i >= remaining:
-            return int(K[i + remaining])
+            return n, int(K[i + remaining])
+        if b == m - 1:  # the last candidate: its link may leave the region
+            return n - remaining + (b - i), int(K[b])
         remaining -= b - i + 1
         p = int(L[b])
-        if remaining == 0:
-            return p if p <= span else -1
-        if p >= span - 8:
-            return -1
+        if remaining == 0 or p >= span - 8:
+            return n - remaining, p
         j = int(np.searchsorted(K, p))
         if j >= m or int(K[j]) != p:
-            return None  # a string of 64 KiB or more: not for the fast path
+            return None  # a longer string than this pass assumes
         i = j
 
 
