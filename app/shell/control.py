@@ -78,18 +78,19 @@ def request(op: str, *, run_dir: Path | None = None, transport: str | None = Non
         s, token = _connect(run_dir, transport, timeout)
     except OSError:
         return None
-    with s:
-        msg = {"op": op} if token is None else {"op": op, "token": token}
-        s.sendall(json.dumps(msg).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            chunk = s.recv(65536)
-            if not chunk:
-                break
-            data += chunk
-    if not data:
-        return None
-    return json.loads(data)
+    data = b""
+    try:
+        with s:
+            msg = {"op": op} if token is None else {"op": op, "token": token}
+            s.sendall(json.dumps(msg).encode() + b"\n")
+            while not data.endswith(b"\n"):
+                chunk = s.recv(65536)
+                if not chunk:
+                    break
+                data += chunk
+        return json.loads(data) if data.endswith(b"\n") else None
+    except (OSError, ValueError):
+        return None  # an instance that is shutting down, or not a Stoker at all
 
 
 class ControlServer:

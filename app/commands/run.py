@@ -1,0 +1,149 @@
+"""`stoker run [MODEL] [--headless]`: plan, launch and supervise one model in the foreground.
+
+Prints the endpoint once the engine is ready and one line per state change; Ctrl-C (or
+SIGTERM, or `stoker stop`) stops the engine and exits 0. A failed engine (refused plan,
+crash loop) ends the command with exit code 1 and the reason. While it runs it answers
+`stoker status` and `stoker stop` over the control channel, which also keeps a second
+instance from starting. With no MODEL it runs the last used model, else the demo model.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+
+from app.core.overrides import KV_CACHE_TYPES, ModelOverrides
+from app.core.snapshot import AppSnapshot, EngineState
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("model", nargs="?", metavar="MODEL",
+                        help="a GGUF path or a model name (default: the last used, else the demo model)")
+    parser.add_argument("--headless", action="store_true",
+                        help="no tray icon: print state changes to the terminal (the only mode so far)")
+    parser.add_argument("--ctx", type=int, metavar="N", help="total context in tokens")
+    parser.add_argument("--slots", type=int, metavar="N", help="parallel request slots")
+    parser.add_argument("--kv", choices=KV_CACHE_TYPES, metavar="TYPE",
+                        help=f"KV cache type for K and V ({', '.join(KV_CACHE_TYPES)})")
+    parser.add_argument("--engine", metavar="PATH", help="a llama-server binary (or its folder) to use")
+    parser.add_argument("--startup-timeout", type=float, default=180.0, metavar="S",
+                        help="seconds the engine may take to load before it counts as failed (180)")
+
+
+def cli_overrides(args) -> ModelOverrides | None:
+    from app.cli import UserError
+
+    if args.ctx is not None and args.ctx < 256:
+        raise UserError(f"--ctx {args.ctx} is too small; give at least 256 tokens.")
+    if args.slots is not None and not 1 <= args.slots <= 64:
+        raise UserError(f"--slots {args.slots} is out of range; give 1 to 64.")
+    if args.ctx is None and args.slots is None and args.kv is None:
+        return None
+    return ModelOverrides(ctx=args.ctx, slots=args.slots, kv_type_k=args.kv, kv_type_v=args.kv)
+
+
+class StatePrinter:
+    """Prints one line per state change and per new incident (runs on the supervisor thread)."""
+
+    def __init__(self, out=sys.stdout):
+        self.out = out
+        self.last_seq = 0
+        self.last_state: EngineState | None = None
+        self.incidents = 0
+
+    def __call__(self, snap: AppSnapshot) -> None:
+        if snap.seq <= self.last_seq:
+            return
+        self.last_seq = snap.seq
+        for incident in snap.incidents[self.incidents:]:
+            self._line(f"incident: {incident.summary} ({incident.kind}); {incident.action}")
+        self.incidents = len(snap.incidents)
+        if snap.state is self.last_state:
+            return
+        if self.last_state is None and snap.state is EngineState.STOPPED:
+            self.last_state = snap.state  # the supervisor's first snapshot, before any start
+            return
+        self.last_state = snap.state
+        if snap.state is EngineState.STARTING:
+            self._line(f"starting: {snap.model_name or 'model'}"
+                       + (f" ({snap.plan_summary})" if snap.plan_summary else ""))
+        elif snap.state is EngineState.READY:
+            self._line(f"ready: {snap.endpoint}/v1  (pid {snap.pid})")
+            self._line(f"endpoint: {snap.endpoint}")
+        elif snap.state is EngineState.BACKOFF:
+            wait = "" if snap.next_retry_at is None else \
+                f"; next try in {max(0.0, snap.next_retry_at - time.time()):.0f} s"
+            self._line(f"backoff: {snap.last_error}{wait}")
+        elif snap.state is EngineState.FAILED:
+            self._line(f"failed: {snap.last_error}")
+        else:
+            self._line(snap.state.value)
+
+    def _line(self, text: str) -> None:
+        print(text, file=self.out, flush=True)
+
+
+def run(args) -> int:
+    from app.cli import UserError
+    from app.core.commands import Shutdown, StartModel
+    from app.core.status_report import status_object
+    from app.shell.control import AlreadyRunning, ControlServer
+    from app.shell.launcher import RealPreparer
+    from app.shell.paths import stoker_paths
+    from app.shell.process import reap_orphans
+    from app.shell.supervisor import Supervisor
+
+    overrides = cli_overrides(args)
+    paths = stoker_paths().ensure()
+    holder: dict = {}
+
+    def answer(req: dict) -> dict:
+        sup = holder.get("sup")
+        if req.get("op") == "status":
+            snap = sup.snapshot() if sup else AppSnapshot(seq=0, state=EngineState.STOPPED)
+            return {"ok": True, "schema": 1,
+                    "status": status_object(snap, time.time(), instance_pid=os.getpid())}
+        if req.get("op") == "stop":
+            if sup:
+                sup.submit(Shutdown())
+            return {"ok": True, "stopping": True}
+        return {"ok": False, "error": f"unknown request {req.get('op')!r}; use status or stop"}
+
+    control = ControlServer(answer)
+    try:
+        control.claim()
+    except AlreadyRunning as exc:
+        raise UserError(str(exc)) from None
+    try:
+        reaped = reap_orphans(paths.run)
+        if reaped:
+            print(f"stopped {len(reaped)} engine(s) left behind by an earlier Stoker "
+                  f"(pid {', '.join(map(str, reaped))})", flush=True)
+        preparer = RealPreparer(cli_overrides=overrides, engine=args.engine,
+                                startup_deadline_s=args.startup_timeout)
+        sup = Supervisor(preparer)
+        holder["sup"] = sup
+        sup.subscribe(StatePrinter())
+        failed: list[AppSnapshot] = []
+        # A failed engine ends a foreground run: there is nobody to press "start again".
+        sup.subscribe(lambda s: (failed.append(s), sup.submit(Shutdown()))
+                      if s.state is EngineState.FAILED and not failed else None)
+        control.serve()
+        sup.start()
+        sup.submit(StartModel(args.model))
+
+        def on_signal(signum, frame):
+            sup.submit(Shutdown())
+
+        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            while not sup.join(0.2):
+                pass
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
+        return 1 if failed else 0
+    finally:
+        control.close()
