@@ -132,3 +132,37 @@ def test_dry_run_projects_without_loading_and_matches_the_real_start(engine_bina
     assert 0 <= real.model_bytes - host.model_bytes < MIB
     assert 0 <= real.kv_bytes - host.context_bytes < MIB
     assert 0 <= real.compute_bytes - host.compute_bytes < MIB
+
+
+def test_planner_uses_the_measured_line_until_the_model_file_is_replaced(demo_model, tmp_path,
+                                                                        stoker_home):
+    """The must-show, through the planner seam: a second plan of the same file says
+    "measured"; a replaced file is planned from the estimate again."""
+    from app.core.machine import Machine
+    from app.core.overrides import ModelOverrides
+    from app.core.planner import plan_launch
+    from app.shell.gguf_io import load_summary
+
+    model = tmp_path / demo_model.name
+    shutil.copyfile(demo_model, model)
+    binary = tmp_path / "engine" / "llama-server"
+    binary.parent.mkdir()
+    binary.write_bytes(b"\x7fELF build one")
+    summary = load_summary(model)
+    machine = Machine(os="linux", arch="x86_64", ram_total_bytes=24 << 30,
+                      ram_available_bytes=20 << 30, physical_cores=2, logical_cores=2)
+    ov = ModelOverrides(slots=1)
+    first = plan_launch(summary, machine, ov, measured=measurements.lookup(model, binary))
+    assert first.estimate_source == "estimated"
+    # what the launches of that plan reported (real engine logs of this model at two contexts)
+    measurements.record_launch(model, binary, Settings(2048, flash_attn=first.flash_attn),
+                               log_report("smollm2-f16-np1-c2048.log"))
+    measurements.record_launch(model, binary, Settings(8192, flash_attn=first.flash_attn), _report_at(8192))
+    second = plan_launch(summary, machine, ov, measured=measurements.lookup(model, binary))
+    assert second.estimate_source == "measured"
+    assert any(d.what == "measured memory" for d in second.decisions)
+    replacement = tmp_path / "new.gguf"
+    shutil.copyfile(demo_model, replacement)
+    os.replace(replacement, model)
+    third = plan_launch(summary, machine, ov, measured=measurements.lookup(model, binary))
+    assert third.estimate_source == "estimated"
