@@ -101,3 +101,41 @@ def test_ldd_of_the_binary_copied_alone_is_a_missing_runtime_blocker(engine_bina
     # The installed build, with its libraries beside it, has nothing missing.
     ok = subprocess.run(["ldd", str(engine_binary)], capture_output=True, text=True).stdout
     assert missing_runtime_from_ldd(ok) is None
+
+
+def test_oom_watch_sees_the_kernel_kill(engine_binary, demo_model, work):
+    import subprocess
+
+    from app.shell.oom_evidence import OomWatch
+
+    group = rf.memory_cgroup(f"stoker-watch-{__import__('os').getpid()}", 300 * 1024 * 1024)
+    if group is None:
+        pytest.skip("this machine does not let tests make a memory cgroup")
+    procs = str(group / "cgroup.procs")
+
+    def join():
+        with open(procs, "w") as f:
+            f.write(str(__import__("os").getpid()))
+
+    try:
+        argv = rf._argv(engine_binary, demo_model, rf._free_port(), "-c", rf.BIG_CTX)
+        p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=rf._env(work), preexec_fn=join)
+        watch = OomWatch(p.pid)
+        assert watch.group == group
+        assert p.wait(timeout=rf.TIMEOUT_S) == -9
+        assert watch.killed_by_oom() is True
+    finally:
+        group.rmdir()
+
+
+def test_oom_watch_of_a_process_that_ends_normally():
+    import subprocess
+    import sys
+
+    from app.shell.oom_evidence import OomWatch
+
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
+    watch = OomWatch(p.pid)
+    p.wait()
+    assert watch.killed_by_oom() in (False, None)
