@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import os
 import sys
+import time
+from dataclasses import replace
 from typing import Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -33,6 +35,7 @@ NO_TRAY_LINE = ("stoker: no system tray is available here; running headless "
 
 class StokerApp(QObject):
     finished = Signal()  # the supervisor has shut down after Quit
+    remote_quit = Signal()  # `stoker stop` from the control thread
 
     def __init__(self, supervisor, services: Services | None = None,
                  parent: QObject | None = None) -> None:
@@ -48,6 +51,8 @@ class StokerApp(QObject):
         self.model_dialogs: dict[str, ModelSettingsDialog] = {}
         self.status_window: StatusWindow | None = None
         self.quitting = False
+        self.tray_shown_flag = False  # written on the GUI thread, read by the control thread
+        self.remote_quit.connect(self.quit)
         self.tray.open_settings.connect(self.open_settings)
         self.tray.open_model_settings.connect(self.open_model_settings)
         self.tray.open_status.connect(self.open_status)
@@ -59,6 +64,10 @@ class StokerApp(QObject):
     @property
     def tray_shown(self) -> bool:
         return self.tray.tray.isVisible()
+
+    def show_tray(self) -> bool:
+        self.tray_shown_flag = self.tray.show()
+        return self.tray_shown_flag
 
     def submit(self, command) -> None:
         if not self.quitting:
@@ -111,6 +120,7 @@ class StokerApp(QObject):
             return
         self.quitting = True
         self.tray.tray.hide()
+        self.tray_shown_flag = False
         for w in [self.settings_dialog, self.status_window, *self.model_dialogs.values()]:
             if w is not None:
                 w.close()
@@ -142,9 +152,31 @@ def run_headless(model: str | None) -> int:
     return int(run_command.run(args) or 0)
 
 
-def run_tray(model: str | None = None, *,
-             make_supervisor: Callable[[], object] | None = None,
-             serve_control: Callable[[StokerApp], Callable[[], None]] | None = None) -> int:
+def control_handler(stoker: StokerApp, clock: Callable[[], float]) -> Callable[[dict], dict]:
+    """Answers `stoker status` / `stoker stop` like `stoker run`, plus whether the icon shows.
+
+    Runs on the control thread: it only reads the latest snapshot and a flag, and asks
+    the GUI thread (queued signal) to quit.
+    """
+    from app.core.status_report import status_object
+
+    def answer(req: dict) -> dict:
+        op = req.get("op")
+        if op == "status":
+            snap = replace(stoker.supervisor.snapshot(), tray_shown=stoker.tray_shown_flag)
+            status = status_object(snap, clock(), instance_pid=os.getpid())
+            status["tray_shown"] = snap.tray_shown
+            return {"ok": True, "schema": 1, "status": status}
+        if op == "stop":
+            stoker.remote_quit.emit()
+            return {"ok": True, "stopping": True}
+        return {"ok": False, "error": f"unknown request {op!r}; use status or stop"}
+
+    return answer
+
+
+def run_tray(model: str | None = None, *, preparer=None) -> int:
+    """`stoker` / `stoker tray`: the tray app, or headless when no tray exists here."""
     if not display_available():
         print(NO_TRAY_LINE, file=sys.stderr)
         return run_headless(model)
@@ -152,27 +184,41 @@ def run_tray(model: str | None = None, *,
     if not QSystemTrayIcon.isSystemTrayAvailable():
         print(NO_TRAY_LINE, file=sys.stderr)
         return run_headless(model)
-    app.setQuitOnLastWindowClosed(False)
-    app.setApplicationName("Stoker")
-    supervisor = make_supervisor() if make_supervisor else _default_supervisor()
-    supervisor.start()
-    stoker = StokerApp(supervisor)
-    close_control = serve_control(stoker) if serve_control else (lambda: None)
-    stoker.finished.connect(app.quit)
-    stoker.tray.show()
-    supervisor.submit(StartModel(model))
+    from app.cli import UserError
+    from app.shell.control import AlreadyRunning, ControlServer
+    from app.shell.paths import stoker_paths
+    from app.shell.process import reap_orphans
+    from app.shell.supervisor import Supervisor
+
+    paths = stoker_paths().ensure()
+    holder: dict = {}
+    control = ControlServer(lambda req: holder["answer"](req) if "answer" in holder
+                            else {"ok": False, "error": "Stoker is still starting; try again"})
     try:
+        control.claim()
+    except AlreadyRunning as exc:
+        raise UserError(str(exc)) from None
+    try:
+        reap_orphans(paths.run)
+        if preparer is None:
+            from app.shell.launcher import RealPreparer
+
+            preparer = RealPreparer()
+        supervisor = Supervisor(preparer)
+        app.setQuitOnLastWindowClosed(False)
+        app.setApplicationName("Stoker")
+        stoker = StokerApp(supervisor)
+        holder["answer"] = control_handler(stoker, time.time)
+        stoker.finished.connect(app.quit)
+        supervisor.start()
+        control.serve()
+        if not stoker.show_tray():
+            print(NO_TRAY_LINE, file=sys.stderr)  # the host vanished between check and show
+        supervisor.submit(StartModel(model))
         app.exec()
-    finally:
-        close_control()
-        if not stoker.quitting:  # the loop ended some other way (a signal): still stop cleanly
+        if not stoker.quitting:  # the loop ended some other way: still stop the engine cleanly
             supervisor.submit(Shutdown())
             supervisor.join(60)
-    return 0
-
-
-def _default_supervisor():
-    from app.shell.supervisor import Supervisor
-    from app.shell.launcher import make_preparer  # the real preparer (plan + argv + build)
-
-    return Supervisor(make_preparer())
+        return 0
+    finally:
+        control.close()

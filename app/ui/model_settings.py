@@ -11,13 +11,12 @@ restart, asks first and sends ApplyOverrides. The dialog never plans on the GUI 
 from __future__ import annotations
 
 import shlex
-from dataclasses import fields
 from pathlib import Path
 from typing import Callable
 
 from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Slot
 from PySide6.QtGui import QColor, QPainter, QPalette
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout, QGridLayout,
+from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout,
                                QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget,
                                QMessageBox, QSizePolicy, QVBoxLayout, QWidget)
 
@@ -66,7 +65,7 @@ def _gib(n: int | None) -> str:
 class PlanBars(QWidget):
     """One stacked bar per device: what the plan puts there against what it may use."""
 
-    ROW = 44
+    ROW = 60
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -113,6 +112,10 @@ class PlanBars(QWidget):
             budget_x = bar.left() + bar.width() * dev.budget_bytes / scale
             p.setPen(QColor("#c5221f") if over else text)
             p.drawLine(int(budget_x), int(bar.top() - 2), int(budget_x), int(bar.bottom() + 2))
+            p.setPen(text)
+            p.drawText(QRectF(4, y + 36, width, 16), Qt.AlignmentFlag.AlignLeft,
+                       "   ".join(f"{label} {_gib(n)}" for (label, _c), n in zip(SEGMENTS, parts)
+                                  if n))
             y += self.ROW
         x = 4
         for label, color in SEGMENTS + (("free", free_color.name()),):

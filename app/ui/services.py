@@ -112,29 +112,23 @@ class Services:
         return self._summaries[key]
 
     def machine(self):
+        """This machine as the engine that would run sees it (probed once per dialog session)."""
         if self._machine is None:
+            from app.shell.launcher import RealPreparer
             from app.shell.probe import probe_machine
 
-            binary = None
             try:
-                usable = [b for b in self.engines() if b.usable]
-                binary = usable[0].binary if usable else None
-            except Exception:  # no engine yet: plan for the host alone
+                binary = RealPreparer().choose_engine().binary
+            except Exception:  # no usable build yet: plan for the host alone
                 binary = None
             self._machine = probe_machine(binary)
         return self._machine
 
     def plan(self, model_path: str, overrides: ModelOverrides):
-        """A LaunchPlan or PlanRefusal for these overrides on this machine."""
-        from app.core import planner
+        """A LaunchPlan or PlanRefusal, made exactly as the launcher will make it."""
+        from app.core.planner import plan_launch
 
-        policy = planner.PlanPolicy()
-        reserve = _settings_store().load().memory_reserve_gib
-        if hasattr(policy, "os_reserve_bytes"):
-            from dataclasses import replace
-
-            policy = replace(policy, os_reserve_bytes=int(float(reserve) * 1024 ** 3))
-        return planner.plan_launch(self.summary(model_path), self.machine(), overrides, policy)
+        return plan_launch(self.summary(model_path), self.machine(), overrides)
 
     # -- logs ---------------------------------------------------------------------------------
     def logs_dir(self) -> Path:

@@ -32,11 +32,12 @@ class SettingsDialog(QDialog):
         super().__init__(parent)
         self.setObjectName("settings-dialog")
         self.setWindowTitle("Stoker settings")
-        self.setMinimumWidth(560)
+        self.setMinimumWidth(620)
         self._services = services
         self._submit = submit
         self._settings: dict = {}
         self._keyring_ok = False
+        self._engines_listed = False  # choose the current build only once the list is in
         self.saved = False
 
         # Engine build and quarantine
@@ -111,6 +112,8 @@ class SettingsDialog(QDialog):
         self.keyring_note = QLabel("")
         self.keyring_note.setObjectName("keyring-note")
         self.keyring_note.setWordWrap(True)
+        # A wrapped label in a form row gets one line's height; the advice needs three.
+        self.keyring_note.setMinimumHeight(self.keyring_note.fontMetrics().lineSpacing() * 3 + 4)
         app_form.addRow("", self.keyring_note)
         self.log_level = QComboBox()
         self.log_level.setObjectName("log-level")
@@ -152,12 +155,15 @@ class SettingsDialog(QDialog):
         self.login.setChecked(bool(values.get("start_at_login")))
         level = values.get("log_level") or "info"
         self.log_level.setCurrentIndex(max(0, self.log_level.findText(level)))
-        self._select_engine(values.get("engine"))
+        if self._engines_listed:
+            self._select_engine(values.get("engine"))
 
     def _got_engines(self, builds, error) -> None:
         self.pending -= 1
+        self._engines_listed = True
         if error is not None:
             self.engine_note.setText(f"Engine builds could not be listed: {error}")
+            self._select_engine(self._settings.get("engine"))
             return
         for b in builds:
             status = "" if b.status == "ok" else f" ({b.status})"

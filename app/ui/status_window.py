@@ -10,7 +10,7 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QFont, QFontDatabase
-from PySide6.QtWidgets import (QAbstractItemView, QHeaderView, QLabel, QPlainTextEdit,
+from PySide6.QtWidgets import (QAbstractItemView, QLabel, QPlainTextEdit,
                                QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
 from app.core.snapshot import AppSnapshot

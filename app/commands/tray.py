@@ -1,0 +1,17 @@
+"""`stoker` / `stoker tray [MODEL]`: the tray app; headless (like `stoker run --headless`)
+when this desktop has no system tray. The work is in app/ui/app.py; this only parses."""
+
+from __future__ import annotations
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("model", nargs="?", metavar="MODEL",
+                        help="a GGUF path or model name to start (default: the last used, "
+                             "else the demo model)")
+    parser.add_argument("--model", dest="model_opt", metavar="MODEL", help="same as MODEL")
+
+
+def run(args) -> int:
+    from app.ui.app import run_tray  # Qt is imported only for this command
+
+    return run_tray(getattr(args, "model_opt", None) or getattr(args, "model", None))
