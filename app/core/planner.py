@@ -404,6 +404,9 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
     if ov.swa_full and not has_swa:
         decisions.append(Decision("--swa-full left off", "the model has no sliding-window layers, so the "
                                   "engine would ignore it"))
+    if not budgets.gpus and (ov.gpu_layers not in (None, "auto") or ov.n_cpu_moe is not None):
+        decisions.append(Decision("GPU layer settings not used", "this machine has no GPU the engine can "
+                                  "use, so -ngl / --n-cpu-moe would change nothing"))
     flash = ov.flash_attn or "auto"
     ubatch = ov.ubatch or policy.ubatch
     if ov.batch and ubatch > ov.batch:

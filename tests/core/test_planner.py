@@ -1,0 +1,411 @@
+"""The planner's choices and refusals, plus Hypothesis properties over machines and overrides."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from app.core.machine import Device, Machine, machine_from_json
+from app.core.measured import MeasuredLine
+from app.core.overrides import ModelOverrides
+from app.core.plan import LaunchPlan, PlanRefusal
+from app.core.planner import PlanPolicy, plan_launch
+from tests.core.summaries import (GIB, MIB, deepseek2_mla, demo, gemma3_swa, hybrid, llama_8b, llama_70b,
+                                  mamba2, qwen3moe_30b, summary)
+
+MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"
+
+
+def machine(name: str) -> Machine:
+    path = MACHINES / name
+    return machine_from_json(path.read_text(), str(path))
+
+
+def cpu(ram_gib: float, avail_gib: float | None = None) -> Machine:
+    return Machine(os="linux", arch="x86_64", ram_total_bytes=int(ram_gib * GIB),
+                   ram_available_bytes=int((avail_gib if avail_gib is not None else ram_gib) * GIB),
+                   physical_cores=8, logical_cores=8)
+
+
+def gpu(vram_gib: float, ram_gib: float = 32, n: int = 1) -> Machine:
+    devs = tuple(Device(f"CUDA{i}", "NVIDIA", "cuda", int(vram_gib * GIB), int(vram_gib * GIB), "discrete")
+                 for i in range(n))
+    return replace(cpu(ram_gib), devices=devs)
+
+
+def within_budget(p: LaunchPlan) -> bool:
+    return all(d.total_bytes <= d.budget_bytes for d in p.devices)
+
+
+# --- the demo and the CLI contract -----------------------------------------------------------
+
+def test_demo_with_explicit_settings_is_planned_as_asked():
+    p = plan_launch(demo(), machine("cpu-only-ram24g.json"),
+                    ModelOverrides(ctx=4096, slots=2, kv_type_k="f16", kv_type_v="f16"))
+    assert isinstance(p, LaunchPlan)
+    assert (p.ctx, p.slots, p.kv_unified, p.kv_type_k, p.kv_type_v) == (4096, 2, False, "f16", "f16")
+    assert p.gpu_layers is None
+    (cpu_mem,) = p.devices
+    assert cpu_mem.name == "CPU" and cpu_mem.kv_bytes == 94_371_840
+    assert within_budget(p)
+
+
+def test_default_context_is_clamped_to_the_trained_context():
+    p = plan_launch(demo(), cpu(24, 20))
+    assert p.ctx_per_slot == 8192
+    assert any("trained context (8,192)" in d.why for d in p.decisions)
+
+
+def test_os_reserve_is_two_gib_or_a_tenth_of_ram():
+    policy = PlanPolicy()
+    assert policy.os_reserve(8 * GIB) == 2 * GIB
+    assert policy.os_reserve(128 * GIB) == int(12.8 * GIB)
+    p = plan_launch(demo(), cpu(24, 20))
+    assert p.devices[0].budget_bytes == 20 * GIB - int(2.4 * GIB)
+
+
+def test_slots_follow_the_memory_tier():
+    policy = PlanPolicy()
+    assert [policy.tier_slots(g * GIB) for g in (8, 16, 32, 64)] == [1, 2, 3, 4]
+
+
+# --- the ladder ------------------------------------------------------------------------------
+
+def test_slots_are_given_up_before_the_window():
+    # 8B on CPU with ~26 GiB: 3 slots x 64K f16 (24 GiB KV) do not fit, 1 x 64K does.
+    p = plan_launch(llama_8b(), cpu(32, 32), ModelOverrides(kv_type_k="f16", kv_type_v="f16"))
+    assert p.ctx_per_slot == 65536
+    assert p.slots < PlanPolicy().tier_slots(p.devices[0].budget_bytes)
+    assert any("slots are given up before the window" in d.why for d in p.decisions)
+
+
+def test_f16_is_traded_for_q8_0_only_when_it_keeps_a_second_slot():
+    # Budget for one f16 64K slot (8 GiB KV + weights) but not two; q8_0 fits two.
+    m = llama_8b()
+    p = plan_launch(m, cpu(20, 20))
+    assert (p.slots, p.kv_type_k, p.kv_type_v, p.ctx_per_slot) == (2, "q8_0", "q8_0", 65536)
+    assert any("q8_0 keeps 2 slots" in d.why for d in p.decisions)
+    # Never against explicit settings.
+    explicit_kv = plan_launch(m, cpu(20, 20), ModelOverrides(kv_type_k="f16", kv_type_v="f16"))
+    assert (explicit_kv.slots, explicit_kv.kv_type_k) == (1, "f16")
+    explicit_slots = plan_launch(m, cpu(20, 20), ModelOverrides(slots=1))
+    assert explicit_slots.kv_type_k == "f16"
+
+
+def test_window_shrinks_only_at_one_slot_and_says_so():
+    p = plan_launch(llama_8b(), cpu(14, 14))
+    assert p.slots == 1 and 4096 <= p.ctx < 65536 and p.ctx % 1024 == 0
+    assert any(d.what.startswith(f"context {p.ctx:,}") and "largest window" in d.why for d in p.decisions)
+    assert within_budget(p)
+
+
+def test_explicit_context_is_never_shrunk_and_refusal_names_it():
+    r = plan_launch(llama_8b(), cpu(10, 10), ModelOverrides(ctx=131072))
+    assert isinstance(r, PlanRefusal)
+    assert "context 131,072 as set" in r.reason
+    assert any("context would fit" in s for s in r.suggestions)
+
+
+# --- GPUs ----------------------------------------------------------------------------------
+
+def test_moe_on_a_12_gib_gpu_offloads_experts_and_says_so():
+    p = plan_launch(qwen3moe_30b(), machine("rtx4070-12g-ram32g.json"))
+    assert isinstance(p, LaunchPlan)
+    assert p.gpu_layers == "all" and p.n_cpu_moe and 0 < p.n_cpu_moe < 48 and not p.cpu_moe
+    assert any(d.what.startswith("expert offload: --n-cpu-moe") for d in p.decisions)
+    assert within_budget(p)
+    # One block fewer in RAM would not fit on the card: the split is as tight as it can be.
+    tighter = plan_launch(qwen3moe_30b(), machine("rtx4070-12g-ram32g.json"),
+                          ModelOverrides(ctx=p.ctx, slots=p.slots, n_cpu_moe=p.n_cpu_moe - 1, gpu_layers="all"))
+    assert isinstance(tighter, PlanRefusal)
+
+
+def test_dense_model_gets_the_largest_gpu_layer_count_that_fits():
+    m = llama_8b()
+    p = plan_launch(m, gpu(6), ModelOverrides(ctx=8192, slots=1))
+    assert isinstance(p.gpu_layers, int) and 0 < p.gpu_layers < 33
+    assert within_budget(p)
+    more = plan_launch(m, gpu(6), ModelOverrides(ctx=8192, slots=1, gpu_layers=p.gpu_layers + 1))
+    assert isinstance(more, PlanRefusal)
+    assert any("most that do" in d.why for d in p.decisions)
+
+
+def test_dense_model_that_fits_goes_wholly_on_the_gpu():
+    p = plan_launch(llama_8b(), gpu(24), ModelOverrides(ctx=16384, slots=1))
+    assert p.gpu_layers == "all" and p.n_cpu_moe is None
+    cuda = [d for d in p.devices if d.name == "CUDA0"][0]
+    assert cuda.kv_bytes == 2 * GIB
+
+
+def test_two_gpus_share_the_layers():
+    p = plan_launch(llama_70b(), machine("two-rtx3090-ram64g.json"), ModelOverrides(ctx=8192, slots=1))
+    assert isinstance(p, LaunchPlan) and p.gpu_layers == "all"
+    gpus = [d for d in p.devices if d.name.startswith("CUDA")]
+    assert len(gpus) == 2 and all(d.weights_bytes > 15 * GIB for d in gpus)
+    assert within_budget(p)
+
+
+def test_70b_on_a_16_gib_unified_laptop_refuses_and_says_what_would_fit():
+    r = plan_launch(llama_70b(), machine("macbook-m2-16g-unified.json"))
+    assert isinstance(r, PlanRefusal)
+    assert r.reason.startswith("needs ") and "is free" in r.reason
+    assert r.needed_bytes > r.available_bytes
+    assert any("smaller quantisation" in s for s in r.suggestions)
+
+
+def test_refusal_suggestions_are_real_replans():
+    # 8B with an explicit 64K f16 context does not fit in 12 GiB of RAM; q4_0 KV (2.25 GiB) does.
+    r = plan_launch(llama_8b(), cpu(14, 14), ModelOverrides(ctx=65536, kv_type_k="f16", kv_type_v="f16"))
+    assert isinstance(r, PlanRefusal)
+    assert any(s.startswith("a q4_0 KV cache would fit") for s in r.suggestions)
+    assert "a q4_0 KV cache" in r.reason
+    ok = plan_launch(llama_8b(), cpu(14, 14), ModelOverrides(ctx=65536, kv_type_k="q4_0", kv_type_v="q4_0"))
+    assert isinstance(ok, LaunchPlan)
+
+
+@pytest.mark.parametrize("model", [gemma3_swa, deepseek2_mla, mamba2, hybrid, qwen3moe_30b],
+                         ids=lambda f: f.__name__)
+def test_every_shape_plans_within_budget_on_a_big_machine(model):
+    p = plan_launch(model(), gpu(48, 128))
+    assert isinstance(p, LaunchPlan) and within_budget(p)
+
+
+def test_swa_full_is_honoured_and_costs_more():
+    m = gemma3_swa()
+    a = plan_launch(m, cpu(128), ModelOverrides(ctx=32768, slots=1))
+    b = plan_launch(m, cpu(128), ModelOverrides(ctx=32768, slots=1, swa_full=True))
+    assert b.swa_full and not a.swa_full
+    assert b.devices[0].kv_bytes > 3 * a.devices[0].kv_bytes
+
+
+def test_swa_full_on_a_model_without_swa_is_left_off_with_a_reason():
+    p = plan_launch(demo(), cpu(24), ModelOverrides(swa_full=True))
+    assert not p.swa_full
+    assert any("no sliding-window layers" in d.why for d in p.decisions)
+
+
+def test_mla_refuses_different_k_and_v_types():
+    r = plan_launch(deepseek2_mla(), cpu(64), ModelOverrides(kv_type_k="q8_0", kv_type_v="f16"))
+    assert isinstance(r, PlanRefusal) and "K and V cache types must be equal" in r.reason
+
+
+def test_vision_projector_is_not_a_model():
+    r = plan_launch(replace(demo(), is_vision_projector=True), cpu(24))
+    assert isinstance(r, PlanRefusal) and "vision projector" in r.reason
+
+
+# --- drafters -------------------------------------------------------------------------------
+
+def test_a_catalog_drafter_that_costs_the_window_is_left_out():
+    draft = replace(llama_8b(), path="/models/draft.gguf")
+    p = plan_launch(llama_8b(), cpu(24, 24), ModelOverrides(slots=1), draft=draft)
+    assert p.drafter.status == "left-out"
+    assert p.drafter.reason.startswith("leaving the speculative drafter out; beside it")
+    assert p.ctx_per_slot == 65536
+
+
+def test_a_catalog_drafter_that_pushes_the_model_off_the_gpu_is_left_out():
+    draft = replace(demo(), path="/models/draft.gguf", layer_bytes=tuple(
+        replace(lb, ffn_dense=100 * MIB) for lb in demo().layer_bytes))
+    m = llama_8b()
+    base = plan_launch(m, gpu(9.5), ModelOverrides(ctx=8192, slots=1))
+    assert base.gpu_layers == "all"
+    p = plan_launch(m, gpu(9.5), ModelOverrides(ctx=8192, slots=1), draft=draft)
+    assert p.drafter.status == "left-out"
+    assert "of graphics memory and" in p.drafter.reason and p.gpu_layers == "all"
+
+
+def test_a_small_drafter_that_fits_is_in_and_priced():
+    draft = replace(demo(), path="/models/draft.gguf")
+    p = plan_launch(llama_8b(), gpu(24), ModelOverrides(ctx=16384, slots=1), draft=draft)
+    assert p.drafter.status == "in" and p.drafter.spec_type == "draft-simple"
+    assert p.drafter.resident_bytes and p.drafter.resident_bytes > draft.weights_bytes
+    assert sum(d.other_bytes for d in p.devices) == p.drafter.resident_bytes
+
+
+def test_a_forced_drafter_stays_even_when_it_costs_context():
+    draft = replace(llama_8b(), path="/models/draft.gguf")
+    p = plan_launch(llama_8b(), cpu(24, 24), ModelOverrides(slots=1, draft_model="/models/draft.gguf",
+                                                            spec_type="draft-simple"), draft=draft)
+    assert p.drafter.status == "forced"
+    assert p.ctx_per_slot < 65536
+
+
+def test_broken_drafter_pairs_are_left_out():
+    draft = replace(demo(), path="/models/draft.gguf")
+    p = plan_launch(llama_8b(), gpu(24), draft=draft, broken_drafters=frozenset({"/models/draft.gguf"}))
+    assert p.drafter.status == "broken"
+    assert sum(d.other_bytes for d in p.devices) == 0
+
+
+def test_a_model_with_its_own_mtp_head_drafts_for_itself():
+    m = replace(llama_8b(), nextn_layers=1)
+    p = plan_launch(m, gpu(24), ModelOverrides(ctx=8192), draft=replace(demo(), path="/models/d.gguf"))
+    assert (p.drafter.status, p.drafter.spec_type, p.drafter.draft_path) == ("in", "draft-mtp", None)
+    assert "not used beside it" in p.drafter.reason
+
+
+def test_draft_mtp_without_a_head_is_refused_by_name():
+    r = plan_launch(llama_8b(), gpu(24), ModelOverrides(spec_type="draft-mtp"))
+    assert isinstance(r, PlanRefusal) and "draft-mtp" in r.reason
+
+
+def test_draft_simple_without_a_draft_model_is_refused_by_name():
+    r = plan_launch(llama_8b(), gpu(24), ModelOverrides(spec_type="draft-simple"))
+    assert isinstance(r, PlanRefusal) and "needs a draft model" in r.reason
+
+
+def test_mmproj_is_priced():
+    proj = replace(demo(), path="/models/mmproj.gguf", is_vision_projector=True)
+    p = plan_launch(demo(), cpu(24), mmproj=proj)
+    assert p.mmproj_path == "/models/mmproj.gguf" and p.devices[0].other_bytes > proj.weights_bytes
+
+
+# --- measured seam ---------------------------------------------------------------------------
+
+class _Measured:
+    def __init__(self, line):
+        self.line = line
+
+    def lookup(self, device, type_k, type_v, flash_attn, slots, kv_unified=False, ubatch=512):
+        return self.line if device == "CPU" else None
+
+
+def test_a_measured_line_replaces_the_estimate():
+    from app.core.measured import MeasuredPoint
+
+    pts = (MeasuredPoint(2048, 2048, 100 * MIB, 45 * MIB, 20 * MIB),
+           MeasuredPoint(4096, 4096, 100 * MIB, 90 * MIB, 22 * MIB))
+    line = MeasuredLine(fixed_bytes=0, per_token_bytes=0.0, points=pts)
+    p = plan_launch(demo(), cpu(24), ModelOverrides(ctx=4096, slots=1), measured=_Measured(line))
+    assert p.estimate_source == "measured"
+    assert (p.devices[0].weights_bytes, p.devices[0].kv_bytes) == (100 * MIB, 90 * MIB)
+
+
+# --- Hypothesis properties -------------------------------------------------------------------
+
+MODELS = [demo(), llama_8b(), llama_70b(), qwen3moe_30b(), gemma3_swa(), deepseek2_mla(), mamba2(), hybrid()]
+model_st = st.sampled_from(MODELS)
+kv_st = st.sampled_from(["f16", "q8_0", "q4_0"])
+
+
+@st.composite
+def machines(draw):
+    ram = draw(st.integers(4, 256)) * GIB
+    avail = int(ram * draw(st.floats(0.3, 1.0)))
+    kind = draw(st.sampled_from(["cpu", "discrete", "unified"]))
+    if kind == "cpu":
+        return Machine("linux", "x86_64", ram, avail, 8, 8)
+    vram = draw(st.integers(2, 96)) * GIB
+    free = int(vram * draw(st.floats(0.5, 1.0)))
+    n = draw(st.integers(1, 2)) if kind == "discrete" else 1
+    devs = tuple(Device(f"CUDA{i}" if kind == "discrete" else "MTL0", "gpu", "cuda" if kind == "discrete" else "metal",
+                        vram, free, kind if kind == "discrete" else "integrated") for i in range(n))
+    return Machine("linux" if kind == "discrete" else "darwin", "x86_64", ram, avail, 8, 8, devs,
+                   unified_memory=kind == "unified")
+
+
+@st.composite
+def override_sets(draw):
+    raw = {}
+    if draw(st.booleans()):
+        raw["ctx"] = draw(st.sampled_from([2048, 4096, 16384, 65536]))
+    if draw(st.booleans()):
+        raw["slots"] = draw(st.integers(1, 4))
+    if draw(st.booleans()):
+        t = draw(kv_st)
+        raw["kv_type_k"] = raw["kv_type_v"] = t
+    if draw(st.booleans()):
+        raw["gpu_layers"] = draw(st.integers(0, 40) | st.just("all"))
+    if draw(st.booleans()):
+        raw["n_cpu_moe"] = draw(st.integers(0, 48))
+    if draw(st.booleans()):
+        raw["swa_full"] = True
+    if draw(st.booleans()):
+        raw["flash_attn"] = "on"
+    return ModelOverrides(**raw)
+
+
+PROPS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@PROPS
+@given(model_st, machines(), override_sets())
+def test_no_plan_exceeds_any_device_budget(model, m, ov):
+    p = plan_launch(model, m, ov)
+    if isinstance(p, LaunchPlan):
+        assert within_budget(p)
+        assert p.ctx >= 256 and p.slots >= 1
+    else:
+        assert p.reason and p.suggestions
+
+
+@PROPS
+@given(model_st, machines(), st.floats(1.0, 4.0))
+def test_more_memory_never_gives_a_smaller_context(model, m, factor):
+    """Scale RAM and every GPU up together: the window per slot never gets smaller, nor the slot count
+    at the same window."""
+    bigger = replace(m, ram_total_bytes=int(m.ram_total_bytes * factor),
+                     ram_available_bytes=int(m.ram_available_bytes * factor),
+                     devices=tuple(replace(d, total_bytes=int(d.total_bytes * factor),
+                                           free_bytes=int(d.free_bytes * factor)) for d in m.devices))
+    ov = ModelOverrides(slots=1, kv_type_k="f16", kv_type_v="f16")
+    small, big = plan_launch(model, m, ov), plan_launch(model, bigger, ov)
+    if isinstance(small, LaunchPlan):
+        assert isinstance(big, LaunchPlan)
+        assert big.ctx >= small.ctx
+
+
+def _gpu_layer_count(p: LaunchPlan, model) -> int:
+    n = (model.n_layer_all or 0) + 1
+    if p.gpu_layers is None:
+        return 0
+    return n if p.gpu_layers == "all" else int(p.gpu_layers)
+
+
+@PROPS
+@given(st.sampled_from([llama_8b(), llama_70b(), gemma3_swa(), qwen3moe_30b()]), st.integers(2, 40),
+       st.integers(1, 40), st.sampled_from([4096, 16384, 32768]))
+def test_more_graphics_memory_never_gives_fewer_gpu_layers(model, vram, extra, ctx):
+    ov = ModelOverrides(ctx=ctx, slots=1, kv_type_k="f16", kv_type_v="f16")
+    small = plan_launch(model, gpu(vram, 192), ov)
+    big = plan_launch(model, gpu(vram + extra, 192), ov)
+    if isinstance(small, LaunchPlan):
+        assert isinstance(big, LaunchPlan)
+        assert _gpu_layer_count(big, model) >= _gpu_layer_count(small, model)
+        if model.is_moe and small.gpu_layers == "all" and big.gpu_layers == "all":
+            assert (big.n_cpu_moe or 0) <= (small.n_cpu_moe or 0)
+
+
+@PROPS
+@given(model_st, machines(), override_sets())
+def test_every_explicit_override_is_honoured_or_named_in_the_refusal(model, m, ov):
+    p = plan_launch(model, m, ov)
+    if isinstance(p, PlanRefusal):
+        text = p.reason
+        if ov.ctx:
+            assert f"context {ov.ctx:,}" in text or "MLA" in text
+        if ov.slots:
+            assert f"{ov.slots} slots" in text or "MLA" in text
+        if ov.kv_type_k:
+            assert f"KV {ov.kv_type_k}" in text or "MLA" in text
+        return
+    if ov.ctx:
+        assert p.ctx == ov.ctx
+    if ov.slots:
+        assert p.slots == ov.slots
+    if ov.kv_type_k:
+        assert (p.kv_type_k, p.kv_type_v) == (ov.kv_type_k, ov.kv_type_v)
+    if ov.flash_attn:
+        assert p.flash_attn == ov.flash_attn
+    has_swa = bool(model.n_swa) and any(model.swa_layers)
+    if ov.swa_full:
+        assert p.swa_full == has_swa
+    if m.gpus and not m.unified_memory and ov.gpu_layers is not None:
+        if ov.n_cpu_moe is not None or not model.is_moe or ov.gpu_layers != "all":
+            assert p.gpu_layers == ov.gpu_layers
+    if m.gpus and ov.n_cpu_moe and not m.unified_memory and (ov.gpu_layers is not None or model.is_moe):
+        assert p.n_cpu_moe == ov.n_cpu_moe
