@@ -425,6 +425,10 @@ def _words(kind: str, report: ExitReport) -> tuple[str, str]:
         who = "Stoker stopped the engine." if report.signalled_by_us else \
             "The engine was stopped by something other than Stoker."
         return who, "Nothing to do unless this was unexpected."
+    if report.exit_code is None and report.signal is None and not report.oom_killed:
+        return ("The log shows no failure, and how the engine ended is not known.",
+                "If it did stop, give the exit code or signal (`stoker diagnose LOG --exit-code N`); "
+                "a log that ends mid-load may also mean it was killed.")
     return ("The engine stopped unexpectedly and the log does not say why.",
             "Look at the log around the end; if it repeats, try another engine build or a "
             "smaller plan.")
