@@ -624,7 +624,8 @@ def _refusal(model, machine, ov, policy, draft, mmproj, measured, broken, attemp
     avail = _avail(attempt)
     if over:
         name, n_need, n_budget = max(over, key=lambda o: o[1] - o[2])
-        where = "RAM" if name == "CPU" else name
+        where = ("RAM" if name == "CPU" else f"unified memory ({name})" if machine.unified_memory
+                 else f"{name} graphics memory")
         reason = f"needs {gib(n_need)} of {where}, {gib(n_budget)} is free"
     else:
         reason = f"needs {gib(need)}, {gib(avail)} is free"
@@ -655,7 +656,7 @@ def _refusal(model, machine, ov, policy, draft, mmproj, measured, broken, attemp
         alts.append(("a q4_0 KV cache", replace(ov, kv_type_k="q4_0", kv_type_v="q4_0",
                                                 flash_attn=None if ov.flash_attn == "off" else ov.flash_attn), draft))
     base_ctx = ov.ctx or c.ctx
-    for smaller in (base_ctx // 2, base_ctx // 4, policy.min_ctx):
+    for smaller in sorted({base_ctx // 2, base_ctx // 4, policy.min_ctx}, reverse=True):
         if 256 <= smaller < base_ctx:
             alts.append((f"a {_tokens(smaller)}-token context", replace(ov, ctx=smaller), draft))
     if ov.slots and ov.slots > 1:
@@ -667,9 +668,14 @@ def _refusal(model, machine, ov, policy, draft, mmproj, measured, broken, attemp
     if spec.candidate is not None:
         alts.append(("no drafter", replace(ov, spec_type="none", draft_model=None), None))
     suggestions = []
+    ctx_suggested = False
     for label, alt_ov, alt_draft in (alts if suggest else ()):
+        is_ctx = label.endswith("-token context")
+        if is_ctx and ctx_suggested:
+            continue  # only the largest smaller window that fits
         alt = _plan(model, machine, alt_ov, policy, alt_draft, mmproj, measured, broken, suggest=False)
         if isinstance(alt, LaunchPlan):
+            ctx_suggested = ctx_suggested or is_ctx
             suggestions.append(f"{label} would fit (context {_tokens(alt.ctx)}, {alt.slots} "
                                f"slot{'s' if alt.slots > 1 else ''}, KV {alt.kv_type_k})")
             if len(suggestions) >= 3:
