@@ -25,8 +25,10 @@ def _no_tray(why: str):
 
 
 def pytest_configure(config):
-    if os.environ.get("DISPLAY"):
-        os.environ["QT_QPA_PLATFORM"] = "xcb"
+    # pytest-qt's session-wide QApplication is made before any per-test fixture can skip;
+    # without a display, xcb would abort the whole run, so let it come up offscreen and
+    # have `_tray_host` skip (or fail in CI) each test with the reason.
+    os.environ["QT_QPA_PLATFORM"] = "xcb" if os.environ.get("DISPLAY") else "offscreen"
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +38,7 @@ def qapp_args():
 
 @pytest.fixture(autouse=True)
 def _tray_host(request):
-    if not os.environ.get("DISPLAY"):
+    if not os.environ.get("DISPLAY") or os.environ.get("QT_QPA_PLATFORM") != "xcb":
         _no_tray("no X display")
     if not os.environ.get("STOKER_TEST_TRAY_HOST"):
         _no_tray("no system-tray host was started")
