@@ -88,3 +88,27 @@ def test_quit_sends_shutdown_and_finishes(qtbot, fake_supervisor, tmp_path):
         stoker.tray.find_action("action-quit").trigger()
     assert not stoker.tray_shown
     assert type(fake_supervisor.commands[-1]).__name__ == "Shutdown"
+
+
+def test_every_state_icon_renders_crisp_at_every_size_for_both_panels():
+    from PySide6.QtGui import QColor, QPalette
+
+    from app.core.tray_view import TRAY_STATES
+    from app.ui.icons import SIZES, panel_is_dark, render_pixmap, state_icon
+
+    for state in TRAY_STATES:
+        for panel in ("light", "dark"):
+            icon = state_icon(state, panel)
+            sizes = {s.width() for s in icon.availableSizes()}
+            assert set(SIZES) <= sizes
+            pix = render_pixmap(state, panel, 22)
+            img = pix.toImage()
+            opaque = sum(1 for x in range(22) for y in range(22) if img.pixelColor(x, y).alpha())
+            assert opaque > 40  # something is drawn, not an empty square
+        # The two variants differ: each is drawn for its panel.
+        assert render_pixmap(state, "light", 22).toImage() != render_pixmap(state, "dark", 22).toImage()
+    dark = QPalette()
+    dark.setColor(QPalette.ColorRole.Window, QColor("#202124"))
+    light = QPalette()
+    light.setColor(QPalette.ColorRole.Window, QColor("#f1f3f4"))
+    assert panel_is_dark(dark) and not panel_is_dark(light)
