@@ -178,7 +178,6 @@ class Supervisor:
     # ------------------------------------------------------------------ the thread
 
     def _run(self) -> None:
-        self._http = httpx.Client()
         try:
             self._publish()
             while not self._state.finished:
@@ -196,7 +195,8 @@ class Supervisor:
             if self._proc is not None:
                 self._proc.stop(grace_s=self._stop_grace_s)
                 self._proc = None
-            self._http.close()
+            if self._http is not None:
+                self._http.close()
 
     def _wait_time(self) -> float:
         phase = self._state.phase
@@ -243,6 +243,9 @@ class Supervisor:
                 self._feed(Exited(report))
                 return
         if st.phase is EngineState.STARTING and proc is not None and self._launch is not None:
+            if self._http is None:
+                # Made after the first spawn (it costs tens of ms), so it overlaps the model load.
+                self._http = httpx.Client()
             status = probe_health(self._launch.spec.endpoint, client=self._http, timeout_s=0.5)
             now = self._clock()
             if status == 200:
