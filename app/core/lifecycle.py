@@ -29,6 +29,9 @@ class EngineExit:
     uptime_s: float | None  # since spawn
     ready_for_s: float | None  # how long it was READY; None if it never was
     log_tail: tuple[str, ...] = ()
+    # Set by the shell from diagnosis when the same launch would fail the same way again
+    # (a bad argument, a broken model file): a sentence saying why, and no retry loop.
+    hopeless: str | None = None
 
     def describe(self) -> str:
         if self.signal is not None:
@@ -250,6 +253,11 @@ def _step(st: LifecycleState, ev: Event, now: float) -> tuple[LifecycleState, tu
             ex = ev.exit
             if ex.signalled_by_us:  # only when a stop raced this report: treat as stopped
                 return replace(st, phase=S.STOPPED, pid=None, ready_at=None), ()
+            if ex.hopeless and ex.phase == "starting":
+                nxt = replace(st, phase=S.FAILED, pid=None, ready_at=None, retry_at=None,
+                              last_error=ex.hopeless)
+                return nxt, (RecordIncident(ex, ex.describe(),
+                                            "stopped: starting it again would fail the same way"),)
             decision = next_retry(st.failures, now, st.policy, ready_for_s=ex.ready_for_s)
             if decision.retry:
                 nxt = replace(st, phase=S.BACKOFF, pid=None, ready_at=None, retry_at=decision.at,

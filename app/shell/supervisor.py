@@ -239,6 +239,9 @@ class Supervisor:
             if proc.poll() is not None:
                 self._proc = None
                 report = proc.exit_report(now)
+                hopeless = hopeless_reason(report, self._launch)
+                if hopeless:
+                    report = replace(report, hopeless=hopeless)
                 self._last_exit = report
                 self._feed(Exited(report))
                 return
@@ -423,20 +426,40 @@ def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
     )
 
 
+# Diagnosis kinds that a second identical launch would hit again: no retry loop for these.
+HOPELESS_KINDS = frozenset({"bad-argument", "bad-model", "missing-library", "illegal-instruction",
+                            "cuda-driver-too-old", "no-kernel-image"})
+
+
+def _diagnose(ex: EngineExit, launch: PreparedLaunch | None):
+    from app.core import diagnosis
+
+    report = diagnosis.ExitReport(
+        exit_code=ex.exit_code,
+        signal=diagnosis.signal_name(ex.signal) if ex.signal is not None else None,
+        signalled_by_us=ex.signalled_by_us, phase=ex.phase, uptime_s=ex.uptime_s,
+        log_tail=ex.log_tail, backend=launch.backend if launch else None,
+        os={"posix": "linux", "nt": "windows"}.get(os.name, "linux"))
+    return diagnosis.classify_exit(report)
+
+
+def hopeless_reason(ex: EngineExit, launch: PreparedLaunch | None) -> str | None:
+    """A sentence when retrying this start-up failure cannot help, else None."""
+    if ex.phase != "starting" or ex.signalled_by_us:
+        return None
+    try:
+        inc = _diagnose(ex, launch)
+    except Exception:  # noqa: BLE001 - without diagnosis, fall back to the retry budget
+        return None
+    return inc.title if inc.kind in HOPELESS_KINDS else None
+
+
 def incident_view(effect: RecordIncident, now: float, launch: PreparedLaunch | None) -> IncidentView:
     """Classify an exit with core/diagnosis.py when it is there; else a plain incident."""
     ex = effect.exit
     if ex is not None:
         try:
-            from app.core import diagnosis
-
-            report = diagnosis.ExitReport(
-                exit_code=ex.exit_code,
-                signal=diagnosis.signal_name(ex.signal) if ex.signal is not None else None,
-                signalled_by_us=ex.signalled_by_us, phase=ex.phase, uptime_s=ex.uptime_s,
-                log_tail=ex.log_tail, backend=launch.backend if launch else None,
-                os={"posix": "linux", "nt": "windows"}.get(os.name, "linux"))
-            inc = diagnosis.classify_exit(report)
+            inc = _diagnose(ex, launch)
             return IncidentView(at=now, kind=inc.kind, summary=inc.title, evidence=inc.evidence,
                                 advice=inc.advice, action=effect.action)
         except Exception:  # noqa: BLE001 - diagnosis is another module; never lose the incident

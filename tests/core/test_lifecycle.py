@@ -237,3 +237,15 @@ def test_exit_we_caused_reads_as_stopped_not_as_a_crash():
 def test_user_start_clears_the_failure_streak():
     st, _ = step(STATES["failed"], StartRequested(MODEL), NOW)
     assert st.failures == () and st.last_error is None
+
+
+def test_hopeless_start_failure_does_not_loop():
+    ex = EngineExit(pid=1, exit_code=1, signal=None, signalled_by_us=False, phase="starting",
+                    uptime_s=0.2, ready_for_s=None, hopeless="llama-server rejected an argument")
+    st, eff = step(STATES["starting"], Exited(ex), NOW)
+    assert st.phase is S.FAILED and st.last_error == "llama-server rejected an argument"
+    assert not any(isinstance(e, ScheduleRetry) for e in eff)
+    # The same kind of exit after READY is a crash of a working launch: it is retried.
+    ready_exit = EngineExit(**{**ex.__dict__, "phase": "ready", "ready_for_s": 3.0})
+    st, _ = step(STATES["ready"], Exited(ready_exit), NOW)
+    assert st.phase is S.BACKOFF

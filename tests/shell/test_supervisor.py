@@ -81,7 +81,7 @@ def test_user_restart_is_not_counted_as_a_crash(supervised):
     assert second is not None and second.restarts == 0 and second.incidents == ()
 
 
-def test_engine_that_cannot_start_ends_failed_after_the_budget(supervised, engine_binary, demo_model):
+def test_bad_argument_fails_at_once_without_a_retry_loop(supervised, engine_binary, demo_model):
     def broken(model, port):
         spec = demo_spec(engine_binary, demo_model, port=port)
         return type(spec)(**{**spec.__dict__, "argv": spec.argv + ("--no-mmap",)})
@@ -90,9 +90,30 @@ def test_engine_that_cannot_start_ends_failed_after_the_budget(supervised, engin
     sup.submit(StartModel())
     failed = sup.wait_for(lambda s: s.state is S.FAILED, 30)
     assert failed is not None, sup.snapshot()
+    assert failed.restarts == 0 and len(failed.incidents) == 1
+    assert failed.incidents[0].kind == "bad-argument"
+    assert "--no-mmap" in (failed.incidents[0].evidence or ""), failed.incidents
+
+
+def test_crash_loop_ends_failed_after_the_budget(supervised, engine_binary, demo_model):
+    """An engine killed from outside every time it starts: retried, then given up."""
+    def spec_for(model, port):
+        return demo_spec(engine_binary, demo_model, port=port)
+
+    sup = supervised(hand_made_preparer(spec_for, startup_deadline_s=30))
+    killer_seen = set()
+
+    def kill_each_new_engine(snap):
+        if snap.pid and snap.pid not in killer_seen:
+            killer_seen.add(snap.pid)
+            os.kill(snap.pid, signal.SIGKILL)
+
+    sup.subscribe(kill_each_new_engine)
+    sup.submit(StartModel())
+    failed = sup.wait_for(lambda s: s.state is S.FAILED, 30)
+    assert failed is not None, sup.snapshot()
     assert failed.restarts == 2 and len(failed.incidents) == 3
     assert "failed 3 times" in failed.last_error
-    assert any("--no-mmap" in (i.evidence or "") for i in failed.incidents), failed.incidents
 
 
 def test_refused_preparation_fails_with_its_sentence(supervised):
