@@ -113,11 +113,26 @@ def choose_backends(requested: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return detect_toolkits(toolkit_presence(), platform.system())
 
 
+def _interrupt_on_sigterm() -> None:
+    """Treat SIGTERM (a cancelled CI job, `kill`) like Ctrl-C, so the same cleanup runs:
+    the compiler is stopped and a half-copied install is removed."""
+    import signal
+
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread (tests calling run() from a worker)
+        pass
+
+
 def run(args) -> int:
     from app.cli import UserError
     from app.shell.paths import stoker_paths
     from app.shell.setup import SetupError, fetch_demo_model, setup_engine
 
+    _interrupt_on_sigterm()
     reporter = JsonReporter() if args.json_progress else TerminalReporter()
     paths = stoker_paths().ensure()
     backends, skipped = choose_backends(args.backend)

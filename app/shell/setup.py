@@ -97,6 +97,29 @@ def _last_error_line(lines) -> str:
     return lines[-1] if lines else "no output"
 
 
+def _stop_group(proc: subprocess.Popen) -> None:
+    """SIGTERM the child's process group, then SIGKILL it if it lingers past 10 s."""
+    import signal
+
+    def signal_group(sig) -> None:
+        try:
+            if os.name == "posix":
+                os.killpg(proc.pid, sig)
+            else:
+                proc.kill()
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    signal_group(signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        signal_group(signal.SIGKILL)
+        proc.wait()
+    if os.name == "posix":
+        signal_group(signal.SIGKILL)  # grandchildren that outlived their parent
+
+
 def run_streaming(argv: list[str], cwd: Path | None, log_path: Path,
                   on_line: Callable[[str], None] | None = None, env: dict | None = None) -> tuple[int, tuple[str, ...]]:
     """Run a command, feed each output line to `on_line`, keep a full log and the last lines.
@@ -109,8 +132,11 @@ def run_streaming(argv: list[str], cwd: Path | None, log_path: Path,
     with open(log_path, "a", encoding="utf-8", errors="replace") as log:
         log.write(f"$ {' '.join(argv)}\n")
         try:
+            # Own process group: `cmake --build` does not pass SIGTERM on to ninja, so on an
+            # interrupt the whole group (cmake, ninja, the compilers) is stopped together.
             proc = subprocess.Popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, text=True, errors="replace", env=env, bufsize=1)
+                                    stdin=subprocess.DEVNULL, text=True, errors="replace", env=env, bufsize=1,
+                                    start_new_session=(os.name == "posix"))
         except OSError as exc:
             raise SetupError(f"could not start {argv[0]} ({exc.strerror}); install it and run `stoker setup` again.")
         try:
@@ -122,12 +148,7 @@ def run_streaming(argv: list[str], cwd: Path | None, log_path: Path,
                     on_line(line)
             rc = proc.wait()
         except BaseException:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            _stop_group(proc)
             raise
     return rc, tuple(tail)
 

@@ -210,3 +210,29 @@ def test_setup_command_is_a_no_op_when_installed(stoker_home, engine_dir, demo_m
     assert done["event"] == "done" and done["engines"][0]["reused"] is True
     assert done["model"].endswith(st.DEMO_MODEL_NAME)
     assert not any(e["event"] == "progress" for e in events)
+
+
+def test_an_interrupt_stops_the_whole_build_process_group(tmp_path):
+    """cmake --build does not pass SIGTERM on to ninja; the group must be stopped, not just the child."""
+    import os
+    import time
+
+    pidfile = tmp_path / "grandchild.pid"
+    script = tmp_path / "build.sh"
+    script.write_text(f"#!/bin/sh\nsleep 60 &\necho $! > {pidfile}\necho '[1/9] Building x.o'\nwait\n")
+    script.chmod(0o755)
+
+    def interrupt(line):
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        st.run_streaming(["/bin/sh", str(script)], None, tmp_path / "log.txt", interrupt)
+    grandchild = int(pidfile.read_text())
+    for _ in range(50):
+        try:
+            os.kill(grandchild, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail("the build's grandchild outlived the interrupt")
