@@ -47,7 +47,8 @@ MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_ELEMENTS = 1 << 50  # per tensor
 MAX_NESTING = 4  # arrays of arrays
 KEEP_ARRAY_MAX = 4096  # longer arrays are counted, not decoded (per-layer arrays are short)
-SKIP_ALWAYS = ("tokenizer.",)  # tokenizer arrays are counted only, whatever their length
+SKIP_ALWAYS = ("tokenizer.",)
+MAX_STRING_ARRAY = 1 << 21  # items; real vocabularies and merge lists stay well under  # tokenizer arrays are counted only, whatever their length
 READ_CHUNK = 256 << 10
 
 _T = gguf.GGUFValueType
@@ -144,6 +145,8 @@ class _Header:
             self.fail(f"array {key} has unknown item type {item_type}")
         if n * 8 > remaining:  # every string or array item takes at least 8 bytes
             self.fail(f"array {key} claims {n} items, more than the file holds")
+        if n > MAX_STRING_ARRAY:
+            self.fail(f"array {key} claims {n} items, far more than any real vocabulary")
         if item_type == _T.ARRAY:
             items = [self.array(key, depth + 1) for _ in range(n)]
             if n > KEEP_ARRAY_MAX or key.startswith(SKIP_ALWAYS):
@@ -255,7 +258,7 @@ def _chain_end(region: np.ndarray, n: int, zero_high: int) -> tuple[int, int] | 
     m = len(K)
     bad = np.flatnonzero(L[:-1] != K[1:]).tolist() + [m - 1]
     i, remaining, bi = 0, n, 0  # invariant: K[i] is the true start of a string
-    while True:
+    for _ in range(4096):  # each pass crosses one gap between good runs; many gaps: give up
         while bad[bi] < i:
             bi += 1
         b = bad[bi]
@@ -271,9 +274,10 @@ def _chain_end(region: np.ndarray, n: int, zero_high: int) -> tuple[int, int] | 
         if j >= m or int(K[j]) != p:
             return None  # a longer string than this pass assumes
         i = j
+    return None
 
 
-def _read_one(path: Path) -> GGUFHeader:
+def _read_one(path: Path, first_part: bool = True) -> GGUFHeader:
     try:
         size = path.stat().st_size
         f = open(path, "rb")
@@ -316,6 +320,8 @@ def _read_one(path: Path) -> GGUFHeader:
             ggml_type, offset = struct.unpack_from("<IQ", h.buf, p + 8 * n_dims)
             h.pos = p + 8 * n_dims + 12
             infos.append((name, dims, ggml_type, offset))
+        if first_part and not isinstance(meta.get("general.architecture"), str):
+            h.fail("it has no general.architecture, so it is not a model llama.cpp can load")
         alignment = meta.get("general.alignment", 32)
         if not isinstance(alignment, int) or isinstance(alignment, bool) \
                 or alignment <= 0 or alignment & (alignment - 1) or alignment > 1 << 20:
@@ -384,7 +390,7 @@ def read_gguf_header(path) -> GGUFHeader:
     if missing:
         raise GGUFError(f"{missing[0]} is missing; {path.name} is one part of a "
                         f"{len(parts)}-part split model and needs every part.")
-    headers = [_read_one(p) for p in parts]
+    headers = [_read_one(p, first_part=i == 0) for i, p in enumerate(parts)]
     first = headers[0]
     tensors = tuple(t for h in headers for t in h.tensors)
     declared = first.metadata.get("split.tensors.count")
