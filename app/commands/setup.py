@@ -129,18 +129,29 @@ def _interrupt_on_sigterm() -> None:
 
 def run(args) -> int:
     from app.cli import UserError
-    from app.shell.paths import stoker_paths
-    from app.shell.setup import SetupError, fetch_demo_model, setup_engine
 
     _interrupt_on_sigterm()
     reporter = JsonReporter() if args.json_progress else TerminalReporter()
+    try:
+        return _run(args, reporter)
+    except UserError as exc:
+        if args.json_progress:  # a UI reading the stream learns why it ended, not only the exit code
+            reporter.emit(event="error", text=str(exc))
+        raise
+
+
+def _run(args, reporter) -> int:
+    from app.cli import UserError
+    from app.shell.paths import stoker_paths
+    from app.shell.setup import SetupError, fetch_demo_model, setup_engine
+
     paths = stoker_paths().ensure()
     backends, skipped = choose_backends(args.backend)
     if args.build_dir is not None and len(backends) != 1:
         raise UserError("--build-dir needs one backend; add --backend cpu (or the backend that folder holds).")
     for sentence in skipped:
         reporter.note(sentence)
-    jobs = args.jobs or os.cpu_count() or 2
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 2)
     if jobs < 1:
         raise UserError("--jobs must be 1 or more.")
 

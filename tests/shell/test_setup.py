@@ -236,3 +236,11 @@ def test_an_interrupt_stops_the_whole_build_process_group(tmp_path):
         time.sleep(0.05)
     else:
         pytest.fail("the build's grandchild outlived the interrupt")
+
+
+def test_json_progress_ends_with_an_error_event_when_setup_fails(stoker_home, capsys):
+    assert main(["setup", "--backend", "cpu", "--jobs", "0", "--json-progress", "--skip-model"]) == 2
+    out, err = capsys.readouterr()
+    last = json.loads(out.splitlines()[-1])
+    assert last == {"schema": 1, "event": "error", "text": "--jobs must be 1 or more."}
+    assert "--jobs must be 1 or more." in err
