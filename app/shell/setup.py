@@ -89,12 +89,20 @@ class InstalledBuild:
 # ---------------------------------------------------------------- commands with progress
 
 def _last_error_line(lines) -> str:
-    lines = [ln.strip() for ln in lines if ln.strip()]
-    for ln in reversed(lines):
-        low = ln.lower()
-        if "error" in low and not low.startswith("ninja: build stopped"):
-            return ln
-    return lines[-1] if lines else "no output"
+    """The line that says what went wrong: a CMake Error's message, a compiler `error:`,
+    else the last line mentioning an error, else the last line."""
+    lines = [ln.rstrip() for ln in lines if ln.strip()]
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("CMake Error"):
+            body = [ln.strip() for ln in lines[i + 1:i + 4] if ln.startswith(" ")]
+            return " ".join(body) if body else lines[i].strip()
+    noise = ("errors occurred", "build stopped", "error 1", "subcommand failed")
+    for needle in ("error:", "error"):
+        for ln in reversed(lines):
+            low = ln.lower()
+            if needle in low and not any(n in low for n in noise):
+                return ln.strip()
+    return lines[-1].strip() if lines else "no output"
 
 
 def _stop_group(proc: subprocess.Popen) -> None:

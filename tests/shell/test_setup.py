@@ -244,3 +244,14 @@ def test_json_progress_ends_with_an_error_event_when_setup_fails(stoker_home, ca
     last = json.loads(out.splitlines()[-1])
     assert last == {"schema": 1, "event": "error", "text": "--jobs must be 1 or more."}
     assert "--jobs must be 1 or more." in err
+
+
+def test_the_failure_sentence_quotes_the_line_that_matters():
+    cmake = ["-- Looking for a CUDA compiler - NOTFOUND",
+             "CMake Error at ggml/src/ggml-cuda/CMakeLists.txt:258 (message):",
+             "  CUDA Toolkit not found", "", "-- Configuring incomplete, errors occurred!"]
+    assert st._last_error_line(cmake) == "CUDA Toolkit not found"
+    ninja = ["[12/214] Building CXX object a.o", "FAILED: a.o", "a.cpp:3:1: error: 'x' was not declared",
+             "ninja: build stopped: subcommand failed."]
+    assert st._last_error_line(ninja) == "a.cpp:3:1: error: 'x' was not declared"
+    assert st._last_error_line([]) == "no output"
