@@ -18,8 +18,7 @@ from pathlib import Path
 
 from app.shell.engines import read_setting
 from app.shell.paths import stoker_paths
-
-DEMO_MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
+from app.shell.setup import DEMO_MODEL_NAME  # noqa: F401  (resolve_model's default; re-exported)
 MAX_DEPTH = 4  # LM Studio style trees are publisher/repo/file.gguf; deeper is not a model folder
 
 _SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
