@@ -137,7 +137,7 @@ def run_streaming(argv: list[str], cwd: Path | None, log_path: Path,
     """
     log_path.parent.mkdir(parents=True, exist_ok=True)
     tail: deque[str] = deque(maxlen=60)
-    with open(log_path, "a", encoding="utf-8", errors="replace") as log:
+    with open(log_path, "a", encoding="utf-8", errors="replace", buffering=1) as log:  # tail -f works
         log.write(f"$ {' '.join(argv)}\n")
         try:
             # Own process group: `cmake --build` does not pass SIGTERM on to ninja, so on an
