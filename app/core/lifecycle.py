@@ -75,6 +75,13 @@ class StartupTimedOut:
 
 
 @dataclass(frozen=True)
+class Unresponsive:
+    """A READY engine stopped answering /health (the shell counts the failed probes)."""
+
+    silent_s: float
+
+
+@dataclass(frozen=True)
 class Exited:
     exit: EngineExit
 
@@ -100,9 +107,9 @@ class ShutdownRequested:
 
 
 Event = (StartRequested | RestartRequested | Spawned | SpawnFailed | BecameReady | StartupTimedOut
-         | Exited | StopRequested | StoppedClean | RetryDue | ShutdownRequested)
+         | Unresponsive | Exited | StopRequested | StoppedClean | RetryDue | ShutdownRequested)
 EVENT_TYPES = (StartRequested, RestartRequested, Spawned, SpawnFailed, BecameReady, StartupTimedOut,
-               Exited, StopRequested, StoppedClean, RetryDue, ShutdownRequested)
+               Unresponsive, Exited, StopRequested, StoppedClean, RetryDue, ShutdownRequested)
 
 # ---------------------------------------------------------------------------- effects
 
@@ -246,6 +253,17 @@ def _step(st: LifecycleState, ev: Event, now: float) -> tuple[LifecycleState, tu
             nxt = replace(_stopping(st, then), failures=decision.history, retry_at=decision.at,
                           last_error=summary if decision.retry else decision.reason)
             return nxt, (Kill(), RecordIncident(None, summary, action))
+        return st, ()
+
+    if isinstance(ev, Unresponsive):
+        if p is S.READY:
+            summary = f"the engine stopped answering for {ev.silent_s:.0f} s"
+            ready_for = None if st.ready_at is None else now - st.ready_at
+            decision = next_retry(st.failures, now, st.policy, ready_for_s=ready_for)
+            then = THEN_BACKOFF if decision.retry else THEN_FAIL
+            nxt = replace(_stopping(st, then), failures=decision.history, retry_at=decision.at,
+                          last_error=summary if decision.retry else decision.reason)
+            return nxt, (Kill(), RecordIncident(None, summary, f"stopped it; {decision.reason}"))
         return st, ()
 
     if isinstance(ev, Exited):

@@ -34,7 +34,7 @@ from app.core.launch_spec import LaunchSpec
 from app.core.lifecycle import (
     BecameReady, EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident,
     RestartRequested, RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed,
-    StartRequested, StartupTimedOut, StopRequested, StoppedClean, step)
+    StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
 from app.core.overrides import ModelOverrides
 from app.core.restart import RestartPolicy
 from app.core.snapshot import AppSnapshot, EngineState, IncidentView
@@ -47,6 +47,10 @@ MAX_INCIDENTS = 20
 STARTING_POLL_S = 0.02  # /health poll while starting: it adds directly to time-to-READY
 READY_POLL_S = 0.1  # how quickly a crash of a running engine is noticed
 IDLE_POLL_S = 0.5
+# A READY engine is asked /health this often; this many failures in a row mean it hangs.
+HEALTH_INTERVAL_S = 5.0
+HEALTH_FAILURES = 3
+HEALTH_TIMEOUT_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,9 @@ class Supervisor:
     def __init__(self, preparer: LaunchPreparer, *, clock: Callable[[], float] = time.time,
                  policy: RestartPolicy | None = None, stop_grace_s: float = 10.0,
                  log_dir: Path | None = None, run_dir: Path | None = None,
-                 on_launch: Callable[[PreparedLaunch], None] | None = None):
+                 on_launch: Callable[[PreparedLaunch], None] | None = None,
+                 health_interval_s: float = HEALTH_INTERVAL_S,
+                 health_failures: int = HEALTH_FAILURES):
         from app.shell.paths import stoker_paths
 
         paths = stoker_paths()
@@ -99,6 +105,11 @@ class Supervisor:
         self._log_dir = Path(log_dir or paths.logs)
         self._run_dir = Path(run_dir or paths.run)
         self._on_launch = on_launch
+        self._health_interval_s = health_interval_s
+        self._health_failures = health_failures
+        self._next_health_at: float | None = None
+        self._silent_since: float | None = None
+        self._failed_probes = 0
         self._queue: queue.Queue = queue.Queue()
         self._subscribers: list[Subscriber] = []
         self._sub_lock = threading.Lock()
@@ -238,6 +249,7 @@ class Supervisor:
         if proc is not None and st.phase in (EngineState.STARTING, EngineState.READY):
             if proc.poll() is not None:
                 self._proc = None
+                self._next_health_at = None
                 report = proc.exit_report(now)
                 hopeless = hopeless_reason(report, self._launch)
                 if hopeless:
@@ -258,6 +270,29 @@ class Supervisor:
                 self._feed(StartupTimedOut(now - st.spawned_at))
         elif st.phase is EngineState.BACKOFF and st.retry_at is not None and now >= st.retry_at:
             self._feed(RetryDue())
+        elif st.phase is EngineState.READY and self._launch is not None:
+            self._watch_health(now)
+
+    def _watch_health(self, now: float) -> None:
+        """Probe a READY engine now and then; several failures in a row mean it hangs."""
+        if self._next_health_at is None:
+            self._next_health_at = now + self._health_interval_s
+            self._failed_probes, self._silent_since = 0, None
+            return
+        if now < self._next_health_at:
+            return
+        self._next_health_at = now + self._health_interval_s
+        status = probe_health(self._launch.spec.endpoint, client=self._http,
+                              timeout_s=min(HEALTH_TIMEOUT_S, max(0.5, self._health_interval_s)))
+        if status == 200:
+            self._failed_probes, self._silent_since = 0, None
+            return
+        self._failed_probes += 1
+        self._silent_since = self._silent_since or now
+        if self._failed_probes >= self._health_failures:
+            silent = self._clock() - self._silent_since
+            self._next_health_at = None
+            self._feed(Unresponsive(silent))
 
     def _feed(self, event) -> None:
         self._events.append(event)
@@ -314,6 +349,7 @@ class Supervisor:
         self._events.append(Spawned(self._proc.pid))
 
     def _kill(self) -> None:
+        self._next_health_at = None
         proc, self._proc = self._proc, None
         if proc is not None:
             proc.stop(grace_s=self._stop_grace_s)

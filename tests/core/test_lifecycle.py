@@ -15,7 +15,7 @@ from app.core.lifecycle import (
     EVENT_TYPES, THEN_BACKOFF, THEN_FAIL, THEN_IDLE, THEN_SHUTDOWN, THEN_START, BecameReady,
     EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident, RestartRequested,
     RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed, StartRequested,
-    StartupTimedOut, StopRequested, StoppedClean, step)
+    StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
 from app.core.restart import RestartPolicy
 from app.core.snapshot import EngineState as S
 
@@ -53,6 +53,7 @@ EVENTS = {
     SpawnFailed: SpawnFailed("the plan was refused"),
     BecameReady: BecameReady(),
     StartupTimedOut: StartupTimedOut(180.0),
+    Unresponsive: Unresponsive(15.0),
     Exited: Exited(crash()),
     StopRequested: StopRequested(),
     StoppedClean: StoppedClean(),
@@ -68,6 +69,7 @@ TABLE = {
     ("stopped", Spawned): SAME,
     ("stopped", SpawnFailed): SAME,
     ("stopped", BecameReady): SAME,
+    ("stopped", Unresponsive): SAME,
     ("stopped", StartupTimedOut): SAME,
     ("stopped", Exited): SAME,
     ("stopped", StopRequested): SAME,
@@ -80,6 +82,7 @@ TABLE = {
     ("starting", Spawned): (S.STARTING, {Publish}),  # the pid changes
     ("starting", SpawnFailed): (S.FAILED, {RecordIncident, Publish}),
     ("starting", BecameReady): (S.READY, {Publish}),
+    ("starting", Unresponsive): SAME,
     ("starting", StartupTimedOut): (S.STOPPING, {Kill, RecordIncident, Publish}),
     ("starting", Exited): (S.BACKOFF, {RecordIncident, ScheduleRetry, Publish}),
     ("starting", StopRequested): (S.STOPPING, {Kill, Publish}),
@@ -93,6 +96,7 @@ TABLE = {
     ("ready", SpawnFailed): SAME,
     ("ready", BecameReady): SAME,
     ("ready", StartupTimedOut): SAME,
+    ("ready", Unresponsive): (S.STOPPING, {Kill, RecordIncident, Publish}),
     ("ready", Exited): (S.BACKOFF, {RecordIncident, ScheduleRetry, Publish}),
     ("ready", StopRequested): (S.STOPPING, {Kill, Publish}),
     ("ready", StoppedClean): SAME,
@@ -104,6 +108,7 @@ TABLE = {
     ("backoff", Spawned): SAME,
     ("backoff", SpawnFailed): SAME,
     ("backoff", BecameReady): SAME,
+    ("backoff", Unresponsive): SAME,
     ("backoff", StartupTimedOut): SAME,
     ("backoff", Exited): SAME,
     ("backoff", StopRequested): (S.STOPPED, {Publish}),
@@ -116,6 +121,7 @@ TABLE = {
     ("failed", Spawned): SAME,
     ("failed", SpawnFailed): SAME,
     ("failed", BecameReady): SAME,
+    ("failed", Unresponsive): SAME,
     ("failed", StartupTimedOut): SAME,
     ("failed", Exited): SAME,
     ("failed", StopRequested): (S.STOPPED, {Publish}),
@@ -249,3 +255,12 @@ def test_hopeless_start_failure_does_not_loop():
     ready_exit = EngineExit(**{**ex.__dict__, "phase": "ready", "ready_for_s": 3.0})
     st, _ = step(STATES["ready"], Exited(ready_exit), NOW)
     assert st.phase is S.BACKOFF
+
+
+def test_unresponsive_ready_engine_is_killed_and_restarted():
+    st, eff = step(STATES["ready"], Unresponsive(15), NOW)
+    assert Kill() in eff and st.then == THEN_BACKOFF and "15 s" in st.last_error
+    st, eff = step(st, StoppedClean(), NOW + 1)
+    assert st.phase is S.BACKOFF
+    st, eff = step(st, RetryDue(), st.retry_at)
+    assert st.phase is S.STARTING and st.restarts == 1

@@ -18,11 +18,16 @@ def demo_spec(binary, model, *, ctx: int = 1024, port: int | None = None) -> Lau
                       secret_env=(), host="127.0.0.1", port=port)
 
 
-def engines_running(binary) -> list[psutil.Process]:
-    """llama-server processes started from this binary that are still alive."""
+def engines_running(binary, home: str | None = None) -> list[psutil.Process]:
+    """Live llama-server processes from this binary started under this STOKER_HOME.
+
+    Other helpers' tests may run the same binary at the same time; an engine Stoker starts
+    carries XDG_CONFIG_HOME under its STOKER_HOME, which tells ours apart.
+    """
     import os
 
     want = os.path.realpath(str(binary))
+    home = os.path.realpath(home or os.environ.get("STOKER_HOME", "")) or None
     found = []
     for proc in psutil.process_iter(["exe", "cmdline", "status"]):
         try:
@@ -30,8 +35,14 @@ def engines_running(binary) -> list[psutil.Process]:
                 continue
             cmd = proc.info["cmdline"] or [""]
             exe = proc.info["exe"] or ""
-            if want in (os.path.realpath(exe) if exe else "", os.path.realpath(cmd[0]) if cmd[0] else ""):
-                found.append(proc)
+            if want not in (os.path.realpath(exe) if exe else "",
+                            os.path.realpath(cmd[0]) if cmd[0] else ""):
+                continue
+            if home is not None:
+                config_home = proc.environ().get("XDG_CONFIG_HOME", "")
+                if not os.path.realpath(config_home).startswith(home + os.sep):
+                    continue
+            found.append(proc)
         except psutil.Error:
             continue
     return found

@@ -24,11 +24,12 @@ FAST = RestartPolicy(first_delay_s=0.2, cap_s=1.0, budget_failures=3, budget_win
 def supervised(engine_binary, demo_model, stoker_home):
     made = []
 
-    def make(preparer=None, policy=FAST):
+    def make(preparer=None, policy=FAST, **kwargs):
         preparer = preparer or hand_made_preparer(
             lambda model, port: demo_spec(engine_binary, demo_model, port=port),
             backend="cpu", build_id="b11434-cpu", startup_deadline_s=60)
-        sup = Supervisor(preparer, policy=policy, stop_grace_s=3).start()
+        kwargs.setdefault("stop_grace_s", 3)
+        sup = Supervisor(preparer, policy=policy, **kwargs).start()
         made.append(sup)
         return sup
 
@@ -49,6 +50,7 @@ def test_start_chat_crash_restart_stop(supervised, engine_binary):
     assert ready.endpoint.startswith("http://127.0.0.1:") and ready.pid
     assert (ready.backend, ready.ctx, ready.slots, ready.kv_type_k) == ("cpu", 1024, 1, "f16")
     assert ready.model_name == "SmolLM2-135M-Instruct.Q4_1"
+    assert [p.pid for p in engines_running(engine_binary)] == [ready.pid]
     assert chat(ready.endpoint)
 
     os.kill(ready.pid, signal.SIGKILL)
@@ -122,3 +124,21 @@ def test_refused_preparation_fails_with_its_sentence(supervised):
     failed = sup.wait_for(lambda s: s.state is S.FAILED, 10)
     assert failed.last_error == "the model needs 9 GiB, 2 are free"
     assert failed.incidents[-1].summary == failed.last_error
+
+
+def test_hung_engine_is_killed_and_restarted(supervised):
+    """SIGSTOP freezes the engine: /health stops answering, the supervisor replaces it."""
+    sup = supervised(health_interval_s=0.2, health_failures=3, stop_grace_s=1)
+    sup.submit(StartModel())
+    first = sup.wait_for(lambda s: s.state is S.READY, 60)
+    os.kill(first.pid, signal.SIGSTOP)
+    try:
+        again = sup.wait_for(lambda s: s.state is S.READY and s.pid != first.pid, 60)
+    finally:
+        try:
+            os.kill(first.pid, signal.SIGCONT)
+        except ProcessLookupError:
+            pass
+    assert again is not None, sup.snapshot()
+    assert again.restarts == 1 and "stopped answering" in again.incidents[-1].summary
+    assert chat(again.endpoint)
