@@ -1,0 +1,42 @@
+"""The real preparer: which model (last used, else demo), CLI overrides over saved ones, the plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from app.core.overrides import ModelOverrides
+from app.shell.launcher import RealPreparer, merge_overrides
+from app.shell.paths import stoker_paths
+from app.shell.store import SettingsStore
+from app.shell.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
+
+
+def attempt(port=40000, n=0):
+    return AttemptContext(attempt=n, port=port, log_dir=Path("/tmp"), overrides=None, last_exit=None)
+
+
+def test_cli_overrides_win_over_saved_ones():
+    saved = ModelOverrides(ctx=8192, kv_type_k="q8_0", threads=4)
+    merged = merge_overrides(saved, ModelOverrides(ctx=2048))
+    assert (merged.ctx, merged.kv_type_k, merged.threads) == (2048, "q8_0", 4)
+    assert merge_overrides(None, None) == ModelOverrides()
+
+
+def test_no_model_and_no_demo_is_a_refusal_sentence(stoker_home):
+    out = RealPreparer()(None, attempt())
+    assert isinstance(out, PreparationRefused) and "stoker setup" in out.reason
+
+
+@pytest.mark.engine
+def test_prepares_the_last_used_model_with_the_cli_context(engine_binary, demo_model, stoker_home):
+    SettingsStore(stoker_paths().config).update(last_model=str(demo_model))
+    out = RealPreparer(cli_overrides=ModelOverrides(ctx=1024, slots=1), engine=str(engine_binary),
+                       remember_last_model=False)(None, attempt(port=40123))
+    assert isinstance(out, PreparedLaunch), out
+    assert out.model_path == str(demo_model) and out.backend == "cpu"
+    argv = out.spec.argv
+    assert argv[argv.index("-m") + 1] == str(demo_model)
+    assert argv[argv.index("--port") + 1] == "40123" and argv[argv.index("-c") + 1] == "1024"
+    assert out.plan.ctx == 1024 and out.spec.host == "127.0.0.1"
