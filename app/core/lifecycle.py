@@ -29,6 +29,7 @@ class EngineExit:
     uptime_s: float | None  # since spawn
     ready_for_s: float | None  # how long it was READY; None if it never was
     log_tail: tuple[str, ...] = ()
+    oom_killed: bool | None = None  # the kernel OOM killer ended it; None when unknown
     # Set by the shell from diagnosis when the same launch would fail the same way again
     # (a bad argument, a broken model file): a sentence saying why, and no retry loop.
     hopeless: str | None = None

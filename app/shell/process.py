@@ -96,6 +96,7 @@ class EngineProcess:
         self.started_at = started_at  # unix time of the spawn
         self.ready_at: float | None = None
         self.stop_requested = False
+        self._oom_watch = None
         self._ring: collections.deque[str] = collections.deque(maxlen=RING_LINES)
         self._ring_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, name=f"engine-output-{popen.pid}",
@@ -131,10 +132,19 @@ class EngineProcess:
             log.close()
             raise OSError(f"could not start {spec.binary}: {exc.strerror or exc}") from exc
         started_at = time.time()
+        oom_watch = None
+        try:  # the memory cgroup must be read now: /proc/<pid>/cgroup goes with the process
+            from app.shell.oom_evidence import OomWatch
+
+            oom_watch = OomWatch(popen.pid)
+        except (ImportError, OSError):
+            pass
         if not POSIX:
             _assign_job_object(popen)
         pid_file = _write_pid_file(run_dir, popen.pid, spec.binary)
-        return cls(spec, popen, log, pid_file, started_at)
+        proc = cls(spec, popen, log, pid_file, started_at)
+        proc._oom_watch = oom_watch
+        return proc
 
     # -- output
 
@@ -198,6 +208,12 @@ class EngineProcess:
         now = time.time() if now is None else now
         self._reader.join(timeout=1.0)  # the last lines carry the reason
         sig = -code if code is not None and code < 0 else None
+        oom = None
+        if sig is not None and self._oom_watch is not None and not self.stop_requested:
+            try:
+                oom = self._oom_watch.killed_by_oom()
+            except OSError:
+                oom = None
         return EngineExit(
             pid=self.pid,
             exit_code=None if sig is not None else code,
@@ -207,6 +223,7 @@ class EngineProcess:
             uptime_s=max(0.0, now - self.started_at),
             ready_for_s=None if self.ready_at is None else max(0.0, now - self.ready_at),
             log_tail=self.tail(60),
+            oom_killed=oom,
         )
 
     def _cleanup(self) -> None:

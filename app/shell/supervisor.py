@@ -475,7 +475,7 @@ def _diagnose(ex: EngineExit, launch: PreparedLaunch | None):
         signal=diagnosis.signal_name(ex.signal) if ex.signal is not None else None,
         signalled_by_us=ex.signalled_by_us, phase=ex.phase, uptime_s=ex.uptime_s,
         log_tail=ex.log_tail, backend=launch.backend if launch else None,
-        os={"posix": "linux", "nt": "windows"}.get(os.name, "linux"))
+        os={"posix": "linux", "nt": "windows"}.get(os.name, "linux"), oom_killed=ex.oom_killed)
     return diagnosis.classify_exit(report)
 
 
