@@ -144,6 +144,7 @@ def run(args) -> int:
         finally:
             for s, handler in previous.items():
                 signal.signal(s, handler)
-        return 1 if failed else 0
+        # A supervisor thread that died of a bug leaves a state other than STOPPED behind.
+        return 1 if failed or sup.snapshot().state is not EngineState.STOPPED else 0
     finally:
         control.close()
