@@ -197,7 +197,7 @@ class _Header:
         start = self.pos
         limit = min(self.size, MAX_HEADER_BYTES)
         while n:
-            span = min(limit - start, int(n * typical * 1.1) + 4096)
+            span = min(limit - start, int(n * typical * 1.03) + 4096)
             self.need(start + span - self.pos)
             region = np.frombuffer(self.buf, dtype=np.uint8, count=span, offset=start)
             # first assume strings under 256 bytes (few false candidates), then under 64 KiB
