@@ -11,6 +11,8 @@ import argparse
 import importlib
 import sys
 
+from app.errors import UserError  # re-exported: commands import it from here
+
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
     "setup": ("app.commands.setup", "build the engine and fetch the demo model, with progress"),
@@ -26,10 +28,6 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("app.commands.bench", "benchmarks that print side-by-side ratios"),
     "tray": ("app.commands.tray", "start the tray app (the default with no command)"),
 }
-
-
-class UserError(Exception):
-    """A problem the user can fix; its message is the one sentence we print."""
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
