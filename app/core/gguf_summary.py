@@ -173,7 +173,7 @@ def _per_layer(v, n: int, default: tuple[int, ...] = ()) -> tuple[int, ...]:
     """A scalar-or-array hyperparameter as one value per layer (arrays padded with their last)."""
     if n <= 0:
         return ()
-    if isinstance(v, tuple) and v and all(isinstance(x, (int, float)) for x in v):
+    if isinstance(v, tuple) and v and all(isinstance(x, int) for x in v):
         vals = [int(x) for x in v[:n]]
         vals += [vals[-1]] * (n - len(vals))
         return tuple(vals)

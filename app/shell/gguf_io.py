@@ -44,6 +44,7 @@ MAX_STRING_BYTES = 64 << 20  # one string value (chat templates are tens of KiB)
 MAX_KV_COUNT = 1 << 16
 MAX_TENSOR_COUNT = 1 << 20
 MAX_DIMS = 4  # GGML_MAX_DIMS
+MAX_LAYERS = 1 << 14  # llama.cpp's LLAMA_MAX_LAYERS is 512; leave room, refuse absurd
 MAX_ELEMENTS = 1 << 50  # per tensor
 MAX_NESTING = 4  # arrays of arrays
 KEEP_ARRAY_MAX = 4096  # longer arrays are counted, not decoded (per-layer arrays are short)
@@ -322,6 +323,12 @@ def _read_one(path: Path, first_part: bool = True) -> GGUFHeader:
             infos.append((name, dims, ggml_type, offset))
         if first_part and not isinstance(meta.get("general.architecture"), str):
             h.fail("it has no general.architecture, so it is not a model llama.cpp can load")
+        if first_part:
+            arch = meta["general.architecture"]
+            for key in (f"{arch}.block_count", f"{arch}.nextn_predict_layers"):
+                layers = meta.get(key)
+                if isinstance(layers, int) and not 0 <= layers <= MAX_LAYERS:
+                    h.fail(f"{key} is {layers}, not a layer count")
         alignment = meta.get("general.alignment", 32)
         if not isinstance(alignment, int) or isinstance(alignment, bool) \
                 or alignment <= 0 or alignment & (alignment - 1) or alignment > 1 << 20:

@@ -202,3 +202,25 @@ def test_mamba2(real):
     assert s.ssm is not None and (s.ssm.d_inner, s.ssm.d_state, s.ssm.d_conv) == (5120, 128, 4)
     assert (s.ssm.n_group, s.ssm.dt_rank) == (1, 80)
     assert all(lb.attention == 0 and lb.recurrent > 0 for lb in s.layer_bytes)
+
+
+_VALUES = st.one_of(
+    st.integers(-5, 300), st.floats(allow_nan=True), st.booleans(), st.text(max_size=5),
+    st.lists(st.one_of(st.integers(-2, 64), st.booleans(), st.floats()), max_size=40).map(tuple),
+    st.builds(SkippedArray, st.integers(0, 12), st.integers(0, 10**6)),
+)
+_KEYS = ["block_count", "context_length", "embedding_length", "attention.head_count",
+         "attention.head_count_kv", "attention.key_length", "attention.sliding_window",
+         "attention.sliding_window_pattern", "nextn_predict_layers", "expert_count",
+         "full_attention_interval", "ssm.inner_size", "attention.kv_lora_rank",
+         "feed_forward_length", "shortconv.l_cache"]
+
+
+@given(st.sampled_from(["llama", "gemma3", "gpt-oss", "lfm2", "qwen3next", "mamba2", "clip"]),
+       st.dictionaries(st.sampled_from(_KEYS), _VALUES, max_size=len(_KEYS)))
+def test_any_metadata_values_give_a_summary(arch, values):
+    """Whatever types the header holds under the known keys, summarise answers (no exception)."""
+    s = summarise(header(arch, **{f"{arch}__{k.replace('.', '__')}": v for k, v in values.items()}))
+    assert len(s.n_head) == len(s.swa_layers) == len(s.recurrent_layers) == (s.n_layer or 0) \
+        or not s.n_head
+    assert summary_from_dict(summary_to_dict(s)) == s

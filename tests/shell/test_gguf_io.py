@@ -269,6 +269,10 @@ def test_absurd_lengths_and_counts_do_not_allocate(tmp_path):
         _expect_error(p)
 
 
+def test_absurd_layer_count_is_refused(tmp_path):
+    _expect_error(tiny(tmp_path / "m.gguf", **{"llama.block_count": 4_000_000_000}), "layer count")
+
+
 def test_tensor_outside_the_file_is_refused(tmp_path):
     path = tiny(tmp_path / "m.gguf")
     with open(path, "r+b") as f:
