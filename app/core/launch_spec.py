@@ -20,6 +20,9 @@ class LaunchSpec:
     host: str
     port: int
     log_file: str | None = None
+    # An address-space cap (RLIMIT_AS) for the engine, POSIX only: a test knob that makes a
+    # real allocation fail the way a full machine does; None in normal use.
+    address_space_limit_bytes: int | None = None
 
     @property
     def endpoint(self) -> str:

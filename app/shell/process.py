@@ -121,6 +121,8 @@ class EngineProcess:
         kwargs: dict = {}
         if POSIX:
             kwargs["start_new_session"] = True
+            if spec.address_space_limit_bytes:
+                kwargs["preexec_fn"] = _address_space_cap(spec.address_space_limit_bytes)
         else:
             kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
         try:
@@ -236,6 +238,17 @@ class EngineProcess:
 
 
 # ---------------------------------------------------------------------------- groups, pid files
+
+
+def _address_space_cap(limit: int):
+    """A preexec function that caps the child's address space (RLIMIT_AS) at `limit` bytes."""
+
+    def cap() -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    return cap
 
 
 def _signal_group(popen: subprocess.Popen, sig) -> None:
