@@ -187,18 +187,8 @@ def test_amd_sysfs(tmp_path):
     assert notes == ()
 
 
-def _real_engine() -> Path | None:
-    for d in sorted((TEST_HOME / "data" / "engines" / "llama-server").glob("b*-cpu")):
-        if (d / "llama-server").is_file():
-            return d / "llama-server"
-    fallback = Path("/tmp/lb/bin/llama-server")
-    return fallback if fallback.is_file() else None
-
-
-def test_real_cpu_engine_lists_no_gpus(stoker_home):
-    binary = _real_engine()
-    if binary is None:
-        pytest.skip("no llama-server build found")
+def test_real_cpu_engine_lists_no_gpus(stoker_home, engine_binary):
+    binary = engine_binary
     stdout, notes = run_list_devices(binary, use_cache=False)
     assert stdout is not None, notes
     assert "Available devices:" in stdout and "(none)" in stdout
