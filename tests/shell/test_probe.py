@@ -14,7 +14,6 @@ from app.core.devices import MIB
 from app.shell import probe
 from app.shell.probe import binary_identity, engine_env, probe_amd, probe_machine, run_list_devices
 
-from tests.conftest import TEST_HOME
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="fake tools are shell scripts")
 
