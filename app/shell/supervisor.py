@@ -8,6 +8,15 @@ for. What to launch is decided by ONE injected collaborator, the `LaunchPreparer
 (shell/launcher.py has the real one: plan + argv + engine build), so tests can hand it a
 LaunchSpec built by hand.
 
+Failure and memory truth go through the same preparer, by optional hooks a hand-made
+preparer need not have: `after_exit(launch, incident, exit)` hears every diagnosed exit
+(strikes, quarantine, broken drafters, the OOM recovery ladder live in the preparer, which
+owns the engine choice and the plan) and answers with an `ExitDecision`; `after_ready(launch,
+log_lines)` gets the engine's start-up log (measured memory lines); `engine_health()` gives
+the blockers and quarantined builds for the snapshot; `lift_quarantine(build_id)`.
+Incidents go to ONE ledger, `<data>/incidents.jsonl` (shell/incidents.py), and the latest of
+them are in every snapshot, also after Stoker restarts.
+
 Subscribers are called ON THE SUPERVISOR THREAD for every snapshot: they must not block
 (the Qt bridge re-emits through a queued signal; the CLI prints a line). A subscriber that
 raises is logged and kept.
@@ -15,7 +24,6 @@ raises is logged and kept.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import queue
@@ -37,13 +45,14 @@ from app.core.lifecycle import (
     StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
 from app.core.overrides import ModelOverrides
 from app.core.restart import RestartPolicy
-from app.core.snapshot import AppSnapshot, EngineState, IncidentView
+from app.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
 from app.shell.health import probe_health
+from app.shell.incidents import IncidentLog
 from app.shell.process import EngineProcess, free_loopback_port
 
 log = logging.getLogger(__name__)
 
-MAX_INCIDENTS = 20
+MAX_INCIDENTS = 5  # the latest incidents every snapshot carries (oldest first, newest last)
 STARTING_POLL_S = 0.02  # /health poll while starting: it adds directly to time-to-READY
 READY_POLL_S = 0.1  # how quickly a crash of a running engine is noticed
 IDLE_POLL_S = 0.5
@@ -62,6 +71,9 @@ class AttemptContext:
     log_dir: Path
     overrides: ModelOverrides | None  # overrides sent with ApplyOverrides; None: use the store
     last_exit: EngineExit | None  # how the previous attempt ended, for recovery decisions
+    # True when this attempt is an automatic retry after a failure; False when a person (or a
+    # command) asked for it, which ends any recovery the preparer was walking through.
+    after_failure: bool = False
 
 
 @dataclass(frozen=True)
@@ -81,6 +93,24 @@ class PreparationRefused:
     reason: str  # one sentence: what is wrong and what to do
 
 
+@dataclass(frozen=True)
+class ExitDecision:
+    """What the preparer made of a failed attempt (its `after_exit` hook)."""
+
+    action: str | None = None  # what Stoker did about it, e.g. "retrying with context 16,384: …"
+    # True: the next attempt differs or counts toward quarantine, so retry even a failure
+    # that would repeat as it is; False: trying again cannot help; None: the restart policy.
+    retry: bool | None = None
+
+
+@dataclass(frozen=True)
+class EngineHealth:
+    """Facts about the engine builds for the snapshot (the preparer's `engine_health`)."""
+
+    blockers: tuple[BlockerView, ...] = ()
+    quarantined: tuple[tuple[str, str], ...] = ()  # (build id, why)
+
+
 class LaunchPreparer(Protocol):
     def __call__(self, model_path: str | None, attempt: AttemptContext
                  ) -> PreparedLaunch | PreparationRefused: ...
@@ -95,7 +125,8 @@ class Supervisor:
                  log_dir: Path | None = None, run_dir: Path | None = None,
                  on_launch: Callable[[PreparedLaunch], None] | None = None,
                  health_interval_s: float = HEALTH_INTERVAL_S,
-                 health_failures: int = HEALTH_FAILURES):
+                 health_failures: int = HEALTH_FAILURES,
+                 incident_log: IncidentLog | None = None):
         from app.shell.paths import stoker_paths
 
         paths = stoker_paths()
@@ -118,7 +149,16 @@ class Supervisor:
         self._state = LifecycleState(policy=policy or RestartPolicy())
         self._proc: EngineProcess | None = None
         self._launch: PreparedLaunch | None = None
-        self._incidents: tuple[IncidentView, ...] = ()
+        self._incident_log = incident_log or IncidentLog.in_data_dir(paths.data)
+        try:  # what happened before this Stoker started stays visible
+            self._incidents = tuple(reversed(self._incident_log.latest(MAX_INCIDENTS)))
+        except OSError:
+            self._incidents = ()
+        self._diagnosed: tuple[EngineExit, object, ExitDecision] | None = None
+        self._incident_blockers: tuple[BlockerView, ...] = ()  # until a person starts again
+        self._ready_blockers: tuple[BlockerView, ...] = ()  # about the build running now
+        self._health = EngineHealth()
+        self._after_failure = False
         self._overrides: dict[str, ModelOverrides] = {}
         self._last_exit: EngineExit | None = None
         self._events: list = []
@@ -220,6 +260,9 @@ class Supervisor:
         return IDLE_POLL_S
 
     def _on_command(self, command) -> None:
+        if isinstance(command, (cmd.StartModel, cmd.SwitchModel, cmd.Restart, cmd.ApplyOverrides)):
+            self._after_failure = False
+            self._incident_blockers = ()
         if isinstance(command, cmd.StartModel):
             self._feed(StartRequested(command.model_path))
         elif isinstance(command, cmd.SwitchModel):
@@ -237,6 +280,7 @@ class Supervisor:
             lift = getattr(self._preparer, "lift_quarantine", None)
             if lift is not None:  # the quarantine ledger belongs to the preparer's engine choice
                 lift(command.build_id)
+            self._refresh_health()
             self._publish()
         elif isinstance(command, cmd.Shutdown):
             self._feed(ShutdownRequested())
@@ -251,10 +295,19 @@ class Supervisor:
                 self._proc = None
                 self._next_health_at = None
                 report = proc.exit_report(now)
-                hopeless = hopeless_reason(report, self._launch)
+                incident = diagnose_exit(report, self._launch)
+                decision = self._after_exit(incident, report)
+                hopeless = hopeless_reason(report, self._launch, incident)
+                if decision.retry is True:
+                    hopeless = None
+                elif decision.retry is False and report.phase == "starting" and incident is not None:
+                    hopeless = hopeless or incident.title
                 if hopeless:
                     report = replace(report, hopeless=hopeless)
+                self._diagnosed = (report, incident, decision)
                 self._last_exit = report
+                self._refresh_health()
+                self._after_failure = not report.signalled_by_us
                 self._feed(Exited(report))
                 return
         if st.phase is EngineState.STARTING and proc is not None and self._launch is not None:
@@ -265,10 +318,12 @@ class Supervisor:
             now = self._clock()
             if status == 200:
                 proc.mark_ready(now)
+                self._on_ready(proc)
                 self._feed(BecameReady())
             elif st.spawned_at is not None and now - st.spawned_at > self._launch.startup_deadline_s:
                 self._feed(StartupTimedOut(now - st.spawned_at))
         elif st.phase is EngineState.BACKOFF and st.retry_at is not None and now >= st.retry_at:
+            self._after_failure = True
             self._feed(RetryDue())
         elif st.phase is EngineState.READY and self._launch is not None:
             self._watch_health(now)
@@ -325,12 +380,14 @@ class Supervisor:
         attempt = AttemptContext(
             attempt=self._state.restarts, port=free_loopback_port(), log_dir=self._log_dir,
             overrides=self._overrides.get(model_path) if model_path else None,
-            last_exit=self._last_exit)
+            last_exit=self._last_exit, after_failure=self._after_failure)
+        self._ready_blockers = ()
         try:
             prepared = self._preparer(model_path, attempt)
         except Exception as exc:  # noqa: BLE001 - a preparer bug must read as a failed start
             log.exception("preparing the launch failed")
             prepared = PreparationRefused(model_path, f"preparing the launch failed: {exc}")
+        self._refresh_health()
         if isinstance(prepared, PreparationRefused):
             self._events.append(SpawnFailed(prepared.reason))
             return
@@ -357,26 +414,74 @@ class Supervisor:
         self._events.append(StoppedClean())
 
     def _record_incident(self, effect: RecordIncident) -> None:
-        view = incident_view(effect, self._clock(), self._launch)
+        now, launch = self._clock(), self._launch
+        incident, decision = None, ExitDecision()
+        if effect.exit is not None and self._diagnosed is not None and self._diagnosed[0] is effect.exit:
+            _, incident, decision = self._diagnosed
+        elif effect.exit is not None:
+            incident = diagnose_exit(effect.exit, launch)
+        action = effect.action
+        if decision.action:
+            action = f"{decision.action}; {action}"
+        if incident is None:
+            incident = plain_incident(effect)
+        view = IncidentView(at=now, kind=incident.kind, summary=incident.title,
+                            evidence=incident.evidence or None, advice=incident.advice, action=action)
         self._incidents = (self._incidents + (view,))[-MAX_INCIDENTS:]
+        if effect.exit is not None:
+            blocker = _blocker_for(incident, effect.exit, launch, self._state.model_path)
+            if blocker is not None:
+                self._incident_blockers = tuple(
+                    b for b in self._incident_blockers if b.kind != blocker.kind) + (blocker,)
         try:
-            self._log_dir.mkdir(parents=True, exist_ok=True)
-            line = {"at": view.at, "kind": view.kind, "summary": view.summary,
-                    "evidence": view.evidence, "advice": view.advice, "action": view.action,
-                    "model": self._state.model_path,
-                    "exit": None if effect.exit is None else {
-                        "pid": effect.exit.pid, "code": effect.exit.exit_code,
-                        "signal": effect.exit.signal, "phase": effect.exit.phase,
-                        "uptime_s": effect.exit.uptime_s}}
-            with open(self._log_dir / "incidents.jsonl", "a", encoding="utf-8") as fh:
-                fh.write(json.dumps(line) + "\n")
+            self._incident_log.append(incident, at=now, model=self._state.model_path,
+                                      build=launch.build_id if launch else None, action=action)
         except OSError:
-            log.warning("could not append to incidents.jsonl", exc_info=True)
+            log.warning("could not append to the incident log", exc_info=True)
         self._publish()
+
+    # ------------------------------------------------------------------ preparer hooks
+
+    def _after_exit(self, incident, report: EngineExit) -> ExitDecision:
+        hook = getattr(self._preparer, "after_exit", None)
+        if hook is None or incident is None or self._launch is None or report.signalled_by_us:
+            return ExitDecision()
+        try:
+            return hook(self._launch, incident, report) or ExitDecision()
+        except Exception:  # noqa: BLE001 - a hook bug must not lose the exit
+            log.exception("the preparer's after_exit failed")
+            return ExitDecision()
+
+    def _on_ready(self, proc: EngineProcess) -> None:
+        launch = self._launch
+        if launch is None:
+            return
+        lines = proc.tail()
+        self._ready_blockers = gpu_unused_blockers(lines, launch)
+        hook = getattr(self._preparer, "after_ready", None)
+        if hook is not None:
+            try:
+                hook(launch, lines)
+            except Exception:  # noqa: BLE001 - measuring is a bonus; the engine is READY anyway
+                log.exception("the preparer's after_ready failed")
+
+    def _refresh_health(self) -> None:
+        hook = getattr(self._preparer, "engine_health", None)
+        if hook is None:
+            return
+        try:
+            self._health = hook() or EngineHealth()
+        except Exception:  # noqa: BLE001
+            log.exception("the preparer's engine_health failed")
 
     def _publish(self) -> None:
         self._seq += 1
-        snap = build_snapshot(self._seq, self._state, self._launch, self._incidents, self._proc)
+        blockers: list[BlockerView] = []
+        for b in self._health.blockers + self._incident_blockers + self._ready_blockers:
+            if b not in blockers:
+                blockers.append(b)
+        snap = build_snapshot(self._seq, self._state, self._launch, self._incidents, self._proc,
+                              blockers=tuple(blockers), quarantined=self._health.quarantined)
         self._snapshot = snap
         with self._sub_lock:
             subscribers = list(self._subscribers)
@@ -428,7 +533,9 @@ def launch_facts(launch: PreparedLaunch) -> dict:
 
 
 def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
-                   incidents: tuple[IncidentView, ...], proc: EngineProcess | None) -> AppSnapshot:
+                   incidents: tuple[IncidentView, ...], proc: EngineProcess | None, *,
+                   blockers: tuple[BlockerView, ...] = (),
+                   quarantined: tuple[tuple[str, str], ...] = ()) -> AppSnapshot:
     running = st.phase in (EngineState.STARTING, EngineState.READY, EngineState.STOPPING)
     model_path = launch.model_path if launch is not None else st.model_path
     fields: dict = {}
@@ -458,6 +565,8 @@ def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
         next_retry_at=st.retry_at if st.phase is EngineState.BACKOFF else None,
         last_error=st.last_error,
         incidents=incidents,
+        blockers=blockers,
+        quarantined=quarantined,
         **fields,
     )
 
@@ -467,48 +576,79 @@ HOPELESS_KINDS = frozenset({"bad-argument", "bad-model", "missing-library", "ill
                             "cuda-driver-too-old", "no-kernel-image"})
 
 
-def _diagnose(ex: EngineExit, launch: PreparedLaunch | None):
+def _drafter_facts(launch: PreparedLaunch | None) -> tuple[bool, bool]:
+    """(a drafter file or head was loaded, the user forced it) for this launch's plan."""
+    drafter = getattr(getattr(launch, "plan", None), "drafter", None)
+    status = getattr(drafter, "status", None)
+    return status in ("in", "forced"), status == "forced"
+
+
+def _plan_wanted_gpu(launch: PreparedLaunch | None) -> bool:
+    layers = getattr(getattr(launch, "plan", None), "gpu_layers", None)
+    return bool(launch and launch.backend not in (None, "cpu") and layers not in (None, 0, "0"))
+
+
+def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None):
+    """core.diagnosis.Incident for an exit (drafter, GPU and OOM-killer facts included), or None."""
     from app.core import diagnosis
 
-    report = diagnosis.ExitReport(
-        exit_code=ex.exit_code,
-        signal=diagnosis.signal_name(ex.signal) if ex.signal is not None else None,
-        signalled_by_us=ex.signalled_by_us, phase=ex.phase, uptime_s=ex.uptime_s,
-        log_tail=ex.log_tail, backend=launch.backend if launch else None,
-        os={"posix": "linux", "nt": "windows"}.get(os.name, "linux"), oom_killed=ex.oom_killed)
-    return diagnosis.classify_exit(report)
+    has_drafter, forced = _drafter_facts(launch)
+    try:
+        report = diagnosis.report_from_engine_exit(
+            ex, backend=launch.backend if launch else None, plan_wanted_gpu=_plan_wanted_gpu(launch),
+            has_drafter=has_drafter, drafter_forced=forced,
+            os={"posix": "linux", "nt": "windows"}.get(os.name, "linux"), oom_killed=ex.oom_killed)
+        return diagnosis.classify_exit(report)
+    except Exception:  # noqa: BLE001 - diagnosis is another module; never lose the incident
+        log.warning("classify_exit failed; recording a plain incident", exc_info=True)
+        return None
 
 
-def hopeless_reason(ex: EngineExit, launch: PreparedLaunch | None) -> str | None:
+def hopeless_reason(ex: EngineExit, launch: PreparedLaunch | None, incident=None) -> str | None:
     """A sentence when retrying this start-up failure cannot help, else None."""
     if ex.phase != "starting" or ex.signalled_by_us:
         return None
-    try:
-        inc = _diagnose(ex, launch)
-    except Exception:  # noqa: BLE001 - without diagnosis, fall back to the retry budget
-        return None
+    inc = incident if incident is not None else diagnose_exit(ex, launch)
+    if inc is None:
+        return None  # without diagnosis, fall back to the retry budget
     return inc.title if inc.kind in HOPELESS_KINDS else None
 
 
-def incident_view(effect: RecordIncident, now: float, launch: PreparedLaunch | None) -> IncidentView:
-    """Classify an exit with core/diagnosis.py when it is there; else a plain incident."""
-    ex = effect.exit
-    if ex is not None:
-        try:
-            inc = _diagnose(ex, launch)
-            return IncidentView(at=now, kind=inc.kind, summary=inc.title, evidence=inc.evidence,
-                                advice=inc.advice, action=effect.action)
-        except Exception:  # noqa: BLE001 - diagnosis is another module; never lose the incident
-            log.warning("classify_exit failed; recording a plain incident", exc_info=True)
-        errors = [line for line in ex.log_tail if " E " in line or "error" in line.lower()]
-        return IncidentView(at=now, kind="crash", summary=effect.summary,
-                            evidence=errors[-1] if errors else None,
-                            advice="see the engine log for the lines before the exit",
-                            action=effect.action)
-    kind = "startup-timeout" if "did not become ready" in effect.summary else "start-refused"
-    return IncidentView(at=now, kind=kind, summary=effect.summary, evidence=None,
-                        advice="see the engine log, or start it again with a smaller context",
-                        action=effect.action)
+def plain_incident(effect: RecordIncident):
+    """An Incident for a failure with no process exit: a start-up timeout or a refused start."""
+    from app.core.diagnosis import Incident
+
+    if "did not become ready" in effect.summary:
+        kind = "startup-timeout"
+    elif "stopped answering" in effect.summary:
+        kind = "unresponsive"
+    else:
+        kind = "start-refused"
+    return Incident(kind=kind, title=effect.summary, evidence="",
+                    advice="see the engine log, or start it again with a smaller context",
+                    counts_as_strike=False, recoverable_by=None, exit_description=None)
+
+
+def _blocker_for(incident, ex: EngineExit, launch: PreparedLaunch | None,
+                 model_path: str | None) -> BlockerView | None:
+    from app.core.blockers import blocker_from_incident
+
+    name = Path(model_path).name.removesuffix(".gguf") if model_path else None
+    try:
+        return blocker_from_incident(incident, name, ex.phase, launch.backend if launch else None)
+    except Exception:  # noqa: BLE001
+        log.warning("could not turn an incident into a blocker", exc_info=True)
+        return None
+
+
+def gpu_unused_blockers(lines, launch: PreparedLaunch) -> tuple[BlockerView, ...]:
+    """gpuUnused for the build that just became READY, from its own start-up log."""
+    from app.core.blockers import gpu_unused_blocker
+    from app.core.diagnosis import gpu_unused_from_log
+
+    evidence = gpu_unused_from_log(lines, launch.backend, _plan_wanted_gpu(launch))
+    blocker = gpu_unused_blocker(evidence, launch.backend)
+    return (blocker,) if blocker is not None else ()
 
 
 def hand_made_preparer(spec_for: Callable[[str | None, int], LaunchSpec], *,

@@ -64,9 +64,12 @@ def test_start_chat_crash_restart_stop(supervised, engine_binary):
     states = [s.state for s in seen]
     assert S.BACKOFF in states and states.index(S.BACKOFF) > states.index(S.READY)
     assert [s.seq for s in seen] == sorted(set(s.seq for s in seen))  # strictly increasing
+    # One incident ledger, in the data folder, with the model, the build and what Stoker did.
     logged = [json.loads(line) for line in
-              (stoker_paths().logs / "incidents.jsonl").read_text().splitlines()]
-    assert logged[0]["exit"]["signal"] == 9
+              (stoker_paths().data / "incidents.jsonl").read_text().splitlines()]
+    assert "SIGKILL" in logged[0]["exit"] and logged[0]["model"] == ready.model_path
+    assert "restart" in logged[0]["action"]
+    assert not (stoker_paths().logs / "incidents.jsonl").exists()
 
     sup.submit(Stop())
     stopped = sup.wait_for(lambda s: s.state is S.STOPPED and s.seq > again.seq, 30)
