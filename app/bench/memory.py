@@ -127,9 +127,22 @@ def _declared_bytes(summary) -> int:
     return summary.weights_bytes
 
 
+def _is_header_only(path: Path, summary) -> bool:
+    """Tensor data not on disk: a short file, or a full-length one whose data is a sparse hole
+    (what app/shell/gguf_write.py writes). A real start would read gigabytes of zeros and
+    repack them, so these are measured by the dry run."""
+    st = path.stat()
+    if st.st_size < summary.weights_bytes:
+        return True
+    allocated = getattr(st, "st_blocks", None)
+    return allocated is not None and allocated * 512 < summary.weights_bytes // 2
+
+
 def _sparse_copy(path: Path, summary, tmp: Path) -> Path:
-    """A copy whose tensor data is a hole: header bytes, then a sparse tail at least as long
+    """The file itself when it already spans its declared tensors; else a copy whose tensor data is a hole: header bytes, then a sparse tail at least as long
     as the tensors the header declares (the engine checks bounds, not content, in a dry run)."""
+    if path.stat().st_size >= summary.weights_bytes:
+        return path
     dest = tmp / path.name
     shutil.copyfile(path, dest)
     with open(dest, "r+b") as f:
@@ -139,13 +152,24 @@ def _sparse_copy(path: Path, summary, tmp: Path) -> Path:
 
 # -- estimate ---------------------------------------------------------------------------------
 
+def host_repack_types() -> frozenset[str]:
+    import platform
+
+    from app.core import memory as mem
+    return mem.repacked_types(platform.machine())
+
+
 def estimate(summary, ctx: int, slots: int, kv_type: str, unified: bool = False,
-             ubatch: int = 512) -> tuple[int, int, int, int]:
-    """(weights, kv, compute + output, baseline) for a CPU launch, from core/memory.py."""
+             ubatch: int = 512, repack: bool = True) -> tuple[int, int, int, int]:
+    """(weights, kv, compute + output, baseline) for a CPU launch, from core/memory.py.
+
+    `repack=False` prices the weights without the CPU_REPACK copy: what the dry run's
+    projection counts (it never maps the file, so a repacked tensor is counted once)."""
     from app.core import memory as mem
 
     placement = mem.place_layers(summary, None)
-    weights = sum(mem.weights_by_device(summary, placement).values())
+    weights = sum(mem.weights_by_device(summary, placement, repack_types=host_repack_types(),
+                                        count_mapped_original=repack).values())
     kv = mem.kv_bytes(summary, ctx=ctx, slots=slots, kv_unified=unified, type_k=kv_type,
                       type_v=kv_type, ubatch=ubatch, flash_attn=True)
     compute = mem.compute_bytes(summary, n_ctx_seq=kv.n_ctx_seq, ubatch=ubatch, slots=slots,
@@ -179,7 +203,7 @@ def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
             for ctx in grid["ctxs"]:
                 for kv in grid["kv"]:
                     for slots in grid["slots"]:
-                        w, k, c, base = estimate(summary, ctx, slots, kv)
+                        w, k, c, base = estimate(summary, ctx, slots, kv, repack=not header_only)
                         if progress:
                             progress(f"{label} ctx {ctx} {kv} x{slots}")
                         settings = dict(slots=slots, type_k=kv, type_v=kv)
@@ -193,7 +217,8 @@ def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
                                 # the projection has no output buffer; add the engine's own size rule
                                 out = (summary.n_vocab or 0) * 4 * slots
                                 rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, ew, ek, ec + out,
-                                                base, "whole MiB, floored"))
+                                                base, "dry run: whole MiB floored, repacked weights counted once (no mmap'd original) — "
+                                                "estimate compared without the CPU_REPACK copy"))
                             else:
                                 rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, None, None, None,
                                                 base, probe.report.load_error or probe.reason))
@@ -294,7 +319,7 @@ def run(args) -> int:
             raise UserError(f"{p} is not a file; give the path of a .gguf model")
         from app.shell.gguf_io import load_summary
         s = load_summary(p)
-        header_only = p.stat().st_size < s.weights_bytes
+        header_only = _is_header_only(p, s)
         models.append((p.stem + (" (header only)" if header_only else ""), p, header_only))
     if not models:
         raise UserError("no model to measure; run `stoker setup` to get the demo model")

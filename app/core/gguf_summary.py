@@ -127,6 +127,12 @@ class ModelSummary:
     # size the compute buffer. None when the header does not say.
     n_ff: int | None = None
     n_ff_exp: int | None = None
+    # Matrix weights the CPU backend may copy into its CPU_REPACK buffer: (block index, or -1
+    # outside the blocks; tensor type; routed experts (3-D); bytes), summed over 2-D/3-D weights of a repackable
+    # type whose row count is a multiple of 8 (ggml-cpu/repack.cpp), token_embd excluded
+    # (it is read by get_rows, never repacked). Which types are repacked depends on the CPU;
+    # core/memory.py decides.
+    repackable: tuple[tuple[int, str, bool, int], ...] = field(default_factory=tuple)
 
     @property
     def is_moe(self) -> bool:
@@ -161,6 +167,10 @@ RECURRENT_BY_INTERVAL_ARCHS = frozenset({"qwen3next", "qwen35", "qwen35moe", "mi
                                          "qwen4exp"})
 
 _BLOCK = "blk."
+# Every type some CPU repacks (ggml_repack_get_optimal_repack_type, b11434); the subset a
+# given CPU repacks is core/memory.py's `repacked_types`.
+REPACK_CANDIDATE_TYPES = frozenset({"Q1_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q2_K", "IQ4_NL",
+                                    "MXFP4", "Q8_0"})
 
 
 def _int(v) -> int | None:
@@ -279,12 +289,21 @@ def summarise(header: GGUFHeader) -> ModelSummary:
     per_block: list[dict[str, int]] = [dict() for _ in range(n_blocks)]
     embedding = output = other = params = 0
     quant: dict[str, int] = {}
+    repack: dict[tuple[int, str, bool], int] = {}
     for t in header.tensors:
         elems = 1
         for d in t.shape:
             elems *= d
         params += elems
         quant[t.type_name] = quant.get(t.type_name, 0) + 1
+        if (t.type_name in REPACK_CANDIDATE_TYPES and len(t.shape) in (2, 3) and t.shape[1] % 8 == 0
+                and not t.name.startswith(("token_embd.", "per_layer_token_embd."))):
+            blk = -1
+            if t.name.startswith(_BLOCK):
+                idx_s = t.name[len(_BLOCK):].partition(".")[0]
+                blk = int(idx_s) if idx_s.isdigit() and len(idx_s) < 7 else -1
+            rk = (blk, t.type_name, len(t.shape) == 3)
+            repack[rk] = repack.get(rk, 0) + t.nbytes
         if t.name.startswith(_BLOCK):
             idx_s, _, base = t.name[len(_BLOCK):].partition(".")
             if idx_s.isdigit() and base:
@@ -347,6 +366,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         quant_counts=tuple(sorted(quant.items(), key=lambda kv: (-kv[1], kv[0]))),
         n_ff=max(_per_layer(key("feed_forward_length"), n_layer_all or 1), default=None) or None,
         n_ff_exp=_int(key("expert_feed_forward_length")),
+        repackable=tuple((b, ty, e, n) for (b, ty, e), n in sorted(repack.items())),
     )
 
 
@@ -365,6 +385,7 @@ def summary_from_dict(d: Mapping) -> ModelSummary:
         kw[k] = tuple(kw[k])
     kw["layer_bytes"] = tuple(LayerBytes(**lb) for lb in kw["layer_bytes"])
     kw["quant_counts"] = tuple((str(a), int(b)) for a, b in kw["quant_counts"])
+    kw["repackable"] = tuple((int(b), str(t), bool(e), int(n)) for b, t, e, n in kw["repackable"])
     kw["ssm"] = SSMShape(**kw["ssm"]) if kw["ssm"] is not None else None
     kw["mla"] = MLAShape(**kw["mla"]) if kw["mla"] is not None else None
     return ModelSummary(**kw)

@@ -246,14 +246,75 @@ def place_layers(model: ModelSummary, gpu_layers: int | str | None, *, n_cpu_moe
                      output_device=device(n_all), experts_on_cpu=experts)
 
 
+# CPU_REPACK (ggml/src/ggml-cpu/repack.cpp, b11434): on these CPUs the CPU backend copies
+# matrix weights of these types (rows a multiple of 8) into an interleaved buffer *beside*
+# the mmap'd file, so the weights cost file + copy. x86-64 is assumed to have AVX2 (every
+# x86 CPU since 2013 that runs LLMs at a usable speed); AVX-512 adds Q2_K. Arm64 is assumed
+# to have dotprod (Apple M1+, Graviton2+); Q8_0/Q5_K/Q6_K repack only there.
+_REPACK_X86_AVX2 = frozenset({"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"})
+_REPACK_ARM_DOTPROD = frozenset({"Q1_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "MXFP4", "Q8_0"})
+
+
+def repacked_types(cpu_arch: str | None, cpu_features: frozenset[str] | None = None) -> frozenset[str]:
+    """Tensor types the engine's CPU backend repacks on this CPU (empty: none).
+
+    `cpu_features` (lower-case flags such as "avx2", "avx512f") overrides the assumption
+    above when known; an empty set means a CPU without the SIMD the repack kernels need.
+    """
+    arch = (cpu_arch or "").lower()
+    if arch in ("x86_64", "amd64", "x64"):
+        if cpu_features is None:
+            return _REPACK_X86_AVX2
+        types = set(_REPACK_X86_AVX2) if "avx2" in cpu_features else set()
+        if "avx512f" in cpu_features:
+            types.add("Q2_K")
+        return frozenset(types)
+    if arch in ("arm64", "aarch64"):
+        if cpu_features is None or "asimddp" in cpu_features or "dotprod" in cpu_features:
+            return _REPACK_ARM_DOTPROD
+        return frozenset()
+    return frozenset()
+
+
+def repack_bytes(model: ModelSummary, placement: Placement, repack_types: frozenset[str]) -> int:
+    """Bytes of the CPU_REPACK buffer: repackable weights that sit on the CPU."""
+    if not repack_types:
+        return 0
+    total = 0
+    for blk, type_name, experts, n in model.repackable:
+        if type_name not in repack_types:
+            continue
+        if blk < 0:
+            dev = placement.output_device
+        elif experts and placement.experts_on_cpu[blk:blk + 1] == (True,):
+            dev = "CPU"
+        else:
+            dev = placement.device_of_layer(blk)
+        if dev == "CPU":
+            total += n
+    return total
+
+
 def output_is_tied(model: ModelSummary) -> bool:
     """No separate `output.weight`: the engine duplicates token_embd onto the output device."""
     return model.embedding_bytes > 0 and model.output_bytes * 8 < model.embedding_bytes
 
 
-def weights_by_device(model: ModelSummary, placement: Placement) -> dict[str, int]:
-    """Model buffer bytes per device, as the `model buffer size` lines would split them."""
-    out: dict[str, int] = {"CPU": model.embedding_bytes + model.other_bytes}
+def weights_by_device(model: ModelSummary, placement: Placement, *,
+                      repack_types: frozenset[str] = frozenset(),
+                      count_mapped_original: bool = True) -> dict[str, int]:
+    """Model buffer bytes per device, as the `model buffer size` lines would split them.
+
+    The CPU's share includes the CPU_REPACK copy of `repack_types` weights (see
+    `repacked_types`); pass the empty set for a build or run without it (`--no-repack`).
+    With mmap the file's own pages of a repacked tensor stay in `CPU_Mapped` too (that is
+    what the buffer lines add up), but after the copy they are clean page cache the kernel
+    takes back under pressure: `count_mapped_original=False` counts each repacked tensor
+    once, as the engine's own fit projection does, for budgeting resident memory.
+    """
+    copy = repack_bytes(model, placement, repack_types)
+    out: dict[str, int] = {"CPU": model.embedding_bytes + model.other_bytes
+                           + (copy if count_mapped_original else 0)}
     for il, lb in enumerate(model.layer_bytes):
         dev = placement.device_of_layer(il)
         experts_dev = "CPU" if placement.experts_on_cpu[il:il + 1] == (True,) else dev
@@ -305,12 +366,15 @@ def compute_bytes(model: ModelSummary, *, n_ctx_seq: int, ubatch: int, slots: in
     ub = min(ubatch, pad(n_ctx) if n_ctx else ubatch)
     n_ff = _ffn_width(model)
     n_head = max(model.n_head) if model.n_head else 0
+    # Q and the attention output are n_head × head_k wide, which is wider than n_embd on
+    # models such as Gemma 3 (4 × 256 vs 640): two of the live n_embd-wide rows are those.
+    n_q = max(n_embd, n_head * (model.head_k or 0))
     if flash_attn:
         per_kv = 2
-        per_tok = 4 * (5 * n_embd + 3 * n_ff)
+        per_tok = 4 * (3 * n_embd + 2 * n_q + 3 * n_ff)
     else:
         per_kv = 4 * (1 + n_head)
-        per_tok = 4 * (4 * n_embd + n_ff)
+        per_tok = 4 * (2 * n_embd + 2 * n_q + n_ff)
     if model.is_moe:
         per_tok += 4 * (model.n_expert or 0)  # router logits
     has_attention = any(h > 0 for h in model.n_head_kv) or any(h > 0 for h in model.n_head)

@@ -162,8 +162,10 @@ class _Result:
 class _Evaluator:
     """Prices configs for one model on one set of budgets, caching per-config KV."""
 
-    def __init__(self, model: ModelSummary, budgets: _Budgets, measured, mtp: bool):
+    def __init__(self, model: ModelSummary, budgets: _Budgets, measured, mtp: bool,
+                 repack_types: frozenset[str] = frozenset()):
         self.model = model
+        self.repack_types = repack_types
         self.budgets = budgets
         self.measured = measured
         n_layer = model.n_layer or 0
@@ -188,7 +190,10 @@ class _Evaluator:
         placement = mem.place_layers(self.priced, lay.gpu_layers, n_cpu_moe=lay.n_cpu_moe,
                                      cpu_moe=lay.cpu_moe, gpus=b.gpus)
         kv = self.kv(c)
-        weights = mem.weights_by_device(self.priced, placement)
+        # Resident view: a repacked tensor's mmap'd original is reclaimable page cache, so
+        # the copy replaces it (as the engine's --fit counts), see mem.weights_by_device.
+        weights = mem.weights_by_device(self.priced, placement, repack_types=self.repack_types,
+                                        count_mapped_original=False)
         kvd = mem.kv_by_device(kv, placement)
         fa = c.flash_attn != "off"
         full_compute = mem.compute_bytes(self.model, n_ctx_seq=kv.n_ctx_seq, ubatch=c.ubatch,
@@ -422,7 +427,7 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
             total += mem.mmproj_bytes(mmproj)
         return total
 
-    ev = _Evaluator(model, budgets, measured, spec.mtp)
+    ev = _Evaluator(model, budgets, measured, spec.mtp, mem.repacked_types(machine.arch))
 
     def config(slots: int, ctx: int, tk: str, tv: str, spec_: _Spec) -> _Config:
         per_slot = ctx if unified else ctx // slots

@@ -243,3 +243,49 @@ def test_layer_bytes_total_counts_every_class():
     lb = LayerBytes(attention=1, ffn_dense=2, ffn_experts=4, ffn_shared=8, recurrent=16, other=32)
     assert lb.total == 63
     assert GIB == 1024 * MIB
+
+
+# ---- CPU_REPACK (ggml-cpu/repack.cpp b11434; Gemma 3 270M Q4_K_M measured: CPU_Mapped
+# 235.16 MiB + CPU_REPACK 12.66 MiB = the 27 Q4_K attn_output/ffn_down tensors) ----------
+
+def _with_repackable(model):
+    # block 0: 8 MiB Q4_K matrices + 2 MiB Q6_K; block 1: 4 MiB Q4_K routed experts; output Q4_0
+    return replace(model, repackable=((-1, "Q4_0", False, 3 * MIB), (0, "Q4_K", False, 8 * MIB),
+                                      (0, "Q6_K", False, 2 * MIB), (1, "Q4_K", True, 4 * MIB)))
+
+
+def test_x86_repacks_the_avx2_types_and_arm_the_dotprod_types():
+    assert mem.repacked_types("x86_64") == {"Q4_0", "Q4_K", "IQ4_NL", "MXFP4"}
+    assert "Q2_K" in mem.repacked_types("x86_64", frozenset({"avx2", "avx512f"}))
+    assert mem.repacked_types("x86_64", frozenset({"sse3"})) == frozenset()
+    assert {"Q8_0", "Q6_K", "Q4_K"} <= mem.repacked_types("arm64")
+    assert mem.repacked_types("riscv64") == frozenset()
+
+
+def test_repack_copy_is_added_to_the_cpu_beside_the_mapped_file():
+    m = _with_repackable(demo())
+    cpu = mem.place_layers(m, None)
+    plain = mem.weights_by_device(m, cpu)["CPU"]
+    x86 = mem.repacked_types("x86_64")
+    assert mem.weights_by_device(m, cpu, repack_types=x86)["CPU"] == plain + 15 * MIB
+    assert mem.weights_by_device(m, cpu, repack_types=x86, count_mapped_original=False)["CPU"] == plain
+    arm = mem.repacked_types("arm64")
+    assert mem.repack_bytes(m, cpu, arm) == 17 * MIB
+
+
+def test_only_tensors_left_on_the_cpu_are_repacked():
+    m = _with_repackable(demo())
+    gpu = (("CUDA0", 1.0),)
+    all_gpu = mem.place_layers(m, "all", gpus=gpu)
+    x86 = mem.repacked_types("x86_64")
+    assert mem.repack_bytes(m, all_gpu, x86) == 0
+    experts_home = mem.place_layers(m, "all", n_cpu_moe=2, gpus=gpu)
+    assert mem.repack_bytes(m, experts_home, x86) == 4 * MIB  # block 1's experts only
+
+
+def test_gemma_query_width_counts_in_the_compute_estimate():
+    g = gemma3_swa()
+    wide = replace(g, head_k=2 * (g.n_embd // max(g.n_head)))
+    args = dict(n_ctx_seq=4096, ubatch=512, slots=1, flash_attn=True, n_ctx=4096)
+    assert mem.compute_bytes(wide, **args) > mem.compute_bytes(g, **args)
+    assert mem.compute_bytes(demo(), **args) == mem.compute_bytes(replace(demo(), head_k=64), **args)
