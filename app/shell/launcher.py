@@ -12,14 +12,56 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 from app.core.overrides import ModelOverrides
-from app.shell.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
+from app.shell.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
+                                  PreparedLaunch)
 
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
+# A drafter Stoker chooses by itself: `<model stem>.draft.gguf` beside the model. Only a file
+# put there on purpose for this model counts, so a wrong vocabulary is the owner's choice,
+# and it is still "chosen" (not forced): when it breaks a launch it is left out, not kept.
+DRAFT_SUFFIX = ".draft.gguf"
+
+
+@dataclass(frozen=True)
+class _LaunchContext:
+    """How a PreparedLaunch was made, for the decisions after it ends."""
+
+    binary: str
+    identity: str | None
+    user_overrides: ModelOverrides  # what the user pinned: the ladder never changes these
+    overrides: ModelOverrides  # what this launch used (user's + recovery steps)
+    policy: object  # core.planner.PlanPolicy
+    n_layers: int | None
+    is_moe: bool
+
+
+def auto_drafter(model: Path) -> str | None:
+    """`<stem>.draft.gguf` beside the model when it is there, else None."""
+    candidate = Path(model).with_name(Path(model).name.removesuffix(".gguf") + DRAFT_SUFFIX)
+    return str(candidate) if candidate.is_file() and candidate != Path(model) else None
+
+
+def _step_words(step) -> str:
+    """"retrying with context 16,384" and the like: what the next attempt changes."""
+    ov = step.overrides
+    if step.rung == "smaller-context" and ov.ctx:
+        return f"retrying with context {ov.ctx:,}"
+    if step.rung == "cheaper-kv":
+        return f"retrying with a {ov.kv_type_k}/{ov.kv_type_v} KV cache"
+    if step.rung == "drop-drafter":
+        return "retrying without the drafter"
+    if step.rung == "more-headroom":
+        return "restarting with more memory left free"
+    return "retrying with a smaller plan"
 
 
 def merge_overrides(base: ModelOverrides | None, top: ModelOverrides | None) -> ModelOverrides:
@@ -33,14 +75,35 @@ def merge_overrides(base: ModelOverrides | None, top: ModelOverrides | None) -> 
 
 
 class RealPreparer:
-    """Callable `(model_path, attempt) -> PreparedLaunch | PreparationRefused`."""
+    """Callable `(model_path, attempt) -> PreparedLaunch | PreparationRefused`.
+
+    It also owns what failures teach about the next launch (the supervisor's hooks):
+    strikes and quarantine of engine builds and broken (build, drafter) pairs in the
+    ledger (`<data>/quarantine.json`), the OOM recovery ladder for the model being started,
+    and the measured memory lines (`<data>/measurements.json`).
+
+    `machine` (a core.machine.Machine) and `memory_limit_bytes` (RLIMIT_AS on the engine)
+    are test knobs: planning for a machine claimed larger than the real limit makes a first
+    plan that really cannot fit, so the recovery ladder runs on the real engine.
+    """
 
     def __init__(self, *, cli_overrides: ModelOverrides | None = None, engine: str | None = None,
-                 startup_deadline_s: float = 180.0, remember_last_model: bool = True):
+                 startup_deadline_s: float = 180.0, remember_last_model: bool = True,
+                 machine=None, memory_limit_bytes: int | None = None,
+                 clock: Callable[[], float] = time.time):
         self.cli_overrides = cli_overrides
         self.engine = engine
         self.startup_deadline_s = startup_deadline_s
         self.remember_last_model = remember_last_model
+        self.machine = machine
+        self.memory_limit_bytes = memory_limit_bytes
+        self.clock = clock
+        self._lock = threading.Lock()
+        # model path -> the recovery steps taken since a person last started it
+        self._recovery: dict[str, tuple] = {}
+        self._context: dict[int, _LaunchContext] = {}  # id(PreparedLaunch) -> how it was made
+        self._passed_over: tuple[tuple[str, str], ...] = ()
+        self._missing_runtime = ()
 
     def __call__(self, model_path: str | None, attempt: AttemptContext
                  ) -> PreparedLaunch | PreparationRefused:
@@ -52,6 +115,28 @@ class RealPreparer:
             return PreparationRefused(model_path, str(exc))
         except (OSError, ValueError) as exc:
             return PreparationRefused(model_path, f"could not prepare the launch: {exc}")
+
+    # -- ledgers
+
+    @staticmethod
+    def _ledger_store():
+        from app.shell.ledger import LedgerStore
+        from app.shell.paths import stoker_paths
+
+        return LedgerStore.in_data_dir(stoker_paths().data)
+
+    def _load_ledger(self):
+        ledger, problems = self._ledger_store().load()
+        for problem in problems:
+            log.warning("%s", problem)
+        return ledger
+
+    def lift_quarantine(self, build_id: str) -> None:
+        """The user's word: use this build again (saved, so a restart of Stoker keeps it)."""
+        from app.core.quarantine import lift
+
+        with self._lock:
+            self._ledger_store().save(lift(self._load_ledger(), build_id))
 
     # -- steps
 
@@ -66,51 +151,187 @@ class RealPreparer:
                 return Path(last)
         return resolve_model(model_path)
 
-    def choose_engine(self):
-        """The build to run: the one named on the command line, else the best usable one."""
+    def choose_engine(self, ledger=None):
+        """The build to run: the one named on the command line, else the best usable one
+        that is not quarantined (the next in line: vendor GPU, then Vulkan, then CPU)."""
         from app.cli import UserError
+        from app.core.quarantine import Ledger, choose_build
         from app.shell.engines import discover_engines
+        from app.shell.ledger import binary_identity
 
         builds = discover_engines(self.engine) if self.engine else discover_engines()
+        self._missing_runtime = tuple(b for b in builds if b.status == "missing-library")
         usable = [b for b in builds if b.usable]
         if not usable:
             why = f" ({builds[0].status_reason})" if builds and builds[0].status_reason else ""
             raise UserError(f"no usable llama-server build was found{why}; run `stoker setup` or "
                             "set the engine path in the settings.")
-        return usable[0]
+        pinned = [b for b in usable if b.source == "configured"]
+        if pinned:  # the user's own choice beats quarantine
+            self._passed_over = ()
+            return pinned[0]
+        ledger = ledger if ledger is not None else Ledger()
+        identities = {b.id: binary_identity(b.binary) for b in usable}
+        build, passed = choose_build(usable, ledger, identities)
+        self._passed_over = tuple((b.id, why) for b, why in passed)
+        if build is None:
+            raise UserError("every llama-server build here is quarantined after start-up crashes ("
+                            + "; ".join(why for _, why in self._passed_over)
+                            + "); lift the quarantine in the tray or run `stoker setup --force`.")
+        return build
+
+    def _policy(self):
+        from app.core.planner import GIB, PlanPolicy
+        from app.shell.paths import stoker_paths
+        from app.shell.store import SettingsStore
+
+        try:
+            reserve = SettingsStore(stoker_paths().config).load().memory_reserve_gib
+        except (OSError, ValueError, AttributeError):
+            reserve = None
+        if not isinstance(reserve, (int, float)) or reserve < 0:
+            return PlanPolicy()
+        return PlanPolicy(os_reserve_min_bytes=int(reserve * GIB))
 
     def _prepare(self, model_path: str | None, attempt: AttemptContext):
         from app.core.argv import build_launch_spec
-        from app.core.planner import plan_launch
         from app.core.plan import PlanRefusal
+        from app.core.planner import plan_launch
+        from app.core.quarantine import is_drafter_broken
+        from app.shell import measurements
         from app.shell.gguf_io import load_summary
+        from app.shell.ledger import binary_identity
         from app.shell.paths import stoker_paths
         from app.shell.probe import probe_machine
         from app.shell.store import OverridesStore, SettingsStore
 
         paths = stoker_paths()
         model = self.choose_model(model_path)
-        build = self.choose_engine()
+        ledger = self._load_ledger()
+        build = self.choose_engine(ledger)
+        identity = binary_identity(build.binary)
         summary = load_summary(model)
-        machine = probe_machine(build.binary)
+        machine = self.machine or probe_machine(build.binary)
         saved = attempt.overrides or OverridesStore(paths.config).get(model)
-        overrides = merge_overrides(saved, self.cli_overrides)
-        plan = plan_launch(summary, machine, overrides)
+        user_overrides = merge_overrides(saved, self.cli_overrides)
+        overrides, policy = user_overrides, self._policy()
+        with self._lock:
+            if not attempt.after_failure:
+                self._recovery.pop(str(model), None)  # a person's start begins afresh
+            steps = self._recovery.get(str(model), ())
+        if steps:
+            overrides, policy = steps[-1].overrides, steps[-1].policy
+        draft_path = overrides.draft_model or auto_drafter(model)
+        draft = None
+        if draft_path and overrides.spec_type != "none":
+            try:
+                draft = load_summary(draft_path)
+            except (OSError, ValueError) as exc:
+                log.warning("the draft model %s could not be read: %s", draft_path, exc)
+        broken = frozenset(d.drafter_path for d in ledger.broken_drafters
+                           if d.build_id == build.id
+                           and is_drafter_broken(ledger, build.id, d.drafter_path, identity))
+        measured = measurements.lookup(model, build.binary)
+        plan = plan_launch(summary, machine, overrides, policy, draft=draft, measured=measured,
+                           broken_drafters=broken)
         if isinstance(plan, PlanRefusal):
             hint = f" Try: {plan.suggestions[0]}" if plan.suggestions else ""
             return PreparationRefused(str(model), plan.reason + hint)
         api_key_entry = self._api_key_entry()
         spec = build_launch_spec(plan, binary=build.binary, port=attempt.port, host=HOST,
                                  log_file=None, api_key_entry=api_key_entry, backend=build.backend)
+        if self.memory_limit_bytes:
+            spec = dataclasses.replace(spec, address_space_limit_bytes=self.memory_limit_bytes)
         secrets = self._secrets(spec)
         if self.remember_last_model and attempt.attempt == 0:
             try:
                 SettingsStore(paths.config).update(last_model=str(model))
             except (OSError, ValueError):
                 log.warning("could not remember the last used model", exc_info=True)
-        return PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.id,
-                              backend=build.backend, secrets=secrets,
-                              startup_deadline_s=self.startup_deadline_s)
+        prepared = PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.id,
+                                  backend=build.backend, secrets=secrets,
+                                  startup_deadline_s=self.startup_deadline_s)
+        with self._lock:
+            self._context = {id(prepared): _LaunchContext(
+                build.binary, identity, user_overrides, overrides, policy, summary.n_layer,
+                bool(summary.n_expert))}
+        return prepared
+
+    # -- what failures and successes teach (the supervisor's hooks)
+
+    def after_exit(self, launch: PreparedLaunch, incident, exit) -> ExitDecision:
+        """Strikes and quarantine, broken drafters, the OOM recovery ladder."""
+        from app.core.quarantine import is_quarantined, mark_drafter_broken, record_strike
+        from app.core.recovery import RecoveryInputs, next_recovery_step
+
+        ctx = self._context.get(id(launch))
+        plan = launch.plan
+        if ctx is None or plan is None:
+            return ExitDecision()
+        now = self.clock()
+        drafter = getattr(plan, "drafter", None)
+        if incident.kind == "drafter-failure" and drafter is not None and drafter.draft_path:
+            if drafter.status == "forced":
+                return ExitDecision(action=f"kept {Path(drafter.draft_path).name}, the drafter set for "
+                                           f"this model; it is the likely cause", retry=False)
+            with self._lock:
+                ledger = mark_drafter_broken(
+                    self._load_ledger(), launch.build_id, drafter.draft_path, now, ctx.identity,
+                    f"{incident.title} ({incident.evidence})")
+                self._ledger_store().save(ledger)
+            return ExitDecision(action=f"marked the drafter {Path(drafter.draft_path).name} broken with "
+                                       f"{launch.build_id}; retrying without it", retry=True)
+        if incident.counts_as_strike and launch.build_id:
+            with self._lock:
+                ledger, now_quarantined = record_strike(self._load_ledger(), launch.build_id,
+                                                        ctx.identity, now, incident)
+                self._ledger_store().save(ledger)
+            if now_quarantined:
+                return ExitDecision(action=f"quarantined {launch.build_id}; the next build in line "
+                                           f"is used", retry=True)
+            if is_quarantined(ledger, launch.build_id, ctx.identity):
+                return ExitDecision()
+            n = sum(1 for s in ledger.strikes if s.build_id == launch.build_id)
+            return ExitDecision(action=f"strike {n} of 3 against {launch.build_id}", retry=True)
+        if incident.recoverable_by in ("smaller-plan", "drop-drafter"):
+            with self._lock:
+                steps = self._recovery.get(launch.model_path, ())
+            step = next_recovery_step(RecoveryInputs(
+                plan=plan, overrides=ctx.overrides, user_overrides=ctx.user_overrides,
+                policy=ctx.policy, phase=exit.phase, n_layers=ctx.n_layers, is_moe=ctx.is_moe),
+                incident, steps)
+            if step is None:
+                return ExitDecision(action="no smaller plan is left to try")
+            with self._lock:
+                self._recovery[launch.model_path] = steps + (step,)
+            return ExitDecision(action=f"{_step_words(step)}: {step.reason}", retry=True)
+        return ExitDecision()
+
+    def after_ready(self, launch: PreparedLaunch, lines) -> None:
+        """Record this launch's real buffers, so the next plan uses the measured line."""
+        from app.core.engine_log import parse_memory_report
+        from app.shell import measurements
+
+        ctx = self._context.get(id(launch))
+        if ctx is None or launch.plan is None:
+            return
+        report = parse_memory_report(lines)
+        if measurements.record_launch(launch.model_path, ctx.binary, launch.plan, report) == 0:
+            log.info("the engine's start-up log had no complete memory report; nothing measured")
+
+    def engine_health(self) -> EngineHealth:
+        """Quarantined builds (from the saved ledger) and missing runtimes, for the snapshot."""
+        from app.core.blockers import missing_runtime_from_ldd
+
+        ledger = self._load_ledger()
+        quarantined = tuple((q.build_id, q.why) for q in ledger.quarantined)
+        blockers = []
+        for b in self._missing_runtime:
+            ldd = "\n".join(f"{lib} => not found" for lib in b.missing_libraries)
+            view = missing_runtime_from_ldd(ldd)
+            if view is not None and view not in blockers:
+                blockers.append(view)
+        return EngineHealth(blockers=tuple(blockers), quarantined=quarantined)
 
     @staticmethod
     def _api_key_entry() -> str | None:
