@@ -80,6 +80,9 @@ def build_launch_spec(plan: LaunchPlan, *, binary: str, port: int, host: str = "
         argv += ["-ub", str(plan.ubatch)]
     if plan.mmproj_path:
         argv += ["--mmproj", plan.mmproj_path]
+    if plan.cache_ram_mib is not None:
+        # The prompt cache is host RAM the plan sized; the engine's 8192 MiB default is not.
+        argv += ["-cram", str(plan.cache_ram_mib)]
     argv += ["--no-webui", "--metrics"]
     if log_file:
         argv += ["--log-file", log_file]

@@ -65,6 +65,9 @@ class LaunchPlan:
     mmproj_path: str | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
     ds4: object | None = None  # core.ds4 residency plan, when the engine is ds4
+    # --cache-ram in MiB: host RAM the server may keep for its prompt cache (engine default
+    # 8192). None leaves the engine's default; the planner sizes it from what is left over.
+    cache_ram_mib: int | None = None
 
     @property
     def ctx_per_slot(self) -> int:

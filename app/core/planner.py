@@ -55,6 +55,10 @@ class PlanPolicy:
     ubatch: int = mem.DEFAULT_UBATCH
     draft_max: int = 8  # --spec-draft-n-max when nobody said (reference §7's supervisor checklist)
     ctx_step: int = 1024  # context shrinks in whole KiB of tokens, easier to read
+    # Prompt cache (--cache-ram): the engine's default is the cap; below 64 MiB a cache
+    # holds too few prompts to be worth the RAM, so it is turned off (0).
+    prompt_cache_max_mib: int = 8192
+    prompt_cache_min_mib: int = 64
 
     def os_reserve(self, ram_total: int) -> int:
         return max(self.os_reserve_min_bytes, int(ram_total * self.os_reserve_fraction))
@@ -544,6 +548,11 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
 
     c, lay = best.config, best.layout
     decisions.extend(_describe(model, budgets, best, ov, policy, n_train))
+    cache_ram = prompt_cache_mib(best.devices, budgets.alias.get("CPU", "CPU"), policy)
+    decisions.append(Decision(f"prompt cache {cache_ram} MiB",
+                              "half of the host memory the plan leaves free, at most the engine's "
+                              f"{policy.prompt_cache_max_mib} MiB" if cache_ram else
+                              "the plan leaves too little host memory free for a prompt cache"))
     decisions.append(Decision(f"drafter: {spec.choice.status}", spec.choice.reason))
     drafter = spec.choice
     if ov.spec_sampling and drafter.status in ("in", "forced"):
@@ -558,7 +567,23 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
         cpu_moe=lay.cpu_moe, swa_full=c.swa_full, drafter=drafter, devices=best.devices,
         decisions=tuple(decisions), estimate_source="measured" if best.measured else "estimated",
         threads=ov.threads, batch=ov.batch, ubatch=ov.ubatch,
-        mmproj_path=mmproj.path if mmproj else None, extra_args=ov.extra_args)
+        mmproj_path=mmproj.path if mmproj else None, extra_args=ov.extra_args,
+        cache_ram_mib=cache_ram)
+
+
+def prompt_cache_mib(devices, host_pool: str, policy: "PlanPolicy") -> int:
+    """--cache-ram for this plan: half the host pool's leftover, capped, 0 when small.
+
+    llama-server keeps up to 8192 MiB of host RAM for its prompt cache by default, which
+    the budget never counted; handing it half of what is left keeps the plan's total true
+    and leaves the other half as slack for allocations the buffer lines do not show.
+    """
+    pool = next((d for d in devices if d.name == host_pool), None)
+    if pool is None:
+        return 0
+    leftover_mib = max(0, pool.budget_bytes - pool.total_bytes) // MIB
+    n = min(policy.prompt_cache_max_mib, leftover_mib // 2)
+    return n if n >= policy.prompt_cache_min_mib else 0
 
 
 def _fully_on_gpu(r: _Result) -> bool:

@@ -91,3 +91,12 @@ def test_removed_or_secret_flags_never_reach_the_argv(bad):
 def test_threads_argument_overrides_the_plan():
     argv = build_launch_spec(plan(threads=4), binary="b", port=1, threads=2).argv
     assert argv[argv.index("-t") + 1] == "2"
+
+
+def test_prompt_cache_size_is_passed_when_the_plan_sized_it():
+    argv = build_launch_spec(plan(cache_ram_mib=512), binary="/e/llama-server", port=8080).argv
+    i = argv.index("-cram")
+    assert argv[i + 1] == "512" and argv.index("--no-webui") == i + 2
+    assert "-cram" not in build_launch_spec(plan(), binary="/e/llama-server", port=8080).argv
+    off = build_launch_spec(plan(cache_ram_mib=0), binary="/e/llama-server", port=8080).argv
+    assert off[off.index("-cram") + 1] == "0"

@@ -409,3 +409,23 @@ def test_every_explicit_override_is_honoured_or_named_in_the_refusal(model, m, o
             assert p.gpu_layers == ov.gpu_layers
     if m.gpus and ov.n_cpu_moe and not m.unified_memory and (ov.gpu_layers is not None or model.is_moe):
         assert p.n_cpu_moe == ov.n_cpu_moe
+
+
+# ---- prompt cache (--cache-ram): sized from what the plan leaves, never the engine's blind 8 GiB
+
+def test_prompt_cache_is_half_the_leftover_and_capped_at_the_engine_default():
+    roomy = plan_launch(demo(), cpu(64))
+    assert roomy.cache_ram_mib == 8192
+    small = plan_launch(demo(), cpu(4))  # 4 GiB - 2 GiB reserve, demo uses well under 1 GiB
+    cpu_dev = next(d for d in small.devices if d.name == "CPU")
+    assert small.cache_ram_mib == (cpu_dev.budget_bytes - cpu_dev.total_bytes) // MIB // 2
+    assert any(d.what.startswith("prompt cache") for d in small.decisions)
+
+
+def test_prompt_cache_is_off_when_the_plan_fills_the_budget():
+    tight = plan_launch(llama_8b(), cpu(8))  # 6 GiB budget: context grows until little is left
+    assert isinstance(tight, LaunchPlan)
+    cpu_dev = next(d for d in tight.devices if d.name == "CPU")
+    left_mib = (cpu_dev.budget_bytes - cpu_dev.total_bytes) // MIB
+    assert tight.cache_ram_mib == (left_mib // 2 if left_mib // 2 >= 64 else 0)
+    assert tight.cache_ram_mib < 1024
