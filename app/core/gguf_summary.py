@@ -128,7 +128,7 @@ class ModelSummary:
     n_ff: int | None = None
     n_ff_exp: int | None = None
     # Matrix weights the CPU backend may copy into its CPU_REPACK buffer: (block index, or -1
-    # outside the blocks; tensor type; routed experts (3-D); bytes), summed over 2-D/3-D weights of a repackable
+    # outside the blocks, -2 for token_embd as a tied output; tensor type; routed experts (3-D); bytes), summed over 2-D/3-D weights of a repackable
     # type whose row count is a multiple of 8 (ggml-cpu/repack.cpp), token_embd excluded
     # (it is read by get_rows, never repacked). Which types are repacked depends on the CPU;
     # core/memory.py decides.
@@ -321,6 +321,13 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         else:
             other += t.nbytes
 
+    # A tied output (no output.weight) multiplies by token_embd: the engine gives the output
+    # layer its own copy of it, which the CPU repacks like any matrix (block -2).
+    if not any(t.name == "output.weight" for t in header.tensors):
+        for t in header.tensors:
+            if (t.name == "token_embd.weight" and t.type_name in REPACK_CANDIDATE_TYPES
+                    and len(t.shape) == 2 and t.shape[1] % 8 == 0):
+                repack[(-2, t.type_name, False)] = t.nbytes
     file_type = header.file_type_name
     if file_type is None and quant:
         weights = {k: v for k, v in quant.items() if k not in ("F32",)} or quant

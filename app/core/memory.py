@@ -276,13 +276,18 @@ def repacked_types(cpu_arch: str | None, cpu_features: frozenset[str] | None = N
     return frozenset()
 
 
-def repack_bytes(model: ModelSummary, placement: Placement, repack_types: frozenset[str]) -> int:
-    """Bytes of the CPU_REPACK buffer: repackable weights that sit on the CPU."""
+def repack_bytes(model: ModelSummary, placement: Placement, repack_types: frozenset[str], *,
+                 tied_only: bool = False) -> int:
+    """Bytes of the CPU_REPACK buffer: repackable weights that sit on the CPU.
+
+    `tied_only`: just the copy of token_embd made for a tied output layer, the one copy that
+    is extra even in the resident view (token_embd itself stays in use for get_rows).
+    """
     if not repack_types:
         return 0
     total = 0
     for blk, type_name, experts, n in model.repackable:
-        if type_name not in repack_types:
+        if type_name not in repack_types or (tied_only and blk != -2):
             continue
         if blk < 0:
             dev = placement.output_device
@@ -312,9 +317,8 @@ def weights_by_device(model: ModelSummary, placement: Placement, *,
     takes back under pressure: `count_mapped_original=False` counts each repacked tensor
     once, as the engine's own fit projection does, for budgeting resident memory.
     """
-    copy = repack_bytes(model, placement, repack_types)
-    out: dict[str, int] = {"CPU": model.embedding_bytes + model.other_bytes
-                           + (copy if count_mapped_original else 0)}
+    copy = repack_bytes(model, placement, repack_types, tied_only=not count_mapped_original)
+    out: dict[str, int] = {"CPU": model.embedding_bytes + model.other_bytes + copy}
     for il, lb in enumerate(model.layer_bytes):
         dev = placement.device_of_layer(il)
         experts_dev = "CPU" if placement.experts_on_cpu[il:il + 1] == (True,) else dev

@@ -289,3 +289,14 @@ def test_gemma_query_width_counts_in_the_compute_estimate():
     args = dict(n_ctx_seq=4096, ubatch=512, slots=1, flash_attn=True, n_ctx=4096)
     assert mem.compute_bytes(wide, **args) > mem.compute_bytes(g, **args)
     assert mem.compute_bytes(demo(), **args) == mem.compute_bytes(replace(demo(), head_k=64), **args)
+
+
+def test_a_tied_output_gets_its_own_repacked_copy_in_both_views():
+    # Gemma 3 12B / LFM2 / Mamba2 header-only dry runs: the engine's projection holds a Q4_K
+    # copy of token_embd for the tied output beside token_embd itself.
+    m = replace(demo(), repackable=((-2, "Q4_K", False, 5 * MIB), (0, "Q4_K", False, 8 * MIB)))
+    cpu = mem.place_layers(m, None)
+    x86 = mem.repacked_types("x86_64")
+    plain = mem.weights_by_device(m, cpu)["CPU"]
+    assert mem.weights_by_device(m, cpu, repack_types=x86)["CPU"] == plain + 13 * MIB
+    assert mem.weights_by_device(m, cpu, repack_types=x86, count_mapped_original=False)["CPU"] == plain + 5 * MIB
