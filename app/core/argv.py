@@ -39,8 +39,14 @@ def is_loopback(host: str) -> bool:
 
 def build_launch_spec(plan: LaunchPlan, *, binary: str, port: int, host: str = "127.0.0.1",
                       log_file: str | None = None, api_key_entry: str | None = None,
-                      backend: str = "cpu", threads: int | None = None) -> LaunchSpec:
-    """The argv and environment that run `plan`. Raises ValueError for a non-loopback host."""
+                      backend: str = "cpu", threads: int | None = None,
+                      sleep_idle_s: int | None = None) -> LaunchSpec:
+    """The argv and environment that run `plan`. Raises ValueError for a non-loopback host.
+
+    `sleep_idle_s` is the app's "unload when idle" setting: the engine frees the model's
+    memory after that many idle seconds and reloads it on the next request, keeping its
+    port, so clients see one stable endpoint.
+    """
     if not is_loopback(host):
         raise ValueError(f"llama-server must listen on a loopback address such as 127.0.0.1, not {host}; "
                          f"Stoker does not expose engines to the network")
@@ -83,6 +89,8 @@ def build_launch_spec(plan: LaunchPlan, *, binary: str, port: int, host: str = "
     if plan.cache_ram_mib is not None:
         # The prompt cache is host RAM the plan sized; the engine's 8192 MiB default is not.
         argv += ["-cram", str(plan.cache_ram_mib)]
+    if sleep_idle_s:
+        argv += ["--sleep-idle-seconds", str(int(sleep_idle_s))]
     argv += ["--no-webui", "--metrics"]
     if log_file:
         argv += ["--log-file", log_file]

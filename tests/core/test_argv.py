@@ -100,3 +100,9 @@ def test_prompt_cache_size_is_passed_when_the_plan_sized_it():
     assert "-cram" not in build_launch_spec(plan(), binary="/e/llama-server", port=8080).argv
     off = build_launch_spec(plan(cache_ram_mib=0), binary="/e/llama-server", port=8080).argv
     assert off[off.index("-cram") + 1] == "0"
+
+
+def test_idle_unload_setting_becomes_sleep_idle_seconds():
+    argv = build_launch_spec(plan(), binary="/e/llama-server", port=8080, sleep_idle_s=300).argv
+    assert argv[-4:] == ("--sleep-idle-seconds", "300", "--no-webui", "--metrics")
+    assert "--sleep-idle-seconds" not in build_launch_spec(plan(), binary="b", port=1, sleep_idle_s=0).argv
