@@ -67,3 +67,53 @@ def test_bad_machine_file_is_one_sentence(demo_model, stoker_home, tmp_path, cap
     bad.write_text('{"os": "linux", "ram_total_gib": "lots"}')
     rc, _, err = run_plan(capsys, demo_model, "--machine", bad)
     assert rc == 2 and "ram_total_gib must be a non-negative number" in err
+
+
+def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, stoker_home, capsys,
+                                                     monkeypatch):
+    """Two recorded launches of the demo model under this build make a line; the next plan uses
+    it and says so. A described machine (--machine) did not measure anything and stays estimated."""
+    from dataclasses import replace
+
+    from app.commands import plan as plan_cmd
+    from app.core.engine_log import parse_memory_report
+    from app.shell import measurements
+
+    monkeypatch.setattr(plan_cmd, "_engine", lambda: (str(engine_binary), "cpu"))
+    flags = (demo_model, "--ctx", 4096, "--slots", 1, "--kv", "f16")
+    rc, out, _ = run_plan(capsys, *flags, "--json")
+    before = json.loads(out)
+    assert rc == 0 and before["memory"]["estimate_source"] == "estimated"
+
+    class Settings:  # the plan's own settings, so the recorded line matches its lookup
+        ctx, slots, kv_type_k, kv_type_v = 2048, before["slots"], before["kv_type_k"], before["kv_type_v"]
+        flash_attn, kv_unified = before["flash_attn"], before["kv_unified"]
+        ubatch = int(before["argv"][before["argv"].index("-ub") + 1]) if "-ub" in before["argv"] else 512
+
+    logs = Path(__file__).resolve().parent / "data" / "engine_logs"
+    real = parse_memory_report((logs / "smollm2-f16-np1-c2048.log").read_text().splitlines())
+    # A second context on the same KV line (23040 bytes per cell measured at 2048), with KV
+    # made 1 MiB larger than the analytic figure so the test can tell which one the plan used.
+    kv_8192 = 8192 * 23040 + (1 << 20)
+    other = replace(real, n_ctx=8192,
+                    buffers=tuple(replace(b, bytes=kv_8192) if b.kind == "kv" else b for b in real.buffers))
+    assert measurements.record_launch(demo_model, engine_binary, Settings, real) == 1
+    assert measurements.record_launch(demo_model, engine_binary, replace_ctx(Settings, 8192), other) == 1
+    line = measurements.lookup(demo_model, engine_binary).lines[0][1]
+
+    rc, out, _ = run_plan(capsys, *flags, "--json")
+    after = json.loads(out)
+    assert rc == 0 and after["memory"]["estimate_source"] == "measured"
+    (cpu,) = after["memory"]["devices"]
+    assert cpu["kv_bytes"] == line.components_at(4096, 1, after["kv_unified"])[1]
+    assert cpu["kv_bytes"] != before["memory"]["devices"][0]["kv_bytes"]
+    assert any(d["what"] == "measured memory" for d in after["decisions"])
+
+    rc, out, _ = run_plan(capsys, *flags)
+    assert rc == 0 and "memory figures: measured on this machine" in out
+    rc, out, _ = run_plan(capsys, *flags, "--machine", MACHINES / "cpu-only-ram24g.json")
+    assert rc == 0 and "memory figures: estimated" in out
+
+
+def replace_ctx(settings, ctx):
+    return type("Settings", (settings,), {"ctx": ctx})

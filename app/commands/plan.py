@@ -111,6 +111,24 @@ def _engine() -> tuple[str, str]:
     return "llama-server", "cpu"
 
 
+def _measured(model_path, binary: str):
+    """The lines earlier launches measured for this model under this build, or None.
+
+    Only for this machine: a described machine (`--machine`) did not take those
+    measurements, so its plan stays an estimate. A bare `llama-server` (no discovered
+    build) has no identity a measurement could be tied to.
+    """
+    if binary == "llama-server":
+        return None
+    from app.shell import measurements
+
+    try:
+        found = measurements.lookup(model_path, binary)
+    except OSError:  # an unreadable store is a cache miss, never a reason not to plan
+        return None
+    return found if found.lines else None
+
+
 def run(args) -> int:
     from app.cli import UserError
     from app.core.argv import build_launch_spec
@@ -131,7 +149,8 @@ def run(args) -> int:
     if args.machine:
         # A described machine runs whatever build fits its GPUs; name the backend from them.
         backend = machine.gpus[0].backend if machine.gpus else "cpu"
-    result = plan_launch(model, machine, overrides, draft=draft, mmproj=mmproj)
+    measured = _measured(model_path, binary) if not args.machine else None
+    result = plan_launch(model, machine, overrides, draft=draft, mmproj=mmproj, measured=measured)
     if isinstance(result, LaunchPlan):
         spec = build_launch_spec(result, binary=binary, port=PLACEHOLDER_PORT, backend=backend)
         if args.json:
@@ -208,7 +227,8 @@ def plan_table(plan, spec, machine) -> str:
     for m in plan.devices:
         lines.append(f"  {m.name:<8} {_mib(m.budget_bytes):>12} {_mib(m.weights_bytes):>12} {_mib(m.kv_bytes):>12} "
                      f"{_mib(m.compute_bytes):>12} {_mib(m.other_bytes):>12} {_mib(m.total_bytes):>12}")
-    lines += ["", f"  memory figures: {plan.estimate_source}", "", "Decisions:"]
+    source = "measured on this machine" if plan.estimate_source == "measured" else "estimated"
+    lines += ["", f"  memory figures: {source}", "", "Decisions:"]
     lines += [f"  - {d.what}: {d.why}" for d in plan.decisions]
     lines += ["", f"Command (port {PLACEHOLDER_PORT} is a placeholder):", "  " + " ".join(_quote(a) for a in spec.argv)]
     return "\n".join(lines)
