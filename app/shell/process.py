@@ -97,6 +97,9 @@ class EngineProcess:
         self.ready_at: float | None = None
         self.stop_requested = False
         self._oom_watch = None
+        self._cgroup = None  # the engine's own memory cgroup (memory_limit_bytes), removed at exit
+        self._cgroup_oom_kills: int | None = None  # its counter at spawn
+        self._oom_at_exit: bool | None = None  # read before the group is removed
         self._ring: collections.deque[str] = collections.deque(maxlen=RING_LINES)
         self._ring_lock = threading.Lock()
         self._reader = threading.Thread(target=self._read, name=f"engine-output-{popen.pid}",
@@ -119,20 +122,33 @@ class EngineProcess:
         log = RotatingLog(Path(log_dir) / log_name)
         log.write(f"=== {time.strftime('%Y-%m-%d %H:%M:%S')} starting: {' '.join(spec.argv)}")
         kwargs: dict = {}
+        cgroup = None
         if POSIX:
             kwargs["start_new_session"] = True
             if spec.address_space_limit_bytes:
                 kwargs["preexec_fn"] = _address_space_cap(spec.address_space_limit_bytes)
+            if spec.memory_limit_bytes:
+                from app.shell.memory_cgroup import MemoryCgroup
+
+                try:
+                    cgroup = MemoryCgroup.create(spec.memory_limit_bytes)
+                except OSError as exc:
+                    log.write(f"=== could not start: {exc}")
+                    log.close()
+                    raise
+                kwargs["preexec_fn"] = _chain(kwargs.get("preexec_fn"), cgroup.enter_fn())
         else:
             kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
         try:
             popen = subprocess.Popen(list(spec.argv), executable=spec.binary, env=env,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, **kwargs)
-        except OSError as exc:
+        except (OSError, subprocess.SubprocessError) as exc:
+            if cgroup is not None:
+                cgroup.remove()
             log.write(f"=== could not start: {exc}")
             log.close()
-            raise OSError(f"could not start {spec.binary}: {exc.strerror or exc}") from exc
+            raise OSError(f"could not start {spec.binary}: {getattr(exc, 'strerror', None) or exc}") from exc
         started_at = time.time()
         oom_watch = None
         try:  # the memory cgroup must be read now: /proc/<pid>/cgroup goes with the process
@@ -146,6 +162,8 @@ class EngineProcess:
         pid_file = _write_pid_file(run_dir, popen.pid, spec.binary)
         proc = cls(spec, popen, log, pid_file, started_at)
         proc._oom_watch = oom_watch
+        proc._cgroup = cgroup
+        proc._cgroup_oom_kills = cgroup.oom_kills() if cgroup is not None else None
         return proc
 
     # -- output
@@ -211,7 +229,9 @@ class EngineProcess:
         self._reader.join(timeout=1.0)  # the last lines carry the reason
         sig = -code if code is not None and code < 0 else None
         oom = None
-        if sig is not None and self._oom_watch is not None and not self.stop_requested:
+        if sig is not None and self._oom_at_exit is not None and not self.stop_requested:
+            oom = self._oom_at_exit
+        elif sig is not None and self._oom_watch is not None and not self.stop_requested:
             try:
                 oom = self._oom_watch.killed_by_oom()
             except OSError:
@@ -229,6 +249,13 @@ class EngineProcess:
         )
 
     def _cleanup(self) -> None:
+        if self._cgroup is not None:
+            # The group goes with the engine, so its OOM counter is read first.
+            after = self._cgroup.oom_kills()
+            if after is not None and self._cgroup_oom_kills is not None:
+                self._oom_at_exit = after > self._cgroup_oom_kills
+            self._cgroup.remove()
+            self._cgroup = None
         if self._pid_file is not None:
             try:
                 self._pid_file.unlink()
@@ -249,6 +276,18 @@ def _address_space_cap(limit: int):
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
     return cap
+
+
+def _chain(first, second):
+    """One preexec function running `first` (when set) and then `second`."""
+    if first is None:
+        return second
+
+    def both() -> None:
+        first()
+        second()
+
+    return both
 
 
 def _signal_group(popen: subprocess.Popen, sig) -> None:
