@@ -82,9 +82,10 @@ class RealPreparer:
     ledger (`<data>/quarantine.json`), the OOM recovery ladder for the model being started,
     and the measured memory lines (`<data>/measurements.json`).
 
-    `machine` (a core.machine.Machine) and `memory_limit_bytes` (RLIMIT_AS on the engine)
-    are test knobs: planning for a machine claimed larger than the real limit makes a first
-    plan that really cannot fit, so the recovery ladder runs on the real engine.
+    `machine` (a core.machine.Machine) and `memory_limit_bytes` (a memory cgroup around the
+    engine, Linux) are test knobs: planning for a machine claimed larger than the real
+    limit makes a first plan that really cannot fit, so the recovery ladder runs on the
+    real engine.
     """
 
     def __init__(self, *, cli_overrides: ModelOverrides | None = None, engine: str | None = None,
@@ -241,7 +242,7 @@ class RealPreparer:
         spec = build_launch_spec(plan, binary=build.binary, port=attempt.port, host=HOST,
                                  log_file=None, api_key_entry=api_key_entry, backend=build.backend)
         if self.memory_limit_bytes:
-            spec = dataclasses.replace(spec, address_space_limit_bytes=self.memory_limit_bytes)
+            spec = dataclasses.replace(spec, memory_limit_bytes=self.memory_limit_bytes)
         secrets = self._secrets(spec)
         if self.remember_last_model and attempt.attempt == 0:
             try:
