@@ -1,0 +1,90 @@
+"""The OOM recovery ladder end to end: Supervisor + RealPreparer on the real engine.
+
+The engine runs in a memory cgroup of its own (LaunchSpec.memory_limit_bytes) limited to
+160 MiB, while the planner is told of a 64 GiB machine, so the first plan (the demo
+model's full 8,192 context, an f16 KV cache of 180 MiB) really cannot fit: the kernel's
+OOM killer ends the engine while it clears its KV cache. Measured here (b11434 CPU,
+`-np 1`): peak cgroup usage 204 MiB at ctx 8,192 (OOM-killed under 160 MiB), 113 MiB at
+ctx 4,096 (starts). The ladder's first rung halves the context and the model serves.
+Skips where no memory cgroup can be made (not root, no writable cgroup tree).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+
+import pytest
+
+from app.core.commands import Shutdown, StartModel
+from app.core.overrides import ModelOverrides
+from app.core.snapshot import EngineState as S
+from app.shell import memory_cgroup
+from app.shell.process import EngineProcess
+from app.shell.supervisor import Supervisor
+from tests.shell.engine_helpers import chat, demo_spec, engines_running
+
+pytestmark = [pytest.mark.engine,
+              pytest.mark.skipif(sys.platform != "linux" or not memory_cgroup.available(),
+                                 reason="needs a writable memory cgroup (Linux, root or delegated v2)")]
+MIB = 1024 * 1024
+GIB = 1024 * MIB
+LIMIT = 160 * MIB  # between ctx 4,096 (113 MiB peak) and ctx 8,192 (204 MiB peak)
+
+
+def _install_own(engine_dir):
+    from app.shell.paths import stoker_paths
+
+    root = stoker_paths().engines / "llama-server"
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "b11434-cpu").symlink_to(engine_dir, target_is_directory=True)
+
+
+def test_the_cgroup_limit_really_oom_kills_the_engine_and_leaves_no_group(engine_binary, demo_model,
+                                                                          stoker_home, tmp_path):
+    spec = dataclasses.replace(demo_spec(engine_binary, demo_model, ctx=8192), memory_limit_bytes=LIMIT)
+    proc = EngineProcess.start(spec, log_dir=tmp_path, run_dir=tmp_path / "run")
+    group = proc._cgroup.path
+    try:
+        code = proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.stop(grace_s=2)
+    report = proc.exit_report()
+    assert code == -9 and report.signal == 9 and report.oom_killed is True, proc.tail(5)
+    assert not group.exists()
+
+
+def test_a_plan_that_cannot_fit_ends_ready_on_a_smaller_one(engine_dir, demo_model, stoker_home):
+    from app.core.restart import RestartPolicy
+    from app.shell.launcher import RealPreparer
+    from app.shell.probe import probe_machine
+
+    _install_own(engine_dir)
+    real = probe_machine(str(engine_dir / "llama-server"))
+    big = dataclasses.replace(real, ram_total_bytes=64 * GIB, ram_available_bytes=60 * GIB)
+    prep = RealPreparer(cli_overrides=ModelOverrides(slots=1), machine=big, memory_limit_bytes=LIMIT,
+                        remember_last_model=False, startup_deadline_s=60)
+    launches = []
+    sup = Supervisor(prep, policy=RestartPolicy(first_delay_s=0.2, factor=2.0, cap_s=2.0),
+                     stop_grace_s=5, on_launch=launches.append).start()
+    try:
+        sup.submit(StartModel(str(demo_model)))
+        ready = sup.wait_for(lambda s: s.state is S.READY, 60)
+        assert ready is not None, ([(x.plan.ctx, x.plan.kv_type_k) for x in launches],
+                                   [(i.kind, i.evidence, i.action) for i in sup.snapshot().incidents])
+        plans = [(x.plan.ctx, x.plan.kv_type_k) for x in launches]
+        assert plans == [(8192, "f16"), (4096, "f16")], plans
+        assert all(x.spec.memory_limit_bytes == LIMIT for x in launches)
+        assert ready.ctx == 4096
+        # Each step is in the incidents: what killed it, and what the next attempt changes.
+        oom = [i for i in ready.incidents if i.kind == "host-oom"]
+        assert len(oom) == 1 == len(ready.incidents), ready.incidents
+        assert "out-of-memory killer" in oom[0].evidence
+        assert "retrying with context 4,096" in oom[0].action, oom[0].action
+        assert any(b.kind == "outOfMemory" for b in ready.blockers), ready.blockers
+        assert chat(ready.endpoint)
+    finally:
+        sup.submit(Shutdown())
+        assert sup.join(30)
+    assert engines_running(engine_dir / "llama-server") == []
