@@ -1,0 +1,66 @@
+"""bench fit's search and bench memory's calibrated column, without launching an engine:
+the search against a fake engine whose true limit is known, the calibration against rows
+that lie on (or off) a straight line."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.bench.fit import Trial, largest_serving_ctx
+from app.bench.memory import Row, calibrated_predictions
+
+MIB = 1 << 20
+
+
+def fake_engine(limit_ctx):
+    calls = []
+
+    def try_ctx(ctx):
+        calls.append(ctx)
+        return Trial(ctx, ctx <= limit_ctx, "fake", None, None, 0.0)
+    return try_ctx, calls
+
+
+@pytest.mark.parametrize("limit", [256, 3840, 5120, 6144, 7936, 8192])
+@pytest.mark.parametrize("start", [2048, 5376, 6144, 8192])
+def test_search_finds_the_true_largest_within_the_launch_budget(limit, start):
+    try_ctx, calls = fake_engine(limit)
+    best, trials = largest_serving_ctx(try_ctx, start, 8192, max_launches=12)
+    assert best == limit
+    assert calls[0] == start and len(trials) == len(calls) <= 12
+
+
+def test_search_reports_none_when_nothing_serves():
+    try_ctx, _ = fake_engine(0)
+    best, trials = largest_serving_ctx(try_ctx, 4096, 8192, max_launches=20)
+    assert best is None and trials[-1].ctx == 256
+
+
+def test_search_stops_at_the_launch_budget_with_the_largest_seen():
+    try_ctx, calls = fake_engine(7936)
+    best, trials = largest_serving_ctx(try_ctx, 1024, 1 << 20, max_launches=3)
+    assert len(calls) == 3 and best == max(c for c in calls if c <= 7936)
+
+
+def row(ctx, total_kv, model="m", kv="f16", slots=1, source="buffers"):
+    return Row(model, ctx, kv, slots, source, 0, 0, 0, 100 * MIB, total_kv, 10 * MIB, 0)
+
+
+def test_calibrated_prediction_is_exact_on_a_line_and_needs_two_other_contexts():
+    rows = [row(c, c * 23040) for c in (2048, 4096, 8192)] + [row(2048, 2048 * 23040, kv="q8_0"),
+                                                               row(8192, 8192 * 23040, kv="q8_0")]
+    preds = calibrated_predictions(rows)
+    for r, (pred, err) in zip(rows[:3], preds[:3]):
+        assert pred == r.eng_total and err == 0.0
+    assert preds[3:] == [(None, None), (None, None)]  # only one other context in that group
+
+
+def test_calibrated_error_shows_a_row_off_the_line():
+    rows = [row(2048, 2048 * 23040), row(4096, 4096 * 23040 + 8 * MIB), row(8192, 8192 * 23040)]
+    _, err = calibrated_predictions(rows)[1]
+    assert err is not None and err < -1.0  # the line through 2048 and 8192 misses the bump
+
+
+def test_dry_run_rows_are_not_calibrated():
+    rows = [row(c, c * 23040, source="dry-run") for c in (2048, 4096, 8192)]
+    assert calibrated_predictions(rows) == [(None, None)] * 3
