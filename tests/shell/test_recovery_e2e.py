@@ -55,7 +55,7 @@ def test_the_cgroup_limit_really_oom_kills_the_engine_and_leaves_no_group(engine
     assert not group.exists()
 
 
-def test_a_plan_that_cannot_fit_ends_ready_on_a_smaller_one(engine_dir, demo_model, stoker_home):
+def _supervisor_on_a_claimed_big_machine(engine_dir, limit, launches):
     from app.core.restart import RestartPolicy
     from app.shell.launcher import RealPreparer
     from app.shell.probe import probe_machine
@@ -63,11 +63,15 @@ def test_a_plan_that_cannot_fit_ends_ready_on_a_smaller_one(engine_dir, demo_mod
     _install_own(engine_dir)
     real = probe_machine(str(engine_dir / "llama-server"))
     big = dataclasses.replace(real, ram_total_bytes=64 * GIB, ram_available_bytes=60 * GIB)
-    prep = RealPreparer(cli_overrides=ModelOverrides(slots=1), machine=big, memory_limit_bytes=LIMIT,
+    prep = RealPreparer(cli_overrides=ModelOverrides(slots=1), machine=big, memory_limit_bytes=limit,
                         remember_last_model=False, startup_deadline_s=60)
+    return Supervisor(prep, policy=RestartPolicy(first_delay_s=0.2, factor=2.0, cap_s=2.0),
+                      stop_grace_s=5, on_launch=launches.append).start()
+
+
+def test_a_plan_that_cannot_fit_ends_ready_on_a_smaller_one(engine_dir, demo_model, stoker_home):
     launches = []
-    sup = Supervisor(prep, policy=RestartPolicy(first_delay_s=0.2, factor=2.0, cap_s=2.0),
-                     stop_grace_s=5, on_launch=launches.append).start()
+    sup = _supervisor_on_a_claimed_big_machine(engine_dir, LIMIT, launches)
     try:
         sup.submit(StartModel(str(demo_model)))
         ready = sup.wait_for(lambda s: s.state is S.READY, 60)
@@ -84,6 +88,27 @@ def test_a_plan_that_cannot_fit_ends_ready_on_a_smaller_one(engine_dir, demo_mod
         assert "retrying with context 4,096" in oom[0].action, oom[0].action
         assert any(b.kind == "outOfMemory" for b in ready.blockers), ready.blockers
         assert chat(ready.endpoint)
+    finally:
+        sup.submit(Shutdown())
+        assert sup.join(30)
+    assert engines_running(engine_dir / "llama-server") == []
+
+
+def test_two_rungs_smaller_context_then_a_cheaper_kv_cache(engine_dir, demo_model, stoker_home):
+    # 92 MiB: ctx 8,192 f16 (204 MiB peak) and ctx 4,096 f16 (113 MiB) are OOM-killed,
+    # ctx 4,096 with a q8_0 KV cache (71 MiB) starts.
+    launches = []
+    sup = _supervisor_on_a_claimed_big_machine(engine_dir, 92 * MIB, launches)
+    try:
+        sup.submit(StartModel(str(demo_model)))
+        ready = sup.wait_for(lambda s: s.state is S.READY, 60)
+        plans = [(x.plan.ctx, x.plan.kv_type_k, x.plan.kv_type_v) for x in launches]
+        assert ready is not None, (plans, [(i.kind, i.action) for i in sup.snapshot().incidents])
+        assert plans == [(8192, "f16", "f16"), (4096, "f16", "f16"), (4096, "q8_0", "q8_0")], plans
+        assert [i.kind for i in ready.incidents] == ["host-oom", "host-oom"], ready.incidents
+        assert "retrying with context 4,096" in ready.incidents[0].action
+        assert "retrying with a q8_0/q8_0 KV cache" in ready.incidents[1].action
+        assert ready.ctx == 4096 and chat(ready.endpoint)
     finally:
         sup.submit(Shutdown())
         assert sup.join(30)
