@@ -158,9 +158,12 @@ def next_recovery_step(inputs: RecoveryInputs, incident, attempts: tuple[Recover
         return _more_headroom(inputs, attempt)
     last = next((_RUNG_OF[a.rung] for a in reversed(attempts) if a.rung in _RUNG_OF), None)
     start = (START_RUNGS.index(last) + 1) if last else 0
+    # A step whose settings were already tried (the planner may not have applied them, so
+    # the failed plan looks like its predecessor) would only fail again: skip to the next rung.
+    tried = {(inputs.overrides, inputs.policy)} | {(a.overrides, a.policy) for a in attempts}
     for i in range(len(START_RUNGS)):
         rung = START_RUNGS[(start + i) % len(START_RUNGS)]
         step = _RUNG_FN[rung](inputs, incident, attempt)
-        if step is not None:
+        if step is not None and (step.overrides, step.policy) not in tried:
             return step
     return None

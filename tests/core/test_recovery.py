@@ -123,3 +123,19 @@ def test_ladder_is_bounded_and_never_grows_anything(ctx, kv, ngl, layers):
         if s.overrides.ctx is not None:
             assert s.overrides.ctx <= prev_ctx and s.overrides.ctx >= 2048
             prev_ctx = s.overrides.ctx
+
+
+def test_the_ladder_never_repeats_settings_already_tried():
+    # The planner kept 8,192 although 4,096 was asked for (say its own floor): halving the
+    # plan's context again would ask for 4,096 a second time, so the next rung is taken.
+    first = next_recovery_step(RecoveryInputs(plan(ctx=8192), ModelOverrides()), HOST_OOM)
+    assert first.rung == "smaller-context" and first.overrides.ctx == 4096
+    again = next_recovery_step(RecoveryInputs(plan(ctx=8192), first.overrides), HOST_OOM, (first,))
+    assert again.rung == "cheaper-kv" and again.overrides.ctx == 4096
+    assert (again.overrides, again.policy) != (first.overrides, first.policy)
+
+
+def test_the_context_never_goes_below_the_planners_floor():
+    steps = run_ladder(plan(ctx=8192), HOST_OOM, min_ctx=PlanPolicy().min_ctx)
+    assert [s.overrides.ctx for s in steps if s.rung == "smaller-context"] == [4096]
+    assert all((s.overrides.ctx or 8192) >= PlanPolicy().min_ctx for s in steps)
