@@ -263,7 +263,7 @@ class RealPreparer:
     def after_exit(self, launch: PreparedLaunch, incident, exit) -> ExitDecision:
         """Strikes and quarantine, broken drafters, the OOM recovery ladder."""
         from app.core.quarantine import is_quarantined, mark_drafter_broken, record_strike
-        from app.core.recovery import RecoveryInputs, next_recovery_step
+        from app.core.recovery import CTX_FLOOR, RecoveryInputs, next_recovery_step
 
         ctx = self._context.get(id(launch))
         plan = launch.plan
@@ -299,7 +299,9 @@ class RealPreparer:
                 steps = self._recovery.get(launch.model_path, ())
             step = next_recovery_step(RecoveryInputs(
                 plan=plan, overrides=ctx.overrides, user_overrides=ctx.user_overrides,
-                policy=ctx.policy, phase=exit.phase, n_layers=ctx.n_layers, is_moe=ctx.is_moe),
+                policy=ctx.policy, phase=exit.phase, n_layers=ctx.n_layers, is_moe=ctx.is_moe,
+                # the planner's own floor: a smaller context is one it would not keep anyway
+                min_ctx=getattr(ctx.policy, "min_ctx", CTX_FLOOR)),
                 incident, steps)
             if step is None:
                 return ExitDecision(action="no smaller plan is left to try")
