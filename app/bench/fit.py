@@ -22,15 +22,21 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 MIB = 1048576
+DEFAULT_BUDGET_MIB = 256
+SERVE_TIMEOUT_S = 150.0  # a full-context prompt slower than this is not "serving"
 
 
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print a versioned JSON object")
-    parser.add_argument("--budget-mib", type=int, default=1536,
-                        help="address-space limit for the engine in MiB (default 1536)")
+    parser.add_argument("--budget-mib", type=int, default=DEFAULT_BUDGET_MIB,
+                        help=f"memory limit for the engine in MiB (default {DEFAULT_BUDGET_MIB}: "
+                             "contexts of a few thousand tokens on the demo model, so each "
+                             "full-context request takes seconds on 2 cores)")
+    parser.add_argument("--max-launches", type=int, default=8,
+                        help="real launches for the search, the planned context's included (default 8)")
     parser.add_argument("--model", metavar="PATH", help="model to use (default: the demo model)")
     parser.add_argument("--slots", type=int, default=1)
     parser.add_argument("--rlimit", action="store_true",
@@ -108,32 +114,105 @@ class MemoryCgroup:
             pass
 
 
-def _starts(binary, model, ctx, slots, limit, cgroup=None) -> bool:
+@dataclass(frozen=True)
+class Trial:
+    """One real launch under the limit: did it start, and did it serve a full-context request."""
+
+    ctx: int
+    serves: bool
+    why: str  # the probe's reason: "served N prompt tokens in S s", or how it failed
+    peak_bytes: int | None  # the cgroup's highest usage during the launch (None: no cgroup)
+    buffers_bytes: int | None  # the engine's own buffer lines (weights + KV + compute + output)
+    wall_s: float
+
+
+def _trial(binary, model, ctx, slots, limit, cgroup=None) -> Trial:
+    """Start with warm-up and serve one request whose prompt fills a slot's context: what a
+    user calls "it runs". A start alone leaves the compute buffer (and, with --no-warmup,
+    more) untouched, so a cgroup admits contexts that die on their first long prompt."""
     from app.shell.memory_probe import run_probe
 
+    settings = dict(ctx=ctx, slots=slots, timeout_s=60, warmup=True, fill_context=True,
+                    serve_timeout_s=SERVE_TIMEOUT_S)
     if cgroup is not None:
         cgroup.set_limit(limit)
-        return run_probe(cgroup.wrapper, model, ctx=ctx, slots=slots, timeout_s=60).started
-    return run_probe(binary, model, ctx=ctx, slots=slots, address_space_limit=limit,
-                     timeout_s=60).started
+        _drop_file_cache(model)
+        cgroup.reset_peak()
+        r = run_probe(cgroup.wrapper, model, **settings)
+        peak = cgroup.peak()
+    else:
+        r = run_probe(binary, model, address_space_limit=limit, **settings)
+        peak = None
+    ok = bool(r.started and r.served)
+    why = r.serve_reason if r.started else (r.report.load_error or r.reason)
+    return Trial(ctx, ok, why, peak, r.report.total_bytes if r.report.complete else None, r.wall_s)
 
 
-def largest_starting_ctx(binary, model, slots, limit, hi, progress=None,
-                         cgroup=None) -> tuple[int | None, int]:
-    """Bisect in steps of 256 (the engine pads to 256): the largest ctx that reaches READY."""
-    lo_ok, launches = None, 0
-    lo, top = 1, hi // 256  # in units of 256 tokens
-    while lo <= top:
-        mid = (lo + top) // 2
-        ok = _starts(binary, model, mid * 256, slots, limit, cgroup)
-        launches += 1
+def _drop_file_cache(path) -> None:
+    """Evict the model file's clean pages from the page cache before a launch.
+
+    A memory cgroup charges a cached page to whoever first read it; pages cached by an
+    earlier run (outside the cgroup) would cost the engine nothing, and the first bench
+    run showed cgroup peaks below the engine's own buffers. Evicting them makes the engine
+    read, and be charged for, the weights it maps, as on a fresh boot.
+    """
+    import os
+
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def largest_serving_ctx(try_ctx, start: int, hi: int, max_launches: int = 8,
+                        progress=None) -> tuple[int | None, list[Trial]]:
+    """The largest multiple of 256 in [256, hi] for which `try_ctx(ctx) -> Trial` serves.
+
+    Starts at `start` (the planner's context: it is usually close, and its own trial is
+    needed anyway), gallops away from it in growing steps until the answer is bracketed,
+    then bisects. Monotone by assumption (more context never needs less memory). Stops
+    after `max_launches`; the answer is then the largest context seen serving, and the
+    bracket left open is reported by the trials.
+    """
+    trials: list[Trial] = []
+    ok_hi: int | None = None  # largest seen serving
+    bad_lo: int | None = None  # smallest seen failing
+
+    def probe(units: int) -> bool:
+        nonlocal ok_hi, bad_lo
+        t = try_ctx(units * 256)
+        trials.append(t)
         if progress:
-            progress(f"ctx {mid * 256}: {'starts' if ok else 'fails'}")
-        if ok:
-            lo_ok, lo = mid * 256, mid + 1
+            progress(f"ctx {t.ctx}: {'serves' if t.serves else 'fails'} ({t.why})")
+        if t.serves:
+            ok_hi = max(ok_hi or 0, units)
         else:
-            top = mid - 1
-    return lo_ok, launches
+            bad_lo = units if bad_lo is None else min(bad_lo, units)
+        return t.serves
+
+    top = max(1, hi // 256)
+    u = min(max(1, start // 256), top)
+    step = max(1, u // 32)  # ~3 % of the start: the first step tests the 95 % target's neighbourhood
+    if probe(u):
+        while len(trials) < max_launches and u < top:
+            u = min(top, u + step)
+            step *= 2
+            if not probe(u):
+                break
+    else:
+        while len(trials) < max_launches and u > 1:
+            u = max(1, u - step)
+            step *= 2
+            if probe(u):
+                break
+    while (len(trials) < max_launches and ok_hi is not None and bad_lo is not None
+           and bad_lo - ok_hi > 1):
+        probe((ok_hi + bad_lo) // 2)
+    return (ok_hi * 256 if ok_hi else None), trials
 
 
 def planned_ctx(summary, budget: int, slots: int, reserve: int = 0):
@@ -147,9 +226,8 @@ def planned_ctx(summary, budget: int, slots: int, reserve: int = 0):
     # The engine process's own memory outside its buffers is the only reserve inside the limit.
     policy = PlanPolicy(os_reserve_min_bytes=reserve, os_reserve_fraction=0.0, default_ctx=1 << 20,
                         max_slots=slots)
-    # Let the planner go past the trained context, as the bisection does.
-    unclamped = replace(summary, n_ctx_train=1 << 20)
-    plan = plan_launch(unclamped, machine, ModelOverrides(slots=slots), policy)
+    # The planner keeps its trained-context clamp: the server refuses longer prompts per slot.
+    plan = plan_launch(summary, machine, ModelOverrides(slots=slots), policy)
     return plan if isinstance(plan, LaunchPlan) else None, plan
 
 
@@ -183,61 +261,95 @@ def run(args) -> int:
 
 def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserError) -> int:
     kind = f"memory cgroup v{cgroup.version}" if cgroup else "RLIMIT_AS (no writable memory cgroup)"
+    small = _trial(binary, model, 256, args.slots, limit, cgroup)
+    if not small.serves or small.buffers_bytes is None:
+        raise UserError(f"the engine does not serve even context 256 under {args.budget_mib} MiB "
+                        f"({small.why}); give a larger --budget-mib")
+    buffers = small.buffers_bytes
     if cgroup is not None:
-        cgroup.set_limit(limit)
-        cgroup.reset_peak()
-        small = run_probe(cgroup.wrapper, model, ctx=256, slots=args.slots)
-        peak = cgroup.peak()
+        # What the engine process holds beyond its buffer lines once it has served a request
+        # (binary, libraries, heap, HTTP threads): the planner's only reserve inside the limit.
+        overhead = max(0, (small.peak_bytes or 0) - buffers)
     else:
-        small = run_probe(binary, model, ctx=256, slots=args.slots, address_space_limit=limit)
-        peak = None
-    if not small.started:
-        raise UserError(f"the engine does not start even at context 256 under {args.budget_mib} MiB "
-                        f"({small.reason}); give a larger --budget-mib")
-    buffers = small.report.total_bytes or 0
-    if cgroup is not None:
-        # What the engine process holds beyond its buffer lines: the planner's only reserve.
-        overhead = max(0, (peak or 0) - buffers)
-    else:
-        # Address space beyond the buffers: the smallest limit that starts ctx 256, found by
+        # Address space beyond the buffers: the smallest limit that serves ctx 256, found by
         # bisection in 16 MiB steps, minus the buffers.
         lo, hi = buffers // (16 * MIB), limit // (16 * MIB)
         while lo < hi:
             mid = (lo + hi) // 2
-            if run_probe(binary, model, ctx=256, slots=args.slots,
-                         address_space_limit=mid * 16 * MIB).started:
+            if _trial(binary, model, 256, args.slots, mid * 16 * MIB).serves:
                 hi = mid
             else:
                 lo = mid + 1
         overhead = max(0, hi * 16 * MIB - buffers)
-    per_token = max(1, (small.report.device("CPU").kv_bytes // 256) if small.report.device("CPU") else 1)
-    top = min(1 << 20, (limit // per_token // 256 + 1) * 256)
-    best, launches = largest_starting_ctx(binary, model, args.slots, limit, top, progress, cgroup)
     plan, raw = planned_ctx(summary, limit, args.slots, reserve=overhead)
     planned = plan.ctx if plan else None
-    planned_starts = _starts(binary, model, planned, args.slots, limit, cgroup) if planned else None
+    kv_per_token = max(1, summary_kv_per_token(summary))
+    top = min(1 << 20, (limit // kv_per_token // 256 + 1) * 256)
+    if summary.n_ctx_train:
+        # llama-server caps each slot's context at the trained context (a longer prompt is
+        # refused with HTTP 400), so nothing above it can serve a full-context request.
+        top = min(top, summary.n_ctx_train * args.slots)
+    cache: dict[int, Trial] = {}
+
+    def try_ctx(ctx: int) -> Trial:
+        if ctx not in cache:
+            cache[ctx] = _trial(binary, model, ctx, args.slots, limit, cgroup)
+        return cache[ctx]
+
+    best, trials = largest_serving_ctx(try_ctx, planned or top // 2, top, args.max_launches, progress)
+    at_plan = cache.get(planned) if planned else None
+    planned_serves = at_plan.serves if at_plan else None
     ratio = (planned / best) if (planned and best) else None
+    est_total = plan.devices[0].total_bytes if plan else None
     result = {
-        "schema": 1, "bench": "fit", "model": str(model), "engine": binary, "slots": args.slots,
-        "limit": kind, "budget_bytes": limit, "largest_starting_ctx": best, "bisection_launches": launches,
-        "planned_ctx": planned, "planned_starts": planned_starts, "ratio": ratio,
+        "schema": 2, "bench": "fit", "model": str(model), "engine": binary, "slots": args.slots,
+        "limit": kind, "budget_bytes": limit,
+        "definition": "READY with warm-up, then one /completion whose prompt fills the slot's context "
+                      "(ctx/slots - 16 token ids, n_predict 4, cache_prompt false) completes",
+        "largest_serving_ctx": best, "launches": len(trials),
+        "planned_ctx": planned, "planned_serves": planned_serves, "ratio": ratio,
         "planned_refusal": None if plan else getattr(raw, "reason", str(raw)),
         "engine_buffers_at_256_bytes": buffers, "process_overhead_bytes": overhead,
-        "target_ratio_met": ratio is not None and ratio >= 0.95 and bool(planned_starts),
+        "planned_estimate_bytes": est_total,
+        "trials": [{"ctx": t.ctx, "serves": t.serves, "why": t.why, "cgroup_peak_bytes": t.peak_bytes,
+                    "engine_buffers_bytes": t.buffers_bytes, "wall_s": round(t.wall_s, 1)}
+                   for t in sorted(trials, key=lambda t: t.ctx)],
+        "target_ratio_met": ratio is not None and ratio >= 0.95 and bool(planned_serves),
     }
     if args.json:
         print(json.dumps(result, indent=2))
         return 0
-    print("| limit | budget | overhead (reserve) | largest ctx that starts | planned ctx | planned/largest "
-          "| planned starts |")
+    print("| limit | budget | overhead (reserve) | largest ctx that serves a full-context request "
+          "| planned ctx | planned/largest | planned serves |")
     print("|---|---|---|---|---|---|---|")
-    print(f"| {kind} | {args.budget_mib} MiB | {overhead / MIB:.0f} MiB | {best} ({launches} launches) | "
+    print(f"| {kind} | {args.budget_mib} MiB | {overhead / MIB:.1f} MiB | {best} ({len(trials)} launches) | "
           f"{planned if planned else 'refused'} | {f'{ratio:.3f}' if ratio else '-'} | "
-          f"{'yes' if planned_starts else 'no'} |")
+          f"{'yes' if planned_serves else 'no'} |")
     if not plan:
         print(f"\nplanner: {result['planned_refusal']}")
-    print(f"\nTarget planned >= 95 % of the largest and starting: "
+    print("\n| ctx | serves | engine buffers MiB | cgroup peak MiB | peak - buffers MiB | wall s | why |")
+    print("|---|---|---|---|---|---|---|")
+    for t in result["trials"]:
+        b, p = t["engine_buffers_bytes"], t["cgroup_peak_bytes"]
+        print(f"| {t['ctx']} | {'yes' if t['serves'] else 'no'} | {_mib(b)} | {_mib(p)} | "
+              f"{_mib(p - b) if (p is not None and b is not None) else '-'} | {t['wall_s']} | {t['why']} |")
+    print(f"\nTarget planned >= 95 % of the largest and serving: "
           f"{'met' if result['target_ratio_met'] else 'NOT met'}.")
+    if plan:
+        print(f"Planner's CPU total at ctx {planned}: {est_total / MIB:.1f} MiB + reserve "
+              f"{overhead / MIB:.1f} MiB = {(est_total + overhead) / MIB:.1f} MiB of {args.budget_mib} MiB.")
     print(f"Engine buffers at ctx 256: {buffers / MIB:.1f} MiB; the process's memory beyond them "
-          f"({overhead / MIB:.0f} MiB, measured there) is the planner's reserve inside the limit.")
+          f"after serving ({overhead / MIB:.1f} MiB, measured there) is the planner's reserve inside the limit.")
     return 0
+
+
+def _mib(b) -> str:
+    return "-" if b is None else f"{b / MIB:.1f}"
+
+
+def summary_kv_per_token(summary) -> int:
+    """f16 K+V bytes per token over all layers: only an upper bound for the search."""
+    from app.core import memory as mem
+
+    return mem.kv_bytes(summary, ctx=256, slots=1, kv_unified=True, type_k="f16", type_v="f16",
+                        ubatch=512, flash_attn=True).total // 256

@@ -13,6 +13,13 @@ The dry run is cheap enough to run before every first launch; its table is whole
 (floored) and, on CPU, misses the repacked weight copy (CPU_REPACK) in the Host row,
 so it calibrates weights + KV + compute only to about 1 MiB per component.
 
+`fill_context=True` makes "started" mean what a user means by it: after READY the probe
+sends one request whose prompt fills a slot's context (token ids from /tokenize of a
+repeated text, n_predict 4, cache_prompt false), so every KV page and the largest compute
+graph are really used. A start alone (especially with `--no-warmup`) leaves the compute
+buffer untouched, and a memory cgroup admits contexts that then die on their first long
+prompt. Cost: prompt processing, ~100-300 tokens/s for the demo model on 2 busy cores.
+
 It must not plan or decide; it launches, reads and reports.
 """
 
@@ -61,13 +68,17 @@ class ProbeResult:
     peak_rss_bytes: int | None  # the engine process's highest RSS we saw while polling
     exit_code: int | None
     log: str  # the engine's log text, for evidence
+    served: bool | None = None  # fill_context: the full-context request completed (None: not asked)
+    serve_reason: str = ""  # "served N tokens in S s" or why not
 
 
 def _argv(binary, model, ctx, slots, type_k, type_v, flash_attn, ubatch, kv_unified, port,
-          extra) -> list[str]:
+          extra, warmup=False) -> list[str]:
     argv = [str(binary), "-lv", "4", "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
             "-c", str(ctx), "-np", str(slots), "-ctk", type_k, "-ctv", type_v, "-fa", flash_attn,
-            "-ub", str(ubatch), "--no-webui", "--no-warmup", "--cache-ram", "0"]
+            "-ub", str(ubatch), "--no-webui", "--cache-ram", "0"]
+    if not warmup:
+        argv.append("--no-warmup")
     argv.append("-kvu" if kv_unified else "-no-kvu")
     return argv + list(extra)
 
@@ -81,17 +92,20 @@ def _limit_address_space(limit_bytes: int):
 def run_probe(binary, model, *, ctx: int, slots: int = 1, type_k: str = "f16", type_v: str = "f16",
               flash_attn: str = "auto", ubatch: int = 512, kv_unified: bool = False,
               dry_run: bool = False, timeout_s: float = 60.0, address_space_limit: int | None = None,
-              extra: tuple[str, ...] = ()) -> ProbeResult:
+              extra: tuple[str, ...] = (), warmup: bool = False, fill_context: bool = False,
+              serve_timeout_s: float = 180.0) -> ProbeResult:
     """Start the engine once, wait for READY (or, `dry_run`, for the fit projection), stop it.
 
     `address_space_limit` sets RLIMIT_AS on the engine (the memory budget of `bench fit`).
+    `warmup` drops `--no-warmup`; `fill_context` then serves one full-slot request
+    (`served`), which must finish within `serve_timeout_s`.
     """
     with tempfile.TemporaryDirectory(prefix="stoker-probe-") as tmp:
         tmp_path = Path(tmp)
         log_path = tmp_path / "engine.log"
         port = free_port()
         argv = _argv(binary, model, ctx, slots, type_k, type_v, flash_attn, ubatch, kv_unified,
-                     port, extra)
+                     port, extra, warmup)
         t0 = time.monotonic()
         with open(log_path, "wb") as log_f:
             popen = subprocess.Popen(
@@ -99,6 +113,7 @@ def run_probe(binary, model, *, ctx: int, slots: int = 1, type_k: str = "f16", t
                 env=_env(tmp_path), start_new_session=True,
                 preexec_fn=_limit_address_space(address_space_limit) if address_space_limit else None)
         peak = [0]
+        served, serve_reason = None, ""
         stop_watch = threading.Event()
 
         def watch_rss():
@@ -118,6 +133,9 @@ def run_probe(binary, model, *, ctx: int, slots: int = 1, type_k: str = "f16", t
             else:
                 ready = wait_ready(f"http://127.0.0.1:{port}", popen, timeout_s)
                 started, reason = ready.ready, ready.reason
+            if started and fill_context:
+                served, serve_reason = serve_full_context(
+                    f"http://127.0.0.1:{port}", popen, max(1, ctx // max(1, slots) - 16), serve_timeout_s)
             wall = time.monotonic() - t0
         finally:
             stop_watch.set()
@@ -125,7 +143,47 @@ def run_probe(binary, model, *, ctx: int, slots: int = 1, type_k: str = "f16", t
             watcher.join(1)
         text = log_path.read_text(encoding="utf-8", errors="replace")
     return ProbeResult(parse_memory_report(text.splitlines()), started, reason, wall,
-                       peak[0] or None, exit_code if not started else None, text)
+                       peak[0] or None, exit_code if not started or served is False else None, text,
+                       served, serve_reason)
+
+
+FILL_TEXT = "The quick brown fox jumps over the lazy dog while the stoker feeds the fire. "
+
+
+def serve_full_context(endpoint: str, popen, n_tokens: int, timeout_s: float) -> tuple[bool, str]:
+    """POST one /completion whose prompt is `n_tokens` token ids; (served, why).
+
+    Token ids, not text, so the prompt length is exact whatever the tokenizer; the ids are
+    the model's own tokens for an ordinary sentence, repeated. cache_prompt false so the
+    whole prompt is really evaluated.
+    """
+    import httpx
+
+    t0 = time.monotonic()
+    try:
+        with httpx.Client(timeout=httpx.Timeout(timeout_s, connect=5.0)) as client:
+            r = client.post(f"{endpoint}/tokenize", json={"content": FILL_TEXT * 8})
+            r.raise_for_status()
+            unit = [t for t in r.json().get("tokens", ()) if isinstance(t, int)]
+            if not unit:
+                return False, "the engine tokenized the fill text to nothing"
+            ids = (unit * (n_tokens // len(unit) + 1))[:n_tokens]
+            r = client.post(f"{endpoint}/completion",
+                            json={"prompt": ids, "n_predict": 4, "cache_prompt": False})
+            if r.status_code != 200:
+                return False, f"the request failed with HTTP {r.status_code}: {r.text[:200]}"
+            done = r.json()
+    except httpx.TimeoutException:
+        return False, f"the full-context request did not finish within {timeout_s:.0f} s"
+    except httpx.HTTPError as exc:
+        code = popen.poll()
+        if code is not None:
+            return False, f"the engine exited with code {code} during the full-context request"
+        return False, f"the full-context request failed ({type(exc).__name__})"
+    evaluated = done.get("tokens_evaluated")
+    if isinstance(evaluated, int) and evaluated < n_tokens:
+        return False, f"the engine evaluated only {evaluated} of {n_tokens} prompt tokens"
+    return True, f"served {n_tokens} prompt tokens in {time.monotonic() - t0:.1f} s"
 
 
 def _wait_for_text(log_path: Path, popen, needle: str, timeout_s: float) -> tuple[bool, str]:
