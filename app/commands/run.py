@@ -51,12 +51,16 @@ class StatePrinter:
         self.out = out
         self.last_seq = 0
         self.last_state: EngineState | None = None
-        self.incidents = 0
+        # Incidents already in the ledger when this run began are the previous session's:
+        # the first snapshot sets the mark, only later ones are printed.
+        self.incidents: int | None = None
 
     def __call__(self, snap: AppSnapshot) -> None:
         if snap.seq <= self.last_seq:
             return
         self.last_seq = snap.seq
+        if self.incidents is None:
+            self.incidents = len(snap.incidents)
         for incident in snap.incidents[self.incidents:]:
             self._line(f"incident: {incident.summary} ({incident.kind}); {incident.action}")
         self.incidents = len(snap.incidents)
