@@ -26,9 +26,10 @@ def add_arguments(parser) -> None:
                         help="parallel compile jobs (default: all CPU cores)")
     parser.add_argument("--force", action="store_true",
                         help="rebuild and reinstall even when an intact build is installed")
-    parser.add_argument("--portable", action="store_true",
-                        help="build for any x86-64 CPU with AVX2 instead of this CPU (GGML_NATIVE=OFF); "
-                             "use when the data folder is shared between machines")
+    parser.add_argument("--native", action="store_true",
+                        help="compile for this CPU's every extension (GGML_NATIVE=ON) instead of the "
+                             "portable AVX2 baseline; faster where it works, but some VMs advertise "
+                             "extensions (AVX-512, AMX) the engine then crashes on")
     parser.add_argument("--build-dir", type=Path, default=None, metavar="DIR",
                         help="use this build folder (one backend only); a folder already configured with "
                              "the same flags is reused")
@@ -157,7 +158,7 @@ def _run(args, reporter) -> int:
 
     installed, failures = [], []
     for backend in backends:
-        flags = cmake_flags(backend, platform.system(), native=not args.portable)
+        flags = cmake_flags(backend, platform.system(), native=args.native)
         try:
             result = setup_engine(backend, flags, paths, jobs, force=args.force,
                                   build_dir=args.build_dir, reporter=reporter)

@@ -172,14 +172,15 @@ _BACKEND_FLAGS = {
 }
 
 
-def cmake_flags(backend: str, system: str = "Linux", native: bool = True) -> tuple[str, ...]:
+def cmake_flags(backend: str, system: str = "Linux", native: bool = False) -> tuple[str, ...]:
     """The CMake definitions for one backend build of llama-server b11434.
 
-    `native` (GGML_NATIVE=ON, `-march=native`) is the default because `stoker setup`
-    compiles on the machine that will run the engine: it gets every SIMD extension this
-    CPU has (AVX-512, AMX, …) instead of the portable AVX2 baseline. The cost is a build
-    that may die with SIGILL on an older CPU if the data folder is copied elsewhere; the
-    quarantine catches that, and `stoker setup --portable --force` rebuilds without it.
+    Portable (GGML_NATIVE=OFF: the AVX2/FMA/F16C baseline on x86-64) is the default.
+    `-march=native` looked like the obvious choice for a build made on the machine that
+    runs it, but measured here it is not safe: on a VM whose CPU flags advertise AVX-512
+    and AMX, the native b11434 build died at warm-up with SIGSEGV/SIGILL on every start,
+    while the portable build of the same source served. `stoker setup --native` opts in
+    for machines where it works; the quarantine catches a native build that does not.
     The rpath makes the binary find its libggml*/libllama* beside itself after the copy.
     """
     if backend not in _BACKEND_FLAGS:

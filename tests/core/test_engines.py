@@ -134,10 +134,10 @@ def test_macos_builds_metal():
 
 
 def test_flags_carry_build_number_rpath_and_the_native_choice():
-    native = cmake_flags("cpu")
-    assert "-DLLAMA_BUILD_NUMBER=11434" in native and "-DGGML_NATIVE=ON" in native
-    assert "-DCMAKE_INSTALL_RPATH=$ORIGIN" in native
-    assert "-DGGML_NATIVE=OFF" in cmake_flags("cpu", native=False)
+    portable = cmake_flags("cpu")
+    assert "-DLLAMA_BUILD_NUMBER=11434" in portable and "-DGGML_NATIVE=OFF" in portable
+    assert "-DCMAKE_INSTALL_RPATH=$ORIGIN" in portable
+    assert "-DGGML_NATIVE=ON" in cmake_flags("cpu", native=True)
     assert "-DGGML_CUDA=ON" in cmake_flags("cuda")
     assert "-DCMAKE_INSTALL_RPATH=@loader_path" in cmake_flags("metal", system="Darwin")
 
