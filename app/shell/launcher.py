@@ -181,18 +181,30 @@ class RealPreparer:
                             + "); lift the quarantine in the tray or run `stoker setup --force`.")
         return build
 
-    def _policy(self):
-        from app.core.planner import GIB, PlanPolicy
+    @staticmethod
+    def _settings():
+        """The app settings, or None when they cannot be read (defaults then apply)."""
         from app.shell.paths import stoker_paths
         from app.shell.store import SettingsStore
 
         try:
-            reserve = SettingsStore(stoker_paths().config).load().memory_reserve_gib
-        except (OSError, ValueError, AttributeError):
-            reserve = None
+            return SettingsStore(stoker_paths().config).load()
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def _policy(settings):
+        from app.core.planner import GIB, PlanPolicy
+
+        reserve = getattr(settings, "memory_reserve_gib", None)
         if not isinstance(reserve, (int, float)) or reserve < 0:
             return PlanPolicy()
         return PlanPolicy(os_reserve_min_bytes=int(reserve * GIB))
+
+    @staticmethod
+    def _idle_unload_s(settings) -> int | None:
+        minutes = getattr(settings, "idle_unload_minutes", None)
+        return minutes * 60 if isinstance(minutes, int) and minutes > 0 else None
 
     def _prepare(self, model_path: str | None, attempt: AttemptContext):
         from app.core.argv import build_launch_spec
@@ -215,7 +227,8 @@ class RealPreparer:
         machine = self.machine or probe_machine(build.binary)
         saved = attempt.overrides or OverridesStore(paths.config).get(model)
         user_overrides = merge_overrides(saved, self.cli_overrides)
-        overrides, policy = user_overrides, self._policy()
+        settings = self._settings()
+        overrides, policy = user_overrides, self._policy(settings)
         with self._lock:
             if not attempt.after_failure:
                 self._recovery.pop(str(model), None)  # a person's start begins afresh
@@ -240,7 +253,8 @@ class RealPreparer:
             return PreparationRefused(str(model), plan.reason + hint)
         api_key_entry = self._api_key_entry()
         spec = build_launch_spec(plan, binary=build.binary, port=attempt.port, host=HOST,
-                                 log_file=None, api_key_entry=api_key_entry, backend=build.backend)
+                                 log_file=None, api_key_entry=api_key_entry, backend=build.backend,
+                                 sleep_idle_s=self._idle_unload_s(settings))
         if self.memory_limit_bytes:
             spec = dataclasses.replace(spec, memory_limit_bytes=self.memory_limit_bytes)
         secrets = self._secrets(spec)

@@ -40,3 +40,15 @@ def test_prepares_the_last_used_model_with_the_cli_context(engine_binary, demo_m
     assert argv[argv.index("-m") + 1] == str(demo_model)
     assert argv[argv.index("--port") + 1] == "40123" and argv[argv.index("-c") + 1] == "1024"
     assert out.plan.ctx == 1024 and out.spec.host == "127.0.0.1"
+
+
+@pytest.mark.engine
+def test_idle_unload_setting_reaches_the_engine(engine_binary, demo_model, stoker_home):
+    store = SettingsStore(stoker_paths().config)
+    store.update(idle_unload_minutes=7)
+    prep = RealPreparer(cli_overrides=ModelOverrides(ctx=1024, slots=1), engine=str(engine_binary),
+                        remember_last_model=False)
+    argv = prep(str(demo_model), attempt()).spec.argv
+    assert argv[argv.index("--sleep-idle-seconds") + 1] == "420"
+    store.update(idle_unload_minutes=0)
+    assert "--sleep-idle-seconds" not in prep(str(demo_model), attempt()).spec.argv
