@@ -246,6 +246,21 @@ def gpu_unused_from_log(lines, backend: str | None, plan_wanted_gpu: bool) -> st
     return None
 
 
+def drafter_dropped_from_log(lines) -> str | None:
+    """Why a READY engine serves without the drafter it was given, else None.
+
+    b11434 does not fail a start whose draft model it cannot use for speculation (for
+    example another vocabulary type): it logs `failed to initialize speculative decoding
+    context: <why>` and serves without it. Without this check the tray would say the
+    drafter is in while every token is decoded without it.
+    """
+    for raw in lines:
+        m = re.search(r"failed to initialize speculative decoding context:?\s*(.*)", strip_log_prefix(raw))
+        if m:
+            return m.group(1).strip() or "the engine did not say why"
+    return None
+
+
 @dataclass(frozen=True)
 class _Rule:
     kind: str

@@ -325,13 +325,24 @@ class RealPreparer:
         return ExitDecision()
 
     def after_ready(self, launch: PreparedLaunch, lines) -> None:
-        """Record this launch's real buffers, so the next plan uses the measured line."""
+        """Record this launch's real buffers, so the next plan uses the measured line; remember
+        a chosen drafter the engine refused, so the next launch does not load it for nothing."""
+        from app.core.diagnosis import drafter_dropped_from_log
         from app.core.engine_log import parse_memory_report
+        from app.core.quarantine import mark_drafter_broken
         from app.shell import measurements
 
         ctx = self._context.get(id(launch))
         if ctx is None or launch.plan is None:
             return
+        drafter = launch.plan.drafter
+        why = drafter_dropped_from_log(lines) if drafter.status == "in" and drafter.draft_path else None
+        if why is not None:
+            with self._lock:
+                ledger = mark_drafter_broken(self._load_ledger(), launch.build_id, drafter.draft_path,
+                                             self.clock(), ctx.identity,
+                                             f"the engine started without it: {why}")
+                self._ledger_store().save(ledger)
         report = parse_memory_report(lines)
         if measurements.record_launch(launch.model_path, ctx.binary, launch.plan, report) == 0:
             log.info("the engine's start-up log had no complete memory report; nothing measured")

@@ -157,6 +157,7 @@ class Supervisor:
         self._diagnosed: tuple[EngineExit, object, ExitDecision] | None = None
         self._incident_blockers: tuple[BlockerView, ...] = ()  # until a person starts again
         self._ready_blockers: tuple[BlockerView, ...] = ()  # about the build running now
+        self._drafter_note: tuple[str, str] | None = None  # the engine dropped the drafter
         self._health = EngineHealth()
         self._after_failure = False
         self._overrides: dict[str, ModelOverrides] = {}
@@ -382,6 +383,7 @@ class Supervisor:
             overrides=self._overrides.get(model_path) if model_path else None,
             last_exit=self._last_exit, after_failure=self._after_failure)
         self._ready_blockers = ()
+        self._drafter_note = None
         try:
             prepared = self._preparer(model_path, attempt)
         except Exception as exc:  # noqa: BLE001 - a preparer bug must read as a failed start
@@ -458,6 +460,7 @@ class Supervisor:
             return
         lines = proc.tail()
         self._ready_blockers = gpu_unused_blockers(lines, launch)
+        self._drafter_note = drafter_left_out_by_engine(lines, launch)
         hook = getattr(self._preparer, "after_ready", None)
         if hook is not None:
             try:
@@ -481,7 +484,8 @@ class Supervisor:
             if b not in blockers:
                 blockers.append(b)
         snap = build_snapshot(self._seq, self._state, self._launch, self._incidents, self._proc,
-                              blockers=tuple(blockers), quarantined=self._health.quarantined)
+                              blockers=tuple(blockers), quarantined=self._health.quarantined,
+                              drafter_note=self._drafter_note)
         self._snapshot = snap
         with self._sub_lock:
             subscribers = list(self._subscribers)
@@ -535,7 +539,8 @@ def launch_facts(launch: PreparedLaunch) -> dict:
 def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
                    incidents: tuple[IncidentView, ...], proc: EngineProcess | None, *,
                    blockers: tuple[BlockerView, ...] = (),
-                   quarantined: tuple[tuple[str, str], ...] = ()) -> AppSnapshot:
+                   quarantined: tuple[tuple[str, str], ...] = (),
+                   drafter_note: tuple[str, str] | None = None) -> AppSnapshot:
     running = st.phase in (EngineState.STARTING, EngineState.READY, EngineState.STOPPING)
     model_path = launch.model_path if launch is not None else st.model_path
     fields: dict = {}
@@ -550,6 +555,8 @@ def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
         if launch.backend:
             parts.append(launch.backend)
         fields["plan_summary"] = ", ".join(parts)
+        if drafter_note is not None:  # what the engine really did beats what the plan asked
+            fields["drafter_status"], fields["drafter_reason"] = drafter_note
         fields["argv"] = launch.spec.argv
         fields["engine_build"] = launch.build_id
         fields["backend"] = launch.backend
@@ -574,6 +581,18 @@ def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
 # Diagnosis kinds that a second identical launch would hit again: no retry loop for these.
 HOPELESS_KINDS = frozenset({"bad-argument", "bad-model", "missing-library", "illegal-instruction",
                             "cuda-driver-too-old", "no-kernel-image"})
+
+
+def drafter_left_out_by_engine(lines, launch: PreparedLaunch | None) -> tuple[str, str] | None:
+    """("left-out", sentence) when the engine dropped the planned drafter while starting."""
+    from app.core.diagnosis import drafter_dropped_from_log
+
+    has_drafter, _ = _drafter_facts(launch)
+    why = drafter_dropped_from_log(lines) if has_drafter else None
+    if why is None:
+        return None
+    name = Path(launch.plan.drafter.draft_path or "the drafter").name
+    return "left-out", f"the engine started without {name}: {why}"
 
 
 def _drafter_facts(launch: PreparedLaunch | None) -> tuple[bool, bool]:

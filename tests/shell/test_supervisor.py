@@ -145,3 +145,27 @@ def test_hung_engine_is_killed_and_restarted(supervised):
     assert again is not None, sup.snapshot()
     assert again.restarts == 1 and "stopped answering" in again.incidents[-1].summary
     assert chat(again.endpoint)
+
+
+def test_snapshot_says_when_the_engine_left_the_drafter_out():
+    from app.core.launch_spec import LaunchSpec
+    from app.core.lifecycle import LifecycleState
+    from app.core.plan import DrafterChoice, LaunchPlan
+    from app.shell.supervisor import PreparedLaunch, build_snapshot, drafter_left_out_by_engine
+
+    drafter = DrafterChoice("in", "draft-simple", "/m/x.draft.gguf", "found beside the model")
+    plan = LaunchPlan(model_path="/m/x.gguf", ctx=1024, slots=1, kv_unified=False, kv_type_k="f16",
+                      kv_type_v="f16", flash_attn="auto", gpu_layers=None, n_cpu_moe=None, cpu_moe=False,
+                      swa_full=False, drafter=drafter, devices=(), decisions=())
+    spec = LaunchSpec(binary="b", argv=("b",), env=(), drop_env_prefixes=(), secret_env=(),
+                      host="127.0.0.1", port=1)
+    launch = PreparedLaunch(spec=spec, model_path="/m/x.gguf", plan=plan, build_id="b11434-cpu",
+                            backend="cpu")
+    line = ("E srv    load_model: failed to initialize speculative decoding context: "
+            "draft model vocab type must match target model to use speculation")
+    note = drafter_left_out_by_engine(("I start", line), launch)
+    assert note == ("left-out", "the engine started without x.draft.gguf: draft model vocab type must "
+                                "match target model to use speculation")
+    assert drafter_left_out_by_engine(("I start",), launch) is None
+    snap = build_snapshot(1, LifecycleState(phase=S.READY), launch, (), None, drafter_note=note)
+    assert (snap.drafter_status, snap.drafter_reason) == note
