@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 MIB = 1048576
 DEFAULT_BUDGET_MIB = 256
@@ -76,18 +76,9 @@ class MemoryCgroup:
         return None
 
     def set_limit(self, limit: int) -> None:
-        if self.version == 1:
-            (self.path / "memory.limit_in_bytes").write_text(str(limit))
-            sw = self.path / "memory.memsw.limit_in_bytes"  # no escape into swap
-            if sw.exists():
-                try:
-                    sw.write_text(str(limit))
-                except OSError:
-                    pass
-        else:
-            (self.path / "memory.max").write_text(str(limit))
-            if (self.path / "memory.swap.max").exists():
-                (self.path / "memory.swap.max").write_text("0")
+        from app.shell.memory_cgroup import set_memory_limit
+
+        set_memory_limit(self.path, self.version, limit)
 
     def reset_peak(self) -> None:
         f = self.path / ("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")

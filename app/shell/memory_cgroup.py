@@ -62,18 +62,7 @@ class MemoryCgroup:
                       "run as root or delegate a cgroup v2 subtree")
 
     def _set_limit(self, limit: int) -> None:
-        if self.version == 1:
-            (self.path / "memory.limit_in_bytes").write_text(str(limit))
-            sw = self.path / "memory.memsw.limit_in_bytes"  # no escape into swap
-            if sw.exists():
-                try:
-                    sw.write_text(str(limit))
-                except OSError:
-                    pass  # swap accounting off: there is no swap to escape into
-        else:
-            (self.path / "memory.max").write_text(str(limit))
-            if (self.path / "memory.swap.max").exists():
-                (self.path / "memory.swap.max").write_text("0")
+        set_memory_limit(self.path, self.version, limit)
 
     def enter_fn(self):
         """A preexec function: the child writes itself into the group before it execs.
@@ -94,16 +83,9 @@ class MemoryCgroup:
 
     def oom_kills(self) -> int | None:
         """The group's OOM-kill count (v1 memory.oom_control, v2 memory.events), or None."""
-        for name in ("memory.events", "memory.oom_control"):
-            try:
-                text = (self.path / name).read_text()
-            except OSError:
-                continue
-            for line in text.splitlines():
-                key, _, value = line.partition(" ")
-                if key == "oom_kill" and value.strip().isdigit():
-                    return int(value)
-        return None
+        from app.shell.oom_evidence import oom_kill_count
+
+        return oom_kill_count(self.path)
 
     def remove(self) -> None:
         """Remove the group once its processes are gone; a group still busy is left (empty soon)."""
@@ -120,3 +102,19 @@ def available(root: Path = CGROUP_ROOT) -> bool:
     except OSError:
         return False
     return True
+
+
+def set_memory_limit(path: Path, version: int, limit: int) -> None:
+    """Cap a group's memory (v1 or v2) and close the escape into swap where the kernel allows."""
+    if version == 1:
+        (path / "memory.limit_in_bytes").write_text(str(limit))
+        sw = path / "memory.memsw.limit_in_bytes"
+        if sw.exists():
+            try:
+                sw.write_text(str(limit))
+            except OSError:
+                pass  # swap accounting off: there is no swap to escape into
+    else:
+        (path / "memory.max").write_text(str(limit))
+        if (path / "memory.swap.max").exists():
+            (path / "memory.swap.max").write_text("0")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from app.core.measured import (MeasuredKey, MeasuredLine, MeasuredMemory, MeasuredPoint,
+from app.core.measured import (MeasuredKey, MeasuredMemory, MeasuredPoint,
                                fit_line, kv_cells)
 
 

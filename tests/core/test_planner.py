@@ -14,7 +14,7 @@ from app.core.overrides import ModelOverrides
 from app.core.plan import LaunchPlan, PlanRefusal
 from app.core.planner import PlanPolicy, plan_launch
 from tests.core.summaries import (GIB, MIB, deepseek2_mla, demo, gemma3_swa, hybrid, llama_8b, llama_70b,
-                                  mamba2, qwen3moe_30b, summary)
+                                  mamba2, qwen3moe_30b)
 
 MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"
 
