@@ -43,6 +43,9 @@ class EngineBuild:
     missing_libraries: tuple[str, ...] = ()
     sha256: str | None = None  # from the manifest of an own build
     built_at: str | None = None
+    # What the build's GPU code needs, from its manifest (None: unknown, no blocker decided).
+    cuda_runtime: str | None = None  # CUDA toolkit it was compiled with, e.g. "12.4"
+    gfx_targets: tuple[str, ...] | None = None  # AMD targets it has kernels for
 
     @property
     def usable(self) -> bool:
@@ -252,3 +255,21 @@ def build_id(backend: str, build: int = ENGINE_BUILD) -> str:
 
 def with_status(b: EngineBuild, status: str, reason: str | None, missing: tuple[str, ...] = ()) -> EngineBuild:
     return replace(b, status=status, status_reason=reason, missing_libraries=missing)
+
+
+_NVCC_RELEASE_RE = re.compile(r"release\s+(\d+\.\d+)")
+
+
+def parse_nvcc_release(text: str) -> str | None:
+    """`Cuda compilation tools, release 12.4, V12.4.131` -> "12.4" (the build's CUDA runtime)."""
+    m = _NVCC_RELEASE_RE.search(text or "")
+    return m.group(1) if m else None
+
+
+def gfx_targets_from_flags(flags) -> tuple[str, ...] | None:
+    """The AMD targets a ROCm build was configured for (AMDGPU_TARGETS / GPU_TARGETS), or None."""
+    for flag in flags:
+        for key in ("-DAMDGPU_TARGETS=", "-DGPU_TARGETS="):
+            if flag.startswith(key):
+                return tuple(t for t in re.split(r"[;,]", flag[len(key):]) if t)
+    return None

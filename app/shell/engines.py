@@ -165,11 +165,14 @@ def guess_backend(binary: Path) -> str | None:
 
 
 def inspect_binary(binary: Path, source: str, backend: str | None = None, build_id: str | None = None,
-                   expected_sha256: str | None = None, built_at: str | None = None) -> EngineBuild:
+                   expected_sha256: str | None = None, built_at: str | None = None,
+                   cuda_runtime: str | None = None,
+                   gfx_targets: tuple[str, ...] | None = None) -> EngineBuild:
     """Everything discovery says about one binary: version, libraries, checksum, status."""
     backend = backend or guess_backend(binary)
     base = EngineBuild(id=build_id or "", binary=str(binary), source=source, backend=backend,
-                       sha256=expected_sha256, built_at=built_at)
+                       sha256=expected_sha256, built_at=built_at, cuda_runtime=cuda_runtime,
+                       gfx_targets=gfx_targets)
 
     def named(b: EngineBuild) -> EngineBuild:
         if build_id:
@@ -219,7 +222,11 @@ def own_builds(root: Path | None = None) -> tuple[EngineBuild, ...]:
             continue
         found.append(inspect_binary(
             folder / BINARY_NAME, "own", backend=manifest.get("backend"), build_id=folder.name,
-            expected_sha256=manifest.get("sha256"), built_at=manifest.get("built_at")))
+            expected_sha256=manifest.get("sha256"), built_at=manifest.get("built_at"),
+            cuda_runtime=manifest.get("cuda_runtime") if isinstance(manifest.get("cuda_runtime"), str)
+            else None,
+            gfx_targets=tuple(manifest["gfx_targets"]) if isinstance(manifest.get("gfx_targets"), list)
+            else None))
     return tuple(found)
 
 

@@ -105,6 +105,8 @@ class RealPreparer:
         self._context: dict[int, _LaunchContext] = {}  # id(PreparedLaunch) -> how it was made
         self._passed_over: tuple[tuple[str, str], ...] = ()
         self._missing_runtime = ()
+        self._build_blockers: tuple = ()  # cudaBlocker / rocmBlocker of builds passed over
+        self._gpu_env: dict[str, tuple[tuple[str, str], ...]] = {}  # build id -> env (ROCm hiding)
 
     def __call__(self, model_path: str | None, attempt: AttemptContext
                  ) -> PreparedLaunch | PreparationRefused:
@@ -173,13 +175,42 @@ class RealPreparer:
             return pinned[0]
         ledger = ledger if ledger is not None else Ledger()
         identities = {b.id: binary_identity(b.binary) for b in usable}
-        build, passed = choose_build(usable, ledger, identities)
+        blocked = self._gpu_blockers(usable)
+        build, passed = choose_build(usable, ledger, identities, blocked=blocked)
         self._passed_over = tuple((b.id, why) for b, why in passed)
         if build is None:
             raise UserError("every llama-server build here is quarantined after start-up crashes ("
                             + "; ".join(why for _, why in self._passed_over)
                             + "); lift the quarantine in the tray or run `stoker setup --force`.")
         return build
+
+    def _gpu_blockers(self, builds) -> dict[str, str]:
+        """Builds this machine's GPUs cannot run, found before launch: a CUDA build newer
+        than the driver (cudaBlocker), a ROCm build with no kernels for any AMD GPU here
+        (rocmBlocker). AMD GPUs without kernels are hidden from a ROCm launch instead."""
+        from app.core.blockers import cuda_blocker, rocm_visibility_env, rocm_visible_devices
+        from app.shell.probe import probe_machine
+
+        gpu_builds = [b for b in builds if b.backend in ("cuda", "rocm")]
+        views, blocked, self._gpu_env = [], {}, {}
+        if not gpu_builds:
+            self._build_blockers = ()
+            return blocked
+        machine = self.machine or probe_machine(None)
+        nvidia = [d for d in machine.devices if d.driver_cuda_version]
+        amd = [d for d in machine.devices if d.backend in ("rocm", "amd") or d.gfx_target]
+        for b in gpu_builds:
+            view = None
+            if b.backend == "cuda" and nvidia:
+                view = cuda_blocker(b.cuda_runtime, nvidia[0].driver_cuda_version)
+            elif b.backend == "rocm" and amd:
+                visible, view = rocm_visible_devices(b.gfx_targets, [d.gfx_target for d in amd])
+                self._gpu_env[b.id] = rocm_visibility_env(visible, len(amd))
+            if view is not None:
+                blocked[b.id] = f"{view.message} {view.advice}"
+                views.append(view)
+        self._build_blockers = tuple(views)
+        return blocked
 
     @staticmethod
     def _settings():
@@ -255,6 +286,8 @@ class RealPreparer:
         spec = build_launch_spec(plan, binary=build.binary, port=attempt.port, host=HOST,
                                  log_file=None, api_key_entry=api_key_entry, backend=build.backend,
                                  sleep_idle_s=self._idle_unload_s(settings))
+        if self._gpu_env.get(build.id):
+            spec = dataclasses.replace(spec, env=spec.env + self._gpu_env[build.id])
         if self.memory_limit_bytes:
             spec = dataclasses.replace(spec, memory_limit_bytes=self.memory_limit_bytes)
         secrets = self._secrets(spec)
@@ -348,12 +381,13 @@ class RealPreparer:
             log.info("the engine's start-up log had no complete memory report; nothing measured")
 
     def engine_health(self) -> EngineHealth:
-        """Quarantined builds (from the saved ledger) and missing runtimes, for the snapshot."""
+        """Quarantined builds (from the saved ledger), builds blocked for this machine's GPUs
+        and missing runtimes, for the snapshot."""
         from app.core.blockers import missing_runtime_from_ldd
 
         ledger = self._load_ledger()
         quarantined = tuple((q.build_id, q.why) for q in ledger.quarantined)
-        blockers = []
+        blockers = list(self._build_blockers)
         for b in self._missing_runtime:
             ldd = "\n".join(f"{lib} => not found" for lib in b.missing_libraries)
             view = missing_runtime_from_ldd(ldd)

@@ -37,8 +37,10 @@ from app.core.engines import (
     ENGINE_SOURCE,
     build_id,
     flags_match_cache,
+    gfx_targets_from_flags,
     parse_build_progress,
     parse_cmake_cache,
+    parse_nvcc_release,
 )
 from app.shell.engines import BINARY_NAME, check_libraries, engine_version, file_sha256, read_manifest
 
@@ -395,6 +397,10 @@ def install_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: Pat
             # libraries, so their checksums are recorded too (real files, not symlinks).
             "libraries_sha256": {p.name: _sha256_of(p) for p in sorted(partial.iterdir())
                                  if p.name != BINARY_NAME and p.is_file() and not p.is_symlink()},
+            # What the GPU code needs, so a too-old driver or a GPU without kernels is a
+            # blocker found before launch instead of a crash after it.
+            "cuda_runtime": _nvcc_release() if backend == "cuda" else None,
+            "gfx_targets": (list(gfx_targets_from_flags(flags) or ()) or None) if backend == "rocm" else None,
         }
         tmp_manifest = partial / "manifest.json.tmp"
         tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
@@ -442,6 +448,18 @@ def setup_engine(backend: str, flags: tuple[str, ...], paths, jobs: int, force: 
 
 
 # ---------------------------------------------------------------- toolkits
+
+def _nvcc_release() -> str | None:
+    """The CUDA toolkit release nvcc reports ("12.4"), or None when it cannot be asked."""
+    nvcc = shutil.which("nvcc")
+    if not nvcc:
+        return None
+    try:
+        out = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=15).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return parse_nvcc_release(out)
+
 
 def toolkit_presence() -> dict[str, str | None]:
     """What `core.engines.detect_toolkits` needs: GPU toolkits and whether their GPUs exist."""

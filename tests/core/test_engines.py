@@ -164,3 +164,13 @@ def test_a_build_folder_matches_only_the_flags_it_was_configured_with():
     assert flags_match_cache(cmake_flags("cpu", native=True), cache) == ("-DGGML_NATIVE=ON",)
     assert flags_match_cache(cmake_flags("cuda", native=False), cache) == ("-DGGML_CUDA=ON",)
     assert flags_match_cache(("-DGGML_VULKAN=OFF",), cache) == ()  # never heard of = off
+
+
+def test_gpu_facts_for_the_manifest():
+    from app.core.engines import gfx_targets_from_flags, parse_nvcc_release
+
+    nvcc = ("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"
+            "Build cuda_13.0.r13.0/compiler.36424714_0")
+    assert parse_nvcc_release(nvcc) == "13.0" and parse_nvcc_release("") is None
+    assert gfx_targets_from_flags(("-DGGML_HIP=ON", "-DAMDGPU_TARGETS=gfx1100;gfx1030")) == ("gfx1100", "gfx1030")
+    assert gfx_targets_from_flags(("-DGGML_HIP=ON",)) is None

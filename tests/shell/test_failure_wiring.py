@@ -192,3 +192,67 @@ def test_launches_measure_the_model_and_a_replaced_file_or_build_drops_the_line(
     assert launches[-1].spec.binary == str(copy / "llama-server")
     assert other.estimate_source == "estimated"
     assert engines_running(engine_dir / "llama-server") == []
+
+
+# ---------------------------------------------------------------------- GPU blockers before launch
+
+
+def _install_gpu_build(engine_dir: Path, backend: str, **manifest_facts) -> Path:
+    """An own GPU build that answers `--version` like the real one (it is never launched)."""
+    folder = stoker_paths().engines / "llama-server" / f"b11434-{backend}"
+    folder.mkdir(parents=True)
+    script = folder / "llama-server"
+    script.write_text(f'#!/bin/sh\nexec "{engine_dir / "llama-server"}" "$@"\n')
+    script.chmod(0o755)
+    manifest = json.loads((engine_dir / "manifest.json").read_text())
+    manifest.update(backend=backend, sha256=None, files=["llama-server"], **manifest_facts)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return folder
+
+
+def _machine(*devices):
+    from app.core.machine import Machine
+
+    return Machine(os="linux", arch="x86_64", ram_total_bytes=32 * GIB, ram_available_bytes=28 * GIB,
+                   physical_cores=8, logical_cores=16, devices=devices)
+
+
+def test_a_cuda_build_newer_than_the_driver_is_passed_over_before_launch(engine_dir, demo_model,
+                                                                         stoker_home):
+    from app.core.machine import Device
+    from app.shell.supervisor import AttemptContext, PreparedLaunch
+
+    _install_own(engine_dir)
+    _install_gpu_build(engine_dir, "cuda", cuda_runtime="12.4")
+    gpu = Device("CUDA0", "NVIDIA GeForce RTX 3060", "cuda", 12 * GIB, 11 * GIB, kind="discrete",
+                 driver_cuda_version="12.2")
+    prep = _real_preparer(machine=_machine(gpu))
+    out = prep(str(demo_model), AttemptContext(attempt=0, port=40111, log_dir=stoker_home,
+                                               overrides=None, last_exit=None))
+    assert isinstance(out, PreparedLaunch) and out.build_id == "b11434-cpu"
+    (blocker,) = [b for b in prep.engine_health().blockers if b.kind == "cudaBlocker"]
+    assert "needs CUDA 12.4" in blocker.message and "12.2" in blocker.message
+
+    fresh = _machine(Device("CUDA0", "NVIDIA GeForce RTX 3060", "cuda", 12 * GIB, 11 * GIB,
+                            kind="discrete", driver_cuda_version="12.6"))
+    prep = _real_preparer(machine=fresh)
+    assert prep.choose_engine().id == "b11434-cuda" and prep.engine_health().blockers == ()
+
+
+def test_rocm_launch_hides_gpus_without_kernels_and_blocks_when_none_is_left(engine_dir, demo_model,
+                                                                              stoker_home):
+    from app.core.machine import Device
+    from app.shell.supervisor import AttemptContext
+
+    _install_own(engine_dir)
+    _install_gpu_build(engine_dir, "rocm", gfx_targets=["gfx1100"])
+    older = Device("ROCm0", "AMD Radeon RX 6800", "rocm", 16 * GIB, 15 * GIB, gfx_target="gfx1030")
+    newer = Device("ROCm1", "AMD Radeon RX 7900 XTX", "rocm", 24 * GIB, 23 * GIB, gfx_target="gfx1100")
+    prep = _real_preparer(machine=_machine(older, newer))
+    out = prep(str(demo_model), AttemptContext(attempt=0, port=40112, log_dir=stoker_home,
+                                               overrides=None, last_exit=None))
+    assert out.build_id == "b11434-rocm" and ("ROCR_VISIBLE_DEVICES", "1") in out.spec.env
+
+    prep = _real_preparer(machine=_machine(older))
+    assert prep.choose_engine().id == "b11434-cpu"
+    assert [b.kind for b in prep.engine_health().blockers] == ["rocmBlocker"]
