@@ -30,6 +30,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Commands that supervise an engine keep Stoker's own log (<logs>/stoker.log).
+LONG_RUNNING = frozenset({"run", "tray"})
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stoker", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -59,6 +63,10 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"stoker: '{args.command}' is not available in this build.", file=sys.stderr)
         return 2
+    if args.command in LONG_RUNNING:
+        from app.shell.applog import configure_logging
+
+        configure_logging()
     try:
         return int(module.run(args) or 0)
     except UserError as exc:

@@ -1,0 +1,26 @@
+"""Stoker's own log goes to <logs>/stoker.log at the level chosen in Settings."""
+
+import logging
+
+from app.shell.applog import configure_logging
+from app.shell.paths import stoker_paths
+from app.shell.store import SettingsStore
+
+
+def test_level_from_settings_and_one_set_of_handlers(stoker_home):
+    SettingsStore(stoker_paths().config).update(log_level="debug")
+    logger = configure_logging()
+    try:
+        assert logger.level == logging.DEBUG
+        logging.getLogger("app.shell.example").debug("a decision and its reason")
+        for h in logger.handlers:
+            h.flush()
+        assert "a decision and its reason" in (stoker_paths().logs / "stoker.log").read_text()
+        n = len(logger.handlers)
+        assert configure_logging("error").level == logging.ERROR and len(logger.handlers) == n
+    finally:
+        for h in list(logger.handlers):
+            if getattr(h, "_stoker_handler", False):
+                logger.removeHandler(h)
+                h.close()
+        logger.setLevel(logging.NOTSET)
