@@ -1,5 +1,8 @@
 """`stoker run [MODEL] [--headless]`: plan, launch and supervise one model in the foreground.
 
+Without --headless it opens the tray app where the desktop has a system tray (with the
+same model and overrides), else it runs headless as below.
+
 Prints the endpoint once the engine is ready and one line per state change; Ctrl-C (or
 SIGTERM, or `stoker stop`) stops the engine and exits 0. A failed engine (refused plan,
 crash loop) ends the command with exit code 1 and the reason. While it runs it answers
@@ -22,7 +25,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("model", nargs="?", metavar="MODEL",
                         help="a GGUF path or a model name (default: the last used, else the demo model)")
     parser.add_argument("--headless", action="store_true",
-                        help="no tray icon: print state changes to the terminal (the only mode so far)")
+                        help="no tray icon: print state changes to the terminal (the default where "
+                             "this desktop has no system tray)")
     parser.add_argument("--ctx", type=int, metavar="N", help="total context in tokens")
     parser.add_argument("--slots", type=int, metavar="N", help="parallel request slots")
     parser.add_argument("--kv", choices=KV_CACHE_TYPES, metavar="TYPE",
@@ -100,6 +104,13 @@ def run(args) -> int:
     from app.shell.supervisor import Supervisor
 
     overrides = cli_overrides(args)
+    if not args.headless:
+        # The tray where this desktop has one; its fallback is this very command, headless.
+        from app.ui.app import run_tray
+
+        args.headless = True
+        return run_tray(args.model, headless=lambda: run(args), preparer=RealPreparer(
+            cli_overrides=overrides, engine=args.engine, startup_deadline_s=args.startup_timeout))
     paths = stoker_paths().ensure()
     holder: dict = {}
 

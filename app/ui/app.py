@@ -175,15 +175,18 @@ def control_handler(stoker: StokerApp, clock: Callable[[], float]) -> Callable[[
     return answer
 
 
-def run_tray(model: str | None = None, *, preparer=None) -> int:
-    """`stoker` / `stoker tray`: the tray app, or headless when no tray exists here."""
+def run_tray(model: str | None = None, *, preparer=None,
+             headless: Callable[[], int] | None = None) -> int:
+    """`stoker` / `stoker tray` / `stoker run`: the tray app, or `headless()` (by default
+    exactly `stoker run MODEL --headless`) when no tray exists here."""
+    headless = headless or (lambda: run_headless(model))
     if not display_available():
         print(NO_TRAY_LINE, file=sys.stderr)
-        return run_headless(model)
+        return headless()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     if not QSystemTrayIcon.isSystemTrayAvailable():
         print(NO_TRAY_LINE, file=sys.stderr)
-        return run_headless(model)
+        return headless()
     from app.cli import UserError
     from app.shell.control import AlreadyRunning, ControlServer
     from app.shell.paths import stoker_paths

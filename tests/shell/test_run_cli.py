@@ -141,3 +141,14 @@ def test_bad_model_is_one_sentence_and_exit_1(engine_binary, stoker_home, tmp_pa
     assert result.returncode == 1
     assert "failed: no model named" in result.stdout, result.stdout
     assert result.stdout.rstrip().endswith("stopped")
+
+
+def test_without_headless_and_without_a_tray_it_says_so_and_runs_headless(engine_binary, stoker_home,
+                                                                          tmp_path):
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
+    env.pop("DISPLAY", None)
+    result = subprocess.run([sys.executable, "-m", "app", "run", str(tmp_path / "missing.gguf"),
+                             "--engine", str(engine_binary)], cwd=REPO, capture_output=True,
+                            text=True, timeout=60, env=env)
+    assert "no system tray is available here; running headless" in result.stderr
+    assert result.returncode == 1 and "failed: no model named" in result.stdout, result.stdout
