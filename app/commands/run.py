@@ -118,8 +118,9 @@ def run(args) -> int:
         sup = holder.get("sup")
         if req.get("op") == "status":
             snap = sup.snapshot() if sup else AppSnapshot(seq=0, state=EngineState.STOPPED)
-            return {"ok": True, "schema": 1,
-                    "status": status_object(snap, time.time(), instance_pid=os.getpid())}
+            status = status_object(snap, time.time(), instance_pid=os.getpid())
+            status["tray_shown"] = False  # headless: no icon anywhere
+            return {"ok": True, "schema": 1, "status": status}
         if req.get("op") == "stop":
             if sup:
                 sup.submit(Shutdown())

@@ -97,6 +97,7 @@ def test_run_ready_chat_status_crash_restart_ctrl_c(run_args, engine_binary, sto
         assert status["backend"] == "cpu" and status["ctx"] == 1024
         assert status["kv_type_k"] and status["kv_type_v"]
         assert status["endpoint"] == endpoint and status["pid"] and status["restarts"] == 0
+        assert status["tray_shown"] is False
         first_pid = status["pid"]
         assert [p.pid for p in engines_running(engine_binary)] == [first_pid]
 
