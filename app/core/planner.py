@@ -54,7 +54,11 @@ class PlanPolicy:
     trade_kv_type: str = "q8_0"
     ubatch: int = mem.DEFAULT_UBATCH
     draft_max: int = 8  # --spec-draft-n-max when nobody said (reference §7's supervisor checklist)
-    ctx_step: int = 1024  # context shrinks in whole KiB of tokens, easier to read
+    # A window the budget shrinks is the largest multiple of 256 tokens that fits: the engine
+    # rounds -c up to 256 cells (per stream) anyway, so a coarser step only leaves memory
+    # unused. gezel's whole-KiB step cost up to 1,023 tokens, over 5 % of any window below
+    # 20k tokens, which is where a tight budget puts it (measured by `stoker bench fit`).
+    ctx_step: int = 256
     # Prompt cache (--cache-ram): the engine's default is the cap; below 64 MiB a cache
     # holds too few prompts to be worth the RAM, so it is turned off (0).
     prompt_cache_max_mib: int = 8192

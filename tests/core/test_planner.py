@@ -97,9 +97,18 @@ def test_f16_is_traded_for_q8_0_only_when_it_keeps_a_second_slot():
 
 def test_window_shrinks_only_at_one_slot_and_says_so():
     p = plan_launch(llama_8b(), cpu(14, 14))
-    assert p.slots == 1 and 4096 <= p.ctx < 65536 and p.ctx % 1024 == 0
+    assert p.slots == 1 and 4096 <= p.ctx < 65536 and p.ctx % 256 == 0
     assert any(d.what.startswith(f"context {p.ctx:,}") and "largest window" in d.why for d in p.decisions)
     assert within_budget(p)
+
+
+@pytest.mark.parametrize("avail_gib", [9.3, 10.0, 14.0])
+def test_shrunk_window_is_the_largest_multiple_of_256_that_fits(avail_gib):
+    # The engine pads -c to 256 cells, so the planner's step is 256: one step more must not fit.
+    p = plan_launch(llama_8b(), cpu(avail_gib, avail_gib))
+    assert isinstance(p, LaunchPlan) and p.ctx % 256 == 0 and p.ctx < 65536
+    one_more = plan_launch(llama_8b(), cpu(avail_gib, avail_gib), ModelOverrides(ctx=p.ctx + 256, slots=1))
+    assert isinstance(one_more, PlanRefusal)
 
 
 def test_explicit_context_is_never_shrunk_and_refusal_names_it():
