@@ -93,12 +93,15 @@ def run_probe(binary, model, *, ctx: int, slots: int = 1, type_k: str = "f16", t
               flash_attn: str = "auto", ubatch: int = 512, kv_unified: bool = False,
               dry_run: bool = False, timeout_s: float = 60.0, address_space_limit: int | None = None,
               extra: tuple[str, ...] = (), warmup: bool = False, fill_context: bool = False,
-              serve_timeout_s: float = 180.0) -> ProbeResult:
+              serve_timeout_s: float = 180.0, before_stop=None, on_ready=None) -> ProbeResult:
     """Start the engine once, wait for READY (or, `dry_run`, for the fit projection), stop it.
 
     `address_space_limit` sets RLIMIT_AS on the engine (the memory budget of `bench fit`).
     `warmup` drops `--no-warmup`; `fill_context` then serves one full-slot request
-    (`served`), which must finish within `serve_timeout_s`.
+    (`served`), which must finish within `serve_timeout_s`. `before_stop()` is called
+    while the engine still runs (after serving, if asked): a caller reads the memory the
+    engine holds in steady state there, e.g. its cgroup's counters; `on_ready()` once it
+    is READY, before the request (to take counters the request is judged by).
     """
     with tempfile.TemporaryDirectory(prefix="stoker-probe-") as tmp:
         tmp_path = Path(tmp)
@@ -133,10 +136,14 @@ def run_probe(binary, model, *, ctx: int, slots: int = 1, type_k: str = "f16", t
             else:
                 ready = wait_ready(f"http://127.0.0.1:{port}", popen, timeout_s)
                 started, reason = ready.ready, ready.reason
+            if started and on_ready is not None:
+                on_ready()
             if started and fill_context:
                 served, serve_reason = serve_full_context(
                     f"http://127.0.0.1:{port}", popen, max(1, ctx // max(1, slots) - 16), serve_timeout_s)
             wall = time.monotonic() - t0
+            if before_stop is not None and popen.poll() is None:
+                before_stop()
         finally:
             stop_watch.set()
             exit_code = _stop(popen, kill=dry_run)
