@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench.fit import Trial, largest_serving_ctx
+from app.bench.fit import MAJOR_FAULTS_ALLOWED, Trial, judge_serving, largest_serving_ctx
 from app.bench.memory import Row, calibrated_predictions
 
 MIB = 1 << 20
@@ -40,6 +40,14 @@ def test_search_stops_at_the_launch_budget_with_the_largest_seen():
     try_ctx, calls = fake_engine(7936)
     best, trials = largest_serving_ctx(try_ctx, 1024, 1 << 20, max_launches=3)
     assert len(calls) == 3 and best == max(c for c in calls if c <= 7936)
+
+
+def test_serving_by_rereading_from_disk_is_not_a_fit():
+    assert judge_serving(True, 1000, 1000 + MAJOR_FAULTS_ALLOWED) == (True, f" ({MAJOR_FAULTS_ALLOWED} major page faults)")
+    ok, note = judge_serving(True, 1000, 1000 + MAJOR_FAULTS_ALLOWED + 1)
+    assert not ok and "major page faults (re-read from disk)" in note
+    assert judge_serving(False, 0, 0) == (False, "")
+    assert judge_serving(True, None, 5000) == (True, "")  # no cgroup: no counts, served stands
 
 
 def row(ctx, total_kv, model="m", kv="f16", slots=1, source="buffers"):

@@ -1,16 +1,25 @@
 """`stoker bench fit`: the context the planner chooses beside the largest that really starts.
 
 The budget is a memory cgroup around the engine process (v1 `memory.limit_in_bytes`, or v2
-`memory.max`; needs root or a delegated cgroup): it limits what the engine really keeps in
-RAM, page cache of the mapped model included. Bisect with real launches of llama-server for
-the largest `-c` that reaches READY, then ask the planner for a machine whose available RAM
-is the limit. Inside a cgroup "the rest of the system" is outside the limit, so the
-planner's OS reserve does not apply; what does apply is the engine process's own memory
-outside its buffers (binary and libraries, heap, thread stacks). The bench measures that
-once, at the smallest context (peak cgroup usage minus the engine's buffer lines), and
-hands it to the planner as its reserve (a PlanPolicy override). The trained-context clamp
-is lifted so the planner is free to use all of the budget. Prints both contexts, their
-ratio and whether the planned launch itself starts; the target is >= 95 % and it starts.
+`memory.max`, swap capped too; needs root or a delegated cgroup). A trial is one real launch
+of llama-server under it, and "really starts" means: READY with warm-up, then one request
+whose prompt fills the slot's context is served, with at most MAJOR_FAULTS_ALLOWED page
+faults read from disk while it runs. Measured on the demo model (256 MiB, 2 cores):
+- Probes load with `-lm none` (the old --no-mmap). With the model mapped, the kernel evicts
+  the weights' file pages under the limit and the engine re-reads them: it "served" 8,192
+  tokens in a 256 MiB group whose fit is ~5,000, at 60-95 s a request. Read into anonymous
+  memory, the weights cannot be dropped, so the limit binds.
+- The full-context request stays: warm-up leaves the compute buffer (20.6 MiB at 6,144)
+  untouched, and READY alone was reached at 6,144 where serving needs ~5,100.
+- The fault count: near the limit the engine's own code (binary and libraries, ~16 MiB,
+  whose page cache is dropped before each trial like the model's) is evicted and re-read,
+  and the request still completes, slower; that is not a fit either.
+The planner gets a machine whose RAM is the limit and, as its only reserve, the process's
+memory beyond its buffer lines (resident = anonymous + mapped code, after serving), measured
+at context 256 and again at the planned context (it grows ~0.5 KiB a prompt token); its
+trained-context clamp stays (the server refuses longer prompts per slot), and the table
+says when that cap, not the budget, bounds the search. Target: planned >= 95 % of the
+largest that starts, and the planned launch starts.
 
 Without a writable cgroup it falls back to RLIMIT_AS, which limits address space, not RAM
 (mapped file, thread stacks and allocator arenas count although they are not model memory);
@@ -27,6 +36,14 @@ from dataclasses import dataclass
 MIB = 1048576
 DEFAULT_BUDGET_MIB = 256
 SERVE_TIMEOUT_S = 150.0  # a full-context prompt slower than this is not "serving"
+# Weights read into anonymous memory (the old --no-mmap): a mapped model's pages are file-backed,
+# so under a cgroup limit the kernel evicts them and the engine re-reads them from disk; it
+# then "serves" far above the budget, from disk. Anonymous pages cannot be dropped (no swap
+# escape: the group caps swap too), so serving under the limit means the launch fits in RAM.
+LOAD_FLAGS = ("-lm", "none")
+# A launch that serves only by re-reading its own code from disk does not fit: more major
+# faults than this (4 KiB pages: 1 MiB) during the full-context request fail the trial.
+MAJOR_FAULTS_ALLOWED = 256
 
 
 def add_arguments(parser) -> None:
@@ -94,6 +111,30 @@ class MemoryCgroup:
         except (OSError, ValueError):
             return None
 
+    def oom_kills(self) -> int | None:
+        from app.shell.oom_evidence import oom_kill_count
+
+        return oom_kill_count(self.path)
+
+    def _stat(self, key: str) -> int | None:
+        try:
+            stat = dict(line.split() for line in (self.path / "memory.stat").read_text().splitlines())
+            return int(stat[key])
+        except (OSError, ValueError, KeyError):
+            return None
+
+    def resident(self) -> int | None:
+        """What the engine needs in RAM now: anonymous memory (v1 `rss`, v2 `anon`), which the
+        kernel cannot drop, plus the file pages it has mapped (its binary and libraries'
+        code). Not the rest of the page cache the weights were read through."""
+        v1 = self.version == 1
+        anon, mapped = self._stat("rss" if v1 else "anon"), self._stat("mapped_file" if v1 else "file_mapped")
+        return None if anon is None else anon + (mapped or 0)
+
+    def major_faults(self) -> int | None:
+        """Page faults that read from disk, all processes of the group so far."""
+        return self._stat("pgmajfault")
+
     def remove(self) -> None:
         try:
             (self.path / "memory.force_empty").write_text("0") if self.version == 1 else None
@@ -115,6 +156,7 @@ class Trial:
     peak_bytes: int | None  # the cgroup's highest usage during the launch (None: no cgroup)
     buffers_bytes: int | None  # the engine's own buffer lines (weights + KV + compute + output)
     wall_s: float
+    anon_bytes: int | None = None  # resident after serving: anonymous + mapped code (None: no cgroup)
 
 
 def _trial(binary, model, ctx, slots, limit, cgroup=None) -> Trial:
@@ -124,19 +166,55 @@ def _trial(binary, model, ctx, slots, limit, cgroup=None) -> Trial:
     from app.shell.memory_probe import run_probe
 
     settings = dict(ctx=ctx, slots=slots, timeout_s=60, warmup=True, fill_context=True,
-                    serve_timeout_s=SERVE_TIMEOUT_S)
+                    serve_timeout_s=SERVE_TIMEOUT_S, extra=LOAD_FLAGS)
+    anon: list[int | None] = [None]
+    faults: list[int | None] = [None, None]
     if cgroup is not None:
         cgroup.set_limit(limit)
-        _drop_file_cache(model)
+        for f in [model, *_engine_files(binary)]:
+            _drop_file_cache(f)
         cgroup.reset_peak()
-        r = run_probe(cgroup.wrapper, model, **settings)
+
+        def at_ready():
+            faults[0] = cgroup.major_faults()
+
+        def at_end():
+            anon[0], faults[1] = cgroup.resident(), cgroup.major_faults()
+
+        r = run_probe(cgroup.wrapper, model, on_ready=at_ready, before_stop=at_end, **settings)
         peak = cgroup.peak()
     else:
         r = run_probe(binary, model, address_space_limit=limit, **settings)
         peak = None
-    ok = bool(r.started and r.served)
     why = r.serve_reason if r.started else (r.report.load_error or r.reason)
-    return Trial(ctx, ok, why, peak, r.report.total_bytes if r.report.complete else None, r.wall_s)
+    ok, note = judge_serving(bool(r.started and r.served), faults[0], faults[1])
+    why += note
+    if r.started and not r.served and cgroup is not None and r.exit_code is not None:
+        why += f" (exit {r.exit_code}; {cgroup.oom_kills() or 0} OOM kills in the group so far)"
+    return Trial(ctx, ok, why, peak, r.report.total_bytes if r.report.complete else None, r.wall_s,
+                 anon[0] if r.served else None)
+
+
+def judge_serving(served: bool, faults_at_ready: int | None, faults_after: int | None) -> tuple[bool, str]:
+    """(fits, note for the table): served, and without re-reading more than
+    MAJOR_FAULTS_ALLOWED pages from disk during the request. Unknown counts (no cgroup)
+    leave the served answer as it is."""
+    if faults_at_ready is None or faults_after is None:
+        return served, ""
+    n = faults_after - faults_at_ready
+    if served and n > MAJOR_FAULTS_ALLOWED:
+        # It answered, but by re-reading evicted pages from disk while serving: not a fit.
+        return False, f", but with {n} major page faults (re-read from disk) during it"
+    return served, f" ({n} major page faults)" if served else ""
+
+
+def _engine_files(binary) -> list:
+    """The engine binary and the shared libraries beside it (a build's lib folder)."""
+    from pathlib import Path
+
+    here = Path(binary).resolve().parent
+    return [p for d in (here, here.parent / "lib") if d.is_dir() for p in d.iterdir()
+            if p.is_file() and (p.name.startswith("llama-server") or ".so" in p.name)]
 
 
 def _drop_file_cache(path) -> None:
@@ -259,8 +337,10 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
     buffers = small.buffers_bytes
     if cgroup is not None:
         # What the engine process holds beyond its buffer lines once it has served a request
-        # (binary, libraries, heap, HTTP threads): the planner's only reserve inside the limit.
-        overhead = max(0, (small.peak_bytes or 0) - buffers)
+        # (heap, HTTP threads, the request's tokens): anonymous memory, the part of the group's
+        # charge the kernel cannot reclaim (its peak also counts the page cache the weights
+        # were read through, which is dropped under pressure).
+        overhead = max(0, (small.anon_bytes or 0) - buffers)
     else:
         # Address space beyond the buffers: the smallest limit that serves ctx 256, found by
         # bisection in 16 MiB steps, minus the buffers.
@@ -274,12 +354,6 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
         overhead = max(0, hi * 16 * MIB - buffers)
     plan, raw = planned_ctx(summary, limit, args.slots, reserve=overhead)
     planned = plan.ctx if plan else None
-    kv_per_token = max(1, summary_kv_per_token(summary))
-    top = min(1 << 20, (limit // kv_per_token // 256 + 1) * 256)
-    if summary.n_ctx_train:
-        # llama-server caps each slot's context at the trained context (a longer prompt is
-        # refused with HTTP 400), so nothing above it can serve a full-context request.
-        top = min(top, summary.n_ctx_train * args.slots)
     cache: dict[int, Trial] = {}
 
     def try_ctx(ctx: int) -> Trial:
@@ -287,7 +361,29 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
             cache[ctx] = _trial(binary, model, ctx, args.slots, limit, cgroup)
         return cache[ctx]
 
+    reserve_at_256 = overhead
+    if cgroup is not None and planned:
+        # The process's memory beyond its buffers grows with the prompt it serves (~0.5 KiB a
+        # token measured: the request's tokens and JSON, the slot's copy), so the overhead at
+        # 256 is short near the budget. Measure it again at the planned context (its trial
+        # is needed anyway) and plan once more with the larger of the two.
+        first = try_ctx(planned)  # the search's first launch; it reports it
+        if first.anon_bytes is not None and first.buffers_bytes is not None:
+            overhead = max(overhead, first.anon_bytes - first.buffers_bytes)
+            if overhead > reserve_at_256:
+                plan, raw = planned_ctx(summary, limit, args.slots, reserve=overhead)
+                planned = plan.ctx if plan else None
+    kv_per_token = max(1, summary_kv_per_token(summary))
+    top = min(1 << 20, (limit // kv_per_token // 256 + 1) * 256)
+    if summary.n_ctx_train:
+        # llama-server caps each slot's context at the trained context (a longer prompt is
+        # refused with HTTP 400), so nothing above it can serve a full-context request.
+        top = min(top, summary.n_ctx_train * args.slots)
+    cap_binds = bool(summary.n_ctx_train) and top == summary.n_ctx_train * args.slots
+
     best, trials = largest_serving_ctx(try_ctx, planned or top // 2, top, args.max_launches, progress)
+    trials = sorted(cache.values(), key=lambda t: t.ctx)  # the reserve's own trial included
+    cap_binds = cap_binds and best == top
     at_plan = cache.get(planned) if planned else None
     planned_serves = at_plan.serves if at_plan else None
     ratio = (planned / best) if (planned and best) else None
@@ -295,14 +391,17 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
     result = {
         "schema": 2, "bench": "fit", "model": str(model), "engine": binary, "slots": args.slots,
         "limit": kind, "budget_bytes": limit,
-        "definition": "READY with warm-up, then one /completion whose prompt fills the slot's context "
-                      "(ctx/slots - 16 token ids, n_predict 4, cache_prompt false) completes",
+        "definition": "-lm none; READY with warm-up, then one /completion whose prompt fills the slot's "
+                      "context (ctx/slots - 16 token ids, n_predict 4, cache_prompt false) completes "
+                      f"with at most {MAJOR_FAULTS_ALLOWED} major page faults in the group",
+        "trained_ctx_cap": summary.n_ctx_train * args.slots if summary.n_ctx_train else None,
+        "cap_binds": cap_binds, "reserve_at_256_bytes": reserve_at_256,
         "largest_serving_ctx": best, "launches": len(trials),
         "planned_ctx": planned, "planned_serves": planned_serves, "ratio": ratio,
         "planned_refusal": None if plan else getattr(raw, "reason", str(raw)),
         "engine_buffers_at_256_bytes": buffers, "process_overhead_bytes": overhead,
         "planned_estimate_bytes": est_total,
-        "trials": [{"ctx": t.ctx, "serves": t.serves, "why": t.why, "cgroup_peak_bytes": t.peak_bytes,
+        "trials": [{"ctx": t.ctx, "serves": t.serves, "why": t.why, "cgroup_peak_bytes": t.peak_bytes, "resident_bytes": t.anon_bytes,
                     "engine_buffers_bytes": t.buffers_bytes, "wall_s": round(t.wall_s, 1)}
                    for t in sorted(trials, key=lambda t: t.ctx)],
         "target_ratio_met": ratio is not None and ratio >= 0.95 and bool(planned_serves),
@@ -318,19 +417,25 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
           f"{'yes' if planned_serves else 'no'} |")
     if not plan:
         print(f"\nplanner: {result['planned_refusal']}")
-    print("\n| ctx | serves | engine buffers MiB | cgroup peak MiB | peak - buffers MiB | wall s | why |")
-    print("|---|---|---|---|---|---|---|")
+    print("\n| ctx | serves | engine buffers MiB | resident after serving MiB | resident - buffers MiB "
+          "| cgroup peak MiB | wall s | why |")
+    print("|---|---|---|---|---|---|---|---|")
     for t in result["trials"]:
-        b, p = t["engine_buffers_bytes"], t["cgroup_peak_bytes"]
-        print(f"| {t['ctx']} | {'yes' if t['serves'] else 'no'} | {_mib(b)} | {_mib(p)} | "
-              f"{_mib(p - b) if (p is not None and b is not None) else '-'} | {t['wall_s']} | {t['why']} |")
+        b, a = t["engine_buffers_bytes"], t["resident_bytes"]
+        print(f"| {t['ctx']} | {'yes' if t['serves'] else 'no'} | {_mib(b)} | {_mib(a)} | "
+              f"{_mib(a - b) if (a is not None and b is not None) else '-'} | {_mib(t['cgroup_peak_bytes'])} "
+              f"| {t['wall_s']} | {t['why']} |")
+    if cap_binds:
+        print(f"\nThe trained-context cap ({result['trained_ctx_cap']}) bounds the search, not the budget: "
+              "the ratio is about that cap.")
     print(f"\nTarget planned >= 95 % of the largest and serving: "
           f"{'met' if result['target_ratio_met'] else 'NOT met'}.")
     if plan:
         print(f"Planner's CPU total at ctx {planned}: {est_total / MIB:.1f} MiB + reserve "
               f"{overhead / MIB:.1f} MiB = {(est_total + overhead) / MIB:.1f} MiB of {args.budget_mib} MiB.")
-    print(f"Engine buffers at ctx 256: {buffers / MIB:.1f} MiB; the process's memory beyond them "
-          f"after serving ({overhead / MIB:.1f} MiB, measured there) is the planner's reserve inside the limit.")
+    print(f"Engine buffers at ctx 256: {buffers / MIB:.1f} MiB. The process's resident memory beyond its "
+          f"buffers after serving ({reserve_at_256 / MIB:.1f} MiB at ctx 256, {overhead / MIB:.1f} MiB "
+          f"the larger at the first planned context) is the planner's reserve inside the limit.")
     return 0
 
 
