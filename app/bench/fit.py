@@ -15,15 +15,18 @@ faults read from disk while it runs. Measured on the demo model (256 MiB, 2 core
   whose page cache is dropped before each trial like the model's) is evicted and re-read,
   and the request still completes, slower; that is not a fit either.
 The planner gets a machine whose RAM is the limit and, as its only reserve, the process's
-memory beyond its buffer lines (resident = anonymous + mapped code, after serving), measured
-at context 256 and again at the planned context (it grows ~0.5 KiB a prompt token); its
-trained-context clamp stays (the server refuses longer prompts per slot), and the table
+memory beyond its buffer lines (resident = anonymous + mapped code + the group's kernel
+memory, after serving), measured
+at context RESERVE_CTX (2,048; measured at 256 it came out 2.2 MiB short of what larger
+contexts hold, likely because a 240-token prompt fills less than one 512-token ubatch, and a
+planned 6,912 in 300 MiB failed) and again at the planned context. Its trained-context
+clamp stays (the server refuses longer prompts per slot), and the table
 says when that cap, not the budget, bounds the search. Target: planned >= 95 % of the
 largest that starts, and the planned launch starts.
 
 Without a writable cgroup it falls back to RLIMIT_AS, which limits address space, not RAM
 (mapped file, thread stacks and allocator arenas count although they are not model memory);
-that overhead is measured the same way (the smallest limit at which context 256 starts,
+that overhead is measured the same way (the smallest limit at which RESERVE_CTX starts,
 minus its buffers) and subtracted, and the table says which limit was used.
 """
 
@@ -44,6 +47,7 @@ LOAD_FLAGS = ("-lm", "none")
 # A launch that serves only by re-reading its own code from disk does not fit: more major
 # faults than this (4 KiB pages: 1 MiB) during the full-context request fail the trial.
 MAJOR_FAULTS_ALLOWED = 256
+RESERVE_CTX = 2048  # where the process's memory beyond its buffers is measured (see above)
 
 
 def add_arguments(parser) -> None:
@@ -126,10 +130,22 @@ class MemoryCgroup:
     def resident(self) -> int | None:
         """What the engine needs in RAM now: anonymous memory (v1 `rss`, v2 `anon`), which the
         kernel cannot drop, plus the file pages it has mapped (its binary and libraries'
-        code). Not the rest of the page cache the weights were read through."""
+        code) and the kernel memory charged to the group. Not the rest of the page cache the
+        weights were read through."""
         v1 = self.version == 1
         anon, mapped = self._stat("rss" if v1 else "anon"), self._stat("mapped_file" if v1 else "file_mapped")
-        return None if anon is None else anon + (mapped or 0)
+        return None if anon is None else anon + (mapped or 0) + (self.kernel() or 0)
+
+    def kernel(self) -> int | None:
+        """Kernel memory charged to the group (page tables, stacks, slab, socket buffers): it
+        counts against the limit too, and left out it put a planned 6,912 in 300 MiB at the
+        edge (served once, evicted its code the next time)."""
+        if self.version == 1:
+            try:
+                return int((self.path / "memory.kmem.usage_in_bytes").read_text())
+            except (OSError, ValueError):
+                return None
+        return self._stat("kernel")
 
     def major_faults(self) -> int | None:
         """Page faults that read from disk, all processes of the group so far."""
@@ -330,9 +346,9 @@ def run(args) -> int:
 
 def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserError) -> int:
     kind = f"memory cgroup v{cgroup.version}" if cgroup else "RLIMIT_AS (no writable memory cgroup)"
-    small = _trial(binary, model, 256, args.slots, limit, cgroup)
+    small = _trial(binary, model, RESERVE_CTX, args.slots, limit, cgroup)
     if not small.serves or small.buffers_bytes is None:
-        raise UserError(f"the engine does not serve even context 256 under {args.budget_mib} MiB "
+        raise UserError(f"the engine does not serve even context {RESERVE_CTX} under {args.budget_mib} MiB "
                         f"({small.why}); give a larger --budget-mib")
     buffers = small.buffers_bytes
     if cgroup is not None:
@@ -342,12 +358,12 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
         # were read through, which is dropped under pressure).
         overhead = max(0, (small.anon_bytes or 0) - buffers)
     else:
-        # Address space beyond the buffers: the smallest limit that serves ctx 256, found by
+        # Address space beyond the buffers: the smallest limit that serves RESERVE_CTX, found by
         # bisection in 16 MiB steps, minus the buffers.
         lo, hi = buffers // (16 * MIB), limit // (16 * MIB)
         while lo < hi:
             mid = (lo + hi) // 2
-            if _trial(binary, model, 256, args.slots, mid * 16 * MIB).serves:
+            if _trial(binary, model, RESERVE_CTX, args.slots, mid * 16 * MIB).serves:
                 hi = mid
             else:
                 lo = mid + 1
@@ -361,7 +377,7 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
             cache[ctx] = _trial(binary, model, ctx, args.slots, limit, cgroup)
         return cache[ctx]
 
-    reserve_at_256 = overhead
+    reserve_first = overhead
     if cgroup is not None and planned:
         # The process's memory beyond its buffers grows with the prompt it serves (~0.5 KiB a
         # token measured: the request's tokens and JSON, the slot's copy), so the overhead at
@@ -370,7 +386,7 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
         first = try_ctx(planned)  # the search's first launch; it reports it
         if first.anon_bytes is not None and first.buffers_bytes is not None:
             overhead = max(overhead, first.anon_bytes - first.buffers_bytes)
-            if overhead > reserve_at_256:
+            if overhead > reserve_first:
                 plan, raw = planned_ctx(summary, limit, args.slots, reserve=overhead)
                 planned = plan.ctx if plan else None
     kv_per_token = max(1, summary_kv_per_token(summary))
@@ -389,17 +405,17 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
     ratio = (planned / best) if (planned and best) else None
     est_total = plan.devices[0].total_bytes if plan else None
     result = {
-        "schema": 2, "bench": "fit", "model": str(model), "engine": binary, "slots": args.slots,
+        "schema": 3, "bench": "fit", "model": str(model), "engine": binary, "slots": args.slots,
         "limit": kind, "budget_bytes": limit,
         "definition": "-lm none; READY with warm-up, then one /completion whose prompt fills the slot's "
                       "context (ctx/slots - 16 token ids, n_predict 4, cache_prompt false) completes "
                       f"with at most {MAJOR_FAULTS_ALLOWED} major page faults in the group",
         "trained_ctx_cap": summary.n_ctx_train * args.slots if summary.n_ctx_train else None,
-        "cap_binds": cap_binds, "reserve_at_256_bytes": reserve_at_256,
+        "cap_binds": cap_binds, "reserve_ctx": RESERVE_CTX, "reserve_at_reserve_ctx_bytes": reserve_first,
         "largest_serving_ctx": best, "launches": len(trials),
         "planned_ctx": planned, "planned_serves": planned_serves, "ratio": ratio,
         "planned_refusal": None if plan else getattr(raw, "reason", str(raw)),
-        "engine_buffers_at_256_bytes": buffers, "process_overhead_bytes": overhead,
+        "engine_buffers_at_reserve_ctx_bytes": buffers, "process_overhead_bytes": overhead,
         "planned_estimate_bytes": est_total,
         "trials": [{"ctx": t.ctx, "serves": t.serves, "why": t.why, "cgroup_peak_bytes": t.peak_bytes, "resident_bytes": t.anon_bytes,
                     "engine_buffers_bytes": t.buffers_bytes, "wall_s": round(t.wall_s, 1)}
@@ -433,8 +449,8 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
     if plan:
         print(f"Planner's CPU total at ctx {planned}: {est_total / MIB:.1f} MiB + reserve "
               f"{overhead / MIB:.1f} MiB = {(est_total + overhead) / MIB:.1f} MiB of {args.budget_mib} MiB.")
-    print(f"Engine buffers at ctx 256: {buffers / MIB:.1f} MiB. The process's resident memory beyond its "
-          f"buffers after serving ({reserve_at_256 / MIB:.1f} MiB at ctx 256, {overhead / MIB:.1f} MiB "
+    print(f"Engine buffers at ctx {RESERVE_CTX}: {buffers / MIB:.1f} MiB. The process's resident memory beyond its "
+          f"buffers after serving ({reserve_first / MIB:.1f} MiB at ctx {RESERVE_CTX}, {overhead / MIB:.1f} MiB "
           f"the larger at the first planned context) is the planner's reserve inside the limit.")
     return 0
 
