@@ -616,10 +616,19 @@ def _describe(model: ModelSummary, budgets: _Budgets, r: _Result, ov: ModelOverr
     else:
         why = "the largest window that fits"
     out.append(Decision(f"context {_tokens(c.ctx)} ({_tokens(per_slot)} per slot)", why))
+    tier = policy.tier_slots(budgets.fast_bytes)
+    if ov.slots:
+        slots_why = "as set for this model"
+    elif ov.ctx and c.slots < tier and ov.ctx < policy.min_ctx:
+        slots_why = (f"{_tokens(ov.ctx)} tokens are less than one {_tokens(policy.min_ctx)}-token slot, "
+                     f"so one slot gets them all")
+    elif ov.ctx and c.slots < tier:
+        slots_why = (f"{_tokens(ov.ctx)} tokens make {c.slots} slots of at least "
+                     f"{_tokens(policy.min_ctx)} tokens")
+    else:
+        slots_why = f"{gib(budgets.fast_bytes)} of fast memory allows up to {tier}"
     out.append(Decision(f"{c.slots} slot{'s' if c.slots > 1 else ''}" + (", unified KV" if c.kv_unified else ""),
-                        "as set for this model" if ov.slots else
-                        f"{gib(budgets.fast_bytes)} of fast memory allows up to "
-                        f"{policy.tier_slots(budgets.fast_bytes)}"))
+                        slots_why))
     kv = (f"{c.type_k}" if c.type_k == c.type_v else f"K {c.type_k}, V {c.type_v}")
     out.append(Decision(f"KV cache {kv}", "as set for this model" if (ov.kv_type_k or ov.kv_type_v)
                         else "full precision keeps answers identical to the model's own"

@@ -59,6 +59,15 @@ def test_default_context_is_clamped_to_the_trained_context():
     assert any("trained context (8,192)" in d.why for d in p.decisions)
 
 
+def test_slot_count_under_an_explicit_context_says_why_it_is_below_the_tier():
+    p = plan_launch(demo(), cpu(64, 60), ModelOverrides(ctx=1024))
+    (slot,) = [d for d in p.decisions if d.what == "1 slot"]
+    assert slot.why == "1,024 tokens are less than one 4,096-token slot, so one slot gets them all"
+    p = plan_launch(demo(), cpu(64, 60), ModelOverrides(ctx=8192))
+    (slot,) = [d for d in p.decisions if d.what == "2 slots"]
+    assert slot.why == "8,192 tokens make 2 slots of at least 4,096 tokens"
+
+
 def test_os_reserve_is_two_gib_or_a_tenth_of_ram():
     policy = PlanPolicy()
     assert policy.os_reserve(8 * GIB) == 2 * GIB
