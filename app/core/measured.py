@@ -1,17 +1,24 @@
-"""Measured memory lines: what a model really took on this machine, as bytes = fixed + per_token x cells.
+"""Measured memory lines: what a model really took on this machine, used to calibrate the estimate.
 
-Every launch Stoker makes reports its buffers (`core/engine_log.py`). Two launches of the
-same model file, engine build, device and cache settings at different contexts pin down a
-straight line, like the seed's measured ds4 lines; the planner then prefers that line to
-its analytic estimate and says so ("measured on this machine").
+Every launch Stoker makes reports its buffers (`core/engine_log.py`). A launch records, per
+device and component (weights, KV, compute), both the engine's bytes and the analytic
+estimate (`core/memory.py`) for that launch's own settings. Two launches of the same model
+file, engine build, device and cache settings at different contexts pin down, per component,
+how far the estimate is off: engine = analytic + offset + slope x analytic. The planner
+prices every candidate analytically as before and passes those components through the line
+(`MeasuredLine.calibrated`), and says so ("measured on this machine").
 
-The x of the line is the KV cells the engine really allocates for a context, not the
-context asked for: the engine pads the context to 256 and, without a unified cache, each
-slot's share to 256 again, so two requests 100 tokens apart can cost the same. Sliding-
-window layers stop growing once the window fits, so a line fitted above the window is
-exact above it and over-estimates (safely) below it.
+Why calibrate the estimate instead of a straight line in KV cells: sliding-window layers stop
+growing once the window (times the slots, plus a ubatch) fits, so the engine's KV against
+context has a knee (Gemma 3 270M, 4 slots: 36/72/84 MiB at 2048/4096/8192). The analytic
+estimate already has that knee; a line in cells through two contexts extrapolated across it
+by up to 17 % (`stoker bench memory`), while the estimate's error stays a near-constant few
+hundred KiB on either side. The error is fitted against the analytic component itself, so a
+correction follows the estimate's shape (it flattens where the estimate flattens), and a
+different layer placement (same key, other -ngl) keeps its own analytic weights plus the
+small measured offset rather than the measured placement's weights.
 
-Pure: no files, no clock. `shell/measurements.py` keeps the lines on disk and decides when
+Pure: no files, no clock. `shell/measurements.py` keeps the points on disk and decides when
 a file or a build changed.
 """
 
@@ -20,6 +27,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 KV_PAD = 256
+# Below this spread of the analytic values the points cannot tell a proportional error from
+# rounding (q8_0 blocks, whole pages): the error is then taken as a constant, their mean.
+MIN_ANALYTIC_SPREAD = 64 * 1024
+
+COMPONENTS = ("weights", "kv", "compute")
 
 
 def pad256(n: int) -> int:
@@ -36,48 +48,66 @@ def kv_cells(ctx: int, slots: int, kv_unified: bool) -> int:
 
 @dataclass(frozen=True)
 class MeasuredPoint:
-    """One launch's report for one memory: the context and what each component took."""
+    """One launch's report for one device: the context, what each component took, and what the
+    analytic estimate said for the same settings (None: not known, the point cannot calibrate)."""
 
     ctx: int  # -c as launched (the engine's n_ctx)
-    cells: int  # kv_cells(ctx, slots, unified)
+    cells: int  # kv_cells(ctx, slots, unified): two contexts with the same cells are one point
     weights_bytes: int
     kv_bytes: int  # KV + recurrent state
     compute_bytes: int  # compute + output buffers
+    est_weights_bytes: int | None = None
+    est_kv_bytes: int | None = None
+    est_compute_bytes: int | None = None
 
     @property
     def total_bytes(self) -> int:
         return self.weights_bytes + self.kv_bytes + self.compute_bytes
 
+    @property
+    def engine(self) -> tuple[int, int, int]:
+        return self.weights_bytes, self.kv_bytes, self.compute_bytes
+
+    @property
+    def analytic(self) -> tuple[int, int, int] | None:
+        est = (self.est_weights_bytes, self.est_kv_bytes, self.est_compute_bytes)
+        return None if any(e is None for e in est) else est  # type: ignore[return-value]
+
+
+@dataclass(frozen=True)
+class Correction:
+    """engine = analytic + offset_bytes + slope x analytic, for one component."""
+
+    offset_bytes: float
+    slope: float
+
+    def apply(self, analytic: int) -> int:
+        return max(0, int(round(analytic + self.offset_bytes + self.slope * analytic)))
+
 
 @dataclass(frozen=True)
 class MeasuredLine:
-    """bytes(cells) = fixed_bytes + per_token_bytes x cells, from at least two contexts."""
+    """Per component, how the engine's bytes follow the analytic estimate, from >= 2 contexts."""
 
-    fixed_bytes: int
-    per_token_bytes: float
+    weights: Correction
+    kv: Correction
+    compute: Correction
     points: tuple[MeasuredPoint, ...]
 
-    def bytes_at(self, ctx: int, slots: int = 1, kv_unified: bool = True) -> int:
-        return int(round(self.fixed_bytes + self.per_token_bytes * kv_cells(ctx, slots, kv_unified)))
+    def calibrated(self, analytic: tuple[int, int, int]) -> tuple[int, int, int]:
+        """(weights, kv, compute) the engine will take where the estimate says `analytic`."""
+        w, k, c = analytic
+        return self.weights.apply(w), self.kv.apply(k), self.compute.apply(c)
 
-    def components_at(self, ctx: int, slots: int = 1, kv_unified: bool = True) -> tuple[int, int, int]:
-        """(weights, kv, compute) at this context, each from its own fit over the same points.
-
-        They add up to `bytes_at` within rounding, so a plan can show the split and the total.
-        """
-        cells = kv_cells(ctx, slots, kv_unified)
-        parts = []
-        for attr in ("weights_bytes", "kv_bytes", "compute_bytes"):
-            fixed, slope = _least_squares([(p.cells, getattr(p, attr)) for p in self.points])
-            parts.append(max(0, int(round(fixed + slope * cells))))
-        return parts[0], parts[1], parts[2]
+    def total_at(self, analytic: tuple[int, int, int]) -> int:
+        return sum(self.calibrated(analytic))
 
     @property
     def contexts(self) -> tuple[int, ...]:
         return tuple(sorted({p.ctx for p in self.points}))
 
 
-def _least_squares(xy: list[tuple[int, int]]) -> tuple[float, float]:
+def _least_squares(xy: list[tuple[float, float]]) -> tuple[float, float]:
     n = len(xy)
     mx = sum(x for x, _ in xy) / n
     my = sum(y for _, y in xy) / n
@@ -88,25 +118,32 @@ def _least_squares(xy: list[tuple[int, int]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def fit_line(points) -> MeasuredLine | None:
-    """A line through the points' totals, or None when fewer than two distinct cell counts.
+def _correction(pairs: list[tuple[int, int]]) -> Correction:
+    """Least squares of the error (engine - analytic) against the analytic value.
 
-    Least squares over all points (two points: exact). A negative fixed part is never
-    returned: memory at zero context cannot be negative, so the line is then pinned at 0
-    with the steepest slope any point needs, which stays at or above every point. A
-    negative slope (noise between equal-looking launches) is clamped to 0 the same way.
+    Two points: exact at both. Analytic values closer together than MIN_ANALYTIC_SPREAD
+    (the weights of one placement, a compute buffer that does not grow) give a constant
+    error: a slope there would only magnify rounding into every other context.
     """
-    pts = tuple(sorted(points, key=lambda p: (p.cells, p.ctx)))
+    xs = [a for a, _ in pairs]
+    resid = [(a, e - a) for a, e in pairs]
+    if max(xs) - min(xs) < MIN_ANALYTIC_SPREAD:
+        return Correction(sum(r for _, r in resid) / len(resid), 0.0)
+    offset, slope = _least_squares(resid)
+    return Correction(offset, slope)
+
+
+def fit_line(points) -> MeasuredLine | None:
+    """The calibration through the points that carry an analytic estimate, or None when they
+    cover fewer than two distinct cell counts (one context cannot tell a constant error from a
+    per-token one)."""
+    pts = tuple(sorted((p for p in points if p.analytic is not None), key=lambda p: (p.cells, p.ctx)))
     if len({p.cells for p in pts}) < 2:
         return None
-    xy = [(p.cells, p.total_bytes) for p in pts]
-    fixed, slope = _least_squares(xy)
-    if slope < 0:
-        slope, fixed = 0.0, float(max(y for _, y in xy))
-    if fixed < 0:
-        fixed = 0.0
-        slope = max(y / x for x, y in xy if x > 0)
-    return MeasuredLine(fixed_bytes=int(round(fixed)), per_token_bytes=slope, points=pts)
+    parts = []
+    for i in range(3):
+        parts.append(_correction([(p.analytic[i], p.engine[i]) for p in pts]))  # type: ignore[index]
+    return MeasuredLine(parts[0], parts[1], parts[2], pts)
 
 
 @dataclass(frozen=True)
@@ -128,10 +165,10 @@ class MeasuredKey:
 class MeasuredMemory:
     """Every line measured for one model file under one engine build: the planner's seam.
 
-    Built by `shell/measurements.py` (`measured_memory(model_path, build)`); the planner
-    calls `lookup(...)` with the settings it is considering and, when a line comes back,
-    uses `line.components_at(ctx, slots, kv_unified)` for that device instead of the
-    analytic estimate and sets `estimate_source="measured"`.
+    Built by `shell/measurements.py` (`lookup(model_path, binary)`); the planner calls
+    `lookup(...)` with the settings it is considering and, when a line comes back, passes
+    that device's analytic components through `line.calibrated(...)` and sets
+    `estimate_source="measured"`.
     """
 
     model_identity: str

@@ -32,6 +32,18 @@ class DeviceMemory:
 
 
 @dataclass(frozen=True)
+class AnalyticMemory:
+    """The analytic estimate for one engine device (before unified memory folds CPU into the
+    GPU pool), kept on the plan so the launch that runs it can record what the engine took
+    beside what the estimate said, even when the plan's own figures were calibrated."""
+
+    name: str
+    weights_bytes: int
+    kv_bytes: int
+    compute_bytes: int
+
+
+@dataclass(frozen=True)
 class DrafterChoice:
     status: str  # none | in | left-out | forced | broken
     spec_type: str | None
@@ -68,6 +80,9 @@ class LaunchPlan:
     # --cache-ram in MiB: host RAM the server may keep for its prompt cache (engine default
     # 8192). None leaves the engine's default; the planner sizes it from what is left over.
     cache_ram_mib: int | None = None
+    # Per engine device, the analytic weights/KV/compute for these settings (core/measured.py
+    # calibrates against them); empty when the plan was not made by the planner.
+    analytic_devices: tuple[AnalyticMemory, ...] = ()
 
     @property
     def ctx_per_slot(self) -> int:

@@ -22,7 +22,7 @@ from app.core import memory as mem
 from app.core.gguf_summary import LayerBytes, ModelSummary
 from app.core.machine import Machine
 from app.core.overrides import ModelOverrides
-from app.core.plan import Decision, DeviceMemory, DrafterChoice, LaunchPlan, PlanRefusal
+from app.core.plan import AnalyticMemory, Decision, DeviceMemory, DrafterChoice, LaunchPlan, PlanRefusal
 
 GIB = mem.GIB
 MIB = mem.MIB
@@ -165,6 +165,7 @@ class _Result:
     fits: bool
     over: tuple[tuple[str, int, int], ...]  # (pool, needed, budget) where it does not fit
     measured: bool
+    analytic: tuple[AnalyticMemory, ...] = ()  # per engine device, before calibration
 
 
 class _Evaluator:
@@ -217,14 +218,16 @@ class _Evaluator:
         names = ["CPU"] + [g for g, _ in b.gpus]
         parts = {n: [weights.get(n, 0), kvd.get(n, 0), compute.get(n, 0),
                      c.extra_bytes if n == extra_dev else 0] for n in names}
+        analytic = tuple(AnalyticMemory(n, *parts[n][:3]) for n in names)
         measured = False
         if self.measured is not None:
             for n in names:
                 line = self.measured.lookup(n, c.type_k, c.type_v, c.flash_attn, c.slots,
                                             c.kv_unified, c.ubatch)
                 if line is not None:
-                    w, k, cb = line.components_at(c.ctx, c.slots, c.kv_unified)
-                    parts[n][:3] = [w, k, cb]
+                    # Calibrate, not replace: the estimate keeps the shape (sliding-window
+                    # knees, this layout's weights), the measurements its error on this machine.
+                    parts[n][:3] = list(line.calibrated((parts[n][0], parts[n][1], parts[n][2])))
                     measured = True
         # Fold devices into pools (unified memory: the CPU's share lives in the GPU pool).
         pooled: dict[str, list[int]] = {}
@@ -241,7 +244,7 @@ class _Evaluator:
             devices.append(dm)
             if dm.total_bytes > pool.budget:
                 over.append((pool.name, dm.total_bytes, pool.budget))
-        return _Result(c, lay, tuple(devices), not over, tuple(over), measured)
+        return _Result(c, lay, tuple(devices), not over, tuple(over), measured, analytic)
 
     # -- layouts -----------------------------------------------------------------------
 
@@ -381,7 +384,7 @@ def plan_launch(model: ModelSummary, machine: Machine, overrides: ModelOverrides
 
     `draft`: the drafter's summary (the catalog's choice, or the user's `draft_model`).
     `measured`: a `core.measured.MeasuredMemory` (anything with its `lookup`); a measured
-    line replaces the analytic estimate for its device and the plan says so.
+    line calibrates the analytic estimate for its device and the plan says so.
     `broken_drafters`: draft paths (or file names) known to break this engine build.
     """
     return _plan(model, machine, overrides or ModelOverrides(), policy, draft, mmproj, measured,
@@ -572,7 +575,7 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
         decisions=tuple(decisions), estimate_source="measured" if best.measured else "estimated",
         threads=ov.threads, batch=ov.batch, ubatch=ov.ubatch,
         mmproj_path=mmproj.path if mmproj else None, extra_args=ov.extra_args,
-        cache_ram_mib=cache_ram)
+        cache_ram_mib=cache_ram, analytic_devices=best.analytic)
 
 
 def prompt_cache_mib(devices, host_pool: str, policy: "PlanPolicy") -> int:
@@ -655,8 +658,8 @@ def _describe(model: ModelSummary, budgets: _Budgets, r: _Result, ov: ModelOverr
                             f"weights {gib(d.weights_bytes)}, KV {gib(d.kv_bytes)}, compute "
                             f"{gib(d.compute_bytes)}" + (f", other {gib(d.other_bytes)}" if d.other_bytes else "")))
     if r.measured:
-        out.append(Decision("measured memory", "a launch on this machine measured these settings; "
-                            "the measured line replaces the estimate"))
+        out.append(Decision("measured memory", "launches on this machine measured these settings; "
+                            "the estimate is calibrated by what they took"))
     return out
 
 

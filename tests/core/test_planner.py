@@ -292,15 +292,46 @@ class _Measured:
         return self.line if device == "CPU" else None
 
 
-def test_a_measured_line_replaces_the_estimate():
-    from app.core.measured import MeasuredPoint
+def test_a_measured_line_calibrates_the_estimate():
+    """The plan's own analytic components, off by what two launches measured, come back as the
+    engine's bytes; the plan keeps the analytic figures for the launch to record."""
+    from app.core.measured import MeasuredPoint, fit_line
 
-    pts = (MeasuredPoint(2048, 2048, 100 * MIB, 45 * MIB, 20 * MIB),
-           MeasuredPoint(4096, 4096, 100 * MIB, 90 * MIB, 22 * MIB))
-    line = MeasuredLine(fixed_bytes=0, per_token_bytes=0.0, points=pts)
-    p = plan_launch(demo(), cpu(24), ModelOverrides(ctx=4096, slots=1), measured=_Measured(line))
+    ov = ModelOverrides(ctx=4096, slots=1)
+    est = plan_launch(demo(), cpu(24), ov)
+    (a,) = est.analytic_devices
+    assert a.name == "CPU" and (a.weights_bytes, a.kv_bytes) == (est.devices[0].weights_bytes,
+                                                                  est.devices[0].kv_bytes)
+    pts = []
+    for ctx in (2048, 8192):
+        p = plan_launch(demo(), cpu(24), ModelOverrides(ctx=ctx, slots=1)).analytic_devices[0]
+        pts.append(MeasuredPoint(ctx, ctx, p.weights_bytes + MIB, p.kv_bytes, p.compute_bytes - 2 * MIB,
+                                 p.weights_bytes, p.kv_bytes, p.compute_bytes))
+    p = plan_launch(demo(), cpu(24), ov, measured=_Measured(fit_line(pts)))
     assert p.estimate_source == "measured"
-    assert (p.devices[0].weights_bytes, p.devices[0].kv_bytes) == (100 * MIB, 90 * MIB)
+    assert any(d.what == "measured memory" for d in p.decisions)
+    d = p.devices[0]
+    assert (d.weights_bytes, d.kv_bytes, d.compute_bytes) == (a.weights_bytes + MIB, a.kv_bytes,
+                                                              a.compute_bytes - 2 * MIB)
+    assert p.analytic_devices == est.analytic_devices  # never the calibrated figures
+
+
+def test_a_sliding_window_model_is_calibrated_across_its_knee():
+    """Gemma-3-like with 4 slots: measured below the knee (where the SWA cache still grows),
+    planned above it. The estimate's knee is kept; a line in cells would have kept growing."""
+    from app.core.measured import MeasuredPoint, fit_line
+
+    def analytic(ctx):
+        return plan_launch(gemma3_swa(), cpu(256), ModelOverrides(ctx=ctx, slots=4)).analytic_devices[0]
+
+    pts = [MeasuredPoint(ctx, ctx, a.weights_bytes, a.kv_bytes + 3 * MIB, a.compute_bytes,
+                         a.weights_bytes, a.kv_bytes, a.compute_bytes)
+           for ctx, a in ((1024, analytic(1024)), (2048, analytic(2048)))]
+    far = analytic(32768)
+    p = plan_launch(gemma3_swa(), cpu(256), ModelOverrides(ctx=32768, slots=4), measured=_Measured(fit_line(pts)))
+    assert p.devices[0].kv_bytes == far.kv_bytes + 3 * MIB
+    per_cell = (pts[1].kv_bytes - pts[0].kv_bytes) / 1024
+    assert pts[1].kv_bytes + per_cell * (32768 - 2048) > far.kv_bytes + 100 * MIB  # the knee is real
 
 
 # --- Hypothesis properties -------------------------------------------------------------------
