@@ -1,7 +1,9 @@
 """Measured memory lines on disk: `<data>/measurements.json`, one entry per (model file, engine build, settings).
 
 Every launch's engine report (`core/engine_log.parse_memory_report`) adds a point here
-(`record_launch`); `lookup` hands the planner a `core.measured.MeasuredMemory` whose lines
+(`record_launch`): per device, what each component took and what the plan's analytic
+estimate said for it (`LaunchPlan.analytic_devices`, never the calibrated figures the plan
+may have shown). `lookup` hands the planner a `core.measured.MeasuredMemory` whose lines
 come from at least two contexts. A measurement is only true for the exact file and the
 exact build it was taken with, so each entry carries both identities and is dropped on read
 as soon as the model file (path, size, mtime_ns) or the engine build (binary sha256, size,
@@ -21,7 +23,9 @@ from app.core.measured import MeasuredKey, MeasuredMemory, MeasuredPoint, fit_li
 from app.shell.paths import stoker_paths
 from app.shell.store import read_json, write_json_atomic
 
-SCHEMA = 1
+# 2: points carry the analytic estimate beside the engine's bytes. Schema-1 points lack it and
+# cannot calibrate anything, so a schema-1 file is dropped whole (the next launches re-measure).
+SCHEMA = 2
 MAX_POINTS_PER_LINE = 8  # the newest points win; old ones describe the same line anyway
 
 def _read_json(path: Path):
@@ -108,12 +112,14 @@ def record_launch(model_path, binary, plan, report: EngineMemoryReport) -> int:
     """Add this launch's per-device buffers as points; returns how many devices were recorded.
 
     Nothing is recorded from a report that lacks weights, KV or compute lines (a failed or
-    interrupted load), so a half-read log can never become a line.
+    interrupted load), so a half-read log can never become a line. A device the plan has no
+    analytic estimate for (a plan not made by the planner) is kept but calibrates nothing.
     """
     if not report.complete:
         return 0
     mid, bid = model_identity(model_path), build_identity(binary)
     settings = _settings(plan)
+    analytic = {a.name: a for a in getattr(plan, "analytic_devices", ()) or ()}
     ctx = report.n_ctx or int(getattr(plan, "ctx"))
     cells = kv_cells(ctx, settings["slots"], settings["kv_unified"])
     entries = _load_valid()
@@ -129,11 +135,18 @@ def record_launch(model_path, binary, plan, report: EngineMemoryReport) -> int:
             entries.append(entry)
         point = {"ctx": ctx, "cells": cells, "weights": dev.model_bytes, "kv": dev.kv_bytes,
                  "compute": dev.compute_bytes + dev.output_bytes}
+        est = analytic.get(dev.device)
+        if est is not None:
+            point.update(est_weights=est.weights_bytes, est_kv=est.kv_bytes, est_compute=est.compute_bytes)
         entry["points"] = [p for p in entry["points"] if p.get("cells") != cells] + [point]
         entry["points"] = entry["points"][-MAX_POINTS_PER_LINE:]
         recorded += 1
     write_json_atomic(store_path(), {"schema": SCHEMA, "entries": entries})
     return recorded
+
+
+def _int_or_none(v) -> int | None:
+    return None if v is None else int(v)
 
 
 def lookup(model_path, binary) -> MeasuredMemory:
@@ -146,7 +159,9 @@ def lookup(model_path, binary) -> MeasuredMemory:
             continue
         try:
             pts = [MeasuredPoint(int(p["ctx"]), int(p["cells"]), int(p["weights"]), int(p["kv"]),
-                                 int(p["compute"])) for p in e["points"]]
+                                 int(p["compute"]), _int_or_none(p.get("est_weights")),
+                                 _int_or_none(p.get("est_kv")), _int_or_none(p.get("est_compute")))
+                   for p in e["points"]]
             k = e["key"]
             key = MeasuredKey(mid, bid, str(k["device"]), str(k["type_k"]), str(k["type_v"]),
                               str(k["flash_attn"]), int(k["slots"]), bool(k["kv_unified"]),
