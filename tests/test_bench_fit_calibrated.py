@@ -50,8 +50,11 @@ def test_serving_by_rereading_from_disk_is_not_a_fit():
     assert judge_serving(True, None, 5000) == (True, "")  # no cgroup: no counts, served stands
 
 
-def row(ctx, total_kv, model="m", kv="f16", slots=1, source="buffers"):
-    return Row(model, ctx, kv, slots, source, 0, 0, 0, 100 * MIB, total_kv, 10 * MIB, 0)
+def row(ctx, total_kv, model="m", kv="f16", slots=1, source="buffers", est_kv=None):
+    """A row whose estimate says 23040 bytes of KV a token (unless `est_kv`), 1 MiB less weights
+    and 2 MiB more compute than the engine took."""
+    est_kv = ctx * 23040 if est_kv is None else est_kv
+    return Row(model, ctx, kv, slots, source, 99 * MIB, est_kv, 12 * MIB, 100 * MIB, total_kv, 10 * MIB, 0)
 
 
 def test_calibrated_prediction_is_exact_on_a_line_and_needs_two_other_contexts():
@@ -61,6 +64,16 @@ def test_calibrated_prediction_is_exact_on_a_line_and_needs_two_other_contexts()
     for r, (pred, err) in zip(rows[:3], preds[:3]):
         assert pred == r.eng_total and err == 0.0
     assert preds[3:] == [(None, None), (None, None)]  # only one other context in that group
+
+
+def test_calibrated_prediction_follows_the_estimates_sliding_window_knee():
+    """KV that stops growing at 4096 (the SWA cache is full), 1 % above the estimate: calibrated
+    from 2048 and 4096, the 8192 row stays exact; a line in cells would add another 94 MiB."""
+    def kv(c):
+        return min(c, 4096) * 23040
+    rows = [row(c, int(kv(c) * 1.01), est_kv=kv(c), slots=4) for c in (2048, 4096, 8192)]
+    pred, err = calibrated_predictions(rows)[2]
+    assert abs(pred - rows[2].eng_total) <= 2 and abs(err) < 1e-6
 
 
 def test_calibrated_error_shows_a_row_off_the_line():

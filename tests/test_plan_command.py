@@ -85,28 +85,36 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     before = json.loads(out)
     assert rc == 0 and before["memory"]["estimate_source"] == "estimated"
 
+    from app.core.plan import AnalyticMemory
+
+    (est,) = before["memory"]["devices"]  # a CPU-only estimated plan: its figures are the analytic ones
+    assert est["kv_bytes"] == 4096 * 23040  # the demo model's f16 KV, which the estimate gets exactly
+
     class Settings:  # the plan's own settings, so the recorded line matches its lookup
         ctx, slots, kv_type_k, kv_type_v = 2048, before["slots"], before["kv_type_k"], before["kv_type_v"]
         flash_attn, kv_unified = before["flash_attn"], before["kv_unified"]
         ubatch = int(before["argv"][before["argv"].index("-ub") + 1]) if "-ub" in before["argv"] else 512
+        analytic_devices = (AnalyticMemory("CPU", est["weights_bytes"], 2048 * 23040, est["compute_bytes"]),)
 
     logs = Path(__file__).resolve().parent / "data" / "engine_logs"
     real = parse_memory_report((logs / "smollm2-f16-np1-c2048.log").read_text().splitlines())
-    # A second context on the same KV line (23040 bytes per cell measured at 2048), with KV
-    # made 1 MiB larger than the analytic figure so the test can tell which one the plan used.
+    # A second context whose KV the engine made 1 MiB larger than the analytic figure, so the
+    # test can tell whether the plan was calibrated.
     kv_8192 = 8192 * 23040 + (1 << 20)
     other = replace(real, n_ctx=8192,
                     buffers=tuple(replace(b, bytes=kv_8192) if b.kind == "kv" else b for b in real.buffers))
+    at_8192 = type("Settings", (Settings,), {"ctx": 8192, "analytic_devices": (
+        AnalyticMemory("CPU", est["weights_bytes"], 8192 * 23040, est["compute_bytes"]),)})
     assert measurements.record_launch(demo_model, engine_binary, Settings, real) == 1
-    assert measurements.record_launch(demo_model, engine_binary, replace_ctx(Settings, 8192), other) == 1
+    assert measurements.record_launch(demo_model, engine_binary, at_8192, other) == 1
     line = measurements.lookup(demo_model, engine_binary).lines[0][1]
 
     rc, out, _ = run_plan(capsys, *flags, "--json")
     after = json.loads(out)
     assert rc == 0 and after["memory"]["estimate_source"] == "measured"
     (cpu,) = after["memory"]["devices"]
-    assert cpu["kv_bytes"] == line.components_at(4096, 1, after["kv_unified"])[1]
-    assert cpu["kv_bytes"] != before["memory"]["devices"][0]["kv_bytes"]
+    assert cpu["kv_bytes"] == line.calibrated((est["weights_bytes"], est["kv_bytes"], est["compute_bytes"]))[1]
+    assert est["kv_bytes"] < cpu["kv_bytes"] < est["kv_bytes"] + (1 << 20)
     assert any(d["what"] == "measured memory" for d in after["decisions"])
 
     rc, out, _ = run_plan(capsys, *flags)
@@ -114,6 +122,3 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     rc, out, _ = run_plan(capsys, *flags, "--machine", MACHINES / "cpu-only-ram24g.json")
     assert rc == 0 and "memory figures: estimated" in out
 
-
-def replace_ctx(settings, ctx):
-    return type("Settings", (settings,), {"ctx": ctx})

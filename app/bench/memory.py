@@ -13,9 +13,10 @@ Targets (printed, not asserted): total within 2 % on every row and never under t
 by more than 1 %.
 
 Calibrated column: what the planner does once this machine has measured a model. For each
-real-engine row, a measured line (`core/measured.fit_line`) is fitted through the engine's
-own totals at the *other* contexts of the same (model, K/V, slots) and predicts this row's
-total; the error is against the engine. Target: within 0.5 %. Needs at least two other
+real-engine row, a calibration (`core/measured.fit_line`) is fitted from the engine's
+components beside their estimates at the *other* contexts of the same (model, K/V, slots),
+and this row's estimate is passed through it (`MeasuredLine.calibrated`, as the planner
+does); the error is against the engine. Target: within 0.5 %. Needs at least two other
 contexts, so the full grid has three; dry-run rows (whole MiB) are not calibrated.
 """
 
@@ -260,16 +261,18 @@ def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
 
 
 def calibrated_predictions(rows: list[Row]) -> list[tuple[int | None, float | None]]:
-    """(predicted total, error %) per row from a line through the same group's other contexts.
+    """(predicted total, error %) per row, calibrated from the same group's other contexts.
 
-    A group is (model, K/V, slots) measured from real buffers; a row gets (None, None) when
-    its group has fewer than two other measured contexts or it is a dry-run row.
+    A group is (model, K/V, slots) measured from real buffers; each other row is one measured
+    point (engine components beside this bench's estimate for them), and this row's estimate
+    goes through the fitted calibration, as a plan's does. A row gets (None, None) when its
+    group has fewer than two other measured contexts or it is a dry-run row.
     """
     from app.core.measured import MeasuredPoint, fit_line, kv_cells
 
     def point(r: Row) -> MeasuredPoint:
         return MeasuredPoint(r.ctx, kv_cells(r.ctx, r.slots, False), r.eng_weights,
-                             r.eng_kv or 0, r.eng_compute or 0)
+                             r.eng_kv or 0, r.eng_compute or 0, r.est_weights, r.est_kv, r.est_compute)
 
     out: list[tuple[int | None, float | None]] = []
     for r in rows:
@@ -282,7 +285,7 @@ def calibrated_predictions(rows: list[Row]) -> list[tuple[int | None, float | No
         if line is None:
             out.append((None, None))
             continue
-        pred = line.bytes_at(r.ctx, r.slots, kv_unified=False)
+        pred = line.total_at((r.est_weights, r.est_kv, r.est_compute))
         out.append((pred, 100.0 * (pred - r.eng_total) / r.eng_total))
     return out
 
