@@ -160,10 +160,21 @@ class _Header:
 
     def skip_strings(self, n: int, key: str) -> None:
         """Step over n length-prefixed strings without decoding them."""
-        u64 = _U64.unpack_from
         sample = n if n < 2048 else 256  # walk a few to learn the typical size, then vectorise
         first = self.pos
-        for _ in range(sample):
+        self._walk_strings(sample, key)
+        rest = n - sample
+        if rest:
+            end = self._skip_strings_vectorised(rest, (self.pos - first) / sample)
+            if end is not None:
+                self.pos = end
+                return
+            self._walk_strings(rest, key)
+
+    def _walk_strings(self, n: int, key: str) -> None:
+        """Step over n strings one by one, checking each length against the bytes left."""
+        u64 = _U64.unpack_from
+        for _ in range(n):
             p = self.need(8)
             length = u64(self.buf, p)[0]
             if length > MAX_STRING_BYTES:
@@ -171,20 +182,6 @@ class _Header:
             self.pos = p + 8
             self.need(length)
             self.pos += length
-        rest = n - sample
-        if rest:
-            end = self._skip_strings_vectorised(rest, (self.pos - first) / sample)
-            if end is not None:
-                self.pos = end
-                return
-            for _ in range(rest):
-                p = self.need(8)
-                length = u64(self.buf, p)[0]
-                if length > MAX_STRING_BYTES:
-                    self.fail(f"an item of {key} claims a length of {length} bytes")
-                self.pos = p + 8
-                self.need(length)
-                self.pos += length
 
     def _skip_strings_vectorised(self, n: int, typical: float) -> int | None:
         """End offset of n strings starting at pos, or None when the fast path can't prove it.
