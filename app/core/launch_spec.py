@@ -20,9 +20,6 @@ class LaunchSpec:
     host: str
     port: int
     log_file: str | None = None
-    # An address-space cap (RLIMIT_AS) for the engine, POSIX only: a test knob that makes a
-    # real allocation fail the way a full machine does; None in normal use.
-    address_space_limit_bytes: int | None = None
     # A RAM limit (a memory cgroup of the engine's own), Linux only: a test knob whose
     # overrun ends in the kernel's OOM kill, as on a full machine; None in normal use.
     memory_limit_bytes: int | None = None

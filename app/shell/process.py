@@ -125,8 +125,6 @@ class EngineProcess:
         cgroup = None
         if POSIX:
             kwargs["start_new_session"] = True
-            if spec.address_space_limit_bytes:
-                kwargs["preexec_fn"] = _address_space_cap(spec.address_space_limit_bytes)
             if spec.memory_limit_bytes:
                 from app.shell.memory_cgroup import MemoryCgroup
 
@@ -136,7 +134,7 @@ class EngineProcess:
                     log.write(f"=== could not start: {exc}")
                     log.close()
                     raise
-                kwargs["preexec_fn"] = _chain(kwargs.get("preexec_fn"), cgroup.enter_fn())
+                kwargs["preexec_fn"] = cgroup.enter_fn()
         else:
             kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
         try:
@@ -265,29 +263,6 @@ class EngineProcess:
 
 
 # ---------------------------------------------------------------------------- groups, pid files
-
-
-def _address_space_cap(limit: int):
-    """A preexec function that caps the child's address space (RLIMIT_AS) at `limit` bytes."""
-
-    def cap() -> None:
-        import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
-
-    return cap
-
-
-def _chain(first, second):
-    """One preexec function running `first` (when set) and then `second`."""
-    if first is None:
-        return second
-
-    def both() -> None:
-        first()
-        second()
-
-    return both
 
 
 def _signal_group(popen: subprocess.Popen, sig) -> None:
