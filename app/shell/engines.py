@@ -42,22 +42,14 @@ def own_engines_root() -> Path:
     return stoker_paths().engines / "llama-server"
 
 
-def binary_identity(path: Path | str):
-    """A key that changes whenever the binary (or, via probe, a library beside it) changes.
+def binary_identity(path: Path | str) -> str:
+    """`app.shell.probe.binary_identity`, but raising OSError for a missing file, so the
+    discovery caches never remember one."""
+    from app.shell.probe import binary_identity as build_identity
 
-    `app.shell.probe.binary_identity` is the shared definition; the (path, size, mtime)
-    fallback only matters while probe is absent. Raises OSError for a missing file.
-    """
     p = Path(path).resolve()
-    try:
-        from app.shell.probe import binary_identity as probe_identity
-    except ImportError:
-        probe_identity = None
-    if probe_identity is not None:
-        p.stat()  # probe's identity tolerates missing files; ours must not cache them
-        return probe_identity(p)
-    st = p.stat()
-    return (str(p), st.st_size, st.st_mtime_ns)
+    p.stat()
+    return build_identity(p)
 
 
 def _clean_env() -> dict[str, str]:

@@ -9,7 +9,6 @@ is the fingerprint strikes are keyed to, so a replaced binary starts clean.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -40,14 +39,10 @@ class LedgerStore:
 
 
 def binary_identity(binary: Path | str) -> str | None:
-    """size:mtime_ns:sha256-of-the-first-MiB of a binary; None when it cannot be read.
+    """The build's identity (app.shell.probe.binary_identity) that strikes and quarantines
+    are keyed to; None when the binary cannot be read."""
+    from app.shell.probe import binary_identity as build_identity
 
-    Cheap enough for every launch, and a rebuilt or replaced binary changes it.
-    """
-    try:
-        st = os.stat(binary)
-        with open(binary, "rb") as f:
-            head = hashlib.sha256(f.read(1024 * 1024)).hexdigest()[:16]
-    except OSError:
+    if not os.access(binary, os.R_OK):
         return None
-    return f"{st.st_size}:{st.st_mtime_ns}:{head}"
+    return build_identity(binary)

@@ -14,7 +14,6 @@ It must not decide anything about plans; it keeps numbers and says whether they 
 
 from __future__ import annotations
 
-import hashlib
 import os
 from pathlib import Path
 
@@ -46,27 +45,12 @@ def model_identity(model_path: str | os.PathLike) -> str:
     return f"{p}|{st.st_size}|{st.st_mtime_ns}"
 
 
-_sha_cache: dict[tuple, str] = {}
-
-
 def build_identity(binary: str | os.PathLike) -> str:
-    """sha256 (cached by path, size and mtime), size and mtime of the binary, plus the size and
-    mtime of the llama/ggml libraries beside it: a rebuild replaces at least one of them."""
-    p = Path(binary).resolve()
-    st = p.stat()
-    key = (str(p), st.st_size, st.st_mtime_ns)
-    if key not in _sha_cache:
-        h = hashlib.sha256()
-        with open(p, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-        _sha_cache[key] = h.hexdigest()
-    libs = hashlib.sha256()
-    for lib in sorted(p.parent.glob("lib*")):
-        if lib.name.startswith(("libllama", "libggml", "libmtmd")) and lib.is_file():
-            ls = lib.stat()
-            libs.update(f"{lib.name}|{ls.st_size}|{ls.st_mtime_ns};".encode())
-    return f"{_sha_cache[key][:32]}|{st.st_size}|{st.st_mtime_ns}|{libs.hexdigest()[:16]}"
+    """The engine build's identity (app.shell.probe.binary_identity); OSError when missing."""
+    from app.shell.probe import binary_identity
+
+    Path(binary).resolve().stat()
+    return binary_identity(binary)
 
 
 def _identity_or_none(fn, path) -> str | None:

@@ -74,8 +74,12 @@ def _engine_libraries(folder: Path) -> list[Path]:
 def binary_identity(path: Path | str) -> str:
     """A hex digest that changes when the binary or the ggml/llama libraries beside it change.
 
-    Built from the resolved path, size and mtime_ns of the binary and of each library, so
-    replacing a backend library (a CUDA build dropped over a CPU one) re-runs the probe.
+    The one definition of "this engine build" (device-probe cache, discovery caches, the
+    quarantine ledger, measured memory): the resolved path, size and mtime_ns of the binary
+    and of each library, plus a hash of the binary's first MiB, so a binary replaced within
+    the filesystem's mtime granularity still reads as new, and replacing a backend library
+    (a CUDA build dropped over a CPU one) does too. A missing binary gets an identity of its
+    own; callers that must tell it apart stat first.
     """
     binary = Path(path).expanduser().resolve()
     parts = []
@@ -85,6 +89,11 @@ def binary_identity(path: Path | str) -> str:
             parts.append([str(p), st.st_size, st.st_mtime_ns])
         except OSError:
             parts.append([str(p), None, None])
+    try:
+        with open(binary, "rb") as f:
+            parts.append(hashlib.sha256(f.read(1 << 20)).hexdigest())
+    except OSError:
+        parts.append(None)
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
