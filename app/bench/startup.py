@@ -10,7 +10,6 @@ warm-up run first fills the page cache and gives the argv. Target: ratio of medi
 from __future__ import annotations
 
 import json
-import os
 import statistics
 import subprocess
 import time
@@ -48,13 +47,13 @@ def _stoker_once(model, engine, overrides, timeout_s: float = 300):
 
 def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
     from app.shell.health import wait_ready
-    from app.shell.process import free_loopback_port
+    from app.shell.process import clean_engine_env, free_loopback_port
     from app.shell.supervisor import STARTING_POLL_S
 
     port = free_loopback_port()
     argv = list(argv)
     argv[argv.index("--port") + 1] = str(port)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    env = clean_engine_env()
     t0 = time.perf_counter()
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env, start_new_session=True)

@@ -53,8 +53,9 @@ def binary_identity(path: Path | str) -> str:
 
 
 def _clean_env() -> dict[str, str]:
-    # llama-server applies inherited LLAMA_ARG_* before its own CLI; keep probes neutral.
-    return {k: v for k, v in os.environ.items() if not k.startswith("LLAMA_ARG_")}
+    from app.shell.process import clean_engine_env
+
+    return clean_engine_env()
 
 
 def engine_version(binary: Path | str) -> EngineVersion | None:

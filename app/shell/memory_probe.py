@@ -28,7 +28,6 @@ from __future__ import annotations
 import os
 import resource
 import signal
-import socket
 import subprocess
 import tempfile
 import threading
@@ -40,21 +39,13 @@ import psutil
 
 from app.core.engine_log import EngineMemoryReport, parse_memory_report
 from app.shell.health import wait_ready
+from app.shell.process import clean_engine_env, free_loopback_port
 
 DRY_RUN_DONE = "fitting params to free memory took"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _env(tmp: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("LLAMA_ARG_", "LLAMA_API_KEY", "AIP_"))}
-    env["XDG_CONFIG_HOME"] = str(tmp)
-    env["GGML_NO_BACKTRACE"] = "1"
+    env = clean_engine_env(tmp)
     env["NO_COLOR"] = "1"
     return env
 
@@ -106,7 +97,7 @@ def run_probe(binary, model, *, ctx: int, slots: int = 1, type_k: str = "f16", t
     with tempfile.TemporaryDirectory(prefix="stoker-probe-") as tmp:
         tmp_path = Path(tmp)
         log_path = tmp_path / "engine.log"
-        port = free_port()
+        port = free_loopback_port()
         argv = _argv(binary, model, ctx, slots, type_k, type_v, flash_attn, ubatch, kv_unified,
                      port, extra, warmup)
         t0 = time.monotonic()

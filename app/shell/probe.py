@@ -101,14 +101,14 @@ def engine_env(binary: Path, base: dict[str, str] | None = None) -> dict[str, st
     """The environment for running an engine binary outside a launch: no inherited
     LLAMA_ARG_* (the engine would obey them) or API key, and the binary's folder first on
     the library and program paths so the libraries beside it are the ones loaded."""
-    env = {k: v for k, v in (os.environ if base is None else base).items()
-           if not k.startswith("LLAMA_ARG_") and k != "LLAMA_API_KEY"}
+    from app.shell.process import clean_engine_env
+
+    env = clean_engine_env(base=base)
     folder = str(binary.parent)
     env["PATH"] = folder + os.pathsep + env["PATH"] if env.get("PATH") else folder
     if os.name != "nt":
         key = "DYLD_LIBRARY_PATH" if host_os() == "darwin" else "LD_LIBRARY_PATH"
         env[key] = folder + os.pathsep + env[key] if env.get(key) else folder
-    env["GGML_NO_BACKTRACE"] = "1"
     return env
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 
+from app.core.argv import DROP_ENV_PREFIXES
 from app.core.launch_spec import LaunchSpec
 from app.core.lifecycle import EngineExit
 
@@ -39,20 +40,31 @@ def free_loopback_port() -> int:
         return s.getsockname()[1]
 
 
-def engine_environment(spec: LaunchSpec, secrets: Mapping[str, str], config_home: Path) -> dict:
-    """os.environ minus the spec's dropped prefixes, plus its env and the secrets.
+def clean_engine_env(config_home: Path | None = None, *, drop=DROP_ENV_PREFIXES,
+                     base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment any llama-server Stoker runs starts from (launch, probes, benches).
 
-    XDG_CONFIG_HOME/APPDATA point at an empty folder so no llama.cpp config.ini applies.
+    Inherited LLAMA_ARG_* (applied before the engine's own CLI), an API key and AIP_*
+    (which can override --port) are dropped. With `config_home`, XDG_CONFIG_HOME/APPDATA
+    point at that empty folder so no llama.cpp config.ini applies.
     """
-    env = {k: v for k, v in os.environ.items()
-           if not any(k.startswith(p) for p in spec.drop_env_prefixes)}
+    env = {k: v for k, v in (os.environ if base is None else base).items()
+           if not k.startswith(tuple(drop))}
+    if config_home is not None:
+        Path(config_home).mkdir(parents=True, exist_ok=True)
+        env["XDG_CONFIG_HOME"] = str(config_home)
+        if not POSIX:
+            env["APPDATA"] = str(config_home)
+    env["GGML_NO_BACKTRACE"] = "1"  # a backtrace via gdb delays an abort by seconds
+    return env
+
+
+def engine_environment(spec: LaunchSpec, secrets: Mapping[str, str], config_home: Path) -> dict:
+    """The clean engine environment (dropping the spec's prefixes), plus its env and secrets."""
+    env = clean_engine_env(config_home, drop=spec.drop_env_prefixes)
     env.update(dict(spec.env))
+    env["XDG_CONFIG_HOME"] = str(config_home)  # the spec only carries a marker for it
     env.update(secrets)
-    config_home.mkdir(parents=True, exist_ok=True)
-    env["XDG_CONFIG_HOME"] = str(config_home)
-    if not POSIX:
-        env["APPDATA"] = str(config_home)
-    env.setdefault("GGML_NO_BACKTRACE", "1")  # a backtrace via gdb delays an abort by seconds
     return env
 
 

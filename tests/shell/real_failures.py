@@ -19,6 +19,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from app.shell.process import free_loopback_port
+
 TIMEOUT_S = 60
 # A context far past what 300 MiB holds: the KV cache of the demo model at 65536 tokens is
 # 1440 MiB, so the allocation (address-space limit) or the memset (cgroup limit) fails.
@@ -49,12 +51,6 @@ def _env(tmp: Path) -> dict:
     return env
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _argv(binary, model, port, *extra) -> list[str]:
     return [str(binary), "-lv", "4", "-m", str(model), "--host", "127.0.0.1", "--port", str(port),
             "-c", "2048", "-np", "1", "--no-webui", *extra]
@@ -73,7 +69,7 @@ def make_truncated_model(binary, model, tmp: Path) -> Captured:
     cut = tmp / "truncated.gguf"
     with open(model, "rb") as src:
         cut.write_bytes(src.read(1_000_000))
-    return _run("truncated-gguf", _argv(binary, cut, _free_port()), tmp)
+    return _run("truncated-gguf", _argv(binary, cut, free_loopback_port()), tmp)
 
 
 def make_port_in_use(binary, model, tmp: Path) -> Captured:
@@ -85,7 +81,7 @@ def make_port_in_use(binary, model, tmp: Path) -> Captured:
 
 
 def make_unknown_flag(binary, model, tmp: Path) -> Captured:
-    return _run("unknown-flag", _argv(binary, model, _free_port(), "--no-mmap"), tmp)
+    return _run("unknown-flag", _argv(binary, model, free_loopback_port(), "--no-mmap"), tmp)
 
 
 def make_missing_library(binary, model, tmp: Path) -> Captured:
@@ -94,7 +90,7 @@ def make_missing_library(binary, model, tmp: Path) -> Captured:
     lonely.mkdir(exist_ok=True)
     copy = lonely / Path(binary).name
     shutil.copy2(binary, copy)
-    return _run("missing-library", _argv(copy, model, _free_port()), tmp)
+    return _run("missing-library", _argv(copy, model, free_loopback_port()), tmp)
 
 
 def make_host_oom_rlimit(binary, model, tmp: Path) -> Captured:
@@ -106,7 +102,7 @@ def make_host_oom_rlimit(binary, model, tmp: Path) -> Captured:
     def cap():
         resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
-    argv = _argv(binary, model, _free_port(), "-c", BIG_CTX)
+    argv = _argv(binary, model, free_loopback_port(), "-c", BIG_CTX)
     return _run("host-oom-rlimit", argv, tmp, preexec=cap)
 
 
@@ -145,7 +141,7 @@ def make_host_oom_cgroup(binary, model, tmp: Path) -> Captured | None:
             f.write(str(os.getpid()))
 
     try:
-        argv = _argv(binary, model, _free_port(), "-c", BIG_CTX)
+        argv = _argv(binary, model, free_loopback_port(), "-c", BIG_CTX)
         return _run("host-oom-cgroup", argv, tmp, preexec=join,
                     oom_probe=lambda: oom_kill_count(group) > before)
     finally:
@@ -160,7 +156,7 @@ def make_drafter_failure(binary, model, tmp: Path) -> Captured:
     cut = tmp / "draft-truncated.gguf"
     with open(model, "rb") as src:
         cut.write_bytes(src.read(1_000_000))
-    argv = _argv(binary, model, _free_port(), "-md", str(cut), "--spec-type", "draft-simple")
+    argv = _argv(binary, model, free_loopback_port(), "-md", str(cut), "--spec-type", "draft-simple")
     return _run("drafter-truncated", argv, tmp)
 
 

@@ -7,19 +7,13 @@ two smallest fixtures run here; the lead measured the rest by hand (see the repo
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import time
 
 import pytest
 
+from app.shell.process import free_loopback_port
 from tests.helpers.gguf_fixtures import header_only_150k_vocab, lfm2_1_2b_q4_k_m
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.parametrize("build", [header_only_150k_vocab, lfm2_1_2b_q4_k_m])
@@ -28,7 +22,7 @@ def test_llama_server_loads_header_only_fixture(engine_binary, tmp_path, build):
     log = tmp_path / "server.log"
     with open(log, "w") as out:
         proc = subprocess.Popen(
-            [str(engine_binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(_free_port()),
+            [str(engine_binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(free_loopback_port()),
              "-c", "256", "-np", "1", "--no-warmup", "-nr", "--fit", "off"],
             stdout=out, stderr=subprocess.STDOUT, cwd=engine_binary.parent)
     try:

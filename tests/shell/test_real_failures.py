@@ -118,7 +118,7 @@ def test_oom_watch_sees_the_kernel_kill(engine_binary, demo_model, work):
             f.write(str(__import__("os").getpid()))
 
     try:
-        argv = rf._argv(engine_binary, demo_model, rf._free_port(), "-c", rf.BIG_CTX)
+        argv = rf._argv(engine_binary, demo_model, rf.free_loopback_port(), "-c", rf.BIG_CTX)
         p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              env=rf._env(work), preexec_fn=join)
         watch = OomWatch(p.pid)
