@@ -135,6 +135,7 @@ class RecordIncident:
     exit: EngineExit | None
     summary: str  # used when there is no exit to classify (start-up timeout, refusal)
     action: str  # what Stoker did next, a sentence fragment for the incident view
+    kind: str | None = None  # the incident kind when there is no exit to classify
 
 
 @dataclass(frozen=True)
@@ -237,7 +238,7 @@ def _step(st: LifecycleState, ev: Event, now: float) -> tuple[LifecycleState, tu
         if p is S.STARTING:
             # A refused plan or a missing binary will not fix itself: no retry loop.
             return (replace(st, phase=S.FAILED, pid=None, last_error=ev.reason),
-                    (RecordIncident(None, ev.reason, "stopped; nothing was started"),))
+                    (RecordIncident(None, ev.reason, "stopped; nothing was started", "start-refused"),))
         return st, ()
 
     if isinstance(ev, BecameReady):
@@ -253,7 +254,7 @@ def _step(st: LifecycleState, ev: Event, now: float) -> tuple[LifecycleState, tu
             action = f"stopped it; {decision.reason}"
             nxt = replace(_stopping(st, then), failures=decision.history, retry_at=decision.at,
                           last_error=summary if decision.retry else decision.reason)
-            return nxt, (Kill(), RecordIncident(None, summary, action))
+            return nxt, (Kill(), RecordIncident(None, summary, action, "startup-timeout"))
         return st, ()
 
     if isinstance(ev, Unresponsive):
@@ -264,7 +265,8 @@ def _step(st: LifecycleState, ev: Event, now: float) -> tuple[LifecycleState, tu
             then = THEN_BACKOFF if decision.retry else THEN_FAIL
             nxt = replace(_stopping(st, then), failures=decision.history, retry_at=decision.at,
                           last_error=summary if decision.retry else decision.reason)
-            return nxt, (Kill(), RecordIncident(None, summary, f"stopped it; {decision.reason}"))
+            return nxt, (Kill(), RecordIncident(None, summary, f"stopped it; {decision.reason}",
+                                                "unresponsive"))
         return st, ()
 
     if isinstance(ev, Exited):

@@ -637,13 +637,7 @@ def plain_incident(effect: RecordIncident):
     """An Incident for a failure with no process exit: a start-up timeout or a refused start."""
     from app.core.diagnosis import Incident
 
-    if "did not become ready" in effect.summary:
-        kind = "startup-timeout"
-    elif "stopped answering" in effect.summary:
-        kind = "unresponsive"
-    else:
-        kind = "start-refused"
-    return Incident(kind=kind, title=effect.summary, evidence="",
+    return Incident(kind=effect.kind or "unknown", title=effect.summary, evidence="",
                     advice="see the engine log, or start it again with a smaller context",
                     counts_as_strike=False, recoverable_by=None, exit_description=None)
 

@@ -226,6 +226,11 @@ def test_startup_timeout_kills_then_backs_off():
     assert st.phase is S.BACKOFF and ScheduleRetry(st.retry_at) in eff
 
 
+def test_incidents_without_an_exit_carry_their_kind():
+    _, eff = step(STATES["starting"], StartupTimedOut(180), NOW)
+    assert [e.kind for e in eff if type(e).__name__ == "RecordIncident"] == ["startup-timeout"]
+
+
 def test_shutdown_wins_over_a_later_start_while_stopping():
     st, _ = step(STATES["ready"], ShutdownRequested(), NOW)
     st, eff = step(st, StartRequested(OTHER), NOW)
