@@ -1,5 +1,5 @@
 import sys
 
-from app.cli import main
+from stoker.cli import main
 
 sys.exit(main())

@@ -11,22 +11,22 @@ import argparse
 import importlib
 import sys
 
-from app.errors import UserError  # re-exported: commands import it from here
+from stoker.errors import UserError  # re-exported: commands import it from here
 
 # name -> (module, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "setup": ("app.commands.setup", "build the engine and fetch the demo model, with progress"),
-    "inspect": ("app.commands.inspect", "summarise a GGUF model"),
-    "plan": ("app.commands.plan", "plan a launch without running it"),
-    "devices": ("app.commands.devices", "list this machine's memory and GPUs"),
-    "engines": ("app.commands.engines", "list the llama-server builds Stoker can use"),
-    "models": ("app.commands.models", "list models in the library and added folders"),
-    "run": ("app.commands.run", "launch and supervise a model; prints the endpoint"),
-    "status": ("app.commands.status", "ask the running instance how it is"),
-    "stop": ("app.commands.stop", "ask the running instance to stop its engine and exit"),
-    "diagnose": ("app.commands.diagnose", "explain a llama-server log and exit status"),
-    "bench": ("app.commands.bench", "benchmarks that print side-by-side ratios"),
-    "tray": ("app.commands.tray", "start the tray app (the default with no command)"),
+    "setup": ("stoker.commands.setup", "build the engine and fetch the demo model, with progress"),
+    "inspect": ("stoker.commands.inspect", "summarise a GGUF model"),
+    "plan": ("stoker.commands.plan", "plan a launch without running it"),
+    "devices": ("stoker.commands.devices", "list this machine's memory and GPUs"),
+    "engines": ("stoker.commands.engines", "list the llama-server builds Stoker can use"),
+    "models": ("stoker.commands.models", "list models in the library and added folders"),
+    "run": ("stoker.commands.run", "launch and supervise a model; prints the endpoint"),
+    "status": ("stoker.commands.status", "ask the running instance how it is"),
+    "stop": ("stoker.commands.stop", "ask the running instance to stop its engine and exit"),
+    "diagnose": ("stoker.commands.diagnose", "explain a llama-server log and exit status"),
+    "bench": ("stoker.commands.bench", "benchmarks that print side-by-side ratios"),
+    "tray": ("stoker.commands.tray", "start the tray app (the default with no command)"),
 }
 
 
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stoker: '{args.command}' is not available in this build.", file=sys.stderr)
         return 2
     if args.command in LONG_RUNNING:
-        from app.shell.applog import configure_logging
+        from stoker.shell.applog import configure_logging
 
         configure_logging()
     try:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from app.bench.fit import MAJOR_FAULTS_ALLOWED, Trial, judge_serving, largest_serving_ctx
-from app.bench.memory import Row, calibrated_predictions
+from stoker.bench.fit import MAJOR_FAULTS_ALLOWED, Trial, judge_serving, largest_serving_ctx
+from stoker.bench.memory import Row, calibrated_predictions
 
 MIB = 1 << 20
 

@@ -1,6 +1,6 @@
 """The layer rules of DESIGN.md §1, checked on every import statement in app/.
 
-core: stdlib and app.core only. shell: never Qt, never app.ui. ui: never subprocess,
+core: stdlib and stoker.core only. shell: never Qt, never stoker.ui. ui: never subprocess,
 psutil, httpx or gguf. Imports inside functions count too.
 """
 
@@ -23,7 +23,7 @@ def imports_of(path: Path) -> list[tuple[int, str]]:
         elif isinstance(node, ast.ImportFrom):
             if node.level:  # relative: resolve against the package
                 pkg = path.relative_to(APP.parent).with_suffix("").parts[: -node.level]
-                base = ".".join(pkg)
+                base = ".".join(("stoker",) + pkg[1:])  # app/ is installed as stoker
                 found.append((node.lineno, f"{base}.{node.module}" if node.module else base))
             elif node.module:
                 found.append((node.lineno, node.module))
@@ -45,7 +45,7 @@ def top(name: str) -> str:
 
 def test_core_imports_only_stdlib_and_core():
     def allowed(name):
-        if name == "app.core" or name.startswith("app.core."):
+        if name == "stoker.core" or name.startswith("stoker.core."):
             return True
         return top(name) in STDLIB and top(name) not in {"subprocess", "socket", "threading",
                                                           "multiprocessing", "asyncio"}
@@ -55,7 +55,7 @@ def test_core_imports_only_stdlib_and_core():
 
 def test_shell_never_imports_qt_or_ui():
     def allowed(name):
-        return top(name) not in {"PySide6", "shiboken6"} and not name.startswith("app.ui")
+        return top(name) not in {"PySide6", "shiboken6"} and not name.startswith("stoker.ui")
 
     assert violations("shell", allowed) == []
 

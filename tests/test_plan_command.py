@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.cli import main
+from stoker.cli import main
 from tests.helpers import gguf_fixtures as F
 
 MACHINES = Path(__file__).resolve().parent / "data" / "machines"
@@ -75,9 +75,9 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     it and says so. A described machine (--machine) did not measure anything and stays estimated."""
     from dataclasses import replace
 
-    from app.commands import plan as plan_cmd
-    from app.core.engine_log import parse_memory_report
-    from app.shell import measurements
+    from stoker.commands import plan as plan_cmd
+    from stoker.core.engine_log import parse_memory_report
+    from stoker.shell import measurements
 
     monkeypatch.setattr(plan_cmd, "_engine", lambda: (str(engine_binary), "cpu"))
     flags = (demo_model, "--ctx", 4096, "--slots", 1, "--kv", "f16")
@@ -85,7 +85,7 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     before = json.loads(out)
     assert rc == 0 and before["memory"]["estimate_source"] == "estimated"
 
-    from app.core.plan import AnalyticMemory
+    from stoker.core.plan import AnalyticMemory
 
     (est,) = before["memory"]["devices"]  # a CPU-only estimated plan: its figures are the analytic ones
     assert est["kv_bytes"] == 4096 * 23040  # the demo model's f16 KV, which the estimate gets exactly

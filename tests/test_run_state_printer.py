@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from app.commands.run import StatePrinter
-from app.core.snapshot import AppSnapshot, EngineState, IncidentView
+from stoker.commands.run import StatePrinter
+from stoker.core.snapshot import AppSnapshot, EngineState, IncidentView
 
 
 def _incident(kind: str) -> IncidentView:

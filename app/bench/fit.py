@@ -97,7 +97,7 @@ class MemoryCgroup:
         return None
 
     def set_limit(self, limit: int) -> None:
-        from app.shell.memory_cgroup import set_memory_limit
+        from stoker.shell.memory_cgroup import set_memory_limit
 
         set_memory_limit(self.path, self.version, limit)
 
@@ -116,7 +116,7 @@ class MemoryCgroup:
             return None
 
     def oom_kills(self) -> int | None:
-        from app.shell.oom_evidence import oom_kill_count
+        from stoker.shell.oom_evidence import oom_kill_count
 
         return oom_kill_count(self.path)
 
@@ -179,7 +179,7 @@ def _trial(binary, model, ctx, slots, limit, cgroup=None) -> Trial:
     """Start with warm-up and serve one request whose prompt fills a slot's context: what a
     user calls "it runs". A start alone leaves the compute buffer (and, with --no-warmup,
     more) untouched, so a cgroup admits contexts that die on their first long prompt."""
-    from app.shell.memory_probe import run_probe
+    from stoker.shell.memory_probe import run_probe
 
     settings = dict(ctx=ctx, slots=slots, timeout_s=60, warmup=True, fill_context=True,
                     serve_timeout_s=SERVE_TIMEOUT_S, extra=LOAD_FLAGS)
@@ -301,10 +301,10 @@ def largest_serving_ctx(try_ctx, start: int, hi: int, max_launches: int = 8,
 
 
 def planned_ctx(summary, budget: int, slots: int, reserve: int = 0):
-    from app.core.machine import Machine
-    from app.core.overrides import ModelOverrides
-    from app.core.plan import LaunchPlan
-    from app.core.planner import PlanPolicy, plan_launch
+    from stoker.core.machine import Machine
+    from stoker.core.overrides import ModelOverrides
+    from stoker.core.plan import LaunchPlan
+    from stoker.core.planner import PlanPolicy, plan_launch
 
     machine = Machine(os="linux", arch="x86_64", ram_total_bytes=budget, ram_available_bytes=budget,
                       physical_cores=2, logical_cores=2, source="bench-fit")
@@ -320,11 +320,11 @@ def run(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from app.bench.memory import _engine_binary
-    from app.cli import UserError
-    from app.shell.gguf_io import load_summary
-    from app.shell.memory_probe import run_probe
-    from app.shell.paths import stoker_paths
+    from stoker.bench.memory import _engine_binary
+    from stoker.cli import UserError
+    from stoker.shell.gguf_io import load_summary
+    from stoker.shell.memory_probe import run_probe
+    from stoker.shell.paths import stoker_paths
 
     binary = _engine_binary()
     model = Path(args.model) if args.model else stoker_paths().models / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -461,7 +461,7 @@ def _mib(b) -> str:
 
 def summary_kv_per_token(summary) -> int:
     """f16 K+V bytes per token over all layers: only an upper bound for the search."""
-    from app.core import memory as mem
+    from stoker.core import memory as mem
 
     return mem.kv_bytes(summary, ctx=256, slots=1, kv_unified=True, type_k="f16", type_v="f16",
                         ubatch=512, flash_attn=True).total // 256

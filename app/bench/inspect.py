@@ -33,7 +33,7 @@ def _median_ms(fn, runs: int) -> float:
 
 def _write_150k_vocab(path: Path) -> Path:
     """The same file the tests build: a small llama whose header is mostly vocabulary."""
-    from app.shell.gguf_write import write_vocab_heavy_gguf
+    from stoker.shell.gguf_write import write_vocab_heavy_gguf
 
     return write_vocab_heavy_gguf(path, 150_000)
 
@@ -41,9 +41,9 @@ def _write_150k_vocab(path: Path) -> Path:
 def run(args) -> int:
     import gguf
 
-    from app.cli import UserError
-    from app.shell.gguf_io import GGUFError, clear_memory_cache, load_summary
-    from app.shell.paths import stoker_paths
+    from stoker.cli import UserError
+    from stoker.shell.gguf_io import GGUFError, clear_memory_cache, load_summary
+    from stoker.shell.paths import stoker_paths
 
     if args.runs < 1 or args.reader_runs < 1:
         raise UserError("--runs and --reader-runs must be at least 1.")

@@ -103,7 +103,7 @@ REAL_SHAPES = ("llama_8b_q4_k_m", "qwen3moe_30b_a3b_q4_k_m", "gemma3_12b_q4_k_m"
 
 def ensure_real_shapes(folder: Path) -> None:
     """Write the missing real-shape files (sparse: a few MiB of disk each) into `folder`."""
-    from app.shell.real_shapes import REAL_SHAPE_BUILDERS
+    from stoker.shell.real_shapes import REAL_SHAPE_BUILDERS
 
     folder.mkdir(parents=True, exist_ok=True)
     for name in REAL_SHAPES:
@@ -181,7 +181,7 @@ def _sparse_copy(path: Path, summary, tmp: Path) -> Path:
 def host_repack_types() -> frozenset[str]:
     import platform
 
-    from app.core import memory as mem
+    from stoker.core import memory as mem
     return mem.repacked_types(platform.machine())
 
 
@@ -191,7 +191,7 @@ def estimate(summary, ctx: int, slots: int, kv_type: str, unified: bool = False,
 
     `repack=False` prices the weights without the CPU_REPACK copy: what the dry run's
     projection counts (it never maps the file, so a repacked tensor is counted once)."""
-    from app.core import memory as mem
+    from stoker.core import memory as mem
 
     placement = mem.place_layers(summary, None)
     weights = sum(mem.weights_by_device(summary, placement, repack_types=host_repack_types(),
@@ -207,8 +207,8 @@ def estimate(summary, ctx: int, slots: int, kv_type: str, unified: bool = False,
 
 
 def _engine_binary() -> str:
-    from app.cli import UserError
-    from app.shell.engines import discover_engines
+    from stoker.cli import UserError
+    from stoker.shell.engines import discover_engines
 
     for b in discover_engines():
         if b.usable:
@@ -218,8 +218,8 @@ def _engine_binary() -> str:
 
 def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
                  progress=None) -> list[Row]:
-    from app.shell.gguf_io import load_summary
-    from app.shell.memory_probe import measure_dry_run, run_probe
+    from stoker.shell.gguf_io import load_summary
+    from stoker.shell.memory_probe import measure_dry_run, run_probe
 
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="stoker-bench-memory-") as tmp:
@@ -268,7 +268,7 @@ def calibrated_predictions(rows: list[Row]) -> list[tuple[int | None, float | No
     goes through the fitted calibration, as a plan's does. A row gets (None, None) when its
     group has fewer than two other measured contexts or it is a dry-run row.
     """
-    from app.core.measured import MeasuredPoint, fit_line, kv_cells
+    from stoker.core.measured import MeasuredPoint, fit_line, kv_cells
 
     def point(r: Row) -> MeasuredPoint:
         return MeasuredPoint(r.ctx, kv_cells(r.ctx, r.slots, False), r.eng_weights,
@@ -350,8 +350,8 @@ def render_table(rows: list[Row], summary: dict, notes: list[str]) -> str:
 
 
 def run(args) -> int:
-    from app.cli import UserError
-    from app.shell.paths import stoker_paths
+    from stoker.cli import UserError
+    from stoker.shell.paths import stoker_paths
 
     paths = stoker_paths()
     binary = _engine_binary()
@@ -378,7 +378,7 @@ def run(args) -> int:
     for p in extra:
         if not p.is_file():
             raise UserError(f"{p} is not a file; give the path of a .gguf model")
-        from app.shell.gguf_io import load_summary
+        from stoker.shell.gguf_io import load_summary
         s = load_summary(p)
         header_only = _is_header_only(p, s)
         models.append((p.stem + (" (header only)" if header_only else ""), p, header_only))

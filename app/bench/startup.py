@@ -27,10 +27,10 @@ def add_arguments(parser) -> None:
 
 
 def _stoker_once(model, engine, overrides, timeout_s: float = 300):
-    from app.core.commands import Shutdown, StartModel
-    from app.core.snapshot import EngineState
-    from app.shell.launcher import RealPreparer
-    from app.shell.supervisor import Supervisor
+    from stoker.core.commands import Shutdown, StartModel
+    from stoker.core.snapshot import EngineState
+    from stoker.shell.launcher import RealPreparer
+    from stoker.shell.supervisor import Supervisor
 
     preparer = RealPreparer(cli_overrides=overrides, engine=engine, remember_last_model=False)
     t0 = time.perf_counter()
@@ -46,9 +46,9 @@ def _stoker_once(model, engine, overrides, timeout_s: float = 300):
 
 
 def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
-    from app.shell.health import wait_ready
-    from app.shell.process import clean_engine_env, free_loopback_port
-    from app.shell.supervisor import STARTING_POLL_S
+    from stoker.shell.health import wait_ready
+    from stoker.shell.process import clean_engine_env, free_loopback_port
+    from stoker.shell.supervisor import STARTING_POLL_S
 
     port = free_loopback_port()
     argv = list(argv)
@@ -73,8 +73,8 @@ def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
 
 
 def run(args) -> int:
-    from app.cli import UserError
-    from app.core.overrides import ModelOverrides
+    from stoker.cli import UserError
+    from stoker.core.overrides import ModelOverrides
 
     if args.runs < 1:
         raise UserError("--runs must be at least 1.")

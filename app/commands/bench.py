@@ -17,19 +17,19 @@ def add_arguments(parser) -> None:
     for name, help_text in BENCHES.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         try:
-            importlib.import_module(f"app.bench.{name}").add_arguments(p)
+            importlib.import_module(f"stoker.bench.{name}").add_arguments(p)
         except ModuleNotFoundError as exc:
-            if exc.name != f"app.bench.{name}":
+            if exc.name != f"stoker.bench.{name}":
                 raise
 
 
 def run(args) -> int:
-    from app.cli import UserError
+    from stoker.cli import UserError
 
     try:
-        module = importlib.import_module(f"app.bench.{args.bench}")
+        module = importlib.import_module(f"stoker.bench.{args.bench}")
     except ModuleNotFoundError as exc:
-        if exc.name != f"app.bench.{args.bench}":
+        if exc.name != f"stoker.bench.{args.bench}":
             raise
         raise UserError(f"the '{args.bench}' benchmark is not built yet.") from None
     return module.run(args)

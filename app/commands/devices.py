@@ -26,7 +26,7 @@ def add_arguments(parser) -> None:
 def _default_engine() -> tuple[str | None, str | None]:
     """(binary, note): the best usable discovered build, when engine discovery exists."""
     try:
-        from app.shell.engines import discover_engines
+        from stoker.shell.engines import discover_engines
     except ImportError:
         return None, None
     try:
@@ -40,10 +40,10 @@ def _default_engine() -> tuple[str | None, str | None]:
 
 
 def _load_machine(args):
-    from app.cli import UserError
+    from stoker.cli import UserError
 
     if args.machine:
-        from app.core.machine import machine_from_json
+        from stoker.core.machine import machine_from_json
 
         path = Path(args.machine).expanduser()
         try:
@@ -55,7 +55,7 @@ def _load_machine(args):
             return machine_from_json(text, str(path)), None
         except ValueError as exc:
             raise UserError(f"{exc}.") from None
-    from app.shell.probe import probe_machine
+    from stoker.shell.probe import probe_machine
 
     engine, note = (args.engine, None) if args.engine else _default_engine()
     if args.engine and not Path(args.engine).expanduser().is_file():

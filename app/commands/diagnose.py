@@ -13,7 +13,7 @@ import re
 import sys
 from pathlib import Path
 
-from app.core.diagnosis import ExitReport, backend_from_log, classify_exit, ntstatus_of
+from stoker.core.diagnosis import ExitReport, backend_from_log, classify_exit, ntstatus_of
 
 TAIL_BYTES = 512 * 1024
 TAIL_LINES = 400
@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
 
 
 def _parse_exit_code(text: str) -> int:
-    from app.cli import UserError
+    from stoker.cli import UserError
 
     try:
         return int(text, 0)
@@ -44,8 +44,8 @@ def _parse_exit_code(text: str) -> int:
 
 
 def _parse_signal(text: str) -> str:
-    from app.cli import UserError
-    from app.core.diagnosis import signal_name
+    from stoker.cli import UserError
+    from stoker.core.diagnosis import signal_name
 
     t = text.strip().upper()
     if t.isdigit():
@@ -87,7 +87,7 @@ def _phase_from_log(lines) -> str:
 
 
 def run(args) -> int:
-    from app.cli import UserError
+    from stoker.cli import UserError
 
     path = Path(args.logfile)
     if not path.is_file():

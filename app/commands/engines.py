@@ -25,7 +25,7 @@ def engine_row(b, selected: bool) -> dict:
 
 
 def run(args) -> int:
-    from app.shell.engines import discover_engines
+    from stoker.shell.engines import discover_engines
 
     builds = discover_engines(args.engine_path)
     chosen = next((b for b in builds if b.usable), None)

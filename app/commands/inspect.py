@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from app.core.gguf_summary import ModelSummary, summary_to_dict
+from stoker.core.gguf_summary import ModelSummary, summary_to_dict
 
 JSON_SCHEMA = 1
 
@@ -105,8 +105,8 @@ def summary_rows(s: ModelSummary) -> list[tuple[str, str]]:
 
 
 def run(args) -> int:
-    from app.cli import UserError
-    from app.shell.gguf_io import GGUFError, load_summary
+    from stoker.cli import UserError
+    from stoker.shell.gguf_io import GGUFError, load_summary
 
     path = Path(args.model).expanduser()
     if not path.exists():

@@ -38,7 +38,7 @@ def model_row(m) -> dict:
 
 
 def run(args) -> int:
-    from app.shell.models import added_folders, library_folder, list_models
+    from stoker.shell.models import added_folders, library_folder, list_models
 
     models = list_models()
     if args.json:

@@ -67,10 +67,10 @@ def _flag_name(sentence: str) -> str:
 
 
 def _load_machine(args, engine_binary: str | None):
-    from app.cli import UserError
+    from stoker.cli import UserError
 
     if args.machine:
-        from app.core.machine import machine_from_json
+        from stoker.core.machine import machine_from_json
 
         path = Path(args.machine).expanduser()
         try:
@@ -81,14 +81,14 @@ def _load_machine(args, engine_binary: str | None):
             return machine_from_json(text, str(path))
         except ValueError as exc:
             raise UserError(f"{exc}.") from None
-    from app.shell.probe import probe_machine
+    from stoker.shell.probe import probe_machine
 
     return probe_machine(engine_binary)
 
 
 def _summary(path: str, what: str):
-    from app.cli import UserError
-    from app.shell.gguf_io import load_summary
+    from stoker.cli import UserError
+    from stoker.shell.gguf_io import load_summary
 
     try:
         return load_summary(path)
@@ -101,7 +101,7 @@ def _summary(path: str, what: str):
 def _engine() -> tuple[str, str]:
     """(binary, backend) of the best usable discovered build, else the bare name on CPU."""
     try:
-        from app.shell.engines import discover_engines
+        from stoker.shell.engines import discover_engines
 
         for build in discover_engines():
             if build.usable:
@@ -120,7 +120,7 @@ def _measured(model_path, binary: str):
     """
     if binary == "llama-server":
         return None
-    from app.shell import measurements
+    from stoker.shell import measurements
 
     try:
         found = measurements.lookup(model_path, binary)
@@ -130,12 +130,12 @@ def _measured(model_path, binary: str):
 
 
 def run(args) -> int:
-    from app.cli import UserError
-    from app.core.argv import build_launch_spec
-    from app.core.overrides import validate_overrides
-    from app.core.plan import LaunchPlan
-    from app.core.planner import plan_launch
-    from app.shell.models import resolve_model
+    from stoker.cli import UserError
+    from stoker.core.argv import build_launch_spec
+    from stoker.core.overrides import validate_overrides
+    from stoker.core.plan import LaunchPlan
+    from stoker.core.planner import plan_launch
+    from stoker.shell.models import resolve_model
 
     overrides, errors = validate_overrides(overrides_from_args(args))
     if errors:

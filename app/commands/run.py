@@ -17,8 +17,8 @@ import signal
 import sys
 import time
 
-from app.core.overrides import KV_CACHE_TYPES, ModelOverrides
-from app.core.snapshot import AppSnapshot, EngineState
+from stoker.core.overrides import KV_CACHE_TYPES, ModelOverrides
+from stoker.core.snapshot import AppSnapshot, EngineState
 
 
 def add_arguments(parser) -> None:
@@ -37,7 +37,7 @@ def add_arguments(parser) -> None:
 
 
 def cli_overrides(args) -> ModelOverrides | None:
-    from app.cli import UserError
+    from stoker.cli import UserError
 
     if args.ctx is not None and args.ctx < 256:
         raise UserError(f"--ctx {args.ctx} is too small; give at least 256 tokens.")
@@ -94,19 +94,19 @@ class StatePrinter:
 
 
 def run(args) -> int:
-    from app.cli import UserError
-    from app.core.commands import Shutdown, StartModel
-    from app.core.status_report import status_object
-    from app.shell.control import AlreadyRunning, ControlServer
-    from app.shell.launcher import RealPreparer
-    from app.shell.paths import stoker_paths
-    from app.shell.process import reap_orphans
-    from app.shell.supervisor import Supervisor
+    from stoker.cli import UserError
+    from stoker.core.commands import Shutdown, StartModel
+    from stoker.core.status_report import status_object
+    from stoker.shell.control import AlreadyRunning, ControlServer
+    from stoker.shell.launcher import RealPreparer
+    from stoker.shell.paths import stoker_paths
+    from stoker.shell.process import reap_orphans
+    from stoker.shell.supervisor import Supervisor
 
     overrides = cli_overrides(args)
     if not args.headless:
         # The tray where this desktop has one; its fallback is this very command, headless.
-        from app.ui.app import run_tray
+        from stoker.ui.app import run_tray
 
         args.headless = True
         return run_tray(args.model, headless=lambda: run(args), preparer=RealPreparer(

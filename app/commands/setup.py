@@ -13,7 +13,7 @@ import platform
 import sys
 from pathlib import Path
 
-from app.core.engines import ENGINE_BUILD, build_id, cmake_flags, detect_toolkits, progress_steps_to_report
+from stoker.core.engines import ENGINE_BUILD, build_id, cmake_flags, detect_toolkits, progress_steps_to_report
 
 BACKEND_CHOICES = ("auto", "cpu", "cuda", "rocm", "vulkan", "metal")
 
@@ -107,7 +107,7 @@ class JsonReporter:
 
 
 def choose_backends(requested: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    from app.shell.setup import toolkit_presence
+    from stoker.shell.setup import toolkit_presence
 
     if requested != "auto":
         return (requested,), ()
@@ -129,7 +129,7 @@ def _interrupt_on_sigterm() -> None:
 
 
 def run(args) -> int:
-    from app.cli import UserError
+    from stoker.cli import UserError
 
     _interrupt_on_sigterm()
     reporter = JsonReporter() if args.json_progress else TerminalReporter()
@@ -142,9 +142,9 @@ def run(args) -> int:
 
 
 def _run(args, reporter) -> int:
-    from app.cli import UserError
-    from app.shell.paths import stoker_paths
-    from app.shell.setup import SetupError, fetch_demo_model, setup_engine
+    from stoker.cli import UserError
+    from stoker.shell.paths import stoker_paths
+    from stoker.shell.setup import SetupError, fetch_demo_model, setup_engine
 
     paths = stoker_paths().ensure()
     backends, skipped = choose_backends(args.backend)

@@ -15,8 +15,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from app.core.status_report import status_lines
-    from app.shell.control import request
+    from stoker.core.status_report import status_lines
+    from stoker.shell.control import request
 
     answer = request("status")
     if answer is None:

@@ -15,7 +15,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from app.shell.control import request
+    from stoker.shell.control import request
 
     answer = request("stop")
     if answer is None:

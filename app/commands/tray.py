@@ -12,6 +12,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from app.ui.app import run_tray  # Qt is imported only for this command
+    from stoker.ui.app import run_tray  # Qt is imported only for this command
 
     return run_tray(getattr(args, "model_opt", None) or getattr(args, "model", None))

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import ipaddress
 
-from app.core.launch_spec import LaunchSpec
-from app.core.plan import LaunchPlan
+from stoker.core.launch_spec import LaunchSpec
+from stoker.core.plan import LaunchPlan
 
 # Inherited variables that would change the launch behind the plan's back.
 DROP_ENV_PREFIXES = ("LLAMA_ARG_", "LLAMA_API_KEY", "AIP_")

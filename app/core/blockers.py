@@ -4,7 +4,7 @@ A CUDA build newer than the driver allows (cudaBlocker), a ROCm build without ke
 the AMD GPUs here (rocmBlocker, or just some GPUs hidden from it), a runtime library that
 is not installed (missingRuntime: `ldd` says `not found`, the Visual C++ runtime DLLs on
 Windows, no libcuda), a GPU build that came up without its GPU (gpuUnused), and the OOM
-killer (outOfMemory). Each comes back as an app.core.snapshot.BlockerView, so the tray
+killer (outOfMemory). Each comes back as an stoker.core.snapshot.BlockerView, so the tray
 shows it as it is. Pure: the shell runs nvidia-smi, reads the KFD topology, runs ldd and
 lists DLLs, then passes the text or values in.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-from app.core.snapshot import BlockerView
+from stoker.core.snapshot import BlockerView
 
 VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
 VC_RUNTIME_DLLS = ("vcruntime140.dll", "vcruntime140_1.dll", "msvcp140.dll")

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.core.overrides import ModelOverrides
+from stoker.core.overrides import ModelOverrides
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from app.core.machine import Device
+from stoker.core.machine import Device
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB

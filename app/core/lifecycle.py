@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from app.core.restart import RestartPolicy, next_retry
-from app.core.snapshot import EngineState
+from stoker.core.restart import RestartPolicy, next_retry
+from stoker.core.snapshot import EngineState
 
 # ---------------------------------------------------------------------------- facts
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from app.core.gguf_summary import ModelSummary
+from stoker.core.gguf_summary import ModelSummary
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB

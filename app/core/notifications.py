@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from app.core.snapshot import AppSnapshot, EngineState
-from app.core.tray_view import model_label
+from stoker.core.snapshot import AppSnapshot, EngineState
+from stoker.core.tray_view import model_label
 
 
 @dataclass(frozen=True)

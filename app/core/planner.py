@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Callable
 
-from app.core import memory as mem
-from app.core.gguf_summary import LayerBytes, ModelSummary
-from app.core.machine import Machine
-from app.core.overrides import ModelOverrides
-from app.core.plan import AnalyticMemory, Decision, DeviceMemory, DrafterChoice, LaunchPlan, PlanRefusal
+from stoker.core import memory as mem
+from stoker.core.gguf_summary import LayerBytes, ModelSummary
+from stoker.core.machine import Machine
+from stoker.core.overrides import ModelOverrides
+from stoker.core.plan import AnalyticMemory, Decision, DeviceMemory, DrafterChoice, LaunchPlan, PlanRefusal
 
 GIB = mem.GIB
 MIB = mem.MIB

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from app.core.diagnosis import OOM_KINDS
-from app.core.overrides import ModelOverrides
-from app.core.plan import LaunchPlan
-from app.core.planner import GIB, PlanPolicy
+from stoker.core.diagnosis import OOM_KINDS
+from stoker.core.overrides import ModelOverrides
+from stoker.core.plan import LaunchPlan
+from stoker.core.planner import GIB, PlanPolicy
 
 MAX_ATTEMPTS = 4
 CTX_FLOOR = 2048  # below this a chat model is not worth running; the ladder stops here

@@ -7,7 +7,7 @@ here means the JSON schema and the human text cannot drift apart. Pure: `now` is
 
 from __future__ import annotations
 
-from app.core.snapshot import AppSnapshot
+from stoker.core.snapshot import AppSnapshot
 
 SCHEMA = 1
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from app.core.snapshot import AppSnapshot, EngineState
+from stoker.core.snapshot import AppSnapshot, EngineState
 
 # The five looks the icons are drawn for (resources/icons/<state>-<panel>.svg).
 TRAY_STATES = ("stopped", "loading", "ready", "degraded", "failed")

@@ -18,8 +18,8 @@ _MARK = "_stoker_handler"
 
 def configure_logging(level_name: str | None = None) -> logging.Logger:
     """Attach the file and stderr handlers once; later calls only change the level."""
-    from app.shell.paths import stoker_paths
-    from app.shell.store import SettingsStore
+    from stoker.shell.paths import stoker_paths
+    from stoker.shell.store import SettingsStore
 
     paths = stoker_paths()
     if level_name is None:
@@ -27,7 +27,7 @@ def configure_logging(level_name: str | None = None) -> logging.Logger:
             level_name = SettingsStore(paths.config).load().log_level
         except (OSError, ValueError):
             level_name = "info"
-    logger = logging.getLogger("app")
+    logger = logging.getLogger("stoker")
     logger.setLevel(LEVELS.get(level_name, logging.INFO))
     if not any(getattr(h, _MARK, False) for h in logger.handlers):
         try:

@@ -39,7 +39,7 @@ def set_autostart(enabled: bool, command: list[str] | None = None) -> str:
     tmp = path.with_suffix(".tmp")
     if command is None:
         stoker = shutil.which("stoker")
-        command = [stoker] if stoker else [sys.executable, "-m", "app"]
+        command = [stoker] if stoker else [sys.executable, "-m", "stoker"]
     tmp.write_text(desktop_entry(command), encoding="utf-8")
     os.replace(tmp, path)
     return f"Stoker will start at login ({path})."

@@ -31,7 +31,7 @@ class AlreadyRunning(Exception):
 
 
 def _default_run_dir() -> Path:
-    from app.shell.paths import stoker_paths
+    from stoker.shell.paths import stoker_paths
 
     return stoker_paths().run
 

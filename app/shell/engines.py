@@ -22,13 +22,13 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
-from app.core.engines import (
+from stoker.core.engines import (
     EngineBuild,
     EngineVersion,
     order_builds,
     parse_version_output,
 )
-from app.shell.paths import stoker_paths
+from stoker.shell.paths import stoker_paths
 
 BINARY_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"
 VERSION_TIMEOUT_S = 5.0
@@ -43,9 +43,9 @@ def own_engines_root() -> Path:
 
 
 def binary_identity(path: Path | str) -> str:
-    """`app.shell.probe.binary_identity`, but raising OSError for a missing file, so the
+    """`stoker.shell.probe.binary_identity`, but raising OSError for a missing file, so the
     discovery caches never remember one."""
-    from app.shell.probe import binary_identity as build_identity
+    from stoker.shell.probe import binary_identity as build_identity
 
     p = Path(path).resolve()
     p.stat()
@@ -53,7 +53,7 @@ def binary_identity(path: Path | str) -> str:
 
 
 def _clean_env() -> dict[str, str]:
-    from app.shell.process import clean_engine_env
+    from stoker.shell.process import clean_engine_env
 
     return clean_engine_env()
 
@@ -119,11 +119,11 @@ def file_sha256(path: Path | str) -> str:
 def read_setting(key: str):
     """One setting (`engine_path`, `model_folders`), or None when absent or unreadable.
 
-    `app.shell.store.SettingsStore` owns settings.json (it reads `engine_path` as its
+    `stoker.shell.store.SettingsStore` owns settings.json (it reads `engine_path` as its
     `engine`); the raw JSON read below is the fallback for a store that lacks the key.
     """
     try:
-        from app.shell.store import SettingsStore
+        from stoker.shell.store import SettingsStore
 
         value = SettingsStore().get(key)
         if value:

@@ -10,7 +10,7 @@ only for its type and quantisation tables.
 Every count and length is checked against the bytes that remain in the file before
 anything is allocated, so a hostile file (wrong magic, truncation, a 2^60 length) ends in
 one `GGUFError` sentence in bounded time and memory. It must not decide anything about
-the model: that is `app.core.gguf_summary`.
+the model: that is `stoker.core.gguf_summary`.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from app.core.gguf_summary import (
+from stoker.core.gguf_summary import (
     GGUFHeader,
     ModelSummary,
     SkippedArray,
@@ -426,7 +426,7 @@ def _cache_key(path: Path) -> tuple:
 
 
 def _disk_cache_file(key: tuple) -> Path:
-    from app.shell.paths import stoker_paths
+    from stoker.shell.paths import stoker_paths
 
     digest = hashlib.sha256(repr((CACHE_FORMAT, key)).encode()).hexdigest()[:32]
     return stoker_paths().cache / "gguf" / f"{digest}.json"

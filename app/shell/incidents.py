@@ -15,7 +15,7 @@ import os
 import threading
 from pathlib import Path
 
-from app.core.snapshot import IncidentView
+from stoker.core.snapshot import IncidentView
 
 MAX_BYTES = 1024 * 1024
 FILE_NAME = "incidents.jsonl"

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.core.overrides import ModelOverrides
-from app.shell.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
+from stoker.core.overrides import ModelOverrides
+from stoker.shell.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
                                   PreparedLaunch)
 
 log = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ class RealPreparer:
 
     def __call__(self, model_path: str | None, attempt: AttemptContext
                  ) -> PreparedLaunch | PreparationRefused:
-        from app.cli import UserError
+        from stoker.cli import UserError
 
         try:
             return self._prepare(model_path, attempt)
@@ -123,8 +123,8 @@ class RealPreparer:
 
     @staticmethod
     def _ledger_store():
-        from app.shell.ledger import LedgerStore
-        from app.shell.paths import stoker_paths
+        from stoker.shell.ledger import LedgerStore
+        from stoker.shell.paths import stoker_paths
 
         return LedgerStore.in_data_dir(stoker_paths().data)
 
@@ -136,7 +136,7 @@ class RealPreparer:
 
     def lift_quarantine(self, build_id: str) -> None:
         """The user's word: use this build again (saved, so a restart of Stoker keeps it)."""
-        from app.core.quarantine import lift
+        from stoker.core.quarantine import lift
 
         with self._lock:
             self._ledger_store().save(lift(self._load_ledger(), build_id))
@@ -144,9 +144,9 @@ class RealPreparer:
     # -- steps
 
     def choose_model(self, model_path: str | None) -> Path:
-        from app.shell.models import resolve_model
-        from app.shell.paths import stoker_paths
-        from app.shell.store import SettingsStore
+        from stoker.shell.models import resolve_model
+        from stoker.shell.paths import stoker_paths
+        from stoker.shell.store import SettingsStore
 
         if model_path is None:
             last = SettingsStore(stoker_paths().config).load().last_model
@@ -157,10 +157,10 @@ class RealPreparer:
     def choose_engine(self, ledger=None):
         """The build to run: the one named on the command line, else the best usable one
         that is not quarantined (the next in line: vendor GPU, then Vulkan, then CPU)."""
-        from app.cli import UserError
-        from app.core.quarantine import Ledger, choose_build
-        from app.shell.engines import discover_engines
-        from app.shell.ledger import binary_identity
+        from stoker.cli import UserError
+        from stoker.core.quarantine import Ledger, choose_build
+        from stoker.shell.engines import discover_engines
+        from stoker.shell.ledger import binary_identity
 
         builds = discover_engines(self.engine) if self.engine else discover_engines()
         self._missing_runtime = tuple(b for b in builds if b.status == "missing-library")
@@ -188,8 +188,8 @@ class RealPreparer:
         """Builds this machine's GPUs cannot run, found before launch: a CUDA build newer
         than the driver (cudaBlocker), a ROCm build with no kernels for any AMD GPU here
         (rocmBlocker). AMD GPUs without kernels are hidden from a ROCm launch instead."""
-        from app.core.blockers import cuda_blocker, rocm_visibility_env, rocm_visible_devices
-        from app.shell.probe import probe_machine
+        from stoker.core.blockers import cuda_blocker, rocm_visibility_env, rocm_visible_devices
+        from stoker.shell.probe import probe_machine
 
         gpu_builds = [b for b in builds if b.backend in ("cuda", "rocm")]
         views, blocked, self._gpu_env = [], {}, {}
@@ -215,8 +215,8 @@ class RealPreparer:
     @staticmethod
     def _settings():
         """The app settings, or None when they cannot be read (defaults then apply)."""
-        from app.shell.paths import stoker_paths
-        from app.shell.store import SettingsStore
+        from stoker.shell.paths import stoker_paths
+        from stoker.shell.store import SettingsStore
 
         try:
             return SettingsStore(stoker_paths().config).load()
@@ -225,7 +225,7 @@ class RealPreparer:
 
     @staticmethod
     def _policy(settings):
-        from app.core.planner import GIB, PlanPolicy
+        from stoker.core.planner import GIB, PlanPolicy
 
         reserve = getattr(settings, "memory_reserve_gib", None)
         if not isinstance(reserve, (int, float)) or reserve < 0:
@@ -238,16 +238,16 @@ class RealPreparer:
         return minutes * 60 if isinstance(minutes, int) and minutes > 0 else None
 
     def _prepare(self, model_path: str | None, attempt: AttemptContext):
-        from app.core.argv import build_launch_spec
-        from app.core.plan import PlanRefusal
-        from app.core.planner import plan_launch
-        from app.core.quarantine import is_drafter_broken
-        from app.shell import measurements
-        from app.shell.gguf_io import load_summary
-        from app.shell.ledger import binary_identity
-        from app.shell.paths import stoker_paths
-        from app.shell.probe import probe_machine
-        from app.shell.store import OverridesStore, SettingsStore
+        from stoker.core.argv import build_launch_spec
+        from stoker.core.plan import PlanRefusal
+        from stoker.core.planner import plan_launch
+        from stoker.core.quarantine import is_drafter_broken
+        from stoker.shell import measurements
+        from stoker.shell.gguf_io import load_summary
+        from stoker.shell.ledger import binary_identity
+        from stoker.shell.paths import stoker_paths
+        from stoker.shell.probe import probe_machine
+        from stoker.shell.store import OverridesStore, SettingsStore
 
         paths = stoker_paths()
         model = self.choose_model(model_path)
@@ -309,8 +309,8 @@ class RealPreparer:
 
     def after_exit(self, launch: PreparedLaunch, incident, exit) -> ExitDecision:
         """Strikes and quarantine, broken drafters, the OOM recovery ladder."""
-        from app.core.quarantine import is_quarantined, mark_drafter_broken, record_strike
-        from app.core.recovery import CTX_FLOOR, RecoveryInputs, next_recovery_step
+        from stoker.core.quarantine import is_quarantined, mark_drafter_broken, record_strike
+        from stoker.core.recovery import CTX_FLOOR, RecoveryInputs, next_recovery_step
 
         ctx = self._context.get(id(launch))
         plan = launch.plan
@@ -360,10 +360,10 @@ class RealPreparer:
     def after_ready(self, launch: PreparedLaunch, lines) -> None:
         """Record this launch's real buffers, so the next plan uses the measured line; remember
         a chosen drafter the engine refused, so the next launch does not load it for nothing."""
-        from app.core.diagnosis import drafter_dropped_from_log
-        from app.core.engine_log import parse_memory_report
-        from app.core.quarantine import mark_drafter_broken
-        from app.shell import measurements
+        from stoker.core.diagnosis import drafter_dropped_from_log
+        from stoker.core.engine_log import parse_memory_report
+        from stoker.core.quarantine import mark_drafter_broken
+        from stoker.shell import measurements
 
         ctx = self._context.get(id(launch))
         if ctx is None or launch.plan is None:
@@ -383,7 +383,7 @@ class RealPreparer:
     def engine_health(self) -> EngineHealth:
         """Quarantined builds (from the saved ledger), builds blocked for this machine's GPUs
         and missing runtimes, for the snapshot."""
-        from app.core.blockers import missing_runtime_from_ldd
+        from stoker.core.blockers import missing_runtime_from_ldd
 
         ledger = self._load_ledger()
         quarantined = tuple((q.build_id, q.why) for q in ledger.quarantined)
@@ -397,13 +397,13 @@ class RealPreparer:
 
     @staticmethod
     def _api_key_entry() -> str | None:
-        from app.shell import secrets
+        from stoker.shell import secrets
 
         return secrets.API_KEY_ENTRY if secrets.get_api_key() else None
 
     @staticmethod
     def _secrets(spec) -> tuple[tuple[str, str], ...]:
-        from app.shell import secrets
+        from stoker.shell import secrets
 
         out = []
         for env_name, entry in spec.secret_env:

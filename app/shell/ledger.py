@@ -1,6 +1,6 @@
 """The quarantine ledger on disk: strikes, quarantined builds and broken drafters.
 
-Kept in `<data>/quarantine.json` through app.shell.store (atomic replace, a corrupt file
+Kept in `<data>/quarantine.json` through stoker.shell.store (atomic replace, a corrupt file
 moved aside), so a crash while saving never loses the ledger and a hand-edited file that
 does not parse never stops Stoker: it starts from an empty ledger and says so. The
 decisions are core/quarantine.py's; this module only loads and saves. `binary_identity`
@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from app.core.quarantine import Ledger, ledger_from_json, ledger_to_json
-from app.shell.store import read_json, write_json_atomic
+from stoker.core.quarantine import Ledger, ledger_from_json, ledger_to_json
+from stoker.shell.store import read_json, write_json_atomic
 
 FILE_NAME = "quarantine.json"
 
@@ -39,9 +39,9 @@ class LedgerStore:
 
 
 def binary_identity(binary: Path | str) -> str | None:
-    """The build's identity (app.shell.probe.binary_identity) that strikes and quarantines
+    """The build's identity (stoker.shell.probe.binary_identity) that strikes and quarantines
     are keyed to; None when the binary cannot be read."""
-    from app.shell.probe import binary_identity as build_identity
+    from stoker.shell.probe import binary_identity as build_identity
 
     if not os.access(binary, os.R_OK):
         return None

@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from app.core.engine_log import EngineMemoryReport
-from app.core.measured import MeasuredKey, MeasuredMemory, MeasuredPoint, fit_line, kv_cells
-from app.shell.paths import stoker_paths
-from app.shell.store import read_json, write_json_atomic
+from stoker.core.engine_log import EngineMemoryReport
+from stoker.core.measured import MeasuredKey, MeasuredMemory, MeasuredPoint, fit_line, kv_cells
+from stoker.shell.paths import stoker_paths
+from stoker.shell.store import read_json, write_json_atomic
 
 # 2: points carry the analytic estimate beside the engine's bytes. Schema-1 points lack it and
 # cannot calibrate anything, so a schema-1 file is dropped whole (the next launches re-measure).
@@ -46,8 +46,8 @@ def model_identity(model_path: str | os.PathLike) -> str:
 
 
 def build_identity(binary: str | os.PathLike) -> str:
-    """The engine build's identity (app.shell.probe.binary_identity); OSError when missing."""
-    from app.shell.probe import binary_identity
+    """The engine build's identity (stoker.shell.probe.binary_identity); OSError when missing."""
+    from stoker.shell.probe import binary_identity
 
     Path(binary).resolve().stat()
     return binary_identity(binary)

@@ -83,7 +83,7 @@ class MemoryCgroup:
 
     def oom_kills(self) -> int | None:
         """The group's OOM-kill count (v1 memory.oom_control, v2 memory.events), or None."""
-        from app.shell.oom_evidence import oom_kill_count
+        from stoker.shell.oom_evidence import oom_kill_count
 
         return oom_kill_count(self.path)
 

@@ -37,9 +37,9 @@ from pathlib import Path
 
 import psutil
 
-from app.core.engine_log import EngineMemoryReport, parse_memory_report
-from app.shell.health import wait_ready
-from app.shell.process import clean_engine_env, free_loopback_port
+from stoker.core.engine_log import EngineMemoryReport, parse_memory_report
+from stoker.shell.health import wait_ready
+from stoker.shell.process import clean_engine_env, free_loopback_port
 
 DRY_RUN_DONE = "fitting params to free memory took"
 

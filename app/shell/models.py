@@ -16,9 +16,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from app.shell.engines import read_setting
-from app.shell.paths import stoker_paths
-from app.shell.setup import DEMO_MODEL_NAME  # noqa: F401  (resolve_model's default; re-exported)
+from stoker.shell.engines import read_setting
+from stoker.shell.paths import stoker_paths
+from stoker.shell.setup import DEMO_MODEL_NAME  # noqa: F401  (resolve_model's default; re-exported)
 MAX_DEPTH = 4  # LM Studio style trees are publisher/repo/file.gguf; deeper is not a model folder
 
 _SPLIT_RE = re.compile(r"^(?P<stem>.+)-(?P<index>\d{5})-of-(?P<count>\d{5})\.gguf$", re.IGNORECASE)
@@ -33,7 +33,7 @@ class ModelFile:
     origin: str  # "library" or the added folder it was found in
     split_parts: int = 1
     vision_projector: Path | None = None  # an mmproj file beside it
-    summary: object | None = None  # app.core.gguf_summary.ModelSummary when readable
+    summary: object | None = None  # stoker.core.gguf_summary.ModelSummary when readable
     error: str | None = None  # why the header could not be read, one sentence
 
     @property
@@ -72,7 +72,7 @@ def _gguf_files(folder: Path) -> list[Path]:
 
 def _summary_or_error(path: Path):
     try:
-        from app.shell.gguf_io import load_summary
+        from stoker.shell.gguf_io import load_summary
     except ImportError:
         return None, None
     try:
@@ -157,10 +157,10 @@ def list_models(folders: tuple[Path, ...] | None = None, with_summary: bool = Tr
 def resolve_model(arg: str | None) -> Path:
     """A model argument -> a file: a path, a name in the library or an added folder, or the demo model.
 
-    Names match with or without `.gguf`, case-insensitively. Raises `app.cli.UserError`
+    Names match with or without `.gguf`, case-insensitively. Raises `stoker.cli.UserError`
     with one sentence when nothing matches.
     """
-    from app.cli import UserError
+    from stoker.cli import UserError
 
     if arg is None:
         demo = library_folder() / DEMO_MODEL_NAME

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psutil
 
-from app.core.devices import (
+from stoker.core.devices import (
     NVIDIA_SMI_QUERY,
     AmdGpu,
     decide_unified_memory,
@@ -43,8 +43,8 @@ from app.core.devices import (
     parse_nvidia_smi_cuda_version,
     parse_rocminfo,
 )
-from app.core.machine import Device, Machine
-from app.shell.paths import stoker_paths
+from stoker.core.machine import Device, Machine
+from stoker.shell.paths import stoker_paths
 
 LIST_DEVICES_TIMEOUT_S = 20
 VENDOR_TOOL_TIMEOUT_S = 5
@@ -101,7 +101,7 @@ def engine_env(binary: Path, base: dict[str, str] | None = None) -> dict[str, st
     """The environment for running an engine binary outside a launch: no inherited
     LLAMA_ARG_* (the engine would obey them) or API key, and the binary's folder first on
     the library and program paths so the libraries beside it are the ones loaded."""
-    from app.shell.process import clean_engine_env
+    from stoker.shell.process import clean_engine_env
 
     env = clean_engine_env(base=base)
     folder = str(binary.parent)
@@ -130,7 +130,7 @@ def run_list_devices(binary: Path | str, *, use_cache: bool = True) -> tuple[str
     Returns (stdout, notes); stdout is None when the probe failed (the note says why).
     Failures are not cached, so a fixed driver is seen on the next probe.
     """
-    from app.shell.store import read_json, write_json_atomic
+    from stoker.shell.store import read_json, write_json_atomic
 
     binary = Path(binary).expanduser()
     if not binary.is_file():

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import psutil
 
-from app.core.argv import DROP_ENV_PREFIXES
-from app.core.launch_spec import LaunchSpec
-from app.core.lifecycle import EngineExit
+from stoker.core.argv import DROP_ENV_PREFIXES
+from stoker.core.launch_spec import LaunchSpec
+from stoker.core.lifecycle import EngineExit
 
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 3
@@ -125,7 +125,7 @@ class EngineProcess:
               log_dir: Path, run_dir: Path | None = None, config_home: Path | None = None,
               log_name: str = "engine.log") -> "EngineProcess":
         """Spawn the spec; raise OSError with a readable message when it cannot start at all."""
-        from app.shell.paths import stoker_paths
+        from stoker.shell.paths import stoker_paths
 
         paths = stoker_paths()
         run_dir = run_dir or paths.run
@@ -138,7 +138,7 @@ class EngineProcess:
         if POSIX:
             kwargs["start_new_session"] = True
             if spec.memory_limit_bytes:
-                from app.shell.memory_cgroup import MemoryCgroup
+                from stoker.shell.memory_cgroup import MemoryCgroup
 
                 try:
                     cgroup = MemoryCgroup.create(spec.memory_limit_bytes)
@@ -162,7 +162,7 @@ class EngineProcess:
         started_at = time.time()
         oom_watch = None
         try:  # the memory cgroup must be read now: /proc/<pid>/cgroup goes with the process
-            from app.shell.oom_evidence import OomWatch
+            from stoker.shell.oom_evidence import OomWatch
 
             oom_watch = OomWatch(popen.pid)
         except (ImportError, OSError):
@@ -347,7 +347,7 @@ def _same_process(pid: int, create_time: float) -> psutil.Process | None:
 def reap_orphans(run_dir: Path | None = None, grace_s: float = 5.0) -> tuple[int, ...]:
     """Stop engines whose Stoker is gone; return their pids. Live owners' engines are left alone."""
     if run_dir is None:
-        from app.shell.paths import stoker_paths
+        from stoker.shell.paths import stoker_paths
 
         run_dir = stoker_paths().run
     stopped = []

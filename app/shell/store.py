@@ -7,7 +7,7 @@ temporary file in the same folder, are fsynced, then renamed over the old file (
 the folder fsynced where the OS allows), so a reader sees the old file or the new one,
 never half of one.
 
-Validation of per-model overrides is `app.core.overrides`; this module only stores.
+Validation of per-model overrides is `stoker.core.overrides`; this module only stores.
 It never imports Qt; concurrent writers from two processes are last-writer-wins.
 """
 
@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
-from app.core.overrides import ModelOverrides, overrides_to_dict, validate_overrides
+from stoker.core.overrides import ModelOverrides, overrides_to_dict, validate_overrides
 
 SCHEMA = 1
 
@@ -221,7 +221,7 @@ class SettingsStore:
 
     def __init__(self, config_dir: Path | str | None = None):
         if config_dir is None:
-            from app.shell.paths import stoker_paths
+            from stoker.shell.paths import stoker_paths
 
             config_dir = stoker_paths().config
         self.path = Path(config_dir) / "settings.json"

@@ -37,18 +37,18 @@ from typing import Protocol
 
 import httpx
 
-from app.core import commands as cmd
-from app.core.launch_spec import LaunchSpec
-from app.core.lifecycle import (
+from stoker.core import commands as cmd
+from stoker.core.launch_spec import LaunchSpec
+from stoker.core.lifecycle import (
     BecameReady, EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident,
     RestartRequested, RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed,
     StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
-from app.core.overrides import ModelOverrides
-from app.core.restart import RestartPolicy
-from app.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
-from app.shell.health import probe_health
-from app.shell.incidents import IncidentLog
-from app.shell.process import EngineProcess, free_loopback_port
+from stoker.core.overrides import ModelOverrides
+from stoker.core.restart import RestartPolicy
+from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
+from stoker.shell.health import probe_health
+from stoker.shell.incidents import IncidentLog
+from stoker.shell.process import EngineProcess, free_loopback_port
 
 log = logging.getLogger(__name__)
 
@@ -127,7 +127,7 @@ class Supervisor:
                  health_interval_s: float = HEALTH_INTERVAL_S,
                  health_failures: int = HEALTH_FAILURES,
                  incident_log: IncidentLog | None = None):
-        from app.shell.paths import stoker_paths
+        from stoker.shell.paths import stoker_paths
 
         paths = stoker_paths()
         self._preparer = preparer
@@ -585,7 +585,7 @@ HOPELESS_KINDS = frozenset({"bad-argument", "bad-model", "missing-library", "ill
 
 def drafter_left_out_by_engine(lines, launch: PreparedLaunch | None) -> tuple[str, str] | None:
     """("left-out", sentence) when the engine dropped the planned drafter while starting."""
-    from app.core.diagnosis import drafter_dropped_from_log
+    from stoker.core.diagnosis import drafter_dropped_from_log
 
     has_drafter, _ = _drafter_facts(launch)
     why = drafter_dropped_from_log(lines) if has_drafter else None
@@ -609,7 +609,7 @@ def _plan_wanted_gpu(launch: PreparedLaunch | None) -> bool:
 
 def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None):
     """core.diagnosis.Incident for an exit (drafter, GPU and OOM-killer facts included), or None."""
-    from app.core import diagnosis
+    from stoker.core import diagnosis
 
     has_drafter, forced = _drafter_facts(launch)
     try:
@@ -635,7 +635,7 @@ def hopeless_reason(ex: EngineExit, launch: PreparedLaunch | None, incident=None
 
 def plain_incident(effect: RecordIncident):
     """An Incident for a failure with no process exit: a start-up timeout or a refused start."""
-    from app.core.diagnosis import Incident
+    from stoker.core.diagnosis import Incident
 
     return Incident(kind=effect.kind or "unknown", title=effect.summary, evidence="",
                     advice="see the engine log, or start it again with a smaller context",
@@ -644,7 +644,7 @@ def plain_incident(effect: RecordIncident):
 
 def _blocker_for(incident, ex: EngineExit, launch: PreparedLaunch | None,
                  model_path: str | None) -> BlockerView | None:
-    from app.core.blockers import blocker_from_incident
+    from stoker.core.blockers import blocker_from_incident
 
     name = Path(model_path).name.removesuffix(".gguf") if model_path else None
     try:
@@ -656,8 +656,8 @@ def _blocker_for(incident, ex: EngineExit, launch: PreparedLaunch | None,
 
 def gpu_unused_blockers(lines, launch: PreparedLaunch) -> tuple[BlockerView, ...]:
     """gpuUnused for the build that just became READY, from its own start-up log."""
-    from app.core.blockers import gpu_unused_blocker
-    from app.core.diagnosis import gpu_unused_from_log
+    from stoker.core.blockers import gpu_unused_blocker
+    from stoker.core.diagnosis import gpu_unused_from_log
 
     evidence = gpu_unused_from_log(lines, launch.backend, _plan_wanted_gpu(launch))
     blocker = gpu_unused_blocker(evidence, launch.backend)

@@ -19,15 +19,15 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
-from app.core.commands import Shutdown, StartModel
-from app.ui.bridge import SnapshotBridge
-from app.ui.model_settings import ModelSettingsDialog
-from app.ui.notify import Notifier
-from app.ui.services import Services
-from app.ui.settings import SettingsDialog
-from app.ui.status_window import StatusWindow
-from app.ui.tray import TrayController
-from app.ui.workers import run_in_background
+from stoker.core.commands import Shutdown, StartModel
+from stoker.ui.bridge import SnapshotBridge
+from stoker.ui.model_settings import ModelSettingsDialog
+from stoker.ui.notify import Notifier
+from stoker.ui.services import Services
+from stoker.ui.settings import SettingsDialog
+from stoker.ui.status_window import StatusWindow
+from stoker.ui.tray import TrayController
+from stoker.ui.workers import run_in_background
 
 NO_TRAY_LINE = ("stoker: no system tray is available here; running headless "
                 "(like `stoker run --headless`).")
@@ -145,8 +145,8 @@ def display_available(env: dict | None = None) -> bool:
 
 def run_headless(model: str | None) -> int:
     """Exactly `stoker run [MODEL] --headless`."""
-    from app.cli import build_parser
-    from app.commands import run as run_command
+    from stoker.cli import build_parser
+    from stoker.commands import run as run_command
 
     args = build_parser(only="run").parse_args(["run", *([model] if model else []), "--headless"])
     return int(run_command.run(args) or 0)
@@ -158,7 +158,7 @@ def control_handler(stoker: StokerApp, clock: Callable[[], float]) -> Callable[[
     Runs on the control thread: it only reads the latest snapshot and a flag, and asks
     the GUI thread (queued signal) to quit.
     """
-    from app.core.status_report import status_object
+    from stoker.core.status_report import status_object
 
     def answer(req: dict) -> dict:
         op = req.get("op")
@@ -187,11 +187,11 @@ def run_tray(model: str | None = None, *, preparer=None,
     if not QSystemTrayIcon.isSystemTrayAvailable():
         print(NO_TRAY_LINE, file=sys.stderr)
         return headless()
-    from app.cli import UserError
-    from app.shell.control import AlreadyRunning, ControlServer
-    from app.shell.paths import stoker_paths
-    from app.shell.process import reap_orphans
-    from app.shell.supervisor import Supervisor
+    from stoker.cli import UserError
+    from stoker.shell.control import AlreadyRunning, ControlServer
+    from stoker.shell.paths import stoker_paths
+    from stoker.shell.process import reap_orphans
+    from stoker.shell.supervisor import Supervisor
 
     paths = stoker_paths().ensure()
     holder: dict = {}
@@ -204,7 +204,7 @@ def run_tray(model: str | None = None, *, preparer=None,
     try:
         reap_orphans(paths.run)
         if preparer is None:
-            from app.shell.launcher import RealPreparer
+            from stoker.shell.launcher import RealPreparer
 
             preparer = RealPreparer()
         supervisor = Supervisor(preparer)

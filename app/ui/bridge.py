@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 
-from app.core.snapshot import AppSnapshot
+from stoker.core.snapshot import AppSnapshot
 
 
 class SnapshotBridge(QObject):

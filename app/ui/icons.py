@@ -4,7 +4,7 @@ A QIcon built from one raster would be scaled (and blurred) by the panel; render
 SVG into a pixmap per size keeps edges sharp at 16, 22, 24, 32, 48 and 64 px (and their
 HiDPI doubles). Which variant (drawn for a light or a dark panel) is picked from the
 palette's window colour, the best hint Qt gives about the panel behind the tray.
-Must not decide which state to show: that is app.core.tray_view.tray_state.
+Must not decide which state to show: that is stoker.core.tray_view.tray_state.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from PySide6.QtCore import QRectF, Qt
 from PySide6.QtGui import QGuiApplication, QIcon, QPainter, QPalette, QPixmap
 from PySide6.QtSvg import QSvgRenderer
 
-from app.core.tray_view import TRAY_STATES
+from stoker.core.tray_view import TRAY_STATES
 
 ICON_DIR = Path(__file__).resolve().parents[2] / "resources" / "icons"
 SIZES = (16, 22, 24, 32, 48, 64)

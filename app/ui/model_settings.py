@@ -20,14 +20,14 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout
                                QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget,
                                QMessageBox, QSizePolicy, QVBoxLayout, QWidget)
 
-from app.core.commands import ApplyOverrides, Command
-from app.core.overrides import (FLASH_ATTN, KV_CACHE_TYPES, SPEC_SAMPLING, SPEC_TYPES,
+from stoker.core.commands import ApplyOverrides, Command
+from stoker.core.overrides import (FLASH_ATTN, KV_CACHE_TYPES, SPEC_SAMPLING, SPEC_TYPES,
                                 ModelOverrides)
-from app.core.plan import DeviceMemory, LaunchPlan, PlanRefusal
-from app.core.snapshot import EngineState
-from app.ui.bridge import SnapshotBridge
-from app.ui.services import model_key, validate
-from app.ui.workers import run_in_background
+from stoker.core.plan import DeviceMemory, LaunchPlan, PlanRefusal
+from stoker.core.snapshot import EngineState
+from stoker.ui.bridge import SnapshotBridge
+from stoker.ui.services import model_key, validate
+from stoker.ui.workers import run_in_background
 
 GIB = 1024 ** 3
 SEGMENTS = (("weights", "#4285f4"), ("KV cache", "#34a853"), ("compute", "#fbbc04"),

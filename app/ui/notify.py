@@ -1,4 +1,4 @@
-"""Desktop notifications through the tray icon, as app.core.notifications decides them.
+"""Desktop notifications through the tray icon, as stoker.core.notifications decides them.
 
 This module only shows what the pure decision returns (and remembers its history); the
 click on a message opens the status window (wired in TrayController). Nothing is shown
@@ -13,9 +13,9 @@ from typing import Callable
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QSystemTrayIcon
 
-from app.core.notifications import Note, NoteHistory, NotifyPolicy, decide_notifications
-from app.core.snapshot import AppSnapshot
-from app.ui.bridge import SnapshotBridge
+from stoker.core.notifications import Note, NoteHistory, NotifyPolicy, decide_notifications
+from stoker.core.snapshot import AppSnapshot
+from stoker.ui.bridge import SnapshotBridge
 
 _LEVEL_ICONS = {
     "info": QSystemTrayIcon.MessageIcon.Information,

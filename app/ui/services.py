@@ -1,11 +1,11 @@
 """Everything the windows need from the shell, behind one plain-Python object.
 
-The UI is the wiring point: it may call app.shell, but the dialogs should not each know
+The UI is the wiring point: it may call stoker.shell, but the dialogs should not each know
 which module lists models, stores settings, plans a preview or tails a log. `Services`
 gathers those calls (imported lazily, so a missing piece shows as one sentence in the
 dialog instead of an import error at start) and tests can hand the windows a fake.
 Everything here may be slow (files, subprocesses in the probe): call it off the GUI
-thread (app.ui.workers). No Qt here.
+thread (stoker.ui.workers). No Qt here.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from app.core.overrides import ModelOverrides
-from app.shell.paths import stoker_paths
+from stoker.core.overrides import ModelOverrides
+from stoker.shell.paths import stoker_paths
 
-# The settings the settings dialog edits (fields of app.shell.store.AppSettings).
+# The settings the settings dialog edits (fields of stoker.shell.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
                  "start_at_login", "log_level")
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -34,7 +34,7 @@ class ModelEntry:
 
 
 def _settings_store():
-    from app.shell.store import SettingsStore
+    from stoker.shell.store import SettingsStore
 
     return SettingsStore(stoker_paths().config)
 
@@ -56,42 +56,42 @@ class Services:
         _settings_store().update(**{k: v for k, v in values.items() if k in SETTINGS_KEYS})
 
     def apply_autostart(self, enabled: bool) -> str:
-        from app.shell.autostart import set_autostart
+        from stoker.shell.autostart import set_autostart
 
         return set_autostart(enabled)
 
     # -- secrets ----------------------------------------------------------------------
     def keyring_status(self) -> tuple[bool, str]:
-        from app.shell.secrets import keyring_status
+        from stoker.shell.secrets import keyring_status
 
         return keyring_status()
 
     def has_api_key(self) -> bool:
-        from app.shell.secrets import get_api_key
+        from stoker.shell.secrets import get_api_key
 
         return bool(get_api_key())
 
     def set_api_key(self, value: str | None) -> None:
-        from app.shell.secrets import set_api_key
+        from stoker.shell.secrets import set_api_key
 
         set_api_key(value)
 
     # -- engines and models -------------------------------------------------------------
     def engines(self) -> tuple:
-        from app.shell.engines import discover_engines
+        from stoker.shell.engines import discover_engines
 
         return discover_engines()
 
     def models(self) -> tuple[ModelEntry, ...]:
         """The library and added folders, names only (headers are read when planning)."""
-        from app.shell.models import list_models
+        from stoker.shell.models import list_models
 
         return tuple(ModelEntry(str(m.path), m.label, m.size_bytes, m.error)
                      for m in list_models(with_summary=False))
 
     # -- overrides ------------------------------------------------------------------------
     def _overrides_store(self):
-        from app.shell.store import OverridesStore
+        from stoker.shell.store import OverridesStore
 
         return OverridesStore(stoker_paths().config)
 
@@ -103,7 +103,7 @@ class Services:
 
     # -- planning ---------------------------------------------------------------------------
     def summary(self, model_path: str):
-        from app.shell.gguf_io import load_summary
+        from stoker.shell.gguf_io import load_summary
 
         st = os.stat(model_path)
         key = (model_path, st.st_size, st.st_mtime_ns)
@@ -114,8 +114,8 @@ class Services:
     def machine(self):
         """This machine as the engine that would run sees it (probed once per dialog session)."""
         if self._machine is None:
-            from app.shell.launcher import RealPreparer
-            from app.shell.probe import probe_machine
+            from stoker.shell.launcher import RealPreparer
+            from stoker.shell.probe import probe_machine
 
             try:
                 binary = RealPreparer().choose_engine().binary
@@ -126,7 +126,7 @@ class Services:
 
     def plan(self, model_path: str, overrides: ModelOverrides):
         """A LaunchPlan or PlanRefusal, made exactly as the launcher will make it."""
-        from app.core.planner import plan_launch
+        from stoker.core.planner import plan_launch
 
         return plan_launch(self.summary(model_path), self.machine(), overrides)
 
@@ -135,7 +135,7 @@ class Services:
         return stoker_paths().logs
 
     def log_tail(self, log_file: str | None, max_lines: int = 300) -> tuple[str, tuple[str, ...]]:
-        from app.shell.log_tail import newest_log, read_tail
+        from stoker.shell.log_tail import newest_log, read_tail
 
         path = Path(log_file) if log_file else newest_log(self.logs_dir())
         if path is None:
@@ -150,7 +150,7 @@ def model_key(model_path: str) -> str:
 
 def validate(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
     """The store's validation, or a type-only fallback until it exists."""
-    from app.core import overrides as core_overrides
+    from stoker.core import overrides as core_overrides
 
     try:
         return core_overrides.validate_overrides(raw)

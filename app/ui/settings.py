@@ -17,11 +17,11 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSpinBox,
                                QVBoxLayout, QWidget)
 
-from app.core.commands import Command, LiftQuarantine
-from app.core.snapshot import AppSnapshot
-from app.ui.bridge import SnapshotBridge
-from app.ui.services import LOG_LEVELS
-from app.ui.workers import run_in_background
+from stoker.core.commands import Command, LiftQuarantine
+from stoker.core.snapshot import AppSnapshot
+from stoker.ui.bridge import SnapshotBridge
+from stoker.ui.services import LOG_LEVELS
+from stoker.ui.workers import run_in_background
 
 AUTO_ENGINE = "Automatic: the best build that runs here"
 

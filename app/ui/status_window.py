@@ -13,10 +13,10 @@ from PySide6.QtGui import QFont, QFontDatabase
 from PySide6.QtWidgets import (QAbstractItemView, QLabel, QPlainTextEdit,
                                QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
 
-from app.core.snapshot import AppSnapshot
-from app.core.tray_view import menu_view, plan_line
-from app.ui.bridge import SnapshotBridge
-from app.ui.workers import run_in_background
+from stoker.core.snapshot import AppSnapshot
+from stoker.core.tray_view import menu_view, plan_line
+from stoker.ui.bridge import SnapshotBridge
+from stoker.ui.workers import run_in_background
 
 
 def log_file_of(snap: AppSnapshot | None) -> str | None:

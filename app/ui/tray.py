@@ -2,8 +2,8 @@
 
 The icon and tooltip follow every snapshot; the menu is rebuilt from the latest snapshot
 each time it opens, so it can never show a state older than the icon. Every action sends
-a command (app.core.commands) or opens a window; nothing here waits for the engine.
-What to show is decided in app.core.tray_view; this module only lays it out.
+a command (stoker.core.commands) or opens a window; nothing here waits for the engine.
+What to show is decided in stoker.core.tray_view; this module only lays it out.
 """
 
 from __future__ import annotations
@@ -15,11 +15,11 @@ from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from app.core.commands import Command, Restart, StartModel, Stop, SwitchModel
-from app.core.snapshot import AppSnapshot
-from app.core.tray_view import menu_view, tooltip_text, tray_state
-from app.ui.bridge import SnapshotBridge
-from app.ui.icons import state_icon
+from stoker.core.commands import Command, Restart, StartModel, Stop, SwitchModel
+from stoker.core.snapshot import AppSnapshot
+from stoker.core.tray_view import menu_view, tooltip_text, tray_state
+from stoker.ui.bridge import SnapshotBridge
+from stoker.ui.icons import state_icon
 
 
 def _clock(at: float) -> str:

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from app.core.argv import CONFIG_DIR_MARKER, build_launch_spec
-from app.core.plan import DeviceMemory, DrafterChoice, LaunchPlan
+from stoker.core.argv import CONFIG_DIR_MARKER, build_launch_spec
+from stoker.core.plan import DeviceMemory, DrafterChoice, LaunchPlan
 
 NONE = DrafterChoice("none", None, None, "no drafter")
 

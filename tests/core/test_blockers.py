@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from app.core.blockers import (
+from stoker.core.blockers import (
     VC_REDIST_URL, blocker_from_incident, cuda_blocker, cuda_driver_missing, gpu_unused_blocker,
     missing_runtime_from_ldd, rocm_visibility_env, rocm_visible_devices, windows_vc_runtime_missing,
 )
-from app.core.diagnosis import ExitReport, classify_exit
-from app.core.snapshot import BlockerView
+from stoker.core.diagnosis import ExitReport, classify_exit
+from stoker.core.snapshot import BlockerView
 
 
 def test_cuda_driver_below_the_build_runtime_blocks():

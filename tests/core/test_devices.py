@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.core.devices import (
+from stoker.core.devices import (
     GIB,
     MIB,
     AmdGpu,
@@ -26,7 +26,7 @@ from app.core.devices import (
     parse_nvidia_smi_cuda_version,
     parse_rocminfo,
 )
-from app.core.machine import Device
+from stoker.core.machine import Device
 
 MIXED = """\
 ggml_cuda_init: found 1 CUDA devices:

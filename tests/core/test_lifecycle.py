@@ -11,13 +11,13 @@ import itertools
 
 import pytest
 
-from app.core.lifecycle import (
+from stoker.core.lifecycle import (
     EVENT_TYPES, THEN_BACKOFF, THEN_FAIL, THEN_IDLE, THEN_SHUTDOWN, THEN_START, BecameReady,
     EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident, RestartRequested,
     RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed, StartRequested,
     StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
-from app.core.restart import RestartPolicy
-from app.core.snapshot import EngineState as S
+from stoker.core.restart import RestartPolicy
+from stoker.core.snapshot import EngineState as S
 
 NOW = 1000.0
 MODEL = "/m/a.gguf"

@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from hypothesis import given, strategies as st
 
-from app.core.notifications import NoteHistory, NotifyPolicy, decide_notifications
-from app.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
+from stoker.core.notifications import NoteHistory, NotifyPolicy, decide_notifications
+from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
 
 BASE = AppSnapshot(seq=1, state=EngineState.READY, model_path="/m/a.gguf", model_name="a",
                    endpoint="http://127.0.0.1:9")

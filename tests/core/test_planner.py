@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from app.core.machine import Device, Machine, machine_from_json
-from app.core.measured import MeasuredLine
-from app.core.overrides import ModelOverrides
-from app.core.plan import LaunchPlan, PlanRefusal
-from app.core.planner import PlanPolicy, plan_launch
+from stoker.core.machine import Device, Machine, machine_from_json
+from stoker.core.measured import MeasuredLine
+from stoker.core.overrides import ModelOverrides
+from stoker.core.plan import LaunchPlan, PlanRefusal
+from stoker.core.planner import PlanPolicy, plan_launch
 from tests.core.summaries import (GIB, MIB, deepseek2_mla, demo, gemma3_swa, hybrid, llama_8b, llama_70b,
                                   mamba2, qwen3moe_30b)
 
@@ -295,7 +295,7 @@ class _Measured:
 def test_a_measured_line_calibrates_the_estimate():
     """The plan's own analytic components, off by what two launches measured, come back as the
     engine's bytes; the plan keeps the analytic figures for the launch to record."""
-    from app.core.measured import MeasuredPoint, fit_line
+    from stoker.core.measured import MeasuredPoint, fit_line
 
     ov = ModelOverrides(ctx=4096, slots=1)
     est = plan_launch(demo(), cpu(24), ov)
@@ -319,7 +319,7 @@ def test_a_measured_line_calibrates_the_estimate():
 def test_a_sliding_window_model_is_calibrated_across_its_knee():
     """Gemma-3-like with 4 slots: measured below the knee (where the SWA cache still grows),
     planned above it. The estimate's knee is kept; a line in cells would have kept growing."""
-    from app.core.measured import MeasuredPoint, fit_line
+    from stoker.core.measured import MeasuredPoint, fit_line
 
     def analytic(ctx):
         return plan_launch(gemma3_swa(), cpu(256), ModelOverrides(ctx=ctx, slots=4)).analytic_devices[0]

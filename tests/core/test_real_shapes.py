@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from app.core import memory as mem
-from app.core.machine import machine_from_json
-from app.core.overrides import ModelOverrides
-from app.core.plan import LaunchPlan, PlanRefusal
-from app.core.planner import plan_launch
-from app.shell.gguf_io import load_summary
+from stoker.core import memory as mem
+from stoker.core.machine import machine_from_json
+from stoker.core.overrides import ModelOverrides
+from stoker.core.plan import LaunchPlan, PlanRefusal
+from stoker.core.planner import plan_launch
+from stoker.shell.gguf_io import load_summary
 from tests.helpers import gguf_fixtures as F
 
 MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"

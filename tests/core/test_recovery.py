@@ -6,11 +6,11 @@ from dataclasses import replace
 
 from hypothesis import given, strategies as st
 
-from app.core.diagnosis import ExitReport, classify_exit
-from app.core.overrides import ModelOverrides
-from app.core.plan import DrafterChoice, LaunchPlan
-from app.core.planner import PlanPolicy
-from app.core.recovery import MAX_ATTEMPTS, RecoveryInputs, next_recovery_step
+from stoker.core.diagnosis import ExitReport, classify_exit
+from stoker.core.overrides import ModelOverrides
+from stoker.core.plan import DrafterChoice, LaunchPlan
+from stoker.core.planner import PlanPolicy
+from stoker.core.recovery import MAX_ATTEMPTS, RecoveryInputs, next_recovery_step
 
 NO_DRAFT = DrafterChoice("none", None, None, "no drafter for this model")
 

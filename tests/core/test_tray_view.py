@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from app.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
-from app.core.tray_view import TRAY_STATES, menu_view, plan_line, tooltip_text, tray_state
+from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
+from stoker.core.tray_view import TRAY_STATES, menu_view, plan_line, tooltip_text, tray_state
 
 READY = AppSnapshot(seq=3, state=EngineState.READY, model_path="/m/SmolLM2-135M.gguf",
                     backend="cpu", ctx=2048, kv_type_k="f16", kv_type_v="f16",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from app.shell.gguf_write import (  # noqa: F401  (re-exported for tests)
+from stoker.shell.gguf_write import (  # noqa: F401  (re-exported for tests)
     Typed,
     _string,
     encode_value,
@@ -17,7 +17,7 @@ from app.shell.gguf_write import (  # noqa: F401  (re-exported for tests)
     write_header_only_gguf,
     write_vocab_heavy_gguf,
 )
-from app.shell.real_shapes import (  # noqa: F401  (re-exported for tests)
+from stoker.shell.real_shapes import (  # noqa: F401  (re-exported for tests)
     LFM2_ATTENTION_LAYERS,
     REAL_SHAPE_BUILDERS,
     llama_8b_q4_k_m,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import psutil
 
-from app.core.launch_spec import LaunchSpec
-from app.shell.process import free_loopback_port
+from stoker.core.launch_spec import LaunchSpec
+from stoker.shell.process import free_loopback_port
 
 
 def demo_spec(binary, model, *, ctx: int = 1024, port: int | None = None) -> LaunchSpec:

@@ -2,9 +2,9 @@
 
 import logging
 
-from app.shell.applog import configure_logging
-from app.shell.paths import stoker_paths
-from app.shell.store import SettingsStore
+from stoker.shell.applog import configure_logging
+from stoker.shell.paths import stoker_paths
+from stoker.shell.store import SettingsStore
 
 
 def test_level_from_settings_and_one_set_of_handlers(stoker_home):
@@ -12,7 +12,7 @@ def test_level_from_settings_and_one_set_of_handlers(stoker_home):
     logger = configure_logging()
     try:
         assert logger.level == logging.DEBUG
-        logging.getLogger("app.shell.example").debug("a decision and its reason")
+        logging.getLogger("stoker.shell.example").debug("a decision and its reason")
         for h in logger.handlers:
             h.flush()
         assert "a decision and its reason" in (stoker_paths().logs / "stoker.log").read_text()

@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 def test_one_run_reports_both_sides(engine_binary, demo_model, stoker_home):
     result = subprocess.run(
-        [sys.executable, "-m", "app", "bench", "startup", "--runs", "1", "--json", "--ctx", "512",
+        [sys.executable, "-m", "stoker", "bench", "startup", "--runs", "1", "--json", "--ctx", "512",
          "--model", str(demo_model), "--engine", str(engine_binary)],
         cwd=REPO, capture_output=True, text=True, timeout=120, env=os.environ.copy())
     assert result.returncode == 0, result.stderr

@@ -7,9 +7,9 @@ import socket
 
 import pytest
 
-from app.core.snapshot import AppSnapshot, EngineState, IncidentView
-from app.core.status_report import status_lines, status_object
-from app.shell.control import AlreadyRunning, ControlServer, request, socket_path
+from stoker.core.snapshot import AppSnapshot, EngineState, IncidentView
+from stoker.core.status_report import status_lines, status_object
+from stoker.shell.control import AlreadyRunning, ControlServer, request, socket_path
 
 
 def handler_with(calls):

@@ -8,7 +8,7 @@ import stat
 
 import pytest
 
-from app.cli import main
+from stoker.cli import main
 
 
 def _json(capsys, argv):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from app.cli import main
+from stoker.cli import main
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 CASES = json.loads((LOGS / "cases.json").read_text())
@@ -55,7 +55,7 @@ def test_log_jsonl_lines_are_unwrapped(tmp_path, capsys):
 
 
 def run_cli(*args):
-    return subprocess.run([sys.executable, "-m", "app", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "stoker", *args], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2])
 
 

@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from app.shell.health import probe_health, wait_ready
-from app.shell.paths import stoker_paths
-from app.shell.process import EngineProcess, free_loopback_port
+from stoker.shell.health import probe_health, wait_ready
+from stoker.shell.paths import stoker_paths
+from stoker.shell.process import EngineProcess, free_loopback_port
 from tests.shell.engine_helpers import demo_spec
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 
-from app.core.diagnosis import ExitReport, classify_exit
-from app.core.quarantine import Ledger, is_quarantined, mark_drafter_broken, record_strike
-from app.shell.incidents import IncidentLog
-from app.shell.ledger import LedgerStore, binary_identity
+from stoker.core.diagnosis import ExitReport, classify_exit
+from stoker.core.quarantine import Ledger, is_quarantined, mark_drafter_broken, record_strike
+from stoker.shell.incidents import IncidentLog
+from stoker.shell.ledger import LedgerStore, binary_identity
 
 OOM = classify_exit(ExitReport(None, "SIGKILL", False, "ready", 60.0, (), "cpu", oom_killed=True))
 SEGV = classify_exit(ExitReport(None, "SIGSEGV", False, "starting", 1.0, (), "cuda"))

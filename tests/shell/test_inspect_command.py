@@ -12,7 +12,7 @@ from tests.conftest import REPO
 
 def stoker(*args, home):
     env = dict(os.environ, STOKER_HOME=str(home))
-    return subprocess.run([sys.executable, "-m", "app", *args], cwd=REPO, env=env,
+    return subprocess.run([sys.executable, "-m", "stoker", *args], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=120)
 
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from app.core.overrides import ModelOverrides
-from app.shell.launcher import RealPreparer, merge_overrides
-from app.shell.paths import stoker_paths
-from app.shell.store import SettingsStore
-from app.shell.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.core.overrides import ModelOverrides
+from stoker.shell.launcher import RealPreparer, merge_overrides
+from stoker.shell.paths import stoker_paths
+from stoker.shell.store import SettingsStore
+from stoker.shell.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
 
 
 def attempt(port=40000, n=0):

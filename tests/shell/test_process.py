@@ -12,10 +12,10 @@ import time
 import psutil
 import pytest
 
-from app.core.launch_spec import LaunchSpec
-from app.shell.health import wait_ready
-from app.shell.paths import stoker_paths
-from app.shell.process import EngineProcess, RotatingLog, engine_environment, reap_orphans
+from stoker.core.launch_spec import LaunchSpec
+from stoker.shell.health import wait_ready
+from stoker.shell.paths import stoker_paths
+from stoker.shell.process import EngineProcess, RotatingLog, engine_environment, reap_orphans
 from tests.shell.engine_helpers import chat, demo_spec
 
 pytestmark = pytest.mark.engine
@@ -111,8 +111,8 @@ def test_orphan_of_a_dead_stoker_is_reaped(engine_binary, demo_model, stoker_hom
     spec = demo_spec(engine_binary, demo_model)
     code = (
         "import sys,time; from pathlib import Path\n"
-        "from app.core.launch_spec import LaunchSpec\n"
-        "from app.shell.process import EngineProcess\n"
+        "from stoker.core.launch_spec import LaunchSpec\n"
+        "from stoker.shell.process import EngineProcess\n"
         f"spec = LaunchSpec({spec.binary!r}, {spec.argv!r}, (), ('LLAMA_ARG_',), (), '127.0.0.1', {spec.port})\n"
         f"p = EngineProcess.start(spec, log_dir=Path({str(tmp_path)!r}))\n"
         "print(p.pid, flush=True); time.sleep(60)\n")

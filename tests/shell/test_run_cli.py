@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def stoker(*args, timeout=30):
-    return subprocess.run([sys.executable, "-m", "app", *args], cwd=REPO, capture_output=True,
+    return subprocess.run([sys.executable, "-m", "stoker", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout, env=os.environ.copy())
 
 
@@ -33,7 +33,7 @@ class Running:
     """A `stoker run` subprocess whose stdout lines are collected by a thread."""
 
     def __init__(self, *args):
-        self.proc = subprocess.Popen([sys.executable, "-m", "app", "run", *args], cwd=REPO,
+        self.proc = subprocess.Popen([sys.executable, "-m", "stoker", "run", *args], cwd=REPO,
                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                      env=os.environ.copy())
         self.lines: list[str] = []
@@ -148,7 +148,7 @@ def test_without_headless_and_without_a_tray_it_says_so_and_runs_headless(engine
                                                                           tmp_path):
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen")
     env.pop("DISPLAY", None)
-    result = subprocess.run([sys.executable, "-m", "app", "run", str(tmp_path / "missing.gguf"),
+    result = subprocess.run([sys.executable, "-m", "stoker", "run", str(tmp_path / "missing.gguf"),
                              "--engine", str(engine_binary)], cwd=REPO, capture_output=True,
                             text=True, timeout=60, env=env)
     assert "no system tray is available here; running headless" in result.stderr

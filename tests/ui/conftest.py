@@ -58,10 +58,10 @@ def screenshots() -> Path:
 
 
 class FakeSupervisor:
-    """submit/subscribe/snapshot like app.shell.supervisor.Supervisor, driven by the test."""
+    """submit/subscribe/snapshot like stoker.shell.supervisor.Supervisor, driven by the test."""
 
     def __init__(self):
-        from app.core.snapshot import AppSnapshot, EngineState
+        from stoker.core.snapshot import AppSnapshot, EngineState
 
         self.commands = []
         self._subs = []
@@ -72,7 +72,7 @@ class FakeSupervisor:
         return self
 
     def submit(self, command):
-        from app.core.commands import Shutdown
+        from stoker.core.commands import Shutdown
 
         self.commands.append(command)
         if isinstance(command, Shutdown):

@@ -1,13 +1,13 @@
-"""A stand-in for app.ui.services.Services: no files, no engine, answers set by the test."""
+"""A stand-in for stoker.ui.services.Services: no files, no engine, answers set by the test."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from app.core.overrides import ModelOverrides
-from app.core.plan import Decision, DeviceMemory, DrafterChoice, LaunchPlan
-from app.ui.services import ModelEntry
+from stoker.core.overrides import ModelOverrides
+from stoker.core.plan import Decision, DeviceMemory, DrafterChoice, LaunchPlan
+from stoker.ui.services import ModelEntry
 
 GIB = 1024 ** 3
 
@@ -79,7 +79,7 @@ class FakeServices:
         return self.tmp
 
     def log_tail(self, log_file, max_lines=300):
-        from app.shell.log_tail import read_tail
+        from stoker.shell.log_tail import read_tail
 
         path = Path(log_file) if log_file else self.log
         return (str(path), read_tail(path)) if path.exists() else ("", ())

@@ -16,13 +16,13 @@ import psutil
 from PySide6.QtCore import QPoint
 import pytest
 
-from app.core.commands import StartModel
-from app.core.snapshot import EngineState
-from app.shell.launcher import RealPreparer
-from app.shell.store import SettingsStore
-from app.shell.supervisor import Supervisor
-from app.ui.app import StokerApp
-from app.ui.services import Services
+from stoker.core.commands import StartModel
+from stoker.core.snapshot import EngineState
+from stoker.shell.launcher import RealPreparer
+from stoker.shell.store import SettingsStore
+from stoker.shell.supervisor import Supervisor
+from stoker.ui.app import StokerApp
+from stoker.ui.services import Services
 
 pytestmark = [pytest.mark.engine, pytest.mark.ui]
 
