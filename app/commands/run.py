@@ -1,9 +1,10 @@
-"""`stoker run [MODEL] [--headless]`: plan, launch and supervise one model in the foreground.
+"""`stoker run [MODEL] [--headless]`: start Stoker's endpoint and load a model, in the foreground.
 
 Without --headless it opens the tray app where the desktop has a system tray (with the
 same model and overrides), else it runs headless as below.
 
-Prints the endpoint once the engine is ready and one line per state change; Ctrl-C (or
+Prints the endpoint (the gateway's fixed loopback URL, up before any model loads) and one
+line per state change; more models load on demand through it. Ctrl-C (or
 SIGTERM, or `stoker stop`) stops the engine and exits 0. A failed engine (refused plan,
 crash loop) ends the command with exit code 1 and the reason. While it runs it answers
 `stoker status` and `stoker stop` over the control channel, which also keeps a second
@@ -34,6 +35,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--engine", metavar="PATH", help="a llama-server binary (or its folder) to use")
     parser.add_argument("--startup-timeout", type=float, default=180.0, metavar="S",
                         help="seconds the engine may take to load before it counts as failed (180)")
+    parser.add_argument("--port", type=int, metavar="N",
+                        help="the endpoint's loopback port (default: Settings' gateway_port, 7857; "
+                             "0: any free port, printed)")
+    parser.add_argument("--memory-budget", type=float, metavar="GIB",
+                        help="memory all loaded models together may use, in GiB (default: what the "
+                             "machine has free, less the reserve)")
 
 
 def cli_overrides(args) -> ModelOverrides | None:
@@ -78,8 +85,8 @@ class StatePrinter:
             self._line(f"starting: {snap.model_name or 'model'}"
                        + (f" ({snap.plan_summary})" if snap.plan_summary else ""))
         elif snap.state is EngineState.READY:
-            self._line(f"ready: {snap.endpoint}/v1  (pid {snap.pid})")
-            self._line(f"endpoint: {snap.endpoint}")
+            name = snap.model_id or snap.model_name or "model"
+            self._line(f"ready: {name} at {snap.endpoint}/v1  (pid {snap.pid})")
         elif snap.state is EngineState.BACKOFF:
             wait = "" if snap.next_retry_at is None else \
                 f"; next try in {max(0.0, snap.next_retry_at - time.time()):.0f} s"
@@ -93,61 +100,78 @@ class StatePrinter:
         print(text, file=self.out, flush=True)
 
 
+def _memory_budget_bytes(args) -> int | None:
+    from stoker.cli import UserError
+
+    if args.memory_budget is None:
+        return None
+    if not args.memory_budget > 0:
+        raise UserError(f"--memory-budget {args.memory_budget} must be a positive number of GiB.")
+    return int(args.memory_budget * 1024 ** 3)
+
+
 def run(args) -> int:
     from stoker.cli import UserError
     from stoker.core.commands import Shutdown, StartModel
-    from stoker.core.status_report import status_object
     from stoker.shell.control import AlreadyRunning, ControlServer
+    from stoker.shell.instance import GatewayError, Instance, gateway_port
     from stoker.shell.launcher import RealPreparer
     from stoker.shell.paths import stoker_paths
     from stoker.shell.process import reap_orphans
-    from stoker.shell.supervisor import Supervisor
 
     overrides = cli_overrides(args)
+    if args.port is not None and not 0 <= args.port < 65536:
+        raise UserError(f"--port {args.port} is not a port number; give 1 to 65535 (0: any free one).")
+    budget = _memory_budget_bytes(args)
+
+    def preparer() -> RealPreparer:
+        return RealPreparer(cli_overrides=overrides, engine=args.engine,
+                            startup_deadline_s=args.startup_timeout, memory_budget_bytes=budget)
+
     if not args.headless:
         # The tray where this desktop has one; its fallback is this very command, headless.
         from stoker.ui.app import run_tray
 
         args.headless = True
-        return run_tray(args.model, headless=lambda: run(args), preparer=RealPreparer(
-            cli_overrides=overrides, engine=args.engine, startup_deadline_s=args.startup_timeout))
+        return run_tray(args.model, headless=lambda: run(args), preparer=preparer(),
+                        port=gateway_port(args.port))
     paths = stoker_paths().ensure()
     holder: dict = {}
 
     def answer(req: dict) -> dict:
-        sup = holder.get("sup")
-        if req.get("op") == "status":
-            snap = sup.snapshot() if sup else AppSnapshot(seq=0, state=EngineState.STOPPED)
-            status = status_object(snap, time.time(), instance_pid=os.getpid())
-            status["tray_shown"] = False  # headless: no icon anywhere
-            return {"ok": True, "schema": 1, "status": status}
-        if req.get("op") == "stop":
-            if sup:
-                sup.submit(Shutdown())
-            return {"ok": True, "stopping": True}
-        return {"ok": False, "error": f"unknown request {req.get('op')!r}; use status or stop"}
+        instance = holder.get("instance")
+        if instance is None:
+            return {"ok": False, "error": "Stoker is still starting; try again"}
+        return instance.answer(req)
 
     control = ControlServer(answer)
     try:
         control.claim()
     except AlreadyRunning as exc:
         raise UserError(str(exc)) from None
+    instance = None
     try:
         reaped = reap_orphans(paths.run)
         if reaped:
             print(f"stopped {len(reaped)} engine(s) left behind by an earlier Stoker "
                   f"(pid {', '.join(map(str, reaped))})", flush=True)
-        preparer = RealPreparer(cli_overrides=overrides, engine=args.engine,
-                                startup_deadline_s=args.startup_timeout)
-        sup = Supervisor(preparer)
-        holder["sup"] = sup
+        model_arg = args.model
+        try:
+            instance = Instance(preparer(), port=gateway_port(args.port),
+                                extra_models=(model_arg,) if model_arg and os.path.isfile(model_arg) else ())
+        except GatewayError as exc:
+            raise UserError(str(exc)) from None
+        sup = instance.supervisor
+        holder["instance"] = instance
         sup.subscribe(StatePrinter())
         failed: list[AppSnapshot] = []
         # A failed engine ends a foreground run: there is nobody to press "start again".
         sup.subscribe(lambda s: (failed.append(s), sup.submit(Shutdown()))
                       if s.state is EngineState.FAILED and not failed else None)
         control.serve()
-        sup.start()
+        instance.start()
+        print(f"endpoint: {instance.url}/v1  (OpenAI and Anthropic APIs; models by id: "
+              f"GET {instance.url}/v1/models)", flush=True)
         sup.submit(StartModel(args.model))
 
         def on_signal(signum, frame):
@@ -163,4 +187,6 @@ def run(args) -> int:
         # A supervisor thread that died of a bug leaves a state other than STOPPED behind.
         return 1 if failed or sup.snapshot().state is not EngineState.STOPPED else 0
     finally:
+        if instance is not None:
+            instance.close()
         control.close()

@@ -15,11 +15,15 @@ from __future__ import annotations
 import ipaddress
 
 from stoker.core.launch_spec import LaunchSpec
+from stoker.core.model_ids import ModelKind
 from stoker.core.plan import LaunchPlan
 
 # Inherited variables that would change the launch behind the plan's back.
 DROP_ENV_PREFIXES = ("LLAMA_ARG_", "LLAMA_API_KEY", "AIP_")
 API_KEY_ENV = "LLAMA_API_KEY"
+# The secret entry meaning "a random key for this launch": the gateway holds it and sends
+# it upstream, so no other local process can use the engine's private port.
+PER_LAUNCH_KEY = "@per-launch@"
 # XDG_CONFIG_HOME must point at an empty folder so no llama.cpp/config.ini applies
 # (reference §0.8). The core cannot know the path; the shell replaces this marker with
 # a folder it creates (e.g. <cache>/engine-config) before spawning.
@@ -40,12 +44,15 @@ def is_loopback(host: str) -> bool:
 def build_launch_spec(plan: LaunchPlan, *, binary: str, port: int, host: str = "127.0.0.1",
                       log_file: str | None = None, api_key_entry: str | None = None,
                       backend: str = "cpu", threads: int | None = None,
-                      sleep_idle_s: int | None = None) -> LaunchSpec:
+                      serves: ModelKind = ModelKind.CHAT, alias: str | None = None) -> LaunchSpec:
     """The argv and environment that run `plan`. Raises ValueError for a non-loopback host.
 
-    `sleep_idle_s` is the app's "unload when idle" setting: the engine frees the model's
-    memory after that many idle seconds and reloads it on the next request, keeping its
-    port, so clients see one stable endpoint.
+    `api_key_entry` names where the engine's key comes from (a keyring entry, or
+    PER_LAUNCH_KEY: a random key made for this launch, which only the gateway knows); it
+    reaches the engine as LLAMA_API_KEY, never on the command line. `serves` adds the flags
+    an embedding or reranking model needs (`--embeddings`, `--rerank`). Unloading an idle
+    model is the supervisor's job (it stops the process), so `--sleep-idle-seconds` is
+    never passed.
     """
     if not is_loopback(host):
         raise ValueError(f"llama-server must listen on a loopback address such as 127.0.0.1, not {host}; "
@@ -89,8 +96,12 @@ def build_launch_spec(plan: LaunchPlan, *, binary: str, port: int, host: str = "
     if plan.cache_ram_mib is not None:
         # The prompt cache is host RAM the plan sized; the engine's 8192 MiB default is not.
         argv += ["-cram", str(plan.cache_ram_mib)]
-    if sleep_idle_s:
-        argv += ["--sleep-idle-seconds", str(int(sleep_idle_s))]
+    if serves is ModelKind.EMBEDDING:
+        argv += ["--embeddings"]
+    elif serves is ModelKind.RERANK:
+        argv += ["--rerank"]
+    if alias:  # responses name the model by its gateway id, not by the user's file path
+        argv += ["--alias", alias]
     argv += ["--no-webui", "--metrics"]
     if log_file:
         argv += ["--log-file", log_file]

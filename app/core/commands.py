@@ -6,6 +6,7 @@ acts on them. Nothing here acts.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stoker.core.overrides import ModelOverrides
@@ -13,22 +14,67 @@ from stoker.core.overrides import ModelOverrides
 
 @dataclass(frozen=True)
 class StartModel:
+    """A person's start: load this model (beside the others when it fits) and show it."""
+
     model_path: str | None = None  # None: the last used model, else the demo model
 
 
 @dataclass(frozen=True)
 class SwitchModel:
+    """Load this model and unload the others (each once its requests in flight end)."""
+
     model_path: str
 
 
 @dataclass(frozen=True)
 class Stop:
-    pass
+    model_path: str | None = None  # None: every engine
 
 
 @dataclass(frozen=True)
 class Restart:
     reason: str = "asked by the user"
+    model_path: str | None = None  # None: the focused model
+
+
+@dataclass(frozen=True)
+class LoadModel:
+    """`stoker load ID`, the tray's Load: make it resident; `pin` True keeps it loaded."""
+
+    model_path: str
+    pin: bool | None = None  # None: leave the pin as it is
+
+
+@dataclass(frozen=True)
+class UnloadModel:
+    """Stop taking requests for it and stop its engine once none is in flight."""
+
+    model_path: str | None = None  # None: the focused model
+
+
+@dataclass(frozen=True)
+class PinModel:
+    """A pinned model is never unloaded for idleness or for room, nor is its load cancelled."""
+
+    model_path: str | None
+    pinned: bool
+
+
+@dataclass(frozen=True)
+class EnsureModel:
+    """The gateway needs this model resident: `answer(EnsureResult)` is called (on the
+    supervisor thread) once it is READY or cannot be. `ticket` names this wait."""
+
+    model_path: str
+    ticket: object
+    answer: Callable[[object], None]
+
+
+@dataclass(frozen=True)
+class CancelEnsure:
+    """The request behind `ticket` has gone; with no waiter left an on-demand load stops."""
+
+    ticket: object
 
 
 @dataclass(frozen=True)
@@ -50,4 +96,5 @@ class Shutdown:
     """Stop the engine cleanly and end the supervisor thread."""
 
 
-Command = StartModel | SwitchModel | Stop | Restart | ApplyOverrides | LiftQuarantine | Shutdown
+Command = (StartModel | SwitchModel | Stop | Restart | LoadModel | UnloadModel | PinModel | EnsureModel
+           | CancelEnsure | ApplyOverrides | LiftQuarantine | Shutdown)

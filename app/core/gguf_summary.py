@@ -133,6 +133,10 @@ class ModelSummary:
     # (it is read by get_rows, never repacked). Which types are repacked depends on the CPU;
     # core/memory.py decides.
     repackable: tuple[tuple[int, str, bool, int], ...] = field(default_factory=tuple)
+    # `{arch}.pooling_type` (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank) and
+    # `general.type`: what decides whether a model embeds, reranks or chats.
+    pooling_type: int | None = None
+    general_type: str | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -374,6 +378,8 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         n_ff=max(_per_layer(key("feed_forward_length"), n_layer_all or 1), default=None) or None,
         n_ff_exp=_int(key("expert_feed_forward_length")),
         repackable=tuple((b, ty, e, n) for (b, ty, e), n in sorted(repack.items())),
+        pooling_type=_int(key("pooling_type")),
+        general_type=md.get("general.type") if isinstance(md.get("general.type"), str) else None,
     )
 
 

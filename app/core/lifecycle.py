@@ -124,6 +124,8 @@ class Spawn:
 class Kill:
     """Stop the running process (SIGTERM, then kill after a grace period); report StoppedClean."""
 
+    hung: bool = False  # it stopped answering: a short grace, it cannot act on SIGTERM anyway
+
 
 @dataclass(frozen=True)
 class ScheduleRetry:
@@ -254,7 +256,7 @@ def _step(st: LifecycleState, ev: Event, now: float) -> tuple[LifecycleState, tu
             action = f"stopped it; {decision.reason}"
             nxt = replace(_stopping(st, then), failures=decision.history, retry_at=decision.at,
                           last_error=summary if decision.retry else decision.reason)
-            return nxt, (Kill(), RecordIncident(None, summary, action, "startup-timeout"))
+            return nxt, (Kill(hung=True), RecordIncident(None, summary, action, "startup-timeout"))
         return st, ()
 
     if isinstance(ev, Unresponsive):
@@ -265,7 +267,7 @@ def _step(st: LifecycleState, ev: Event, now: float) -> tuple[LifecycleState, tu
             then = THEN_BACKOFF if decision.retry else THEN_FAIL
             nxt = replace(_stopping(st, then), failures=decision.history, retry_at=decision.at,
                           last_error=summary if decision.retry else decision.reason)
-            return nxt, (Kill(), RecordIncident(None, summary, f"stopped it; {decision.reason}",
+            return nxt, (Kill(hung=True), RecordIncident(None, summary, f"stopped it; {decision.reason}",
                                                 "unresponsive"))
         return st, ()
 

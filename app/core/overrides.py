@@ -37,6 +37,10 @@ class ModelOverrides:
     batch: int | None = None
     ubatch: int | None = None
     extra_args: tuple[str, ...] = field(default_factory=tuple)
+    # The gateway: other names a request may use for this model, and minutes without a
+    # request before its engine is stopped (0: never; None: the Settings default).
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+    idle_minutes: int | None = None
 
 
 MIN_CTX = 256  # the engine pads -c to 256 cells; anything smaller is a typo
@@ -117,6 +121,23 @@ def _extra_args(value, errors: list[str]) -> tuple[str, ...] | None:
     return tuple(value)
 
 
+def _aliases(value, errors: list[str]) -> tuple[str, ...] | None:
+    if isinstance(value, str):
+        value = [v for v in value.replace(",", " ").split()]
+    if not isinstance(value, (list, tuple)) or not all(isinstance(a, str) for a in value):
+        errors.append(f"aliases must be a list of names such as gpt-4o-mini, got {value!r}")
+        return None
+    out = []
+    for a in value:
+        a = a.strip().lower()
+        if not a or len(a) > 200:
+            errors.append(f"the alias {a!r} must be 1 to 200 characters")
+            return None
+        if a not in out:
+            out.append(a)
+    return tuple(out)
+
+
 def validate_overrides(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
     """Read stored or typed overrides; every bad value gets one sentence and is dropped.
 
@@ -179,6 +200,10 @@ def validate_overrides(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
         out["ubatch"] = _whole(raw["ubatch"], "ubatch", "tokens", 1, 1 << 20, errors)
     if "extra_args" in raw:
         out["extra_args"] = _extra_args(raw["extra_args"], errors)
+    if "aliases" in raw:
+        out["aliases"] = _aliases(raw["aliases"], errors)
+    if "idle_minutes" in raw:
+        out["idle_minutes"] = _whole(raw["idle_minutes"], "idle_minutes", "minutes", 0, 7 * 24 * 60, errors)
     # Cross-field rules the engine would otherwise reject at start-up.
     if out.get("batch") and out.get("ubatch") and out["ubatch"] > out["batch"]:
         errors.append(f"ubatch ({out['ubatch']}) must not be larger than batch ({out['batch']})")

@@ -29,6 +29,8 @@ class IncidentView:
     evidence: str | None
     advice: str
     action: str  # what Stoker did next
+    model_path: str | None = None  # the model whose engine it was
+    model_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,35 @@ class BlockerView:
     kind: str  # cudaBlocker | rocmBlocker | gpuUnused | missingRuntime | outOfMemory
     message: str
     advice: str
+
+
+@dataclass(frozen=True)
+class EngineView:
+    """One resident model's engine (or one waiting for room), as the tray and status show it."""
+
+    model_id: str
+    model_path: str | None
+    state: EngineState
+    pid: int | None = None
+    endpoint: str | None = None  # the engine's private port: diagnostics only
+    plan_summary: str | None = None
+    bytes_by_device: tuple[tuple[str, int], ...] = ()  # the plan's totals per device
+    in_flight: int = 0
+    last_used_at: float | None = None  # when its last request ended (or it became READY)
+    ready_at: float | None = None
+    pinned: bool = False
+    restarts: int = 0
+    last_error: str | None = None
+    queued: str | None = None  # waiting for room: the sentence why
+    idle_timeout_s: float | None = None  # None: never unloaded for idleness
+    engine_build: str | None = None
+    backend: str | None = None
+    ctx: int | None = None
+
+    def idle_for(self, now: float) -> float | None:
+        if self.state is not EngineState.READY or self.in_flight or self.last_used_at is None:
+            return None
+        return max(0.0, now - self.last_used_at)
 
 
 @dataclass(frozen=True)
@@ -65,6 +96,9 @@ class AppSnapshot:
     quarantined: tuple[tuple[str, str], ...] = ()  # (build, why)
     tray_shown: bool | None = None
     argv: tuple[str, ...] = ()
+    model_id: str | None = None  # the focused model's gateway id
+    gateway_url: str | None = None  # Stoker's one endpoint, when a gateway runs
+    engines: tuple[EngineView, ...] = ()  # every resident model, the focused one included
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def uptime(self, now: float) -> float | None:

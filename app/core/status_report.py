@@ -7,9 +7,11 @@ here means the JSON schema and the human text cannot drift apart. Pure: `now` is
 
 from __future__ import annotations
 
-from stoker.core.snapshot import AppSnapshot
+from stoker.core.snapshot import AppSnapshot, EngineView
 
-SCHEMA = 1
+# 2: `gateway` (url, port) and `engines[]` (one entry per resident model); `endpoint` is the
+# gateway's URL where one runs (the engines' private ports are in `engines[].endpoint`).
+SCHEMA = 2
 
 
 def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = None) -> dict:
@@ -40,6 +42,40 @@ def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = N
             "at": last.at, "kind": last.kind, "summary": last.summary, "evidence": last.evidence,
             "advice": last.advice, "action": last.action},
         "instance_pid": instance_pid,
+        "model_id": snap.model_id,
+        "gateway": gateway_object(snap.gateway_url),
+        "engines": [engine_object(e, now) for e in snap.engines],
+    }
+
+
+def gateway_object(url: str | None) -> dict | None:
+    if not url:
+        return None
+    port = url.rsplit(":", 1)[-1].split("/", 1)[0]
+    return {"url": url, "openai_base_url": f"{url}/v1", "port": int(port) if port.isdigit() else None}
+
+
+def engine_object(e: EngineView, now: float) -> dict:
+    idle = e.idle_for(now)
+    return {
+        "id": e.model_id,
+        "model_path": e.model_path,
+        "state": e.state.value,
+        "queued": e.queued,
+        "pid": e.pid,
+        "endpoint": e.endpoint,
+        "engine_build": e.engine_build,
+        "backend": e.backend,
+        "ctx": e.ctx,
+        "plan_summary": e.plan_summary,
+        "bytes": {dev: b for dev, b in e.bytes_by_device},
+        "last_used_at": e.last_used_at,
+        "idle_s": None if idle is None else round(idle, 1),
+        "idle_timeout_s": e.idle_timeout_s,
+        "in_flight": e.in_flight,
+        "pinned": e.pinned,
+        "restarts": e.restarts,
+        "last_error": e.last_error,
     }
 
 
@@ -57,6 +93,13 @@ def status_lines(obj: dict) -> list[str]:
         lines.append(f"model:     {obj['model']}")
     if obj.get("endpoint"):
         lines.append(f"endpoint:  {obj['endpoint']}/v1")
+    for e in obj.get("engines") or ():
+        mem = sum((e.get("bytes") or {}).values())
+        extra = f", {mem / 2**20:,.0f} MiB" if mem else ""
+        extra += f", idle {_duration(e['idle_s'])}" if e.get("idle_s") is not None else ""
+        extra += f", {e['in_flight']} in flight" if e.get("in_flight") else ""
+        extra += ", pinned" if e.get("pinned") else ""
+        lines.append(f"  {e['id']}: {e['state']}{extra}" + (f" ({e['queued']})" if e.get("queued") else ""))
     engine = " ".join(x for x in (obj.get("backend"), f"({obj['engine_build']})"
                                   if obj.get("engine_build") else None) if x)
     if engine:

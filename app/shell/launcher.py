@@ -14,10 +14,13 @@ import dataclasses
 import logging
 import threading
 import time
+from secrets import token_urlsafe
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from stoker.core.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
+from stoker.core.model_ids import model_kind
 from stoker.core.overrides import ModelOverrides
 from stoker.shell.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
                                   PreparedLaunch)
@@ -91,6 +94,7 @@ class RealPreparer:
     def __init__(self, *, cli_overrides: ModelOverrides | None = None, engine: str | None = None,
                  startup_deadline_s: float = 180.0, remember_last_model: bool = True,
                  machine=None, memory_limit_bytes: int | None = None,
+                 memory_budget_bytes: int | None = None,
                  clock: Callable[[], float] = time.time):
         self.cli_overrides = cli_overrides
         self.engine = engine
@@ -98,6 +102,7 @@ class RealPreparer:
         self.remember_last_model = remember_last_model
         self.machine = machine
         self.memory_limit_bytes = memory_limit_bytes
+        self.memory_budget_bytes = memory_budget_bytes  # what all models together may use
         self.clock = clock
         self._lock = threading.Lock()
         # model path -> the recovery steps taken since a person last started it
@@ -233,12 +238,28 @@ class RealPreparer:
         return PlanPolicy(os_reserve_min_bytes=int(reserve * GIB))
 
     @staticmethod
-    def _idle_unload_s(settings) -> int | None:
-        minutes = getattr(settings, "idle_unload_minutes", None)
-        return minutes * 60 if isinstance(minutes, int) and minutes > 0 else None
+    def _idle_timeout_s(settings, overrides: ModelOverrides) -> float | None:
+        """Seconds without a request before the engine is stopped: the model's own
+        idle_minutes, else Settings' default; 0 means never (None)."""
+        minutes = overrides.idle_minutes
+        if minutes is None:
+            minutes = getattr(settings, "idle_unload_minutes", None)
+        return float(minutes * 60) if isinstance(minutes, int) and minutes > 0 else None
+
+    def _budget_machine(self, machine, attempt: AttemptContext, settings, policy):
+        """This machine as the model is planned on: with what Stoker's other engines hold
+        added back, capped at the user's memory budget (Settings' model_memory_gib)."""
+        from stoker.core.planner import GIB
+        from stoker.core.residency import budget_machine
+
+        cap = getattr(settings, "model_memory_gib", None)
+        cap_bytes = int(cap * GIB) if isinstance(cap, (int, float)) and cap > 0 else None
+        if self.memory_budget_bytes is not None:  # `stoker run --memory-budget` beats Settings
+            cap_bytes = self.memory_budget_bytes
+        return budget_machine(machine, dict(attempt.held_bytes), cap_bytes,
+                              policy.os_reserve(machine.ram_total_bytes), policy.device_margin_bytes)
 
     def _prepare(self, model_path: str | None, attempt: AttemptContext):
-        from stoker.core.argv import build_launch_spec
         from stoker.core.plan import PlanRefusal
         from stoker.core.planner import plan_launch
         from stoker.core.quarantine import is_drafter_broken
@@ -277,15 +298,16 @@ class RealPreparer:
                            if d.build_id == build.id
                            and is_drafter_broken(ledger, build.id, d.drafter_path, identity))
         measured = measurements.lookup(model, build.binary)
+        machine = self._budget_machine(machine, attempt, settings, policy)
         plan = plan_launch(summary, machine, overrides, policy, draft=draft, measured=measured,
                            broken_drafters=broken)
         if isinstance(plan, PlanRefusal):
             hint = f" Try: {plan.suggestions[0]}" if plan.suggestions else ""
             return PreparationRefused(str(model), plan.reason + hint)
-        api_key_entry = self._api_key_entry()
+        serves = model_kind(summary.architecture, summary.pooling_type, summary.general_type)
         spec = build_launch_spec(plan, binary=build.binary, port=attempt.port, host=HOST,
-                                 log_file=None, api_key_entry=api_key_entry, backend=build.backend,
-                                 sleep_idle_s=self._idle_unload_s(settings))
+                                 log_file=None, api_key_entry=PER_LAUNCH_KEY, backend=build.backend,
+                                 serves=serves, alias=attempt.model_id)
         if self._gpu_env.get(build.id):
             spec = dataclasses.replace(spec, env=spec.env + self._gpu_env[build.id])
         if self.memory_limit_bytes:
@@ -298,7 +320,9 @@ class RealPreparer:
                 log.warning("could not remember the last used model", exc_info=True)
         prepared = PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.id,
                                   backend=build.backend, secrets=secrets,
-                                  startup_deadline_s=self.startup_deadline_s)
+                                  startup_deadline_s=self.startup_deadline_s,
+                                  idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
+                                  engine_key=dict(secrets).get(API_KEY_ENV))
         with self._lock:
             self._context = {id(prepared): _LaunchContext(
                 build.binary, identity, user_overrides, overrides, policy, summary.n_layer,
@@ -396,18 +420,14 @@ class RealPreparer:
         return EngineHealth(blockers=tuple(blockers), quarantined=quarantined)
 
     @staticmethod
-    def _api_key_entry() -> str | None:
-        from stoker.shell import secrets
-
-        return secrets.API_KEY_ENTRY if secrets.get_api_key() else None
-
-    @staticmethod
     def _secrets(spec) -> tuple[tuple[str, str], ...]:
+        """Values for the spec's secret variables: a fresh random key for a per-launch one
+        (only the gateway knows it), else the keyring entry's value."""
         from stoker.shell import secrets
 
         out = []
         for env_name, entry in spec.secret_env:
-            value = secrets.get_api_key(entry)
+            value = token_urlsafe(24) if entry == PER_LAUNCH_KEY else secrets.get_api_key(entry)
             if value:
                 out.append((env_name, value))
         return tuple(out)

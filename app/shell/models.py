@@ -186,3 +186,10 @@ def resolve_model(arg: str | None) -> Path:
         raise UserError(f"'{arg}' matches several models ({names}); give more of the name or a path.")
     raise UserError(f"no model named '{arg}' in the library or added folders, and no such file; "
                     "see `stoker models` for the names.")
+
+
+def scan_file(path: Path, origin: str = "command line") -> ModelFile:
+    """One model file outside the library (named on the command line), read like the others."""
+    summary, error = _summary_or_error(path)
+    return ModelFile(path=path, name=path.name, size_bytes=_size(path), origin=origin,
+                     summary=summary, error=error)

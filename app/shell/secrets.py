@@ -8,8 +8,40 @@ install) instead of raising. Must not log or print the key.
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
+
 SERVICE = "stoker"
+# The key chat clients must send to Stoker's gateway (the entry's name is older than the
+# gateway: it once went to the engine itself; engines now get a random key per launch).
 API_KEY_ENTRY = "llama-server-api-key"
+
+_listeners: list[Callable[[], None]] = []
+_listeners_lock = threading.Lock()
+
+
+def on_api_key_change(callback: Callable[[], None]) -> Callable[[], None]:
+    """Call `callback()` after the key is saved in this process (the gateway re-reads it at
+    once); returns a function that stops it."""
+    with _listeners_lock:
+        _listeners.append(callback)
+
+    def stop() -> None:
+        with _listeners_lock:
+            if callback in _listeners:
+                _listeners.remove(callback)
+
+    return stop
+
+
+def _changed() -> None:
+    with _listeners_lock:
+        callbacks = list(_listeners)
+    for cb in callbacks:
+        try:
+            cb()
+        except Exception:  # noqa: BLE001 - a listener's bug must not lose the saved key
+            pass
 
 INSTALL_HINT = ("install gnome-keyring or KWallet (and log in to a desktop session), "
                 "or run `pip install keyrings.alt` for a file-based store")
@@ -80,3 +112,4 @@ def set_api_key(value: str | None, entry: str = API_KEY_ENTRY) -> None:
     except KeyringError as exc:
         raise SecretsUnavailable(f"The keyring refused the API key ({exc}); {INSTALL_HINT}.") \
             from None
+    _changed()

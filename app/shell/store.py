@@ -163,6 +163,7 @@ class OverridesStore:
 
 
 LOG_LEVELS = ("debug", "info", "warning", "error")
+DEFAULT_GATEWAY_PORT = 7857  # "STKR" on a phone keypad; clear of 8080, 11434, 1234, 1337, 5001
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,12 @@ class AppSettings:
     start_at_login: bool = False
     log_level: str = "info"
     last_model: str | None = None
+    # The gateway's loopback port: the one endpoint chat clients keep (see core/gateway_rules).
+    gateway_port: int = DEFAULT_GATEWAY_PORT
+    # Memory the models together may use, in GiB; None: what the machine has free (minus the
+    # reserve). Residency admits a model only when its plan fits beside the resident ones.
+    model_memory_gib: float | None = None
+    cors_origins: tuple[str, ...] = ()  # browser origins allowed beside loopback ones
     # Keys a newer Stoker wrote; kept so saving from this version does not drop them.
     extra: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
@@ -198,6 +205,20 @@ def _check_setting(name: str, value, default):
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 7 * 24 * 60:
             return value, None
         return default, "idle_unload_minutes must be a whole number of minutes from 0 (never) to 10080"
+    if name == "gateway_port":
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535:
+            return value, None
+        return default, "gateway_port must be a port number from 1 to 65535"
+    if name == "model_memory_gib":
+        if value is None or (isinstance(value, (int, float)) and not isinstance(value, bool)
+                             and 0 < value <= 65536):
+            return (None if value is None else float(value)), None
+        return default, "model_memory_gib must be a number of GiB above 0, or null for the machine's"
+    if name == "cors_origins":
+        if isinstance(value, list) and all(isinstance(v, str) and v.startswith(("http://", "https://"))
+                                           for v in value):
+            return tuple(v.rstrip("/") for v in value), None
+        return default, "cors_origins must be a list of origins such as https://chat.example"
     if name == "start_at_login":
         if isinstance(value, bool):
             return value, None

@@ -1,25 +1,38 @@
-"""The one thread that owns engine state: it takes commands, runs the engine, publishes snapshots.
+"""The one thread that owns engine state: it takes commands, runs the engines, publishes snapshots.
 
-UI, CLI and the control channel call `submit(command)` and `subscribe(callback)`; only the
-supervisor thread starts, watches and stops engine processes. Every transition is decided
-by the pure reducer in core/lifecycle.py; this module feeds it events (a command arrived,
-/health said 200, the process exited, a retry is due) and carries out the effects it asks
-for. What to launch is decided by ONE injected collaborator, the `LaunchPreparer`
-(shell/launcher.py has the real one: plan + argv + engine build), so tests can hand it a
-LaunchSpec built by hand.
+UI, CLI, the control channel and the gateway call `submit(command)` and `subscribe(callback)`;
+only the supervisor thread starts, watches and stops engine processes. It holds one
+lifecycle per resident model (`_Engine`), each driven by the pure reducer in
+core/lifecycle.py: this module feeds it events (a command arrived, /health said 200, the
+process exited, a retry is due) and carries out the effects it asks for. Which models may
+be resident together is decided by core/residency.py from the plans' bytes: a load that
+does not fit unloads idle models (least recently used first) or waits, FIFO, for busy ones;
+idle models are unloaded after their idle timeout. What to launch is decided by ONE
+injected collaborator, the `LaunchPreparer` (shell/launcher.py has the real one: plan +
+argv + engine build), so tests can hand it a LaunchSpec built by hand.
+
+The gateway reaches a READY engine without a round trip through this thread: `routes`
+(a small lock-protected table) hands out leases on READY engines, counts the requests in
+flight and when each model was last used; an engine is only ever stopped for room or for
+idleness after its route is closed under that lock with nothing in flight, so a request
+can never be routed to an engine that is being stopped for it. `EnsureModel` asks for a
+model to be made resident and is answered through its callback once it is READY (a
+route) or cannot be (a sentence); when every waiter for an on-demand load has gone, the
+load is cancelled unless the model is pinned.
 
 Failure and memory truth go through the same preparer, by optional hooks a hand-made
 preparer need not have: `after_exit(launch, incident, exit)` hears every diagnosed exit
 (strikes, quarantine, broken drafters, the OOM recovery ladder live in the preparer, which
 owns the engine choice and the plan) and answers with an `ExitDecision`; `after_ready(launch,
 log_lines)` gets the engine's start-up log (measured memory lines); `engine_health()` gives
-the blockers and quarantined builds for the snapshot; `lift_quarantine(build_id)`.
+the blockers and quarantined builds for the snapshot; `lift_quarantine(build_id)`;
+`choose_model(name)` turns "the last used model" into a path.
 Incidents go to ONE ledger, `<data>/incidents.jsonl` (shell/incidents.py), and the latest of
 them are in every snapshot, also after Stoker restarts.
 
 Subscribers are called ON THE SUPERVISOR THREAD for every snapshot: they must not block
-(the Qt bridge re-emits through a queued signal; the CLI prints a line). A subscriber that
-raises is logged and kept.
+(the Qt bridge re-emits through a queued signal; the CLI prints a line; the gateway hands
+it to its own loop). A subscriber that raises is logged and kept.
 """
 
 from __future__ import annotations
@@ -31,6 +44,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
@@ -44,8 +58,10 @@ from stoker.core.lifecycle import (
     RestartRequested, RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed,
     StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
 from stoker.core.overrides import ModelOverrides
+from stoker.core.plan import LaunchPlan
+from stoker.core.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.core.restart import RestartPolicy
-from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
+from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
 from stoker.shell.health import probe_health
 from stoker.shell.incidents import IncidentLog
 from stoker.shell.process import EngineProcess, free_loopback_port
@@ -56,10 +72,15 @@ MAX_INCIDENTS = 5  # the latest incidents every snapshot carries (oldest first, 
 STARTING_POLL_S = 0.02  # /health poll while starting: it adds directly to time-to-READY
 READY_POLL_S = 0.1  # how quickly a crash of a running engine is noticed
 IDLE_POLL_S = 0.5
-# A READY engine is asked /health this often; this many failures in a row mean it hangs.
-HEALTH_INTERVAL_S = 5.0
+# A READY engine is asked /health this often (off this thread); this many failures in a row
+# mean it hangs: 3 x 2 s notices a hung engine in about 6 s.
+HEALTH_INTERVAL_S = 2.0
 HEALTH_FAILURES = 3
-HEALTH_TIMEOUT_S = 2.0
+HEALTH_TIMEOUT_S = 1.5
+# A hung engine (no /health answer, or no READY in time) does not get the polite grace: it
+# cannot act on SIGTERM anyway, and every second it holds is a second the model is away.
+HUNG_GRACE_S = 1.0
+ADMIT_RETRY_S = 1.0  # a load waiting for room is decided again at least this often
 
 
 @dataclass(frozen=True)
@@ -74,17 +95,26 @@ class AttemptContext:
     # True when this attempt is an automatic retry after a failure; False when a person (or a
     # command) asked for it, which ends any recovery the preparer was walking through.
     after_failure: bool = False
+    # What Stoker's other resident engines hold, per device name ("CPU" is host RAM): the
+    # preparer plans this model as if they were not running (their memory added back to
+    # what is free) so admission can then add its bytes to theirs.
+    held_bytes: tuple[tuple[str, int], ...] = ()
+    # The model's gateway id: the engine answers under this name (`--alias`), never its path.
+    model_id: str | None = None
 
 
 @dataclass(frozen=True)
 class PreparedLaunch:
     spec: LaunchSpec
     model_path: str
-    plan: object | None = None  # core.plan.LaunchPlan when a planner made it
+    plan: LaunchPlan | None = None  # None for a hand-made launch
     build_id: str | None = None  # e.g. "b11434-cpu"
     backend: str | None = None  # cpu | cuda | rocm | vulkan | metal
     secrets: tuple[tuple[str, str], ...] = ()  # env name -> value, read at spawn time, never logged
     startup_deadline_s: float = 180.0
+    idle_timeout_s: float | None = None  # unload after this long without requests; None: never
+    # The key the gateway sends the engine (it also reaches the engine as LLAMA_API_KEY).
+    engine_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +149,137 @@ class LaunchPreparer(Protocol):
 Subscriber = Callable[[AppSnapshot], None]
 
 
+# ---------------------------------------------------------------------- routes and leases
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where the gateway sends a model's requests while its engine is READY."""
+
+    key: str  # the model's path
+    endpoint: str  # the engine's private loopback URL
+    engine_key: str | None  # Authorization for the engine; never shown
+    pid: int
+
+
+@dataclass(frozen=True)
+class EnsureResult:
+    """The answer to EnsureModel: a route, or the sentence why there is none."""
+
+    route: Route | None = None
+    error: str | None = None
+    retry_after_s: float | None = None  # set when it may work later (a full queue)
+
+
+class Routes:
+    """READY engines the gateway may use, with in-flight counts, under one lock.
+
+    The gateway calls `acquire`/`release` from its own thread; the supervisor `open`s a
+    route when an engine becomes READY and `close`s it before stopping the engine.
+    `close_if_idle` is the only way an engine is taken away for room or idleness: it
+    succeeds only with nothing in flight, atomically with respect to `acquire`.
+    """
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._routes: dict[str, Route] = {}
+        self._in_flight: dict[str, int] = {}
+        self._last_used: dict[str, float] = {}
+        self.changed = threading.Event()  # a request ended: admission may decide anew
+
+    def acquire(self, key: str) -> Route | None:
+        with self._lock:
+            route = self._routes.get(key)
+            if route is not None:
+                self._in_flight[key] = self._in_flight.get(key, 0) + 1
+            return route
+
+    def release(self, route: Route) -> None:
+        with self._lock:
+            n = self._in_flight.get(route.key, 0) - 1
+            self._in_flight[route.key] = max(0, n)
+            self._last_used[route.key] = self._clock()
+        self.changed.set()
+
+    def open(self, route: Route, now: float) -> None:
+        with self._lock:
+            self._routes[route.key] = route
+            self._last_used.setdefault(route.key, now)
+            self._last_used[route.key] = max(self._last_used[route.key], now)
+
+    def close(self, key: str) -> None:
+        with self._lock:
+            self._routes.pop(key, None)
+
+    def close_if_idle(self, key: str) -> bool:
+        with self._lock:
+            if self._in_flight.get(key, 0) > 0:
+                return False
+            self._routes.pop(key, None)
+            return True
+
+    def usage(self, key: str) -> tuple[int, float | None]:
+        """(requests in flight, when the last one ended or the engine became READY)."""
+        with self._lock:
+            return self._in_flight.get(key, 0), self._last_used.get(key)
+
+    def forget(self, key: str) -> None:
+        with self._lock:
+            self._routes.pop(key, None)
+            self._last_used.pop(key, None)
+
+    def route(self, key: str) -> Route | None:
+        with self._lock:
+            return self._routes.get(key)
+
+
+# ---------------------------------------------------------------------- one model's engine
+
+
+class _Engine:
+    """One model's lifecycle, process and facts; touched only by the supervisor thread."""
+
+    def __init__(self, key: str, policy: RestartPolicy) -> None:
+        self.key = key
+        self.state = LifecycleState(policy=policy, model_path=key or None)
+        self.proc: EngineProcess | None = None
+        self.launch: PreparedLaunch | None = None
+        self.prepared: PreparedLaunch | PreparationRefused | None = None  # admitted, not spawned
+        self.events: list = []
+        self.next_health_at: float | None = None
+        self.silent_since: float | None = None
+        self.failed_probes = 0
+        self.probe: Future | None = None
+        self.stopper: threading.Thread | None = None  # a stop in progress, off this thread
+        self.diagnosed: tuple[EngineExit, object, ExitDecision] | None = None
+        self.last_exit: EngineExit | None = None
+        self.incident_blockers: tuple[BlockerView, ...] = ()  # until a person starts again
+        self.ready_blockers: tuple[BlockerView, ...] = ()  # about the build running now
+        self.drafter_note: tuple[str, str] | None = None  # the engine dropped the drafter
+        self.after_failure = False
+        self.pinned = False
+        self.on_demand = False  # loaded for waiting requests: cancelled when they all leave
+        self.unload_when_idle = False  # asked to unload: stop once nothing is in flight
+        self.queued_reason: str | None = None  # waiting for room, and why
+
+    @property
+    def phase(self) -> EngineState:
+        return self.state.phase
+
+    @property
+    def resident(self) -> bool:
+        """Holds (or is about to hold) memory: counted against the budget."""
+        return self.phase in (EngineState.STARTING, EngineState.READY, EngineState.STOPPING,
+                              EngineState.BACKOFF)
+
+    def bytes_by_device(self) -> tuple[tuple[str, int], ...]:
+        plan = self.launch.plan if self.launch is not None else None
+        if plan is None:
+            return ()
+        return tuple((d.name, d.total_bytes) for d in plan.devices)
+
+
 class Supervisor:
     def __init__(self, preparer: LaunchPreparer, *, clock: Callable[[], float] = time.time,
                  policy: RestartPolicy | None = None, stop_grace_s: float = 10.0,
@@ -126,47 +287,49 @@ class Supervisor:
                  on_launch: Callable[[PreparedLaunch], None] | None = None,
                  health_interval_s: float = HEALTH_INTERVAL_S,
                  health_failures: int = HEALTH_FAILURES,
-                 incident_log: IncidentLog | None = None):
+                 incident_log: IncidentLog | None = None,
+                 gateway_url: str | None = None,
+                 name_model: Callable[[str], str | None] | None = None):
         from stoker.shell.paths import stoker_paths
 
         paths = stoker_paths()
         self._preparer = preparer
         self._clock = clock
+        self._policy = policy or RestartPolicy()
         self._stop_grace_s = stop_grace_s
         self._log_dir = Path(log_dir or paths.logs)
         self._run_dir = Path(run_dir or paths.run)
         self._on_launch = on_launch
         self._health_interval_s = health_interval_s
         self._health_failures = health_failures
-        self._next_health_at: float | None = None
-        self._silent_since: float | None = None
-        self._failed_probes = 0
+        self._gateway_url = gateway_url
+        self._name_model = name_model
         self._queue: queue.Queue = queue.Queue()
         self._subscribers: list[Subscriber] = []
         self._sub_lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self.routes = Routes(clock)
         # Owned by the supervisor thread only:
-        self._state = LifecycleState(policy=policy or RestartPolicy())
-        self._proc: EngineProcess | None = None
-        self._launch: PreparedLaunch | None = None
+        self._engines: dict[str, _Engine] = {}
+        self._focus: str | None = None  # the model the top-level snapshot fields describe
+        self._pending: list[str] = []  # loads waiting for admission, FIFO
+        self._next_admit_at = 0.0
+        self._waiters: dict[object, tuple[str, Callable[[EnsureResult], None]]] = {}
+        self._shutting_down = False
+        self._finished = False
         self._incident_log = incident_log or IncidentLog.in_data_dir(paths.data)
         try:  # what happened before this Stoker started stays visible
             self._incidents = tuple(reversed(self._incident_log.latest(MAX_INCIDENTS)))
         except OSError:
             self._incidents = ()
-        self._diagnosed: tuple[EngineExit, object, ExitDecision] | None = None
-        self._incident_blockers: tuple[BlockerView, ...] = ()  # until a person starts again
-        self._ready_blockers: tuple[BlockerView, ...] = ()  # about the build running now
-        self._drafter_note: tuple[str, str] | None = None  # the engine dropped the drafter
         self._health = EngineHealth()
-        self._after_failure = False
         self._overrides: dict[str, ModelOverrides] = {}
-        self._last_exit: EngineExit | None = None
-        self._events: list = []
         self._http: httpx.Client | None = None
+        self._probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stoker-health")
         # Shared, replaced atomically:
         self._seq = 0
-        self._snapshot = AppSnapshot(seq=0, state=EngineState.STOPPED)
+        self._snapshot = AppSnapshot(seq=0, state=EngineState.STOPPED, gateway_url=gateway_url,
+                                     endpoint=gateway_url)
 
     # ------------------------------------------------------------------ public API
 
@@ -232,51 +395,143 @@ class Supervisor:
     def _run(self) -> None:
         try:
             self._publish()
-            while not self._state.finished:
+            while not self._finished:
                 try:
                     command = self._queue.get(timeout=self._wait_time())
                 except queue.Empty:
                     command = None
                 if command is not None:
                     self._on_command(command)
-                self._observe()
+                for engine in list(self._engines.values()):
+                    self._observe(engine)
+                self._admit_pending()
+                self._unload_idle()
+                self._answer_waiters()
+                self._drop_stopped()
+                if self._shutting_down and all(e.state.finished for e in self._engines.values()):
+                    self._finished = True
         except Exception:  # noqa: BLE001 - never leave an engine running behind a dead thread
-            log.exception("the supervisor thread failed; stopping the engine")
+            log.exception("the supervisor thread failed; stopping the engines")
             raise
         finally:
-            if self._proc is not None:
-                self._proc.stop(grace_s=self._stop_grace_s)
-                self._proc = None
+            for engine in self._engines.values():
+                if engine.stopper is not None:
+                    engine.stopper.join(self._stop_grace_s + 15)
+                if engine.proc is not None:
+                    engine.proc.stop(grace_s=self._stop_grace_s)
+                    engine.proc = None
+                self.routes.forget(engine.key)
+            for _, answer in list(self._waiters.values()):
+                self._call(answer, EnsureResult(error="Stoker is shutting down"))
+            self._waiters.clear()
+            self._probes.shutdown(wait=False, cancel_futures=True)
             if self._http is not None:
                 self._http.close()
 
     def _wait_time(self) -> float:
-        phase = self._state.phase
-        if phase is EngineState.STARTING:
-            return STARTING_POLL_S
-        if phase is EngineState.READY:
-            return READY_POLL_S
-        if phase is EngineState.BACKOFF and self._state.retry_at is not None:
-            return min(IDLE_POLL_S, max(0.0, self._state.retry_at - self._clock()))
-        return IDLE_POLL_S
+        wait = IDLE_POLL_S
+        now = self._clock()
+        for e in self._engines.values():
+            if e.phase is EngineState.STARTING:
+                wait = min(wait, STARTING_POLL_S)
+            elif e.phase in (EngineState.READY, EngineState.STOPPING):
+                wait = min(wait, READY_POLL_S)
+            elif e.phase is EngineState.BACKOFF and e.state.retry_at is not None:
+                wait = min(wait, max(0.0, e.state.retry_at - now))
+        if self._pending or self.routes.changed.is_set():
+            wait = min(wait, READY_POLL_S)
+        return wait
+
+    def _engine(self, key: str) -> _Engine:
+        engine = self._engines.get(key)
+        if engine is None:
+            engine = self._engines[key] = _Engine(key, self._policy)
+        return engine
+
+    def _key_for(self, model_path: str | None) -> str:
+        """The engine key for a model: its real path (the preparer resolves "last used")."""
+        choose = getattr(self._preparer, "choose_model", None)
+        path = model_path
+        if choose is not None:
+            try:
+                path = str(choose(model_path))
+            except Exception:  # noqa: BLE001 - the preparer refuses it again, with its sentence
+                path = model_path
+        if path and os.path.exists(path):
+            return os.path.realpath(path)
+        return path or ""
+
+    def _target(self, model_path: str | None) -> _Engine | None:
+        """The engine a command without a model means: the focused one."""
+        if model_path is not None:
+            return self._engines.get(self._key_for(model_path))
+        return self._engines.get(self._focus) if self._focus is not None else None
 
     def _on_command(self, command) -> None:
-        if isinstance(command, (cmd.StartModel, cmd.SwitchModel, cmd.Restart, cmd.ApplyOverrides)):
-            self._after_failure = False
-            self._incident_blockers = ()
-        if isinstance(command, cmd.StartModel):
-            self._feed(StartRequested(command.model_path))
-        elif isinstance(command, cmd.SwitchModel):
-            self._feed(StartRequested(command.model_path))
+        if self._shutting_down and not isinstance(command, cmd.Shutdown):
+            if isinstance(command, cmd.EnsureModel):
+                self._call(command.answer, EnsureResult(error="Stoker is shutting down"))
+            return
+        if isinstance(command, (cmd.StartModel, cmd.SwitchModel, cmd.LoadModel)):
+            key = self._key_for(command.model_path)
+            self._focus = key
+            if isinstance(command, cmd.SwitchModel):
+                for other in self._engines.values():
+                    if other.key != key:
+                        self._unload(other)
+            engine = self._engine(key)
+            engine.after_failure = False
+            engine.incident_blockers = ()
+            engine.on_demand = False
+            if isinstance(command, cmd.LoadModel) and command.pin is not None:
+                engine.pinned = command.pin
+            self._request_load(engine)
+        elif isinstance(command, cmd.EnsureModel):
+            key = self._key_for(command.model_path)
+            engine = self._engine(key)
+            self._waiters[command.ticket] = (key, command.answer)
+            if engine.phase in (EngineState.STOPPED, EngineState.FAILED) and key not in self._pending:
+                if engine.phase is EngineState.FAILED and engine.state.last_error:
+                    return  # answered with its sentence by _answer_waiters
+                engine.on_demand = True
+                self._request_load(engine)
+        elif isinstance(command, cmd.CancelEnsure):
+            self._cancel_waiter(command.ticket)
+        elif isinstance(command, cmd.PinModel):
+            engine = self._target(command.model_path)
+            if engine is not None:
+                engine.pinned = command.pinned
+                self._publish()
+        elif isinstance(command, cmd.UnloadModel):
+            engine = self._target(command.model_path)
+            if engine is not None:
+                self._unload(engine)
         elif isinstance(command, cmd.Stop):
-            self._feed(StopRequested())
+            engines = [self._target(command.model_path)] if command.model_path else \
+                list(self._engines.values())
+            for engine in engines:
+                if engine is not None:
+                    self._remove_pending(engine)
+                    self._stop(engine)
         elif isinstance(command, cmd.Restart):
-            self._feed(RestartRequested(command.reason))
+            engine = self._target(command.model_path)
+            if engine is not None:
+                engine.after_failure = False
+                engine.incident_blockers = ()
+                if engine.phase in (EngineState.STOPPED,) and engine.key in self._pending:
+                    return
+                self.routes.close(engine.key)
+                self._feed(engine, RestartRequested(command.reason))
         elif isinstance(command, cmd.ApplyOverrides):
-            self._overrides[command.model_path] = command.overrides
-            running = self._launch.model_path if self._launch else self._state.model_path
-            if command.restart and running == command.model_path:
-                self._feed(RestartRequested("new settings for this model"))
+            key = self._key_for(command.model_path)
+            self._overrides[key] = command.overrides
+            engine = self._engines.get(key)
+            if command.restart and engine is not None and engine.phase in (
+                    EngineState.STARTING, EngineState.READY, EngineState.BACKOFF):
+                engine.after_failure = False
+                engine.incident_blockers = ()
+                self.routes.close(engine.key)
+                self._feed(engine, RestartRequested("new settings for this model"))
         elif isinstance(command, cmd.LiftQuarantine):
             lift = getattr(self._preparer, "lift_quarantine", None)
             if lift is not None:  # the quarantine ledger belongs to the preparer's engine choice
@@ -284,90 +539,318 @@ class Supervisor:
             self._refresh_health()
             self._publish()
         elif isinstance(command, cmd.Shutdown):
-            self._feed(ShutdownRequested())
+            self._shutting_down = True
+            self._pending.clear()
+            for engine in list(self._engines.values()):
+                self.routes.close(engine.key)
+                self._feed(engine, ShutdownRequested())
+            self._publish()
         else:
             log.warning("ignoring unknown command %r", command)
 
-    def _observe(self) -> None:
+    # ------------------------------------------------------------------ residency
+
+    def _request_load(self, engine: _Engine) -> None:
+        """Make this model resident: at once when it fits, else when room is made."""
+        engine.unload_when_idle = False
+        if engine.phase in (EngineState.STARTING, EngineState.READY, EngineState.BACKOFF):
+            return
+        if engine.phase is EngineState.STOPPING:
+            # Started again once the old process is gone (the reducer remembers it).
+            self._feed(engine, StartRequested(engine.key or None))
+            return
+        if engine.key not in self._pending:
+            self._pending.append(engine.key)
+        self._next_admit_at = 0.0
+        self._admit_pending()
+
+    def _remove_pending(self, engine: _Engine) -> None:
+        if engine.key in self._pending:
+            self._pending.remove(engine.key)
+            engine.queued_reason = None
+            engine.prepared = None
+
+    def _held_by_others(self, key: str) -> tuple[tuple[str, int], ...]:
+        held: dict[str, int] = {}
+        for e in self._engines.values():
+            if e.key != key and e.resident:
+                for dev, b in e.bytes_by_device():
+                    held[dev] = held.get(dev, 0) + b
+        return tuple(held.items())
+
+    def _residents(self, exclude: str | None) -> list[Resident]:
+        out = []
+        for e in self._engines.values():
+            if (exclude is not None and e.key == exclude) or not e.resident:
+                continue
+            in_flight, last_used = self.routes.usage(e.key)
+            busy = in_flight > 0 or e.phase is not EngineState.READY
+            out.append(Resident(key=e.key, model_id=self._model_id(e.key), busy=busy,
+                                bytes_by_device=e.bytes_by_device(), pinned=e.pinned,
+                                last_used_at=last_used,
+                                idle_timeout_s=e.launch.idle_timeout_s if e.launch else None))
+        return out
+
+    def _admit_pending(self) -> None:
+        """Decide the first waiting load (FIFO): load it, make room for it, or keep waiting."""
+        now = self._clock()
+        changed = self.routes.changed.is_set()
+        if not self._pending or (now < self._next_admit_at and not changed):
+            return
+        self.routes.changed.clear()
+        key = self._pending[0]
+        engine = self._engine(key)
+        if any(e.phase is EngineState.STOPPING for e in self._engines.values() if e.key != key):
+            self._next_admit_at = now + READY_POLL_S  # room is being made: decide once it is
+            return
+        prepared = self._prepare(engine, attempt=0)
+        engine.prepared = prepared
+        if isinstance(prepared, PreparedLaunch) and prepared.plan is not None:
+            need = {d.name: d.total_bytes for d in prepared.plan.devices}
+            budget = {d.name: d.budget_bytes for d in prepared.plan.devices}
+            decision = admit(self._model_id(key), need, budget, self._residents(exclude=key))
+            if decision.kind is AdmissionKind.REFUSE:
+                engine.prepared = PreparationRefused(key, decision.reason)
+            elif decision.kind is not AdmissionKind.FITS:
+                if decision.kind is AdmissionKind.EVICT:
+                    for victim_key in decision.evict:
+                        victim = self._engines.get(victim_key)
+                        if victim is not None and self.routes.close_if_idle(victim_key):
+                            log.info("%s", decision.reason)
+                            self._stop(victim)
+                if engine.queued_reason != decision.reason:
+                    engine.queued_reason = decision.reason
+                    self._publish()
+                engine.prepared = None
+                self._next_admit_at = now + ADMIT_RETRY_S
+                return
+        self._pending.pop(0)
+        engine.queued_reason = None
+        self._feed(engine, StartRequested(key or None))
+        if self._pending:
+            self._next_admit_at = 0.0
+
+    def _unload_idle(self) -> None:
+        now = self._clock()
+        for e in list(self._engines.values()):
+            if e.unload_when_idle and e.phase is EngineState.READY and self.routes.close_if_idle(e.key):
+                e.unload_when_idle = False
+                self._stop(e)
+        residents = [r for r in self._residents(exclude=None) if not r.busy]
+        for key in expired(residents, now):
+            engine = self._engines.get(key)
+            if engine is not None and engine.phase is EngineState.READY and self.routes.close_if_idle(key):
+                log.info("unloading %s: idle for its timeout", self._model_id(key))
+                self._stop(engine)
+
+    def _unload(self, engine: _Engine) -> None:
+        """A person asked: stop taking requests for it and stop it once none is in flight."""
+        self._remove_pending(engine)
+        self.routes.close(engine.key)
+        if engine.phase is EngineState.READY:
+            engine.unload_when_idle = True
+            self._unload_idle()
+        elif engine.phase in (EngineState.STARTING, EngineState.BACKOFF, EngineState.FAILED):
+            self._stop(engine)
+
+    def _stop(self, engine: _Engine) -> None:
+        self.routes.close(engine.key)
+        self._feed(engine, StopRequested())
+
+    def _cancel_waiter(self, ticket) -> None:
+        entry = self._waiters.pop(ticket, None)
+        if entry is None:
+            return
+        key = entry[0]
+        if any(k == key for k, _ in self._waiters.values()):
+            return
+        engine = self._engines.get(key)
+        if engine is None or engine.pinned or not engine.on_demand:
+            return
+        if key in self._pending:
+            log.info("every request waiting for %s has gone; its load is cancelled", self._model_id(key))
+            self._remove_pending(engine)
+            self._publish()
+        elif engine.phase is EngineState.STARTING:
+            log.info("every request waiting for %s has gone; its load is cancelled", self._model_id(key))
+            self._stop(engine)
+
+    def _answer_waiters(self) -> None:
+        for ticket, (key, answer) in list(self._waiters.items()):
+            engine = self._engines.get(key)
+            route = self.routes.route(key)
+            if route is not None:
+                result = EnsureResult(route=route)
+            elif engine is not None and engine.phase is EngineState.FAILED:
+                result = EnsureResult(error=self._failure_sentence(engine))
+            elif engine is not None and engine.phase is EngineState.STOPPED \
+                    and key not in self._pending and not self._shutting_down:
+                engine.on_demand = True  # unloaded meanwhile (idle, or for room): load it again
+                self._request_load(engine)
+                continue
+            else:
+                continue
+            del self._waiters[ticket]
+            self._call(answer, result)
+
+    def _failure_sentence(self, engine: _Engine) -> str:
+        for inc in reversed(self._incidents):
+            if inc.model_path == engine.key or inc.model_path is None:
+                return f"{inc.summary}: {inc.advice}" if inc.advice else inc.summary
+        return engine.state.last_error or "the model could not be loaded"
+
+    @staticmethod
+    def _call(answer: Callable[[EnsureResult], None], result: EnsureResult) -> None:
+        try:
+            answer(result)
+        except Exception:  # noqa: BLE001 - a waiter's callback must not stop the supervisor
+            log.exception("an EnsureModel callback failed")
+
+    def _drop_stopped(self) -> None:
+        """Forget engines that are gone and not asked for. The focused one stays (the tray
+        shows the last model) unless another one runs, which then takes the focus."""
+        if self._shutting_down:
+            return
+        alive = [e for e in self._engines.values() if e.phase is not EngineState.STOPPED]
+        focus = self._engines.get(self._focus) if self._focus is not None else None
+        if alive and (focus is None or focus.phase is EngineState.STOPPED) \
+                and (focus is None or focus.key not in self._pending):
+            self._focus = alive[-1].key
+            self._publish()
+        waited = {k for k, _ in self._waiters.values()}
+        gone = [k for k, e in self._engines.items() if e.phase is EngineState.STOPPED
+                and k != self._focus and k not in self._pending and k not in waited
+                and e.stopper is None]
+        for key in gone:
+            del self._engines[key]
+            self.routes.forget(key)
+        if gone:
+            self._publish()
+
+    def _model_id(self, key: str) -> str:
+        if self._name_model is not None and key:
+            try:
+                ident = self._name_model(key)
+            except Exception:  # noqa: BLE001
+                ident = None
+            if ident:
+                return ident
+        return Path(key).name.removesuffix(".gguf") if key else "model"
+
+    # ------------------------------------------------------------------ observing
+
+    def _observe(self, e: _Engine) -> None:
         """Turn what the process and /health say now into events."""
-        st, proc, now = self._state, self._proc, self._clock()
+        st, proc, now = e.state, e.proc, self._clock()
+        if e.stopper is not None:
+            if not e.stopper.is_alive():
+                e.stopper = None
+                self._feed(e, StoppedClean())
+            return
         if proc is not None and st.phase in (EngineState.STARTING, EngineState.READY):
             if proc.poll() is not None:
-                self._proc = None
-                self._next_health_at = None
+                self.routes.close(e.key)
+                e.proc = None
+                e.next_health_at, e.probe = None, None
                 report = proc.exit_report(now)
-                incident = diagnose_exit(report, self._launch)
-                decision = self._after_exit(incident, report)
-                hopeless = hopeless_reason(report, self._launch, incident)
+                incident = diagnose_exit(report, e.launch)
+                decision = self._after_exit(e, incident, report)
+                hopeless = hopeless_reason(report, e.launch, incident)
                 if decision.retry is True:
                     hopeless = None
                 elif decision.retry is False and report.phase == "starting" and incident is not None:
                     hopeless = hopeless or incident.title
                 if hopeless:
                     report = replace(report, hopeless=hopeless)
-                self._diagnosed = (report, incident, decision)
-                self._last_exit = report
+                e.diagnosed = (report, incident, decision)
+                e.last_exit = report
                 self._refresh_health()
-                self._after_failure = not report.signalled_by_us
-                self._feed(Exited(report))
+                e.after_failure = not report.signalled_by_us
+                self._feed(e, Exited(report))
                 return
-        if st.phase is EngineState.STARTING and proc is not None and self._launch is not None:
+        if st.phase is EngineState.STARTING and proc is not None and e.launch is not None:
             if self._http is None:
                 # Made after the first spawn (it costs tens of ms), so it overlaps the model load.
                 self._http = httpx.Client()
-            status = probe_health(self._launch.spec.endpoint, client=self._http, timeout_s=0.5)
+            status = probe_health(e.launch.spec.endpoint, client=self._http, timeout_s=0.5)
             now = self._clock()
             if status == 200:
                 proc.mark_ready(now)
-                self._on_ready(proc)
-                self._feed(BecameReady())
-            elif st.spawned_at is not None and now - st.spawned_at > self._launch.startup_deadline_s:
-                self._feed(StartupTimedOut(now - st.spawned_at))
+                self._on_ready(e, proc)
+                self._feed(e, BecameReady())
+            elif st.spawned_at is not None and now - st.spawned_at > e.launch.startup_deadline_s:
+                self._feed(e, StartupTimedOut(now - st.spawned_at))
         elif st.phase is EngineState.BACKOFF and st.retry_at is not None and now >= st.retry_at:
-            self._after_failure = True
-            self._feed(RetryDue())
-        elif st.phase is EngineState.READY and self._launch is not None:
-            self._watch_health(now)
+            e.after_failure = True
+            self._feed(e, RetryDue())
+        elif st.phase is EngineState.READY and e.launch is not None:
+            self._watch_health(e, now)
 
-    def _watch_health(self, now: float) -> None:
-        """Probe a READY engine now and then; several failures in a row mean it hangs."""
-        if self._next_health_at is None:
-            self._next_health_at = now + self._health_interval_s
-            self._failed_probes, self._silent_since = 0, None
+    def _watch_health(self, e: _Engine, now: float) -> None:
+        """Probe a READY engine now and then, off this thread; several failures in a row mean
+        it hangs."""
+        if e.probe is not None:
+            if not e.probe.done():
+                return
+            try:
+                status = e.probe.result()
+            except Exception:  # noqa: BLE001
+                status = None
+            e.probe = None
+            if status == 200:
+                e.failed_probes, e.silent_since = 0, None
+            else:
+                e.failed_probes += 1
+                if e.failed_probes >= self._health_failures:
+                    silent = self._clock() - (e.silent_since or now)
+                    e.next_health_at = None
+                    self.routes.close(e.key)
+                    self._feed(e, Unresponsive(silent))
+                    return
+        if e.next_health_at is None:
+            e.next_health_at = now + self._health_interval_s
+            e.failed_probes, e.silent_since = 0, None
             return
-        if now < self._next_health_at:
+        if now < e.next_health_at:
             return
-        self._next_health_at = now + self._health_interval_s
-        status = probe_health(self._launch.spec.endpoint, client=self._http,
-                              timeout_s=min(HEALTH_TIMEOUT_S, max(0.5, self._health_interval_s)))
-        if status == 200:
-            self._failed_probes, self._silent_since = 0, None
-            return
-        self._failed_probes += 1
-        self._silent_since = self._silent_since or now
-        if self._failed_probes >= self._health_failures:
-            silent = self._clock() - self._silent_since
-            self._next_health_at = None
-            self._feed(Unresponsive(silent))
+        e.next_health_at = now + self._health_interval_s
+        if e.failed_probes == 0:
+            e.silent_since = now
+        timeout = min(HEALTH_TIMEOUT_S, max(0.5, self._health_interval_s))
+        if self._http is None:
+            self._http = httpx.Client()
+        e.probe = self._probes.submit(probe_health, e.launch.spec.endpoint, client=self._http,
+                                      timeout_s=timeout)
 
-    def _feed(self, event) -> None:
-        self._events.append(event)
-        if len(self._events) > 1:
+    def _feed(self, e: _Engine, event) -> None:
+        e.events.append(event)
+        if len(e.events) > 1:
             return  # an effect fed this; the outer loop below picks it up in order
-        while self._events:
-            ev = self._events[0]
-            self._state, effects = step(self._state, ev, self._clock())
+        while e.events:
+            ev = e.events[0]
+            e.state, effects = step(e.state, ev, self._clock())
             for effect in effects:
-                self._carry_out(effect)
-            self._events.pop(0)
+                self._carry_out(e, effect)
+            e.events.pop(0)
+        self._sync_route(e)
 
-    def _carry_out(self, effect) -> None:
+    def _sync_route(self, e: _Engine) -> None:
+        if e.phase is EngineState.READY and e.proc is not None and e.launch is not None \
+                and not e.unload_when_idle:
+            if self.routes.route(e.key) is None:
+                self.routes.open(Route(key=e.key, endpoint=e.launch.spec.endpoint,
+                                       engine_key=e.launch.engine_key, pid=e.proc.pid),
+                                 self._clock())
+        else:
+            self.routes.close(e.key)
+
+    def _carry_out(self, e: _Engine, effect) -> None:
         if isinstance(effect, Spawn):
-            self._spawn(effect.model_path)
+            self._spawn(e)
         elif isinstance(effect, Kill):
-            self._kill()
+            self._kill(e, effect)
         elif isinstance(effect, RecordIncident):
-            self._record_incident(effect)
+            self._record_incident(e, effect)
         elif isinstance(effect, Publish):
             self._publish()
         elif isinstance(effect, (ScheduleRetry, Finish)):
@@ -377,49 +860,66 @@ class Supervisor:
 
     # ------------------------------------------------------------------ effects
 
-    def _spawn(self, model_path: str | None) -> None:
-        attempt = AttemptContext(
-            attempt=self._state.restarts, port=free_loopback_port(), log_dir=self._log_dir,
-            overrides=self._overrides.get(model_path) if model_path else None,
-            last_exit=self._last_exit, after_failure=self._after_failure)
-        self._ready_blockers = ()
-        self._drafter_note = None
+    def _prepare(self, e: _Engine, attempt: int) -> PreparedLaunch | PreparationRefused:
+        context = AttemptContext(
+            attempt=attempt, port=free_loopback_port(), log_dir=self._log_dir,
+            overrides=self._overrides.get(e.key) if e.key else None,
+            last_exit=e.last_exit, after_failure=e.after_failure,
+            held_bytes=self._held_by_others(e.key),
+            model_id=self._model_id(e.key) if e.key and self._name_model is not None else None)
         try:
-            prepared = self._preparer(model_path, attempt)
+            prepared = self._preparer(e.key or None, context)
         except Exception as exc:  # noqa: BLE001 - a preparer bug must read as a failed start
             log.exception("preparing the launch failed")
-            prepared = PreparationRefused(model_path, f"preparing the launch failed: {exc}")
+            prepared = PreparationRefused(e.key or None, f"preparing the launch failed: {exc}")
         self._refresh_health()
+        return prepared
+
+    def _spawn(self, e: _Engine) -> None:
+        e.ready_blockers = ()
+        e.drafter_note = None
+        prepared, e.prepared = e.prepared, None
+        if prepared is None:  # a restart or a retry: planned afresh
+            prepared = self._prepare(e, attempt=e.state.restarts)
         if isinstance(prepared, PreparationRefused):
-            self._events.append(SpawnFailed(prepared.reason))
+            e.events.append(SpawnFailed(prepared.reason))
             return
-        self._launch = prepared
+        e.launch = prepared
         if self._on_launch is not None:
             self._on_launch(prepared)
         try:
-            self._proc = EngineProcess.start(prepared.spec, secrets=dict(prepared.secrets),
-                                             log_dir=self._log_dir, run_dir=self._run_dir)
+            e.proc = EngineProcess.start(prepared.spec, secrets=dict(prepared.secrets),
+                                         log_dir=self._log_dir, run_dir=self._run_dir)
         except OSError as exc:
-            self._events.append(SpawnFailed(str(exc)))
+            e.events.append(SpawnFailed(str(exc)))
             return
-        # The reducer keeps the model it was asked for; remember what the preparer chose.
-        if self._state.model_path is None:
-            self._state = replace(self._state, model_path=prepared.model_path)
-        self._events.append(Spawned(self._proc.pid))
+        e.events.append(Spawned(e.proc.pid))
 
-    def _kill(self) -> None:
-        self._next_health_at = None
-        proc, self._proc = self._proc, None
-        if proc is not None:
-            proc.stop(grace_s=self._stop_grace_s)
-            self._last_exit = proc.exit_report(self._clock())
-        self._events.append(StoppedClean())
+    def _kill(self, e: _Engine, effect: Kill) -> None:
+        """Stop the process off this thread; StoppedClean follows when it is gone."""
+        e.next_health_at, e.probe = None, None
+        self.routes.close(e.key)
+        proc, e.proc = e.proc, None
+        if proc is None:
+            e.events.append(StoppedClean())
+            return
+        grace = HUNG_GRACE_S if effect.hung else self._stop_grace_s
 
-    def _record_incident(self, effect: RecordIncident) -> None:
-        now, launch = self._clock(), self._launch
+        def stop() -> None:
+            try:
+                proc.stop(grace_s=grace)
+                e.last_exit = proc.exit_report(self._clock())
+            except Exception:  # noqa: BLE001 - the reaper is the second line of defence
+                log.exception("stopping the engine (pid %s) failed", proc.pid)
+
+        e.stopper = threading.Thread(target=stop, name=f"stoker-stop-{proc.pid}", daemon=True)
+        e.stopper.start()
+
+    def _record_incident(self, e: _Engine, effect: RecordIncident) -> None:
+        now, launch = self._clock(), e.launch
         incident, decision = None, ExitDecision()
-        if effect.exit is not None and self._diagnosed is not None and self._diagnosed[0] is effect.exit:
-            _, incident, decision = self._diagnosed
+        if effect.exit is not None and e.diagnosed is not None and e.diagnosed[0] is effect.exit:
+            _, incident, decision = e.diagnosed
         elif effect.exit is not None:
             incident = diagnose_exit(effect.exit, launch)
         action = effect.action
@@ -428,15 +928,16 @@ class Supervisor:
         if incident is None:
             incident = plain_incident(effect)
         view = IncidentView(at=now, kind=incident.kind, summary=incident.title,
-                            evidence=incident.evidence or None, advice=incident.advice, action=action)
+                            evidence=incident.evidence or None, advice=incident.advice, action=action,
+                            model_path=e.key or None, model_id=self._model_id(e.key) if e.key else None)
         self._incidents = (self._incidents + (view,))[-MAX_INCIDENTS:]
         if effect.exit is not None:
-            blocker = _blocker_for(incident, effect.exit, launch, self._state.model_path)
+            blocker = _blocker_for(incident, effect.exit, launch, e.state.model_path)
             if blocker is not None:
-                self._incident_blockers = tuple(
-                    b for b in self._incident_blockers if b.kind != blocker.kind) + (blocker,)
+                e.incident_blockers = tuple(
+                    b for b in e.incident_blockers if b.kind != blocker.kind) + (blocker,)
         try:
-            self._incident_log.append(incident, at=now, model=self._state.model_path,
+            self._incident_log.append(incident, at=now, model=e.state.model_path,
                                       build=launch.build_id if launch else None, action=action)
         except OSError:
             log.warning("could not append to the incident log", exc_info=True)
@@ -444,23 +945,23 @@ class Supervisor:
 
     # ------------------------------------------------------------------ preparer hooks
 
-    def _after_exit(self, incident, report: EngineExit) -> ExitDecision:
+    def _after_exit(self, e: _Engine, incident, report: EngineExit) -> ExitDecision:
         hook = getattr(self._preparer, "after_exit", None)
-        if hook is None or incident is None or self._launch is None or report.signalled_by_us:
+        if hook is None or incident is None or e.launch is None or report.signalled_by_us:
             return ExitDecision()
         try:
-            return hook(self._launch, incident, report) or ExitDecision()
+            return hook(e.launch, incident, report) or ExitDecision()
         except Exception:  # noqa: BLE001 - a hook bug must not lose the exit
             log.exception("the preparer's after_exit failed")
             return ExitDecision()
 
-    def _on_ready(self, proc: EngineProcess) -> None:
-        launch = self._launch
+    def _on_ready(self, e: _Engine, proc: EngineProcess) -> None:
+        launch = e.launch
         if launch is None:
             return
         lines = proc.tail()
-        self._ready_blockers = gpu_unused_blockers(lines, launch)
-        self._drafter_note = drafter_left_out_by_engine(lines, launch)
+        e.ready_blockers = gpu_unused_blockers(lines, launch)
+        e.drafter_note = drafter_left_out_by_engine(lines, launch)
         hook = getattr(self._preparer, "after_ready", None)
         if hook is not None:
             try:
@@ -480,17 +981,47 @@ class Supervisor:
     def _publish(self) -> None:
         self._seq += 1
         blockers: list[BlockerView] = []
-        for b in self._health.blockers + self._incident_blockers + self._ready_blockers:
+        focus = self._engines.get(self._focus) if self._focus is not None else None
+        engine_blockers = (focus.incident_blockers + focus.ready_blockers) if focus else ()
+        for b in self._health.blockers + engine_blockers:
             if b not in blockers:
                 blockers.append(b)
-        snap = build_snapshot(self._seq, self._state, self._launch, self._incidents, self._proc,
-                              blockers=tuple(blockers), quarantined=self._health.quarantined,
-                              drafter_note=self._drafter_note)
+        views = tuple(self._engine_view(e) for e in self._engines.values()
+                      if e.phase is not EngineState.STOPPED or e.key in self._pending)
+        if focus is not None:
+            snap = build_snapshot(self._seq, focus.state, focus.launch, self._incidents, focus.proc,
+                                  blockers=tuple(blockers), quarantined=self._health.quarantined,
+                                  drafter_note=focus.drafter_note)
+        else:
+            snap = AppSnapshot(seq=self._seq, state=EngineState.STOPPED, incidents=self._incidents,
+                               blockers=tuple(blockers), quarantined=self._health.quarantined)
+        snap = replace(snap, engines=views, gateway_url=self._gateway_url,
+                       model_id=self._model_id(focus.key) if focus is not None and focus.key else None)
+        if self._gateway_url:
+            snap = replace(snap, endpoint=self._gateway_url)
         self._snapshot = snap
         with self._sub_lock:
             subscribers = list(self._subscribers)
         for callback in subscribers:
             self._deliver(callback, snap)
+
+    def _engine_view(self, e: _Engine) -> EngineView:
+        in_flight, last_used = self.routes.usage(e.key)
+        launch = e.launch
+        facts = launch_facts(launch) if launch is not None else {}
+        running = e.phase in (EngineState.STARTING, EngineState.READY, EngineState.STOPPING)
+        return EngineView(
+            model_id=self._model_id(e.key), model_path=e.key or (launch.model_path if launch else None),
+            state=e.phase, pid=e.state.pid if running else None,
+            endpoint=launch.spec.endpoint if launch is not None and running else None,
+            plan_summary=plan_summary(launch) if launch is not None else None,
+            bytes_by_device=e.bytes_by_device(), in_flight=in_flight,
+            last_used_at=last_used if e.phase is EngineState.READY else None,
+            ready_at=e.state.ready_at, pinned=e.pinned, restarts=e.state.restarts,
+            last_error=e.state.last_error, queued=e.queued_reason,
+            idle_timeout_s=launch.idle_timeout_s if launch is not None else None,
+            engine_build=launch.build_id if launch else None,
+            backend=launch.backend if launch else None, ctx=facts.get("ctx"))
 
     @staticmethod
     def _deliver(callback: Subscriber, snap: AppSnapshot) -> None:
@@ -536,6 +1067,19 @@ def launch_facts(launch: PreparedLaunch) -> dict:
     }
 
 
+def plan_summary(launch: PreparedLaunch) -> str:
+    """"context 8,192, 1 slot, KV f16/f16, cpu": the plan line the tray and the CLI show."""
+    facts = launch_facts(launch)
+    ctx, slots = facts["ctx"], facts["slots"]
+    parts = [f"context {ctx:,}" if ctx else "context from the model"]
+    if slots:
+        parts.append(f"{slots} slot{'s' if slots != 1 else ''}")
+    parts.append(f"KV {facts['kv_type_k']}/{facts['kv_type_v']}")
+    if launch.backend:
+        parts.append(launch.backend)
+    return ", ".join(parts)
+
+
 def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
                    incidents: tuple[IncidentView, ...], proc: EngineProcess | None, *,
                    blockers: tuple[BlockerView, ...] = (),
@@ -545,16 +1089,8 @@ def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
     model_path = launch.model_path if launch is not None else st.model_path
     fields: dict = {}
     if launch is not None:
-        facts = launch_facts(launch)
-        fields.update(facts)
-        ctx, slots = facts["ctx"], facts["slots"]
-        parts = [f"context {ctx:,}" if ctx else "context from the model"]
-        if slots:
-            parts.append(f"{slots} slot{'s' if slots != 1 else ''}")
-        parts.append(f"KV {facts['kv_type_k']}/{facts['kv_type_v']}")
-        if launch.backend:
-            parts.append(launch.backend)
-        fields["plan_summary"] = ", ".join(parts)
+        fields.update(launch_facts(launch))
+        fields["plan_summary"] = plan_summary(launch)
         if drafter_note is not None:  # what the engine really did beats what the plan asked
             fields["drafter_status"], fields["drafter_reason"] = drafter_note
         fields["argv"] = launch.spec.argv

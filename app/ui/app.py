@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
-from dataclasses import replace
 from typing import Callable
 
 from PySide6.QtCore import QObject, Signal, Slot
@@ -152,31 +150,16 @@ def run_headless(model: str | None) -> int:
     return int(run_command.run(args) or 0)
 
 
-def control_handler(stoker: StokerApp, clock: Callable[[], float]) -> Callable[[dict], dict]:
-    """Answers `stoker status` / `stoker stop` like `stoker run`, plus whether the icon shows.
+def control_handler(stoker: StokerApp, instance) -> Callable[[dict], dict]:
+    """Answers `stoker status / ps / load / unload / stop` like `stoker run`, plus whether the
+    icon shows. Runs on the control thread: it only reads the latest snapshot and a flag,
+    submits commands, and asks the GUI thread (queued signal) to quit."""
 
-    Runs on the control thread: it only reads the latest snapshot and a flag, and asks
-    the GUI thread (queued signal) to quit.
-    """
-    from stoker.core.status_report import status_object
-
-    def answer(req: dict) -> dict:
-        op = req.get("op")
-        if op == "status":
-            snap = replace(stoker.supervisor.snapshot(), tray_shown=stoker.tray_shown_flag)
-            status = status_object(snap, clock(), instance_pid=os.getpid())
-            status["tray_shown"] = snap.tray_shown
-            return {"ok": True, "schema": 1, "status": status}
-        if op == "stop":
-            stoker.remote_quit.emit()
-            return {"ok": True, "stopping": True}
-        return {"ok": False, "error": f"unknown request {op!r}; use status or stop"}
-
-    return answer
+    return instance.answer
 
 
 def run_tray(model: str | None = None, *, preparer=None,
-             headless: Callable[[], int] | None = None) -> int:
+             headless: Callable[[], int] | None = None, port: int | None = None) -> int:
     """`stoker` / `stoker tray` / `stoker run`: the tray app, or `headless()` (by default
     exactly `stoker run MODEL --headless`) when no tray exists here."""
     headless = headless or (lambda: run_headless(model))
@@ -187,11 +170,11 @@ def run_tray(model: str | None = None, *, preparer=None,
     if not QSystemTrayIcon.isSystemTrayAvailable():
         print(NO_TRAY_LINE, file=sys.stderr)
         return headless()
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.shell.control import AlreadyRunning, ControlServer
+    from stoker.shell.instance import GatewayError, Instance, gateway_port
     from stoker.shell.paths import stoker_paths
     from stoker.shell.process import reap_orphans
-    from stoker.shell.supervisor import Supervisor
 
     paths = stoker_paths().ensure()
     holder: dict = {}
@@ -201,19 +184,29 @@ def run_tray(model: str | None = None, *, preparer=None,
         control.claim()
     except AlreadyRunning as exc:
         raise UserError(str(exc)) from None
+    instance = None
     try:
         reap_orphans(paths.run)
         if preparer is None:
             from stoker.shell.launcher import RealPreparer
 
             preparer = RealPreparer()
-        supervisor = Supervisor(preparer)
+        flags: dict = {}
+        try:
+            instance = Instance(preparer, port=gateway_port(port),
+                                extra_models=(model,) if model and os.path.isfile(model) else (),
+                                tray_shown=lambda: flags["stoker"].tray_shown_flag if "stoker" in flags else False,
+                                on_stop=lambda: flags["stoker"].remote_quit.emit())
+        except GatewayError as exc:
+            raise UserError(str(exc)) from None
+        supervisor = instance.supervisor
         app.setQuitOnLastWindowClosed(False)
         app.setApplicationName("Stoker")
         stoker = StokerApp(supervisor)
-        holder["answer"] = control_handler(stoker, time.time)
+        flags["stoker"] = stoker
+        holder["answer"] = control_handler(stoker, instance)
         stoker.finished.connect(app.quit)
-        supervisor.start()
+        instance.start()
         control.serve()
         if not stoker.show_tray():
             print(NO_TRAY_LINE, file=sys.stderr)  # the host vanished between check and show
@@ -224,4 +217,6 @@ def run_tray(model: str | None = None, *, preparer=None,
             supervisor.join(60)
         return 0
     finally:
+        if instance is not None:
+            instance.close()
         control.close()

@@ -102,7 +102,13 @@ def test_prompt_cache_size_is_passed_when_the_plan_sized_it():
     assert off[off.index("-cram") + 1] == "0"
 
 
-def test_idle_unload_setting_becomes_sleep_idle_seconds():
-    argv = build_launch_spec(plan(), binary="/e/llama-server", port=8080, sleep_idle_s=300).argv
-    assert argv[-4:] == ("--sleep-idle-seconds", "300", "--no-webui", "--metrics")
-    assert "--sleep-idle-seconds" not in build_launch_spec(plan(), binary="b", port=1, sleep_idle_s=0).argv
+def test_embedding_and_rerank_models_get_their_flags_and_nobody_sleeps():
+    from stoker.core.model_ids import ModelKind
+
+    argv = build_launch_spec(plan(), binary="/e/llama-server", port=8080, serves=ModelKind.EMBEDDING).argv
+    assert argv[-3:] == ("--embeddings", "--no-webui", "--metrics")
+    argv = build_launch_spec(plan(), binary="/e/llama-server", port=8080, serves=ModelKind.RERANK).argv
+    assert argv[-3:] == ("--rerank", "--no-webui", "--metrics")
+    for kind in ModelKind:
+        argv = build_launch_spec(plan(), binary="b", port=1, serves=kind).argv
+        assert "--sleep-idle-seconds" not in argv

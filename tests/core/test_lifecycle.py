@@ -221,7 +221,7 @@ def test_a_long_ready_run_resets_the_streak():
 
 def test_startup_timeout_kills_then_backs_off():
     st, eff = step(STATES["starting"], StartupTimedOut(180), NOW)
-    assert Kill() in eff and st.then == THEN_BACKOFF and "180 s" in st.last_error
+    assert Kill(hung=True) in eff and st.then == THEN_BACKOFF and "180 s" in st.last_error
     st, eff = step(st, StoppedClean(), NOW + 1)
     assert st.phase is S.BACKOFF and ScheduleRetry(st.retry_at) in eff
 
@@ -264,7 +264,7 @@ def test_hopeless_start_failure_does_not_loop():
 
 def test_unresponsive_ready_engine_is_killed_and_restarted():
     st, eff = step(STATES["ready"], Unresponsive(15), NOW)
-    assert Kill() in eff and st.then == THEN_BACKOFF and "15 s" in st.last_error
+    assert Kill(hung=True) in eff and st.then == THEN_BACKOFF and "15 s" in st.last_error
     st, eff = step(st, StoppedClean(), NOW + 1)
     assert st.phase is S.BACKOFF
     st, eff = step(st, RetryDue(), st.retry_at)

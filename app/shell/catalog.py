@@ -1,0 +1,85 @@
+"""The models the gateway can serve, by id: the library scanned, named and kept current.
+
+Wraps shell/models (which files), shell/gguf_io (what each serves: chat, embedding,
+rerank) and the overrides store (aliases set per model) around core/model_ids, which
+decides the names. The catalog is an immutable value swapped in whole, so the gateway's
+thread and the supervisor's read it without locks; `refresh` rescans (the headers are
+cached by path, size and mtime, so a rescan costs milliseconds) and is called when a
+request names something unknown, before answering 404.
+Must not decide anything about names itself, nor launch anything.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+from pathlib import Path
+
+from stoker.core.model_ids import Catalog, ModelKind, build_catalog, model_kind
+
+log = logging.getLogger(__name__)
+
+
+def _real(path: str | Path) -> str:
+    return os.path.realpath(os.path.expanduser(str(path)))
+
+
+class ModelCatalog:
+    def __init__(self, extra_paths: tuple[str, ...] = ()) -> None:
+        self._lock = threading.Lock()
+        self._extra = tuple(_real(p) for p in extra_paths if p)
+        self._catalog = Catalog()
+        self.problems: tuple[str, ...] = ()
+
+    @property
+    def current(self) -> Catalog:
+        return self._catalog
+
+    def add(self, path: str | Path) -> None:
+        """Also serve this file (a model named on the command line outside the library)."""
+        real = _real(path)
+        with self._lock:
+            if real not in self._extra:
+                self._extra += (real,)
+        self.refresh()
+
+    def refresh(self) -> Catalog:
+        from stoker.shell.models import is_projector_name, list_models, scan_file
+        from stoker.shell.paths import stoker_paths
+        from stoker.shell.store import OverridesStore
+
+        found: dict[str, tuple[str, str, ModelKind, str]] = {}
+        try:
+            models = list(list_models(with_summary=True))
+        except OSError as exc:
+            log.warning("could not list the models: %s", exc)
+            models = []
+        for extra in self._extra:
+            if extra not in {_real(m.path) for m in models} and os.path.isfile(extra):
+                models.append(scan_file(Path(extra)))
+        for m in models:
+            if m.error or is_projector_name(m.name):
+                continue
+            s = m.summary
+            if s is not None and s.is_vision_projector:
+                continue
+            kind = model_kind(s.architecture, s.pooling_type, s.general_type) if s else ModelKind.CHAT
+            real = _real(m.path)
+            found.setdefault(real, (real, m.name, kind, m.origin))
+        store = OverridesStore(stoker_paths().config)
+        try:
+            aliases = {_real(k): v.aliases for k, v in store.all().items() if v.aliases}
+        except OSError as exc:
+            log.warning("could not read the model aliases: %s", exc)
+            aliases = {}
+        catalog, problems = build_catalog(list(found.values()), aliases)
+        for p in problems:
+            log.warning("%s", p)
+        with self._lock:
+            self._catalog, self.problems = catalog, problems
+        return catalog
+
+    def id_for(self, path: str) -> str | None:
+        entry = self._catalog.by_path(_real(path)) if path else None
+        return entry.id if entry else None
