@@ -927,17 +927,18 @@ class Supervisor:
             action = f"{decision.action}; {action}"
         if incident is None:
             incident = plain_incident(effect)
+        model = e.key or (launch.model_path if launch is not None else None)
         view = IncidentView(at=now, kind=incident.kind, summary=incident.title,
                             evidence=incident.evidence or None, advice=incident.advice, action=action,
                             model_path=e.key or None, model_id=self._model_id(e.key) if e.key else None)
         self._incidents = (self._incidents + (view,))[-MAX_INCIDENTS:]
         if effect.exit is not None:
-            blocker = _blocker_for(incident, effect.exit, launch, e.state.model_path)
+            blocker = _blocker_for(incident, effect.exit, launch, model)
             if blocker is not None:
                 e.incident_blockers = tuple(
                     b for b in e.incident_blockers if b.kind != blocker.kind) + (blocker,)
         try:
-            self._incident_log.append(incident, at=now, model=e.state.model_path,
+            self._incident_log.append(incident, at=now, model=model,
                                       build=launch.build_id if launch else None, action=action)
         except OSError:
             log.warning("could not append to the incident log", exc_info=True)
