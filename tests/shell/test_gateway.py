@@ -282,3 +282,33 @@ def test_a_crash_while_serving_is_a_502_naming_the_incident_and_the_next_request
     assert isinstance(err, openai.APIStatusError) and err.status_code == 502, err
     assert "stopped while answering" in str(err) and "restarting in" in str(err)  # the incident, and what Stoker does
     assert say(client)  # restarted (after the backoff), same URL
+
+
+def test_engine_endpoints_by_model_and_the_event_stream(gateway, demo_model):
+    inst = gateway(demo_model)
+    events: list[dict] = []
+
+    def follow():
+        import json
+
+        with httpx.stream("GET", inst.url + "/stoker/v1/events", timeout=60) as resp:
+            assert resp.headers["content-type"].startswith("text/event-stream")
+            for line in resp.iter_lines():
+                if line.startswith("data: "):
+                    events.append(json.loads(line[6:]))
+                    if any(e["state"] == "ready" for ev in events for e in ev["engines"]):
+                        return
+
+    t = threading.Thread(target=follow, daemon=True)
+    t.start()
+    time.sleep(0.5)
+    tok = httpx.post(inst.url + "/tokenize", json={"model": DEMO_ID, "content": "hello world"}, timeout=60)
+    assert tok.status_code == 200 and tok.json()["tokens"]
+    t.join(30)
+    assert events and events[0]["schema"] == 2
+    assert any(e["id"] == DEMO_ID and e["state"] == "ready" for ev in events for e in ev["engines"])
+    for path in ("/props", "/slots", "/metrics"):
+        resp = httpx.get(inst.url + path, params={"model": DEMO_ID}, timeout=30)
+        assert resp.status_code == 200, (path, resp.text)
+    assert "llamacpp:" in httpx.get(inst.url + "/metrics", params={"model": DEMO_ID}).text
+    assert httpx.get(inst.url + "/v1/nothing-here").status_code == 404
