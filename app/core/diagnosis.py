@@ -367,6 +367,7 @@ def _r(kind: str, priority: int, pattern: str) -> _Rule:
 #  75  a library is missing; the port is taken.
 #  70  a bad argument (old and new wordings), 60 a bad model file.
 #  50  a wrapper gave up waiting for readiness (llama-swap, Ollama, ramalama).
+#  45  a wrapper unloaded the model on purpose (llama-swap's TTL): a stop, even if by SIGKILL.
 #  40  any other GPU error, 30 an assertion: they are often the echo of an earlier cause.
 # With no line at all, the exit (given, or written by the wrapper) decides: _kind_from_exit.
 # "gpu-oom" rules are resolved to cuda/rocm by the ROCm signs in the whole log
@@ -379,7 +380,8 @@ _RULES = (
        r"|invalid device function|has no device code compatible with CUDA arch"
        r"|hipErrorNoBinaryForGpu|hipErrorInvalidDeviceFunction|No compatible code objects? found"),
     _r("drafter-failure", 85, r"failed to load draft model|failed to create MTP context"
-       r"|common_speculative_init\w*: failed|draft model vocab (type )?must match target model"),
+       r"|common_speculative_init\w*: failed|draft model vocab (type )?must match target model"
+       r"|failed to process speculative batch"),
     _r("gpu-oom", 80, r"(CUDA|ROCm|MUSA) error:\s*(out of memory|memory allocation)"
        r"|cudaMalloc failed:\s*out of memory|hipErrorOutOfMemory|ggml-cuda\.cu:\d+: out of memory"
        r"|failed to allocate (CUDA|ROCm|MUSA)\d+ buffer|unable to allocate (CUDA|ROCm|MUSA)\d+ buffer"),
@@ -388,7 +390,8 @@ _RULES = (
        r"|failed to allocate Vulkan\d+ buffer|Requested buffer size exceeds device buffer size limit"
        r"|^Device memory allocation of size \d+ failed"),
     _r("metal-oom", 80, r"failed to allocate Metal buffer|ggml_metal_buffer_(init|map): error: failed to"
-       r" allocate|failed to allocate MTL\d+ buffer|kIOGPUCommandBufferCallbackErrorOutOfMemory"
+       r" allocate|ggml_metal_add_buffer: error: failed to allocate"
+       r"|failed to allocate MTL\d+ buffer|kIOGPUCommandBufferCallbackErrorOutOfMemory"
        r"|Insufficient Memory \(0+8"),
     _r("host-oom", 79, r"Failed with result 'oom-kill'|killed by the OOM killer|invoked oom-killer"
        r"|Out of memory: Kill(ed)? process|Memory cgroup out of memory|oom-kill:constraint"
@@ -400,11 +403,13 @@ _RULES = (
        r" link library|Symbol not found: _"),
     _r("system-too-old", 76, r"version `?'?(GLIBC|GLIBCXX|CXXABI)_[\d.]+'? not found"),
     _r("port-in-use", 75, r"couldn't bind (HTTP server|to server) socket|exiting due to HTTP server error"
-       r"|address already in use"),
+       r"|address already in use|EADDRINUSE|error while attempting to bind on address"
+       r"|\[Errno (48|98|99)\]|cannot assign requested address"),
     _r("missing-library", 75, r"error while loading shared libraries|cannot open shared object file"
        r"|dyld(\[\d+\])?: Library not loaded|The code execution cannot proceed because .*\.dll"
        r"|\.dll was not found|Could not find module .*\.dll"),
     _r("bad-argument", 70, r"error: invalid argument:|error while handling argument|unknown argument"
+       r"|error: unrecognized arguments?:"
        r"|error while handling environment variable|Unsupported cache type|unknown speculative type"
        r"|invalid parameter for argument|unk?nown value for --"
        r"|quantized V cache requires flash_attn|K cache type \S+ with block size \d+ does not divide"
@@ -419,6 +424,9 @@ _RULES = (
        r"|chat template parsing error|failed to load multimodal model|invalid magic"),
     _r("startup-timeout", 50, r"health check failed after \d+|timed out waiting for llama runner to start"
        r"|health check of container .* timed out"),
+    # A wrapper unloading the model on purpose (llama-swap's TTL): whatever signal follows
+    # (llama-swap escalates to SIGKILL after its stop timeout) is its doing, not a crash.
+    _r("stopped", 45, r"Unloading model, TTL of \d+s? reached"),
     _r("gpu-error", 40, r"\b(CUDA|ROCm|MUSA) error\b|ggml_vulkan: device lost|vk::\w+.*Error"
        r"|ErrorDeviceLost|ggml_metal_synchronize: error|Exception caught at file"),
     _r("assertion-failed", 30, r"GGML_ASSERT|GGML_ABORT|assert(ion)? failed|Assertion .{1,200} failed"
@@ -732,10 +740,10 @@ def drafter_in_log(lines) -> bool:
 
 def report_from_log(lines, *, exit_code: int | None = None, signal: str | None = None,
                     phase: str | None = None, backend: str | None = None,
-                    os: str = "linux") -> ExitReport:
+                    os: str = "linux", has_drafter: bool | None = None) -> ExitReport:
     """An ExitReport for a log from anywhere (`stoker diagnose`, the wild corpus): what the
-    caller does not know is read from the log (phase, backend, drafter; the exit, later,
-    from wrapper lines), and a Metal log is taken to come from macOS."""
+    caller does not know (None) is read from the log (phase, backend, drafter; the exit,
+    later, from wrapper lines), and a Metal log is taken to come from macOS."""
     lines = tuple(lines)
     if any(re.search(r"ggml_metal|MTL\d", x) for x in lines):
         os = "darwin"
@@ -745,7 +753,7 @@ def report_from_log(lines, *, exit_code: int | None = None, signal: str | None =
         exit_code=exit_code, signal=signal, signalled_by_us=False,
         phase=phase or phase_from_log(lines), uptime_s=None, log_tail=lines,
         backend=backend or backend_from_log(lines), plan_wanted_gpu=False,
-        has_drafter=drafter_in_log(lines), os=os,
+        has_drafter=drafter_in_log(lines) if has_drafter is None else has_drafter, os=os,
     )
 
 
