@@ -248,6 +248,8 @@ def gpu_unused_from_log(lines, backend: str | None, plan_wanted_gpu: bool) -> st
     gpu_build = backend in GPU_BACKENDS
     for raw in lines:
         line = strip_log_prefix(raw)
+        if re.search(r"not compiled with GPU offload support", line, re.IGNORECASE):
+            return line  # layers were asked of a build that has no GPU code at all
         if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
                                    r"|ggml_vulkan: No devices found", line):
@@ -436,6 +438,10 @@ _RULES = (
 # The KV line alone says nothing about the device; the device line before it does.
 _KV_FAIL = re.compile(r"failed to allocate buffer for kv cache|failed to allocate compute buffers",
                       re.IGNORECASE)
+# A context that could not be created, with no reason given anywhere in the log: in
+# llama.cpp that is nearly always an allocation that failed, so it is read as memory on the
+# build's device, and the title says it is a reading, not a certainty.
+_CONTEXT_FAIL = re.compile(r"failed to create context with model", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -485,12 +491,16 @@ def _short(text: str, limit: int = 300) -> str:
 # What made a title less than certain; the title says so rather than guessing.
 _UNSURE_SIGKILL = "sigkill-only"   # host-oom read from a bare SIGKILL
 _UNSURE_GPU_VENDOR = "gpu-vendor"  # ggml-cuda's words without saying CUDA or HIP
+_UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reason given
 
 
 def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[str, str]:
     starting = report.phase == "starting"
     if kind == "host-oom":
-        if unsure == _UNSURE_SIGKILL:
+        if unsure == _UNSURE_CONTEXT:
+            title = ("The engine could not create its context and the log does not say why; most "
+                     "likely the system memory (RAM) ran out.")
+        elif unsure == _UNSURE_SIGKILL:
             when = "while loading the model" if starting else "while serving"
             title = (f"The engine was killed from outside (SIGKILL) {when}, with no error in its "
                      "log; most likely the system ran out of memory (RAM) and the kernel's "
@@ -508,6 +518,11 @@ def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[st
         if unsure == _UNSURE_GPU_VENDOR:
             gpu = "NVIDIA (CUDA) or AMD (ROCm): the log does not say which,"
         when = "while loading the model" if starting else "while serving"
+        if unsure == _UNSURE_CONTEXT:
+            return (f"The engine could not create its context and the log does not say why; most "
+                    f"likely the {gpu} GPU ran out of graphics memory.",
+                    "Lower the context, use a cheaper KV cache type or put fewer layers on the GPU; "
+                    "Stoker retries with a smaller plan.")
         return (f"The {gpu} GPU ran out of graphics memory {when}.",
                 "Close other programs using the GPU, or lower the context, use a cheaper KV cache "
                 "type or put fewer layers on the GPU; Stoker retries with a smaller plan.")
@@ -673,11 +688,13 @@ def classify_exit(report: ExitReport) -> Incident:
         if kind in ("unknown", "stopped") and not report.signalled_by_us:
             for raw in tail:
                 line = strip_log_prefix(raw)
-                if _KV_FAIL.search(line):
+                kv, context = _KV_FAIL.search(line), _CONTEXT_FAIL.search(line)
+                if kv or (context and kind == "unknown"):
                     b = report.backend
                     kind = {"cuda": "cuda-oom", "rocm": "rocm-oom", "vulkan": "vulkan-oom",
                             "metal": "metal-oom"}.get(b or "", "host-oom")
                     evidence = line
+                    unsure = None if kv else _UNSURE_CONTEXT
                     break
         if evidence is None and exit_line is not None and kind != "unknown":
             evidence = exit_line

@@ -204,3 +204,26 @@ def test_priority_a_telling_line_beats_the_exit_code():
 
 def test_priority_c_library_assertion_wording_is_an_assertion():
     assert diagnose("Assertion `status == LLAMA_MEMORY_STATUS_SUCCESS' failed.").kind == "assertion-failed"
+
+
+def test_a_context_that_could_not_be_created_without_a_reason_is_read_as_memory_and_says_so():
+    line = ('msg="error loading llama server" error="llama runner process has terminated: '
+            "error:failed to create context with model '/m.gguf'\"")
+    vk = classify_exit(report_from_log([line], backend="vulkan"))
+    assert vk.kind == "vulkan-oom" and "most likely" in vk.title
+    assert diagnose(line).kind == "host-oom"
+    # A stated reason wins over the reading.
+    assert diagnose("E llama_init_from_model: quantized V cache requires flash_attn to be enabled",
+                    "common_init_from_params: failed to create context with model '/m.gguf'").kind == "bad-argument"
+
+
+def test_a_build_without_gpu_offload_asked_for_layers_is_gpu_unused():
+    inc = diagnose('{"level":"WARNING","function":"server_params_parse","message":"Not compiled with GPU '
+                   'offload support, --n-gpu-layers option will be ignored."}')
+    assert inc.kind == "gpu-unused"
+
+
+def test_a_ttl_unload_then_sigkill_is_a_stop():
+    inc = diagnose("llama-swap: <m> Unloading model, TTL of 300s reached",
+                   "llama-swap: <m> ExitError >> signal: killed, exit code: -1")
+    assert inc.kind == "stopped" and not inc.counts_as_strike
