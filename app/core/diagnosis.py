@@ -4,8 +4,12 @@
 the phase (starting / ready / stopping), the uptime and the log tail of one llama-server
 process, and decides the kind of failure, whether it counts as a strike against the engine
 build (core/quarantine.py) and which recovery, if any, can help (core/recovery.py).
-The patterns are the real lines of llama.cpp b11434 (shared/reference/llama-server.md §3.3)
-and the seed's panic regexes (gezel-behaviours.md §2).
+The patterns are the real lines of llama.cpp b11434 (shared/reference/llama-server.md §3.3),
+the seed's panic regexes (gezel-behaviours.md §2), and what real users' logs show
+(tests/data/wild, measured by `stoker bench diagnose`): older and newer engine wordings,
+HIP builds speaking CUDA's words, loader messages, and the exit and OOM lines that Ollama,
+LM Studio, llama-swap, docker, systemd and shells write around the engine. When the caller
+does not know how the process ended, such a wrapper line stands in for the exit.
 
 Pure: no files, no clock, no processes. The shell gathers the facts (including whether the
 kernel's OOM killer fired, from cgroup memory.events or the kernel log) and passes them in.
