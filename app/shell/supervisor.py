@@ -1117,7 +1117,8 @@ def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
 
 # Diagnosis kinds that a second identical launch would hit again: no retry loop for these.
 HOPELESS_KINDS = frozenset({"bad-argument", "bad-model", "missing-library", "illegal-instruction",
-                            "cuda-driver-too-old", "no-kernel-image"})
+                            "cuda-driver-too-old", "no-kernel-image", "stale-library",
+                            "system-too-old"})
 
 
 def drafter_left_out_by_engine(lines, launch: PreparedLaunch | None) -> tuple[str, str] | None:
