@@ -711,11 +711,14 @@ class Supervisor:
         shows the last model) unless another one runs, which then takes the focus."""
         if self._shutting_down:
             return
-        alive = [e for e in self._engines.values() if e.phase is not EngineState.STOPPED]
+        rank = {EngineState.READY: 0, EngineState.STARTING: 1, EngineState.BACKOFF: 2,
+                EngineState.STOPPING: 3, EngineState.FAILED: 4}
+        alive = sorted((e for e in self._engines.values() if e.phase is not EngineState.STOPPED),
+                       key=lambda e: rank[e.phase])
         focus = self._engines.get(self._focus) if self._focus is not None else None
         if alive and (focus is None or focus.phase is EngineState.STOPPED) \
                 and (focus is None or focus.key not in self._pending):
-            self._focus = alive[-1].key
+            self._focus = alive[0].key  # the one that serves, when one does
             self._publish()
         waited = {k for k, _ in self._waiters.values()}
         gone = [k for k, e in self._engines.items() if e.phase is EngineState.STOPPED
