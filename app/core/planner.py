@@ -211,7 +211,7 @@ class _Evaluator:
         kvd = mem.kv_by_device(kv, placement)
         fa = c.flash_attn != "off"
         full_compute = mem.compute_bytes(self.model, n_ctx_seq=kv.n_ctx_seq, ubatch=c.ubatch,
-                                         slots=c.slots, flash_attn=fa, n_ctx=c.ctx)
+                                         slots=c.slots, flash_attn=fa, n_ctx=c.ctx, n_kv_swa=kv.cells_swa)
         layer_devs = set(placement.layer_devices) | {placement.output_device}
         compute: dict[str, int] = {}
         for dev in layer_devs:
