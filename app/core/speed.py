@@ -61,13 +61,19 @@ GPU_BANDWIDTH_GB_S: dict[str, float] = {
 _TABLE_ORDER = sorted(GPU_BANDWIDTH_GB_S, key=len, reverse=True)
 
 
+def _normal(text: str) -> str:
+    """Vendor marks and dashes out, spaces collapsed: "Intel(R) Arc(TM) A770" -> "Intel Arc A770"."""
+    text = re.sub(r"\((?:R|TM|tm|r)\)", " ", text).replace("-", " ")
+    return " ".join(text.split())
+
+
 def gpu_bandwidth_bytes_per_s(description: str | None) -> int | None:
     """The table's bandwidth for a device described as `description`, or None when unknown."""
     if not description:
         return None
-    text = description.replace("-", " ") if "SXM4" not in description else description
+    text = _normal(description)
     for key in _TABLE_ORDER:
-        k = key if "SXM4" in key else key.replace("-", " ")
+        k = _normal(key)
         if re.search(r"(?<![A-Za-z0-9])" + re.escape(k) + r"(?![A-Za-z0-9])", text, re.IGNORECASE):
             return int(GPU_BANDWIDTH_GB_S[key] * GB)
     return None
