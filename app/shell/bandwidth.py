@@ -99,7 +99,7 @@ def engine_decode_rate(binary: str | Path, model: str | Path, *, threads: int | 
     """
     port = free_loopback_port()
     argv = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(port), "-c", str(ctx),
-            "-np", "1", "--no-webui", "--cache-ram", "0"]
+            "-np", "1", "--no-webui", "--cache-ram", "0", "-ngl", "0"]  # -ngl 0: the CPU's figure, on any build
     if threads:
         argv += ["-t", str(threads)]
     with tempfile.TemporaryDirectory(prefix="stoker-bandwidth-") as tmp:
