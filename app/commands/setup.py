@@ -154,7 +154,8 @@ def _measure_cpu_bandwidth(installed, model, reporter):
         found = cached_cpu_bandwidth(binary)
         if found is None or not found.effective_bytes_per_s:
             reporter.phase("Measuring how fast this CPU reads model weights (a few seconds)")
-            found, reason = measure_cpu_bandwidth(binary, model)
+            # 32 tokens: well under a second on a desktop, and bounded on a loaded machine
+            found, reason = measure_cpu_bandwidth(binary, model, n_predict=32, requests=1, timeout_s=60.0)
             if not found.effective_bytes_per_s:
                 reporter.note(f"could not measure this CPU's bandwidth ({reason}); plans will say their "
                               f"decode speed is unknown until `stoker bench speed` measures it.")

@@ -3,12 +3,16 @@
 `plan_launch` settles, in this order: the speculative drafter (before any memory sums, so
 launch and budget agree on what is resident), the memory budget of each device, the
 number of slots and the context window (slots are given up before the window is
-shrunk), the KV cache types (f16, traded for q8_0 only when that keeps a second slot),
-and where the layers go (all on the GPU when they fit; a MoE keeps every layer on the GPU
-and sends the routed experts of its first blocks to the CPU; a dense model gets the
-largest -ngl that fits). Every choice is kept as a `Decision` a person can read. When
-nothing fits, the `PlanRefusal` says what was needed, what was free, and which
-alternatives were re-planned and would fit.
+shrunk), the KV cache types (f16, traded for q8_0 when that keeps a second slot), and
+where the layers go. Speed comes first on a discrete GPU: unless the user placed the
+layers, every layer (and every routed expert) stays on the card while the weights fit there
+with a working window, and the plan pays with slots, then a q8_0 cache (for families that
+take it well), then a shorter window down to `min_ctx`. Only weights that do not fit even
+then go to RAM: a MoE keeps every layer on the GPU and sends the routed experts of its first
+blocks to the CPU; a dense model gets the largest -ngl that fits. Each plan carries its
+predicted decode speed (core/speed.py), and every choice is kept as a `Decision` a person can
+read, the trade included. When nothing fits, the `PlanRefusal` says what was needed, what
+was free, and which alternatives were re-planned and would fit.
 
 Pure: the machine, model and overrides come in as values; nothing is read or run here.
 """

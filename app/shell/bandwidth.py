@@ -168,15 +168,17 @@ def cached_cpu_bandwidth(binary: str | Path | None, threads: int | None = None) 
 
 
 def measure_cpu_bandwidth(binary: str | Path, demo_model: str | Path, *, threads: int | None = None,
-                          store: bool = True) -> tuple[CpuBandwidth, str]:
+                          store: bool = True, n_predict: int = 64, requests: int = 2,
+                          timeout_s: float = 120.0) -> tuple[CpuBandwidth, str]:
     """Measure both figures now (a few seconds), cache them, and say how it went."""
     read = memory_read_bandwidth(threads=threads)
-    rate, prompt_n, reason = engine_decode_rate(binary, demo_model, threads=threads)
+    rate, prompt_n, reason = engine_decode_rate(binary, demo_model, threads=threads, n_predict=n_predict,
+                                                requests=requests, timeout_s=timeout_s)
     decode_bw = None
     if rate:
         summary = load_summary(demo_model)
         # the decode attends over the prompt and half the new tokens on average
-        per_token = bytes_per_token_on_cpu(summary, ctx=2048, context_tokens=(prompt_n or 0) + 32)
+        per_token = bytes_per_token_on_cpu(summary, ctx=2048, context_tokens=(prompt_n or 0) + n_predict // 2)
         decode_bw = int(per_token * rate)
     result = CpuBandwidth(read, decode_bw, rate, threads)
     if store and (read or decode_bw):
