@@ -141,6 +141,27 @@ def run(args) -> int:
         raise
 
 
+def _measure_cpu_bandwidth(installed, model, reporter):
+    """Measure this CPU's decode bandwidth once per installed build (cached; plans read it)."""
+    from stoker.shell.bandwidth import cached_cpu_bandwidth, measure_cpu_bandwidth
+    from stoker.shell.engines import BINARY_NAME
+
+    if model is None:
+        return None
+    found = None
+    for b in installed:
+        binary = b.folder / BINARY_NAME
+        found = cached_cpu_bandwidth(binary)
+        if found is None or not found.effective_bytes_per_s:
+            reporter.phase("Measuring how fast this CPU reads model weights (a few seconds)")
+            # 32 tokens: well under a second on a desktop, and bounded on a loaded machine
+            found, reason = measure_cpu_bandwidth(binary, model, n_predict=32, requests=1, timeout_s=60.0)
+            if not found.effective_bytes_per_s:
+                reporter.note(f"could not measure this CPU's bandwidth ({reason}); plans will say their "
+                              f"decode speed is unknown until `stoker bench speed` measures it.")
+    return found
+
+
 def _run(args, reporter) -> int:
     from stoker.cli import UserError
     from stoker.shell.paths import stoker_paths
@@ -193,16 +214,22 @@ def _run(args, reporter) -> int:
             raise UserError(str(exc)) from None
         reporter.finish()
 
+    bandwidth = _measure_cpu_bandwidth(installed, model, reporter)
     if args.json_progress:
         reporter.emit(event="done", engines=[{"id": build_id(b.backend), "path": str(b.folder),
                                               "reused": b.reused} for b in installed],
-                      model=str(model) if model else None, failures=failures)
+                      model=str(model) if model else None, failures=failures,
+                      cpu_bandwidth_bytes_per_s=bandwidth.effective_bytes_per_s if bandwidth else None)
     else:
         print()
         for b in installed:
             print(f"Engine  {build_id(b.backend)} (llama-server b{ENGINE_BUILD}): {b.folder}")
         if model is not None:
             print(f"Model   {model.name}: {model}")
+        if bandwidth is not None and bandwidth.effective_bytes_per_s:
+            print(f"CPU     {bandwidth.effective_bytes_per_s / 1e9:.1f} GB/s for decoding (memory reads "
+                  f"{(bandwidth.memory_read_bytes_per_s or 0) / 1e9:.1f} GB/s, the engine's kernels "
+                  f"{(bandwidth.engine_decode_bytes_per_s or 0) / 1e9:.1f} GB/s): plans predict decode speed with it")
         print("Next:   stoker run        (launch the demo model and print its endpoint)")
     # Auto mode: a GPU build that failed was reported above; the CPU build works, so CI and
     # scripts that run `stoker setup` carry on.

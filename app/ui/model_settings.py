@@ -24,6 +24,7 @@ from stoker.core.commands import ApplyOverrides, Command
 from stoker.core.overrides import (FLASH_ATTN, KV_CACHE_TYPES, SPEC_SAMPLING, SPEC_TYPES,
                                 ModelOverrides)
 from stoker.core.plan import DeviceMemory, LaunchPlan, PlanRefusal
+from stoker.core.speed import speed_text
 from stoker.core.snapshot import EngineState
 from stoker.ui.bridge import SnapshotBridge
 from stoker.ui.services import model_key, validate
@@ -312,7 +313,7 @@ class ModelSettingsDialog(QDialog):
                   else f"{result.kv_type_k}/{result.kv_type_v}")
             self.preview_state.setText(
                 f"ctx {result.ctx:,} · {result.slots} slot(s) · KV {kv} · flash attention "
-                f"{result.flash_attn} · drafter {result.drafter.status}")
+                f"{result.flash_attn} · drafter {result.drafter.status} · {speed_text(result.decode_speed)}")
             self.bars.set_devices(result.devices)
         for d in result.decisions:
             self.decisions.addItem(f"{d.what}: {d.why}")
