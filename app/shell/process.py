@@ -150,7 +150,7 @@ class EngineProcess:
         else:
             kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
         try:
-            popen = subprocess.Popen(list(spec.argv), executable=spec.binary, env=env,
+            popen = subprocess.Popen(list(spec.argv), executable=spec.binary, env=env, cwd=spec.cwd,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, **kwargs)
         except (OSError, subprocess.SubprocessError) as exc:
