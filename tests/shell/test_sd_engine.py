@@ -96,7 +96,7 @@ def test_sd_server_renders_an_openai_request_into_a_png(sd_server_binary, tiny_m
 
 def test_a_stopped_render_ends_within_2_s_and_a_fresh_start_renders_again(sd_server_binary, tiny_model, tmp_path):
     proc, endpoint, plan = start(sd_server_binary, tiny_model, tmp_path)
-    call = openai_to_txt2img({"prompt": "a long render", "size": "256x256", "steps": 150}, plan)
+    call = openai_to_txt2img({"prompt": "a long render", "size": "256x256", "steps": 100}, plan)
     outcome: dict = {}
 
     def render() -> None:
@@ -110,7 +110,7 @@ def test_a_stopped_render_ends_within_2_s_and_a_fresh_start_renders_again(sd_ser
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:  # wait until it is really rendering (a step was reported)
-            if any(e.phase == "rendering" and e.total == 150 for e in parse_sd_output(proc.tail(50))):
+            if any(e.phase == "rendering" and e.total == 100 for e in parse_sd_output(proc.tail(50))):
                 break
             time.sleep(0.1)
         else:
