@@ -166,3 +166,29 @@ def test_install_is_atomic_and_an_intact_install_is_reused(sd_server_binary, sto
     assert again.reused
     (result.folder / "sd-server").write_bytes(b"not the build")
     assert installed_sd_build(root, "cpu") is None
+
+
+def test_discovery_configured_then_own_builds_then_path(sd_server_binary, stoker_home, tmp_path, monkeypatch):
+    import shutil
+
+    from stoker.core.engines import sd_cmake_flags
+    from stoker.shell.paths import stoker_paths
+    from stoker.shell.sd_server import find_sd_server
+    from stoker.shell.setup import install_sd_build
+
+    monkeypatch.delenv("STOKER_SD_SERVER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert find_sd_server() is None
+    on_path = tmp_path / "bin" / "sd-server"
+    on_path.parent.mkdir()
+    shutil.copy2(sd_server_binary, on_path)
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert find_sd_server().source == "path"
+    build_bin = tmp_path / "build"
+    build_bin.mkdir()
+    shutil.copy2(sd_server_binary, build_bin / "sd-server")
+    installed = install_sd_build(build_bin, "cpu", sd_cmake_flags("cpu"), stoker_paths().engines / "sd-server")
+    found = find_sd_server()
+    assert (found.source, found.backend, found.path) == ("own", "cpu", str(installed.folder / "sd-server"))
+    monkeypatch.setenv("STOKER_SD_SERVER", str(on_path))
+    assert find_sd_server().source == "configured"
