@@ -122,6 +122,7 @@ def test_a_stopped_render_ends_within_2_s_and_a_fresh_start_renders_again(sd_ser
         if proc.poll() is None:
             proc.stop(grace_s=1)
     client.join(timeout=10)
+    print(f"sd-server stopped {stopped_in:.3f} s after SIGTERM, mid-render")
     assert stopped_in < 2.0, f"sd-server took {stopped_in:.2f} s to stop"
     assert "error" in outcome and "reply" not in outcome
 
