@@ -91,3 +91,35 @@ def test_frozen_stoker_inspects_plans_and_shows_its_tray(bundle, env, demo_model
     assert tray.returncode == 0, err
     assert "Traceback" not in err
     assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == "zombie"
+
+
+def test_frozen_setup_builds_installs_and_fetches_the_model(bundle, tmp_path, engine_dir):
+    """`stoker setup` from the bundle (no pip of its own: it borrows a Python on PATH), reusing
+    the test build folder so the compile is incremental; then the same without compiler or
+    CMake on PATH says exactly what to install."""
+    from tests.conftest import TEST_HOME
+
+    build_dir = TEST_HOME / "cache" / "build" / engine_dir.name
+    home = tmp_path / "fresh-home"
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
+    env["STOKER_HOME"] = str(home)
+    assert build_dir.is_dir(), f"no build folder {build_dir}; run `STOKER_HOME={TEST_HOME} stoker setup`"
+    r = frozen(bundle, "setup", "--backend", "cpu", "--build-dir", str(build_dir), env=env,
+               cwd=tmp_path, timeout=900)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert (home / "data" / "engines" / "llama-server" / engine_dir.name / "manifest.json").is_file()
+    assert (home / "data" / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf").stat().st_size == 98362432
+    version = frozen(bundle, "--version", env=env, cwd=tmp_path)
+    assert f"engine {engine_dir.name}" in version.stdout
+
+    empty = tmp_path / "empty-path"
+    empty.mkdir()
+    bare = dict(env, PATH=str(empty), STOKER_HOME=str(tmp_path / "bare-home"))
+    r = frozen(bundle, "setup", "--backend", "cpu", "--skip-model", env=bare, cwd=tmp_path)
+    assert r.returncode == 2 and r.stdout == ""
+    if sys.platform.startswith("linux"):
+        assert r.stderr == (
+            "stoker: Building llama-server needs a C++ compiler, CMake and Python 3 with venv, which are "
+            "not installed: on Debian/Ubuntu `sudo apt install build-essential cmake python3-venv`, on "
+            "Fedora `sudo dnf install gcc-c++ make cmake python3`, on Arch `sudo pacman -S base-devel "
+            "cmake python`; then run `stoker setup` again.\n")
