@@ -71,7 +71,7 @@ def desktop_entry(command: tuple[str, ...] | list[str], *, icon: str = "stoker",
     lines = ["[Desktop Entry]", "Type=Application", f"Name={APP_NAME}",
              f"GenericName=Local model server", f"Comment={COMMENT}",
              f"Exec={exec_line(command)}", f"Icon={icon}", "Terminal=false",
-             "Categories=Utility;Development;", "StartupNotify=false",
+             "Categories=Utility;", "StartupNotify=false",
              "Keywords=llama;llm;gguf;model;"]
     if autostart:
         lines += ["X-GNOME-Autostart-enabled=true", "NoDisplay=true"]

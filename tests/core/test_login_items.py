@@ -19,7 +19,7 @@ Comment=Local language models in the tray
 Exec="/home/ann b/.local/bin/stoker-tray"
 Icon=stoker
 Terminal=false
-Categories=Utility;Development;
+Categories=Utility;
 StartupNotify=false
 Keywords=llama;llm;gguf;model;
 """

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import plistlib
+import shutil
 import struct
 import subprocess
 import sys
@@ -64,6 +65,16 @@ def test_install_then_uninstall_leaves_the_data_home_as_it_was(xdg):
     assert tree(xdg) == before and (xdg / "applications" / "other.desktop").is_file()
     assert not desktop.is_installed() and not desktop.record_file().exists()
     assert desktop.uninstall_launcher().files == ()
+
+
+@pytest.mark.skipif(not shutil.which("desktop-file-validate"), reason="desktop-file-utils not installed")
+def test_written_entries_pass_desktop_file_validate(xdg, tmp_path, monkeypatch):
+    desktop.install_launcher(("/home/ann b/.local/bin/stoker-tray", "--model=50% a.gguf"))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    autostart.set_autostart(True, CMD, system="linux")
+    for entry in (xdg / "applications" / "stoker.desktop", autostart.autostart_file()):
+        r = subprocess.run(["desktop-file-validate", str(entry)], capture_output=True, text=True)
+        assert r.returncode == 0 and "error" not in r.stdout, r.stdout
 
 
 def test_uninstall_keeps_a_file_install_did_not_write(xdg):
