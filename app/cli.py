@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from stoker.errors import UserError  # re-exported: commands import it from here
@@ -91,8 +92,6 @@ def main(argv: list[str] | None = None) -> int:
 def tray_main() -> int:
     """`stoker-tray`, the gui-scripts entry: on Windows it runs without a console window,
     where sys.stdout/sys.stderr are None; printing must not crash it, so they go nowhere."""
-    import os
-
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
             setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))

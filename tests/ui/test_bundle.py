@@ -78,7 +78,7 @@ def test_frozen_stoker_inspects_plans_and_shows_its_tray(bundle, env, demo_model
         assert status and status["tray_shown"] is True and status["state"] == "ready", status
         engine_pid = status["pid"]
         engine = psutil.Process(engine_pid)
-        assert engine.exe() == str(engine_binary)
+        assert Path(engine.exe()) == engine_binary.resolve()
         # The engine loads the system's libraries, not the ones frozen into the bundle.
         assert str(bundle.parent) not in engine.environ().get("LD_LIBRARY_PATH", "")
         stop = frozen(bundle, "stop", env=env, cwd=tmp_path)
