@@ -166,6 +166,47 @@ def detect_toolkits(which: Mapping[str, str | None], system: str = "Linux") -> t
     return tuple(backends), tuple(skipped)
 
 
+# What to install, per OS, for each tool the engine build (or, in a frozen bundle, the
+# download of its source) needs. Keys are the names build_tools_missing uses.
+_TOOL_ADVICE = {
+    "Linux": {
+        "cmake": "CMake",
+        "compiler": "a C++ compiler",
+        "python": "Python 3 with venv",
+        "_how": "on Debian/Ubuntu `sudo apt install build-essential cmake python3-venv`, on Fedora "
+                "`sudo dnf install gcc-c++ make cmake python3`, on Arch `sudo pacman -S base-devel cmake python`",
+    },
+    "Darwin": {
+        "cmake": "CMake",
+        "compiler": "the Xcode command line tools (clang)",
+        "python": "Python 3",
+        "_how": "run `xcode-select --install` (compiler and Python 3), then `brew install cmake` "
+                "(or the CMake app from cmake.org)",
+    },
+    "Windows": {
+        "cmake": "CMake",
+        "compiler": "Visual Studio Build Tools with the \"Desktop development with C++\" workload",
+        "python": "Python 3",
+        "_how": "run `winget install Kitware.CMake Python.Python.3.12` and "
+                "`winget install Microsoft.VisualStudio.2022.BuildTools --override \"--add "
+                "Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive\"`",
+    },
+}
+
+
+def build_tools_advice(missing: Iterable[str], system: str) -> str | None:
+    """One sentence naming what the engine build lacks here and exactly how to install it;
+    None when nothing is missing."""
+    missing = [m for m in ("compiler", "cmake", "python") if m in set(missing)]
+    if not missing:
+        return None
+    advice = _TOOL_ADVICE.get(system, _TOOL_ADVICE["Linux"])
+    names = [advice[m] for m in missing]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return (f"building llama-server needs {listed}, which {'is' if len(names) == 1 else 'are'} not "
+            f"installed: {advice['_how']}; then run `stoker setup` again.")
+
+
 _BACKEND_FLAGS = {
     "cpu": (),
     "cuda": ("-DGGML_CUDA=ON",),

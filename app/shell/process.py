@@ -17,6 +17,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -51,6 +52,15 @@ def clean_engine_env(config_home: Path | None = None, *, drop=DROP_ENV_PREFIXES,
     """
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith(tuple(drop))}
+    if getattr(sys, "frozen", False):
+        # A PyInstaller bundle points the loader path at its own libraries (libstdc++,
+        # libgomp…) and keeps the user's in *_ORIG; the engine must get the user's.
+        for var in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"):
+            original = env.pop(f"{var}_ORIG", None)
+            if original is not None:
+                env[var] = original
+            else:
+                env.pop(var, None)
     if config_home is not None:
         Path(config_home).mkdir(parents=True, exist_ok=True)
         env["XDG_CONFIG_HOME"] = str(config_home)

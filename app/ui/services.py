@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from stoker.core.login_items import Outcome
 from stoker.core.overrides import ModelOverrides
 from stoker.shell.paths import stoker_paths
 
@@ -55,10 +56,32 @@ class Services:
         """Raises ValueError with one sentence when a value is not acceptable."""
         _settings_store().update(**{k: v for k, v in values.items() if k in SETTINGS_KEYS})
 
-    def apply_autostart(self, enabled: bool) -> str:
+    def apply_autostart(self, enabled: bool) -> Outcome:
         from stoker.shell.autostart import set_autostart
 
         return set_autostart(enabled)
+
+    # -- the desktop's launcher (Linux) ---------------------------------------------------
+    def launcher_installed(self) -> bool:
+        from stoker.shell.desktop import is_installed
+
+        return is_installed()
+
+    def apply_launcher(self, enabled: bool) -> Outcome:
+        from stoker.shell.desktop import DesktopError, install_launcher, uninstall_launcher
+
+        try:
+            result = install_launcher() if enabled else uninstall_launcher()
+        except DesktopError as exc:
+            return Outcome(False, f"{str(exc)[:1].upper()}{str(exc)[1:]}")
+        return Outcome(True, result.sentence)
+
+    # -- About ------------------------------------------------------------------------------
+    def about(self, qt_version: str | None) -> tuple[str, ...]:
+        from stoker.core.about import about_lines
+        from stoker.shell.about import about_info
+
+        return about_lines(about_info(qt_version))
 
     # -- secrets ----------------------------------------------------------------------
     def keyring_status(self) -> tuple[bool, str]:
