@@ -49,25 +49,36 @@ def cli_overrides(args) -> ModelOverrides | None:
 
 
 class StatePrinter:
-    """Prints one line per state change and per new incident (runs on the supervisor thread)."""
+    """Prints one line per state change and per new incident (runs on the supervisor thread).
 
-    def __init__(self, out=sys.stdout):
-        self.out = out
+    States and the endpoint go to `out`; incidents, backoffs and failures go to `err`
+    (stderr), where a script looks for what went wrong. Given only `out`, everything goes
+    there.
+    """
+
+    def __init__(self, out=None, err=None):
+        self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else (out if out is not None else sys.stderr)
         self.last_seq = 0
         self.last_state: EngineState | None = None
         # Incidents already in the ledger when this run began are the previous session's:
-        # the first snapshot sets the mark, only later ones are printed.
-        self.incidents: int | None = None
+        # the first snapshot marks them seen, only later ones are printed. They are told apart
+        # by identity (time, kind, summary, action), never by count: the snapshot keeps only
+        # the last few, so a count stops growing once the window is full.
+        self.seen: set[tuple] | None = None
 
     def __call__(self, snap: AppSnapshot) -> None:
         if snap.seq <= self.last_seq:
             return
         self.last_seq = snap.seq
-        if self.incidents is None:
-            self.incidents = len(snap.incidents)
-        for incident in snap.incidents[self.incidents:]:
-            self._line(f"incident: {incident.summary} ({incident.kind}); {incident.action}")
-        self.incidents = len(snap.incidents)
+        keys = [(i.at, i.kind, i.summary, i.action) for i in snap.incidents]
+        if self.seen is None:
+            self.seen = set(keys)
+        for key, incident in zip(keys, snap.incidents):
+            if key not in self.seen:
+                self._line(f"incident: {incident.summary} ({incident.kind}); {incident.action}",
+                           self.err)
+        self.seen = set(keys)
         if snap.state is self.last_state:
             return
         if self.last_state is None and snap.state is EngineState.STOPPED:
@@ -83,25 +94,21 @@ class StatePrinter:
         elif snap.state is EngineState.BACKOFF:
             wait = "" if snap.next_retry_at is None else \
                 f"; next try in {max(0.0, snap.next_retry_at - time.time()):.0f} s"
-            self._line(f"backoff: {snap.last_error}{wait}")
+            self._line(f"backoff: {snap.last_error}{wait}", self.err)
         elif snap.state is EngineState.FAILED:
-            self._line(f"failed: {snap.last_error}")
+            self._line(f"failed: {snap.last_error}", self.err)
         else:
             self._line(snap.state.value)
 
-    def _line(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+    def _line(self, text: str, stream=None) -> None:
+        print(text, file=stream or self.out, flush=True)
 
 
 def run(args) -> int:
     from stoker.cli import UserError
-    from stoker.core.commands import Shutdown, StartModel
-    from stoker.core.status_report import status_object
-    from stoker.shell.control import AlreadyRunning, ControlServer
+    from stoker.core.commands import Shutdown
     from stoker.shell.launcher import RealPreparer
     from stoker.shell.paths import stoker_paths
-    from stoker.shell.process import reap_orphans
-    from stoker.shell.supervisor import Supervisor
 
     overrides = cli_overrides(args)
     if not args.headless:
@@ -111,8 +118,38 @@ def run(args) -> int:
         args.headless = True
         return run_tray(args.model, headless=lambda: run(args), preparer=RealPreparer(
             cli_overrides=overrides, engine=args.engine, startup_deadline_s=args.startup_timeout))
-    paths = stoker_paths().ensure()
+    from stoker.shell.paths import storage_sentence
+
+    # Ctrl-C must mean "stop and exit 0" from the first instant, not only once the engine runs.
+    stop_now: list[int] = []
+
+    def on_signal(signum, frame):
+        stop_now.append(signum)
+        sup = holder.get("sup")
+        if sup is not None:
+            sup.submit(Shutdown())
+
     holder: dict = {}
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            paths = stoker_paths().ensure()
+        except OSError as exc:
+            raise UserError(storage_sentence(exc)) from None
+        return _run_headless(args, overrides, paths, holder, stop_now)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _run_headless(args, overrides, paths, holder: dict, stop_now: list) -> int:
+    from stoker.cli import UserError
+    from stoker.core.commands import Shutdown, StartModel
+    from stoker.core.status_report import status_object
+    from stoker.shell.control import AlreadyRunning, ControlServer
+    from stoker.shell.launcher import RealPreparer
+    from stoker.shell.process import reap_orphans
+    from stoker.shell.supervisor import Supervisor
 
     def answer(req: dict) -> dict:
         sup = holder.get("sup")
@@ -120,11 +157,17 @@ def run(args) -> int:
             snap = sup.snapshot() if sup else AppSnapshot(seq=0, state=EngineState.STOPPED)
             status = status_object(snap, time.time(), instance_pid=os.getpid())
             status["tray_shown"] = False  # headless: no icon anywhere
+            if holder.get("preparer") is not None:  # until the supervisor copies them itself
+                status["problems"] = list(dict.fromkeys(
+                    [*status["problems"], *holder["preparer"].problems()]))
             return {"ok": True, "schema": 1, "status": status}
         if req.get("op") == "stop":
             if sup:
                 sup.submit(Shutdown())
             return {"ok": True, "stopping": True}
+        if req.get("op") == "show":
+            return {"ok": False, "error": "this Stoker runs headless, so it has no status window; "
+                                          "use `stoker status`"}
         return {"ok": False, "error": f"unknown request {req.get('op')!r}; use status or stop"}
 
     control = ControlServer(answer)
@@ -132,6 +175,10 @@ def run(args) -> int:
         control.claim()
     except AlreadyRunning as exc:
         raise UserError(str(exc)) from None
+    except OSError as exc:
+        from stoker.shell.paths import storage_sentence
+
+        raise UserError(storage_sentence(exc)) from None
     try:
         reaped = reap_orphans(paths.run)
         if reaped:
@@ -139,28 +186,26 @@ def run(args) -> int:
                   f"(pid {', '.join(map(str, reaped))})", flush=True)
         preparer = RealPreparer(cli_overrides=overrides, engine=args.engine,
                                 startup_deadline_s=args.startup_timeout)
+        holder["preparer"] = preparer
         sup = Supervisor(preparer)
-        holder["sup"] = sup
         sup.subscribe(StatePrinter())
         failed: list[AppSnapshot] = []
         # A failed engine ends a foreground run: there is nobody to press "start again".
         sup.subscribe(lambda s: (failed.append(s), sup.submit(Shutdown()))
                       if s.state is EngineState.FAILED and not failed else None)
         control.serve()
+        if stop_now:  # Ctrl-C before anything started: nothing to stop
+            return 0
+        holder["sup"] = sup
         sup.start()
         sup.submit(StartModel(args.model))
-
-        def on_signal(signum, frame):
+        if stop_now:
             sup.submit(Shutdown())
-
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            while not sup.join(0.2):
-                pass
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        while not sup.join(0.2):
+            pass
         # A supervisor thread that died of a bug leaves a state other than STOPPED behind.
+        if stop_now and not failed:
+            return 0  # Ctrl-C / SIGTERM: a clean stop whatever state it met
         return 1 if failed or sup.snapshot().state is not EngineState.STOPPED else 0
     finally:
         control.close()

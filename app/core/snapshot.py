@@ -64,6 +64,9 @@ class AppSnapshot:
     blockers: tuple[BlockerView, ...] = ()
     quarantined: tuple[tuple[str, str], ...] = ()  # (build, why)
     tray_shown: bool | None = None
+    # Settings problems of this session, one sentence each (a corrupt file moved aside, a bad
+    # hand-written override and the value used instead); from the preparer's engine_health.
+    problems: tuple[str, ...] = ()
     argv: tuple[str, ...] = ()
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
