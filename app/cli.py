@@ -58,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
     module_name = COMMANDS[args.command][0]
     try:
         module = importlib.import_module(module_name)
+    except KeyboardInterrupt:
+        return 0 if args.command in LONG_RUNNING else 130
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise

@@ -46,11 +46,13 @@ def write_json_atomic(path: Path | str, obj) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and not exc.filename:  # a full disk fails in write(): say where
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     _fsync_dir(path.parent)
 
