@@ -135,6 +135,16 @@ class RealPreparer:
             log.warning("%s", problem)
         return ledger
 
+    def _save_ledger(self, ledger) -> None:
+        """Save what a failure taught; a read-only or full data folder costs the memory of it
+        across restarts of Stoker, never the launch (one sentence, no traceback)."""
+        from stoker.shell.paths import storage_sentence
+
+        try:
+            self._ledger_store().save(ledger)
+        except OSError as exc:
+            log.warning("could not save the engine ledger: %s", storage_sentence(exc))
+
     def lift_quarantine(self, build_id: str) -> None:
         """The user's word: use this build again (saved, so a restart of Stoker keeps it)."""
         from stoker.core.quarantine import lift
@@ -342,14 +352,14 @@ class RealPreparer:
                 ledger = mark_drafter_broken(
                     self._load_ledger(), launch.build_id, drafter.draft_path, now, ctx.identity,
                     f"{incident.title} ({incident.evidence})")
-                self._ledger_store().save(ledger)
+                self._save_ledger(ledger)
             return ExitDecision(action=f"marked the drafter {Path(drafter.draft_path).name} broken with "
                                        f"{launch.build_id}; retrying without it", retry=True)
         if incident.counts_as_strike and launch.build_id:
             with self._lock:
                 ledger, now_quarantined = record_strike(self._load_ledger(), launch.build_id,
                                                         ctx.identity, now, incident)
-                self._ledger_store().save(ledger)
+                self._save_ledger(ledger)
             if now_quarantined:
                 return ExitDecision(action=f"quarantined {launch.build_id}; the next build in line "
                                            f"is used", retry=True)
@@ -391,9 +401,16 @@ class RealPreparer:
                 ledger = mark_drafter_broken(self._load_ledger(), launch.build_id, drafter.draft_path,
                                              self.clock(), ctx.identity,
                                              f"the engine started without it: {why}")
-                self._ledger_store().save(ledger)
+                self._save_ledger(ledger)
         report = parse_memory_report(lines)
-        if measurements.record_launch(launch.model_path, ctx.binary, launch.plan, report) == 0:
+        try:
+            recorded = measurements.record_launch(launch.model_path, ctx.binary, launch.plan, report)
+        except OSError as exc:
+            from stoker.shell.paths import storage_sentence
+
+            log.warning("could not save the measured memory: %s", storage_sentence(exc))
+            return
+        if recorded == 0:
             log.info("the engine's start-up log had no complete memory report; nothing measured")
 
     def engine_health(self) -> EngineHealth:

@@ -202,3 +202,35 @@ def test_stale_pid_file_of_a_reused_pid_is_ignored(stoker_home):
          "owner_pid": 1, "owner_create_time": 0.0}))
     assert reap_orphans(run_dir) == ()
     assert list(run_dir.glob("engine-*.json")) == []
+
+
+def test_a_failed_pid_file_write_leaves_the_engine_owned_and_drained(started, monkeypatch):
+    """The pending record written before the spawn stays when the pid file cannot be written,
+    and the output reader runs from the first instant, so the engine's pipe never fills."""
+    from stoker.shell import process
+
+    def fail(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(process, "_write_pid_file", fail)
+    proc = started()
+    pending = list(stoker_paths().run.glob("engine-pending-*.json"))
+    assert len(pending) == 1 and json.loads(pending[0].read_text())["owner_pid"] == os.getpid()
+    assert wait_ready(proc.spec.endpoint, proc, deadline_s=60).ready
+    assert any("listening on" in line for line in proc.tail())  # its output is being read
+    proc.stop(grace_s=5)
+    assert list(stoker_paths().run.glob("engine-*.json")) == []
+
+
+def test_no_record_means_no_engine(engine_binary, demo_model, stoker_home, monkeypatch):
+    from stoker.shell import process
+
+    def fail(*a, **k):
+        raise OSError(30, "Read-only file system", str(stoker_paths().run))
+
+    monkeypatch.setattr(process, "_write_pending_record", fail)
+    from tests.shell.engine_helpers import engines_running
+
+    with pytest.raises(OSError, match="could not record the engine"):
+        EngineProcess.start(demo_spec(engine_binary, demo_model), log_dir=stoker_paths().logs)
+    assert engines_running(engine_binary) == []  # nothing was spawned under this home
