@@ -82,13 +82,13 @@ def printable(text: str, limit: int = 60) -> str:
 
 
 def _one_line(path: str, problem: str) -> str:
-    """The refusal sentence: printable, at most MAX_MESSAGE characters, the path shortened first."""
-    problem = printable(problem, 140)
-    for shown in (printable(path, 200), printable(Path(path).name, 60)):
-        text = f"{shown} is not a usable GGUF file: {problem}."
-        if len(text) <= MAX_MESSAGE:
-            return text
-    return printable(text, MAX_MESSAGE)
+    """The refusal sentence: printable, at most MAX_MESSAGE characters. The problem is cut
+    before the path; a path too long to leave it 60 characters is shown by its name."""
+    fixed = len(" is not a usable GGUF file: .")
+    shown = printable(path, MAX_MESSAGE)
+    if MAX_MESSAGE - fixed - len(shown) < 60:
+        shown = printable(Path(path).name, 60)
+    return f"{shown} is not a usable GGUF file: {printable(problem, MAX_MESSAGE - fixed - len(shown))}."
 
 
 class _Header:
