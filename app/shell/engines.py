@@ -29,6 +29,7 @@ from stoker.core.engines import (
     parse_version_output,
 )
 from stoker.shell.paths import stoker_paths
+from stoker.shell.process import probe_process_kwargs
 
 BINARY_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"
 VERSION_TIMEOUT_S = 5.0
@@ -96,14 +97,6 @@ def engine_version(binary: Path | str) -> EngineVersion | None:
     _version_cache[ident] = found
     return found
 
-
-def probe_process_kwargs() -> dict:
-    """Popen arguments that put a probe (`--version`, `--list-devices`, ldd) in its own
-    process group, so a Ctrl-C meant for Stoker cannot reach it and turn into "no build"."""
-    if os.name == "nt":
-        return {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP
-                | getattr(subprocess, "CREATE_NO_WINDOW", 0)}
-    return {"start_new_session": True}
 
 
 _NOT_FOUND_RE = re.compile(r"^\s*(\S+)\s*=>\s*not found", re.MULTILINE)

@@ -113,14 +113,11 @@ def engine_env(binary: Path, base: dict[str, str] | None = None) -> dict[str, st
 
 
 def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    from stoker.shell.process import probe_process_kwargs
+
     # Its own process group: a Ctrl-C meant for Stoker must not end a probe and read as "no GPU".
-    if os.name == "nt":
-        kwargs = {"creationflags": subprocess.CREATE_NEW_PROCESS_GROUP
-                  | getattr(subprocess, "CREATE_NO_WINDOW", 0)}
-    else:
-        kwargs = {"start_new_session": True}
     return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL, **kwargs)
+                          env=env, stdin=subprocess.DEVNULL, **probe_process_kwargs())
 
 
 def _cache_file(identity: str) -> Path:

@@ -72,6 +72,14 @@ def host_signal_name(number: int) -> str:
         return f"signal {number}"
 
 
+def probe_process_kwargs() -> dict:
+    """Popen arguments that put a probe (`--version`, `--list-devices`, ldd, the Qt check) in
+    its own process group, so a Ctrl-C meant for Stoker cannot reach it and turn into "no build"."""
+    if os.name == "nt":
+        return {"creationflags": CREATE_NEW_PROCESS_GROUP | CREATE_NO_WINDOW}
+    return {"start_new_session": True}
+
+
 _prctl = None
 
 

@@ -56,6 +56,7 @@ class StokerApp(QObject):
         self.model_dialogs: dict[str, ModelSettingsDialog] = {}
         self.status_window: StatusWindow | None = None
         self.quitting = False
+        self.signal_timer: QTimer | None = None  # wakes Python for signal handlers (quit_on_signals)
         self.tray_shown_flag = False  # written on the GUI thread, read by the control thread
         self.remote_quit.connect(self.quit)
         self.remote_show.connect(self.open_status)
@@ -279,7 +280,7 @@ def quit_on_signals(stoker: StokerApp) -> dict:
 
     wanted = [signal.SIGTERM, signal.SIGINT] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
     previous = {s: signal.signal(s, on_signal) for s in wanted}
-    stoker._signal_timer = QTimer(stoker)
-    stoker._signal_timer.start(200)
-    stoker._signal_timer.timeout.connect(lambda: None)
+    stoker.signal_timer = QTimer(stoker)
+    stoker.signal_timer.timeout.connect(lambda: None)
+    stoker.signal_timer.start(200)
     return previous
