@@ -186,6 +186,9 @@ def test_a_stopped_engine_is_killed_at_once(started):
     proc = started()
     assert wait_ready(proc.spec.endpoint, proc, deadline_s=60).ready
     os.kill(proc.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 5  # the stop is delivered asynchronously
+    while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
+        time.sleep(0.01)
     t = time.monotonic()
     proc.stop(grace_s=10)
     assert time.monotonic() - t < 2.0
