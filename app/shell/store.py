@@ -24,6 +24,15 @@ from stoker.core.overrides import ModelOverrides, overrides_to_dict, validate_ov
 
 SCHEMA = 1
 
+# Files this process moved aside: a fact for the whole session (the next read finds no file,
+# so its reader cannot say it again), reported by `moved_aside_problems`.
+_moved_aside: list[str] = []
+
+
+def moved_aside_problems() -> tuple[str, ...]:
+    """Every "was not valid JSON, so it was moved to …" sentence of this process, oldest first."""
+    return tuple(_moved_aside)
+
 
 def write_json_atomic(path: Path | str, obj) -> None:
     """Replace `path` with `obj` as JSON: temp file in the same folder, fsync, rename, fsync folder."""
@@ -37,11 +46,13 @@ def write_json_atomic(path: Path | str, obj) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and not exc.filename:  # a full disk fails in write(): say where
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     _fsync_dir(path.parent)
 
@@ -99,9 +110,16 @@ def read_json(path: Path | str, expect: type | None = dict) -> tuple[object | No
         except OSError as move_exc:
             return None, (f"{path} is not valid JSON ({exc}) and could not be moved aside "
                           f"({move_exc.strerror or move_exc}); fix or remove it by hand.")
-        return None, (f"{path} was not valid JSON ({exc}), so it was moved to {aside} and defaults are "
-                      f"used; copy any settings you need back from it.")
+        problem = (f"{path} was not valid JSON ({_short_error(exc)}), so it was moved to {aside} and "
+                   f"defaults are used; copy any settings you need back from it.")
+        _moved_aside.append(problem)
+        return None, problem
     return value, None
+
+
+def _short_error(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def model_key(model_path: Path | str) -> str:
@@ -136,7 +154,8 @@ class OverridesStore:
     def _validated(self, key: str, raw: dict) -> ModelOverrides:
         overrides, errors = validate_overrides(raw)
         for error in errors:
-            self.problems.append(f"Overrides for {Path(key).name}: {error}.")
+            self.problems.append(f"Overrides for {Path(key).name} in {self.path}: {error}; "
+                                 "Stoker plans that value itself instead.")
         return overrides
 
     def get(self, model_path: Path | str) -> ModelOverrides:

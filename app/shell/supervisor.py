@@ -59,7 +59,7 @@ from stoker.core.lifecycle import (
     StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
 from stoker.core.overrides import ModelOverrides
 from stoker.core.plan import LaunchPlan, plan_summary_line
-from stoker.core.residency import AdmissionKind, Resident, admit, expired, next_expiry
+from stoker.core.residency import AdmissionKind, Resident, admit, expired
 from stoker.core.restart import RestartPolicy
 from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
 from stoker.shell.health import probe_health
