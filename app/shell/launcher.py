@@ -441,11 +441,8 @@ class RealPreparer:
             view = missing_runtime_from_ldd(ldd)
             if view is not None and view not in blockers:
                 blockers.append(view)
-        # EngineHealth.problems is the supervisor's to add (with the line copying it into
-        # AppSnapshot.problems); until it is there the problems reach status via problems().
-        with_problems = "problems" in {f.name for f in dataclasses.fields(EngineHealth)}
         return EngineHealth(blockers=tuple(blockers), quarantined=quarantined,
-                            **({"problems": self.problems()} if with_problems else {}))
+                            problems=self.problems())
 
     @staticmethod
     def _secrets(spec) -> tuple[tuple[str, str], ...]:

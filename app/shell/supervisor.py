@@ -64,7 +64,8 @@ from stoker.core.restart import RestartPolicy
 from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
 from stoker.shell.health import probe_health
 from stoker.shell.incidents import IncidentLog
-from stoker.shell.process import EngineProcess, free_loopback_port
+from stoker.shell.paths import storage_sentence
+from stoker.shell.process import EngineProcess, free_loopback_port, host_os
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,7 @@ class EngineHealth:
 
     blockers: tuple[BlockerView, ...] = ()
     quarantined: tuple[tuple[str, str], ...] = ()  # (build id, why)
+    problems: tuple[str, ...] = ()  # settings files moved aside, bad hand-written values
 
 
 class LaunchPreparer(Protocol):
@@ -943,8 +945,8 @@ class Supervisor:
         try:
             self._incident_log.append(incident, at=now, model=model,
                                       build=launch.build_id if launch else None, action=action)
-        except OSError:
-            log.warning("could not append to the incident log", exc_info=True)
+        except OSError as exc:  # a read-only or full data folder: one sentence, the engine goes on
+            log.warning("could not append to the incident log: %s", storage_sentence(exc))
         self._publish()
 
     # ------------------------------------------------------------------ preparer hooks
@@ -999,7 +1001,7 @@ class Supervisor:
         else:
             snap = AppSnapshot(seq=self._seq, state=EngineState.STOPPED, incidents=self._incidents,
                                blockers=tuple(blockers), quarantined=self._health.quarantined)
-        snap = replace(snap, engines=views, gateway_url=self._gateway_url,
+        snap = replace(snap, engines=views, gateway_url=self._gateway_url, problems=self._health.problems,
                        model_id=self._model_id(focus.key) if focus is not None and focus.key else None)
         if self._gateway_url:
             snap = replace(snap, endpoint=self._gateway_url)
@@ -1160,7 +1162,7 @@ def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None):
         report = diagnosis.report_from_engine_exit(
             ex, backend=launch.backend if launch else None, plan_wanted_gpu=_plan_wanted_gpu(launch),
             has_drafter=has_drafter, drafter_forced=forced,
-            os={"posix": "linux", "nt": "windows"}.get(os.name, "linux"), oom_killed=ex.oom_killed)
+            os=host_os(), oom_killed=ex.oom_killed)
         return diagnosis.classify_exit(report)
     except Exception:  # noqa: BLE001 - diagnosis is another module; never lose the incident
         log.warning("classify_exit failed; recording a plain incident", exc_info=True)
