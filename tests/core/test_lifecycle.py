@@ -286,6 +286,6 @@ def test_a_hang_after_a_healthy_run_is_replaced_at_once():
     st = LifecycleState(phase=S.READY, model_path=MODEL, pid=42, spawned_at=NOW - 100,
                         ready_at=NOW - 90)
     st, eff = step(st, Unresponsive(6.0), NOW)
-    assert Kill() in eff
+    assert Kill(hung=True) in eff
     st, eff = step(st, StoppedClean(), NOW + 0.5)
     assert st.phase is S.BACKOFF and st.retry_at == NOW
