@@ -73,11 +73,14 @@ MAX_INCIDENTS = 5  # the latest incidents every snapshot carries (oldest first, 
 STARTING_POLL_S = 0.02  # /health poll while starting: it adds directly to time-to-READY
 READY_POLL_S = 0.1  # how quickly a crash of a running engine is noticed
 IDLE_POLL_S = 0.5
-# A READY engine is asked /health this often (off this thread); this many failures in a row
-# mean it hangs: 3 x 2 s notices a hung engine in about 6 s.
+# A READY engine is asked /health this often (off this thread), and again 1 s after a probe
+# that got no answer; this many failures in a row mean it hangs. llama-server answers /health
+# from its HTTP thread in milliseconds even while it generates, so 1 s without an answer is
+# already unusual: a hung engine is noticed within about 7 s of its last answer.
 HEALTH_INTERVAL_S = 2.0
+HEALTH_RETRY_S = 1.0
 HEALTH_FAILURES = 3
-HEALTH_TIMEOUT_S = 1.5
+HEALTH_TIMEOUT_S = 1.0
 # A hung engine (no /health answer, or no READY in time) does not get the polite grace: it
 # cannot act on SIGTERM anyway, and every second it holds is a second the model is away.
 HUNG_GRACE_S = 1.0
@@ -812,6 +815,7 @@ class Supervisor:
                     self.routes.close(e.key)
                     self._feed(e, Unresponsive(silent))
                     return
+                e.next_health_at = min(e.next_health_at or now, now + HEALTH_RETRY_S)
         if e.next_health_at is None:
             e.next_health_at = now + self._health_interval_s
             e.failed_probes, e.silent_since = 0, None
@@ -821,7 +825,7 @@ class Supervisor:
         e.next_health_at = now + self._health_interval_s
         if e.failed_probes == 0:
             e.silent_since = now
-        timeout = min(HEALTH_TIMEOUT_S, max(0.5, self._health_interval_s))
+        timeout = min(HEALTH_TIMEOUT_S, max(0.5, self._health_interval_s / 2))
         if self._http is None:
             self._http = httpx.Client()
         e.probe = self._probes.submit(probe_health, e.launch.spec.endpoint, client=self._http,
