@@ -60,4 +60,20 @@ def stoker_home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "stoker-home"
     home.mkdir()
     monkeypatch.setenv("STOKER_HOME", str(home))
+    isolate_model_stores(tmp_path / "user-home", monkeypatch)
     return home
+
+
+# The variables other tools' stores are found by (shell/model_stores.py): a test sees only
+# the stores it builds under its own HOME, never the developer's real ones.
+STORE_VARIABLES = ("OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
+                   "LLAMA_CACHE", "HF_TOKEN", "HF_ENDPOINT")
+
+
+def isolate_model_stores(user_home: Path, monkeypatch) -> Path:
+    user_home.mkdir(parents=True, exist_ok=True)
+    for name in STORE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(user_home))
+    monkeypatch.setenv("USERPROFILE", str(user_home))
+    return user_home

@@ -176,6 +176,8 @@ class AppSettings:
     start_at_login: bool = False
     log_level: str = "info"
     last_model: str | None = None
+    # Models left out of every list (paths): other tools' models are hidden, never deleted.
+    hidden_models: tuple[str, ...] = ()
     # Keys a newer Stoker wrote; kept so saving from this version does not drop them.
     extra: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
@@ -190,6 +192,10 @@ def _check_setting(name: str, value, default):
         if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
             return tuple(value), None
         return default, "model_folders must be a list of folder paths"
+    if name == "hidden_models":
+        if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+            return tuple(value), None
+        return default, "hidden_models must be a list of model file paths"
     if name == "memory_reserve_gib":
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1024:
             return float(value), None
