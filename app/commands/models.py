@@ -73,7 +73,7 @@ def run(args) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     for m in models:
         if m.error:
-            print(f"{m.label}: {m.error}")
+            print(f"{m.origin_name or m.name}: {m.error}")
     for s in scan_stores().skipped:
         print(f"skipped {s.origin_name or s.path} ({s.origin}): {s.reason}")
     return 0
