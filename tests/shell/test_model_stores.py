@@ -192,6 +192,20 @@ def test_scanning_is_cached_by_size_and_mtime(user_home, demo_model):
         model_stores.parse_ollama_manifest = real
 
 
+def test_removing_another_tools_model_hides_it_and_deletes_nothing(user_home, demo_model):
+    blob = ollama_store(user_home, demo_model)
+    before = tree_state(user_home / ".ollama")
+    done = stoker("remove", "smollm2:135m", "--yes")
+    assert done.returncode == 0, done.stderr
+    assert "hidden: smollm2:135m (ollama) stays where it is" in done.stdout
+    assert tree_state(user_home / ".ollama") == before and blob.is_file()
+    assert models_json()["models"] == []
+    assert [m["origin_name"] for m in json.loads(stoker("models", "--json").stdout)["models"]] == []
+    assert "smollm2:135m" in stoker("models", "--all").stdout
+    assert stoker("remove", "smollm2:135m", "--unhide").returncode == 0
+    assert [m["origin_name"] for m in models_json()["models"]] == ["smollm2:135m"]
+
+
 @pytest.mark.engine
 def test_run_an_ollama_model_by_its_ollama_name(user_home, demo_model, engine_binary, stoker_home):
     from tests.shell.engine_helpers import chat, engines_running

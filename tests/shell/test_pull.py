@@ -78,6 +78,15 @@ def test_pull_picks_with_the_verdict_and_a_cut_connection_is_resumed(hub, demo_m
     again = pull(f"hf.co/{SMOL}:Q4_1")
     assert again.returncode == 0, again.stderr
     assert len(hub.body_gets(SMOL_FILE)) == before
+    # Removing it deletes what Stoker downloaded (the link and the blob), after a yes.
+    asked = subprocess.run([sys.executable, "-m", "stoker", "remove", f"{SMOL}:Q4_1"], cwd=REPO,
+                           capture_output=True, text=True, timeout=60, env=os.environ.copy(), stdin=subprocess.DEVNULL)
+    assert asked.returncode == 2 and "--yes" in asked.stderr and link.exists()
+    removed = subprocess.run([sys.executable, "-m", "stoker", "remove", f"{SMOL}:Q4_1", "--yes"], cwd=REPO,
+                             capture_output=True, text=True, timeout=60, env=os.environ.copy())
+    assert removed.returncode == 0, removed.stderr
+    assert not link.exists() and not link.is_symlink() and list((storage / "blobs").iterdir()) == []
+    assert f"{SMOL}:Q4_1" not in listed()
 
 
 def test_a_killed_pull_resumes_where_it_stopped(hub, gemma_model):
