@@ -80,6 +80,10 @@ class SettingsDialog(QDialog):
         f_row.addWidget(self.folders, 1)
         f_row.addLayout(f_buttons)
         models_form.addRow("Model folders", f_row)
+        self.get_model = QPushButton("Get a model…")
+        self.get_model.setObjectName("get-model")
+        self.get_model.clicked.connect(self.open_get_model)
+        models_form.addRow("Hugging Face", self.get_model)
         self.reserve = QDoubleSpinBox()
         self.reserve.setObjectName("memory-reserve")
         self.reserve.setRange(0.0, 1024.0)
@@ -204,6 +208,15 @@ class SettingsDialog(QDialog):
         self.lift.setEnabled(self.quarantine.count() > 0)
 
     # -- actions ------------------------------------------------------------------------
+    def open_get_model(self):
+        from stoker.ui.get_model import GetModelDialog
+
+        dialog = GetModelDialog(self._services, self._submit, parent=self)
+        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        dialog.show()
+        self.get_model_dialog = dialog
+        return dialog
+
     def _add_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a model folder")
         if folder and not self.folders.findItems(folder, Qt.MatchFlag.MatchExactly):
