@@ -9,6 +9,7 @@ BENCHES = {
     "startup": "time from run to READY beside bare llama-server",
     "memory": "analytic memory estimate beside the engine's own accounting",
     "fit": "planned context beside the largest context that really starts",
+    "library": "listing 200 models across Ollama, HF cache and LM Studio, cold and cached",
 }
 
 

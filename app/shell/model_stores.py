@@ -94,6 +94,49 @@ def _cached(kind: str, path: Path, st: os.stat_result, compute):
 def clear_cache() -> None:
     with _cache_lock:
         _cache.clear()
+        _scans.clear()
+
+
+class _Seen:
+    """Every directory listed and file read during one scan, with its (size, mtime, inode):
+    if none changed, the next scan's answer is this one's (a stat each instead of a walk)."""
+
+    def __init__(self) -> None:
+        self.stats: dict[str, tuple | None] = {}
+
+    def note(self, path) -> os.stat_result | None:
+        try:
+            st = os.stat(path)
+        except OSError:
+            self.stats[str(path)] = None
+            return None
+        self.stats[str(path)] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        return st
+
+    def unchanged(self) -> bool:
+        for path, was in self.stats.items():
+            try:
+                st = os.stat(path)
+                now = (st.st_size, st.st_mtime_ns, st.st_ino)
+            except OSError:
+                now = None
+            if now != was:
+                return False
+        return True
+
+
+_scans: dict[tuple, tuple[_Seen, "StoreScan"]] = {}
+_seen = threading.local()
+
+
+def _note(path) -> os.stat_result | None:
+    seen = getattr(_seen, "current", None)
+    if seen is None:
+        try:
+            return os.stat(path)
+        except OSError:
+            return None
+    return seen.note(path)
 
 
 def _starts_with_gguf(path: Path) -> bool:
@@ -113,10 +156,13 @@ def _magic(path: Path, st: os.stat_result) -> bool:
 def _scan_ollama(root: Path, models: list, skipped: list) -> None:
     manifests = root / "manifests"
     blobs = root / "blobs"
+    _note(manifests)
     if not manifests.is_dir():
         return
+    _note(blobs)
     for dirpath, dirnames, filenames in os.walk(manifests):
         dirnames.sort()
+        _note(dirpath)
         rel = Path(dirpath).relative_to(manifests).parts
         if len(rel) != 3:
             continue
@@ -125,7 +171,7 @@ def _scan_ollama(root: Path, models: list, skipped: list) -> None:
             mpath = Path(dirpath) / tag
             name = ollama_name(registry, namespace, model, tag)
             try:
-                st = mpath.stat()
+                st = _note(mpath) or mpath.stat()
                 manifest: OllamaManifest = _cached("ollama", mpath, st,
                                                    lambda: parse_ollama_manifest(mpath.read_text(encoding="utf-8")))
             except (OSError, UnicodeDecodeError) as exc:
@@ -135,9 +181,8 @@ def _scan_ollama(root: Path, models: list, skipped: list) -> None:
                 skipped.append(SkippedFile(mpath, ModelOrigin.OLLAMA, name, f"{manifest.skip_reason}."))
                 continue
             blob = blobs / manifest.model_blob
-            try:
-                bst = blob.stat()
-            except OSError:
+            bst = _note(blob)
+            if bst is None:
                 skipped.append(SkippedFile(blob, ModelOrigin.OLLAMA, name,
                                            f"its model blob {manifest.model_blob} is missing; "
                                            f"`ollama pull {name}` fetches it again."))
@@ -164,6 +209,8 @@ def _scan_ollama(root: Path, models: list, skipped: list) -> None:
 def _current_snapshot(repo_dir: Path) -> Path | None:
     """The snapshot `refs/main` points at, else the newest one."""
     snaps = repo_dir / "snapshots"
+    _note(snaps)
+    _note(repo_dir / "refs" / "main")
     try:
         commit = (repo_dir / "refs" / "main").read_text(encoding="utf-8").strip()
         if commit and (snaps / commit).is_dir():
@@ -199,12 +246,14 @@ def _group_gguf(files: list[Path]) -> tuple[list[tuple[Path, list[Path]]], list[
 def _hub_files(snapshot: Path) -> list[Path]:
     out = []
     for dirpath, dirnames, filenames in os.walk(snapshot):
+        _note(dirpath)
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         out += [Path(dirpath) / f for f in sorted(filenames) if f.lower().endswith(".gguf")]
     return out
 
 
 def _scan_hub(root: Path, origin: ModelOrigin, models: list, skipped: list, pulled: frozenset[str]) -> None:
+    _note(root)
     try:
         repos = sorted(p for p in root.iterdir() if p.name.startswith("models--"))
     except OSError:
@@ -236,7 +285,7 @@ def _scan_hub(root: Path, origin: ModelOrigin, models: list, skipped: list, pull
                 continue
             try:
                 real = [p.resolve(strict=True) for p in parts]
-                size = sum(p.stat().st_size for p in real)
+                size = sum((_note(p) or p.stat()).st_size for p in real)
             except OSError:
                 skipped.append(SkippedFile(first, origin, name, "its link points at a blob that is missing."))
                 continue
@@ -260,18 +309,21 @@ def _projector_for(model: Path, projectors: list[Path]) -> Path | None:
 # ---- LM Studio and flat folders ----
 
 def _scan_lmstudio(root: Path, models: list, skipped: list) -> None:
+    _note(root)
     try:
         publishers = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     except OSError:
         return
     for pub in publishers:
+        _note(pub)
         for repo_dir in sorted(p for p in pub.iterdir() if p.is_dir() and not p.name.startswith(".")):
+            _note(repo_dir)
             files = sorted(p for p in repo_dir.iterdir() if p.name.lower().endswith(".gguf"))
             groups, projectors = _group_gguf(files)
             for first, parts in groups:
                 name = lmstudio_name(pub.name, repo_dir.name, first.name)
                 try:
-                    size = sum(p.stat().st_size for p in parts)
+                    size = sum((_note(p) or p.stat()).st_size for p in parts)
                 except OSError:
                     continue
                 alias = hf_model_name(f"{pub.name}/{repo_dir.name}", first.name)
@@ -281,6 +333,7 @@ def _scan_lmstudio(root: Path, models: list, skipped: list) -> None:
 
 
 def _scan_flat(root: Path, origin: ModelOrigin, models: list, skipped: list) -> None:
+    _note(root)
     try:
         files = sorted(p for p in root.iterdir() if p.is_file() and p.name.lower().endswith(".gguf"))
     except OSError:
@@ -288,7 +341,7 @@ def _scan_flat(root: Path, origin: ModelOrigin, models: list, skipped: list) -> 
     groups, projectors = _group_gguf(files)
     for first, parts in groups:
         try:
-            size = sum(p.stat().st_size for p in parts)
+            size = sum((_note(p) or p.stat()).st_size for p in parts)
         except OSError:
             continue
         s = split_of(first.name)
@@ -304,6 +357,23 @@ def scan_stores(roots: tuple[StoreRoot, ...] | None = None,
     `pulled`: resolved blob paths `stoker pull` downloaded (listed as origin `pulled`).
     """
     roots = roots_here() if roots is None else roots
+    key = (roots, pulled)
+    with _cache_lock:
+        hit = _scans.get(key)
+    if hit is not None and hit[0].unchanged():
+        return hit[1]
+    seen = _Seen()
+    _seen.current = seen
+    try:
+        scan = _scan(roots, pulled)
+    finally:
+        _seen.current = None
+    with _cache_lock:
+        _scans[key] = (seen, scan)
+    return scan
+
+
+def _scan(roots: tuple[StoreRoot, ...], pulled: frozenset[str]) -> StoreScan:
     models: list[StoreModel] = []
     skipped: list[SkippedFile] = []
     seen_roots: set[tuple[str, StoreLayout]] = set()
@@ -313,6 +383,7 @@ def scan_stores(roots: tuple[StoreRoot, ...] | None = None,
             key = (str(path.resolve()), root.layout)
         except OSError:
             continue
+        _note(path)
         if key in seen_roots or not path.is_dir():
             continue
         seen_roots.add(key)

@@ -180,8 +180,30 @@ def pulled_blobs() -> frozenset[str]:
     return PullRecord().blob_paths()
 
 
+_entries: dict[str, tuple[tuple, tuple]] = {}  # path -> ((size, mtime, inode), (summary, error))
+
+
+def _cached_summary(path: Path) -> tuple:
+    """_summary_or_error, remembered by the file's (size, mtime, inode): one stat when unchanged."""
+    try:
+        st = os.stat(path)
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+    except OSError:
+        return _summary_or_error(path)
+    hit = _entries.get(str(path))
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    value = _summary_or_error(path)
+    _entries[str(path)] = (key, value)
+    return value
+
+
+def clear_cache() -> None:
+    _entries.clear()
+
+
 def _store_entry(m: StoreModel, with_summary: bool) -> ModelFile:
-    summary, error = _summary_or_error(m.path) if with_summary else (None, None)
+    summary, error = _cached_summary(m.path) if with_summary else (None, None)
     return ModelFile(path=m.path, name=m.path.name, size_bytes=m.size_bytes, origin=m.origin,
                      split_parts=m.split_parts, vision_projector=m.mmproj, summary=summary, error=error,
                      origin_name=m.origin_name, aliases=m.aliases, digest=m.digest)
