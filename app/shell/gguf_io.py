@@ -287,13 +287,13 @@ def _read_one(path: Path, first_part: bool = True) -> GGUFHeader:
         return read_header_stream(f, size, str(path), first_part)
 
 
-def read_header_stream(f, size: int, name: str, first_part: bool = True) -> GGUFHeader:
+def read_header_stream(f, size: int, source: str, first_part: bool = True) -> GGUFHeader:
     """The header of a GGUF whose bytes `f` (seek/read) gives and whose full size is `size`.
 
     A local file, or a remote one read by HTTP range requests (shell/hf_hub.py): only the
     header's bytes are read, however large the file.
     """
-    h = _Header(f, size, name)
+    h = _Header(f, size, source)
     if size < 24:
         h.fail(f"it is only {size} bytes long")
     h.need(4)
@@ -370,7 +370,7 @@ def read_header_stream(f, size: int, name: str, first_part: bool = True) -> GGUF
             file_type_name = gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_")
         except ValueError:
             file_type_name = None
-    return GGUFHeader(name, version, meta, tuple(tensors), size,
+    return GGUFHeader(source, version, meta, tuple(tensors), size,
                       file_type_name=file_type_name)
 
 
