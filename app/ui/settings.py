@@ -28,9 +28,10 @@ AUTO_ENGINE = "Automatic: the best build that runs here"
 
 class SettingsDialog(QDialog):
     def __init__(self, services, bridge: SnapshotBridge, submit: Callable[[Command], None],
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, on_progress: Callable[[str], None] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("settings-dialog")
+        self._on_progress = on_progress  # the tray's activity line, for downloads
         self.setWindowTitle("Stoker settings")
         self.setMinimumWidth(620)
         self._services = services
@@ -211,7 +212,7 @@ class SettingsDialog(QDialog):
     def open_get_model(self):
         from stoker.ui.get_model import GetModelDialog
 
-        dialog = GetModelDialog(self._services, self._submit, parent=self)
+        dialog = GetModelDialog(self._services, self._submit, on_progress=self._on_progress, parent=self)
         dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         dialog.show()
         self.get_model_dialog = dialog

@@ -32,11 +32,10 @@ def test_get_a_model_shows_verdicts_downloads_and_runs(qtbot, hub, gemma_model, 
     from stoker.ui.settings import SettingsDialog
 
     commands, lines = [], []
-    settings = SettingsDialog(Services(), SnapshotBridge(), commands.append)
+    settings = SettingsDialog(Services(), SnapshotBridge(), commands.append, on_progress=lines.append)
     qtbot.addWidget(settings)
     qtbot.waitUntil(lambda: settings.pending == 0 if hasattr(settings, "pending") else True, timeout=30000)
     dialog = settings.open_get_model()
-    dialog._on_progress = lines.append
     dialog.repo.setText(f"https://huggingface.co/{GEMMA}")
     dialog.look.click()
     qtbot.waitUntil(lambda: dialog.pending == 0, timeout=60000)
