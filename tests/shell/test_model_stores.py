@@ -136,6 +136,11 @@ def test_each_store_is_listed_once_with_its_origin_and_name(user_home, demo_mode
     assert md.resolve_model("smollm2:135m").name == f"sha256-{sha256_of(demo_model)}"
     assert md.resolve_model("unsloth/gemma-3-270m-it-GGUF:Q4_K_M").name == "gemma-3-270m-it-Q4_K_M.gguf"
     assert md.resolve_model("lmstudio-community/SmolLM2-135M-Instruct-GGUF:Q4_1").parent == lms
+    # `stoker plan` takes the store's name and plans the file it names.
+    plan = stoker("plan", "unsloth/gemma-3-270m-it-GGUF:Q4_K_M", "--json")
+    assert plan.returncode == 0, plan.stderr
+    planned = json.loads(plan.stdout)
+    assert planned["model"] == gemma["path"] and planned["argv"][planned["argv"].index("-m") + 1] == gemma["path"]
 
 
 def test_the_same_file_in_two_stores_is_one_model(user_home, demo_model):
