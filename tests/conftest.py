@@ -98,3 +98,11 @@ def gemma_model(tmp_path_factory) -> Path:
         _missing(f"Gemma 3 270M ({why})")
     assert path.name == GEMMA_FILE
     return path
+
+
+@pytest.fixture(scope="session")
+def demo_q8_model(demo_model, tmp_path_factory) -> Path:
+    """The demo model requantised to Q8_0 with gguf-py: a real second quantisation to choose."""
+    from tests.helpers.requantize import requantize_q8_0
+
+    return requantize_q8_0(demo_model, tmp_path_factory.mktemp("q8") / "SmolLM2-135M-Instruct.Q8_0.gguf")

@@ -25,13 +25,14 @@ from tests.helpers.fake_hub import COMMIT, FakeHub, HubRepo, sha256_of
 REPO = Path(__file__).resolve().parents[2]
 SMOL = "stoker-test/SmolLM2-135M-Instruct-GGUF"
 SMOL_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOL_Q8 = "SmolLM2-135M-Instruct.Q8_0.gguf"
 GEMMA = "stoker-test/gemma-3-270m-it-GGUF"
 GEMMA_FILE = "gemma-3-270m-it-Q4_K_M.gguf"
 
 
 @pytest.fixture
-def hub(stoker_home, demo_model, gemma_model, tmp_path, monkeypatch):
-    repos = {SMOL: HubRepo({SMOL_FILE: demo_model}, {"README.md": b"# SmolLM2\n"}),
+def hub(stoker_home, demo_model, demo_q8_model, gemma_model, tmp_path, monkeypatch):
+    repos = {SMOL: HubRepo({SMOL_FILE: demo_model, SMOL_Q8: demo_q8_model}, {"README.md": b"# SmolLM2\n"}),
              GEMMA: HubRepo({GEMMA_FILE: gemma_model})}
     with FakeHub(repos) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
@@ -56,37 +57,39 @@ def listed() -> dict:
     return {m["origin_name"]: m for m in json.loads(done.stdout)["models"]}
 
 
-def test_pull_picks_with_the_verdict_and_a_cut_connection_is_resumed(hub, demo_model):
-    hub.knobs.cut_after[SMOL_FILE] = 30 << 20
+def test_pull_picks_with_the_verdict_and_a_cut_connection_is_resumed(hub, demo_q8_model):
+    hub.knobs.cut_after[SMOL_Q8] = 30 << 20
     done = pull(f"hf.co/{SMOL}")
     assert done.returncode == 0, done.stderr
     out = done.stdout
-    assert "Q4_1" in out and "runs: 8k context, on the CPU" in out
-    assert "picked Q4_1: the best quality that runs with the default context here (planned from its header" in out
-    storage, link = cached(SMOL, SMOL_FILE)
-    assert link.is_symlink() and link.resolve() == storage / "blobs" / sha256_of(demo_model)
-    assert sha256_of(link.resolve()) == sha256_of(demo_model)
+    # Both quantisations judged from their own headers; the better one that runs is picked.
+    assert "  Q8_0    138 MiB  runs: 8k context, on the CPU" in out
+    assert "  Q4_1     94 MiB  runs: 8k context, on the CPU" in out
+    assert "picked Q8_0: the best quality that runs with the default context here (planned from its header" in out
+    storage, link = cached(SMOL, SMOL_Q8)
+    assert link.is_symlink() and link.resolve() == storage / "blobs" / sha256_of(demo_q8_model)
+    assert sha256_of(link.resolve()) == sha256_of(demo_q8_model)
     assert (storage / "refs" / "main").read_text() == COMMIT
-    # The header was read with small range requests, then the body; the cut body resumed at its byte.
-    gets = hub.body_gets(SMOL_FILE)
-    assert gets[0] in (None, "bytes=0-") and gets[1] == f"bytes={30 << 20}-", gets
-    assert "downloading SmolLM2-135M-Instruct.Q4_1.gguf:" in done.stderr  # progress lines, not a terminal
-    m = listed()[f"{SMOL}:Q4_1"]
-    assert m["origin"] == "pulled" and m["architecture"] == "llama"
+    assert not cached(SMOL, SMOL_FILE)[1].exists()  # only the pick was downloaded
+    # The header was read with closed range requests, then the body; the cut body resumed at its byte.
+    gets = hub.body_gets(SMOL_Q8)
+    assert gets == [None, f"bytes={30 << 20}-"], gets
+    assert "downloading SmolLM2-135M-Instruct.Q8_0.gguf:" in done.stderr  # progress lines, not a terminal
+    m = listed()[f"{SMOL}:Q8_0"]
+    assert m["origin"] == "pulled" and m["architecture"] == "llama" and m["file_type"] == "Q8_0"
     # Asking again finds it in the cache and downloads nothing.
-    before = len(hub.body_gets(SMOL_FILE))
-    again = pull(f"hf.co/{SMOL}:Q4_1")
+    again = pull(f"hf.co/{SMOL}:Q8_0")
     assert again.returncode == 0, again.stderr
-    assert len(hub.body_gets(SMOL_FILE)) == before
+    assert len(hub.body_gets(SMOL_Q8)) == 2
     # Removing it deletes what Stoker downloaded (the link and the blob), after a yes.
-    asked = subprocess.run([sys.executable, "-m", "stoker", "remove", f"{SMOL}:Q4_1"], cwd=REPO,
+    asked = subprocess.run([sys.executable, "-m", "stoker", "remove", f"{SMOL}:Q8_0"], cwd=REPO,
                            capture_output=True, text=True, timeout=60, env=os.environ.copy(), stdin=subprocess.DEVNULL)
     assert asked.returncode == 2 and "--yes" in asked.stderr and link.exists()
-    removed = subprocess.run([sys.executable, "-m", "stoker", "remove", f"{SMOL}:Q4_1", "--yes"], cwd=REPO,
+    removed = subprocess.run([sys.executable, "-m", "stoker", "remove", f"{SMOL}:Q8_0", "--yes"], cwd=REPO,
                              capture_output=True, text=True, timeout=60, env=os.environ.copy())
     assert removed.returncode == 0, removed.stderr
     assert not link.exists() and not link.is_symlink() and list((storage / "blobs").iterdir()) == []
-    assert f"{SMOL}:Q4_1" not in listed()
+    assert f"{SMOL}:Q8_0" not in listed()
 
 
 def test_a_killed_pull_resumes_where_it_stopped(hub, gemma_model):
@@ -133,9 +136,9 @@ def test_a_full_disk_is_refused_before_downloading(hub, tmp_path):
         os.environ["HF_HUB_CACHE"] = str(small / "hub")
         done = pull(f"hf.co/{SMOL}")
         assert done.returncode != 0
-        assert "not enough disk space for Q4_1" in done.stderr and "Traceback" not in done.stderr
-        assert "runs: 8k context" in done.stdout  # the verdict came first
-        assert hub.body_gets(SMOL_FILE) == []  # only the header's bytes were fetched
+        assert "not enough disk space for Q8_0" in done.stderr and "Traceback" not in done.stderr
+        assert "picked Q8_0" in done.stdout  # the verdicts came first
+        assert hub.body_gets(SMOL_Q8) == [] and hub.body_gets(SMOL_FILE) == []  # only header bytes fetched
     finally:
         subprocess.run(["umount", str(small)])
 
@@ -147,5 +150,5 @@ def test_bad_references_and_missing_repositories_are_one_sentence(hub):
     assert done.returncode == 2 and "was not found" in done.stderr and "Traceback" not in done.stderr
     done = pull(f"{SMOL}", "--file", "missing.gguf")
     assert done.returncode == 2 and "no GGUF model file named missing.gguf" in done.stderr
-    done = pull(f"hf.co/{SMOL}:Q8_0")
-    assert done.returncode == 2 and "has no Q8_0 file; it has Q4_1" in done.stderr
+    done = pull(f"hf.co/{SMOL}:Q5_K_M")
+    assert done.returncode == 2 and "has no Q5_K_M file; it has Q8_0, Q4_1" in done.stderr

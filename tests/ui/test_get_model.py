@@ -14,19 +14,21 @@ from stoker.core.commands import StartModel
 from tests.helpers.fake_hub import COMMIT, FakeHub, HubRepo, sha256_of
 
 GEMMA = "stoker-test/gemma-3-270m-it-GGUF"
+SMOL = "stoker-test/SmolLM2-135M-Instruct-GGUF"
 
 
 @pytest.fixture
-def hub(stoker_home, demo_model, gemma_model, tmp_path, monkeypatch):
+def hub(stoker_home, demo_model, demo_q8_model, gemma_model, tmp_path, monkeypatch):
     repos = {GEMMA: HubRepo({"gemma-3-270m-it-Q4_K_M.gguf": gemma_model}),
-             "stoker-test/SmolLM2-135M-Instruct-GGUF": HubRepo({"SmolLM2-135M-Instruct.Q4_1.gguf": demo_model})}
+             SMOL: HubRepo({"SmolLM2-135M-Instruct.Q4_1.gguf": demo_model,
+                            "SmolLM2-135M-Instruct.Q8_0.gguf": demo_q8_model})}
     with FakeHub(repos) as server:
         monkeypatch.setenv("HF_ENDPOINT", server.url)
         monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
         yield server
 
 
-def test_get_a_model_shows_verdicts_downloads_and_runs(qtbot, hub, gemma_model, screenshots):
+def test_get_a_model_shows_verdicts_downloads_and_runs(qtbot, hub, demo_q8_model, screenshots):
     from stoker.ui.bridge import SnapshotBridge
     from stoker.ui.services import Services
     from stoker.ui.settings import SettingsDialog
@@ -34,17 +36,16 @@ def test_get_a_model_shows_verdicts_downloads_and_runs(qtbot, hub, gemma_model, 
     commands, lines = [], []
     settings = SettingsDialog(Services(), SnapshotBridge(), commands.append, on_progress=lines.append)
     qtbot.addWidget(settings)
-    qtbot.waitUntil(lambda: settings.pending == 0 if hasattr(settings, "pending") else True, timeout=30000)
     dialog = settings.open_get_model()
-    dialog.repo.setText(f"https://huggingface.co/{GEMMA}")
+    dialog.repo.setText(f"https://huggingface.co/{SMOL}")
     dialog.look.click()
     qtbot.waitUntil(lambda: dialog.pending == 0, timeout=60000)
     assert dialog.error.text() == ""
-    assert dialog.table.rowCount() == 1
-    assert dialog.table.item(0, 0).text() == "Q4_K_M" and dialog.table.item(0, 1).text() == "241 MiB"
-    assert dialog.table.item(0, 2).text() == "runs: 32k context, on the CPU"
-    assert "suggested Q4_K_M: the best quality that runs with the default context here" in dialog.note.text()
-    assert dialog.download.isEnabled()
+    rows = [[dialog.table.item(r, c).text() for c in range(3)] for r in range(dialog.table.rowCount())]
+    assert rows == [["Q8_0", "138 MiB", "runs: 8k context, on the CPU"],
+                    ["Q4_1", "94 MiB", "runs: 8k context, on the CPU"]]
+    assert "suggested Q8_0: the best quality that runs with the default context here" in dialog.note.text()
+    assert dialog.table.selectionModel().selectedRows()[0].row() == 0 and dialog.download.isEnabled()
     dialog.resize(820, 360)
     qtbot.wait(100)
     assert dialog.grab().save(str(screenshots / "get-model.png"))
@@ -52,10 +53,10 @@ def test_get_a_model_shows_verdicts_downloads_and_runs(qtbot, hub, gemma_model, 
     dialog.download.click()
     qtbot.waitUntil(lambda: dialog.pending == 0, timeout=120000)
     assert dialog.error.text() == ""
-    link = Path(os.environ["HF_HUB_CACHE"]) / f"models--{GEMMA.replace('/', '--')}" / "snapshots" / COMMIT / \
-        "gemma-3-270m-it-Q4_K_M.gguf"
-    assert dialog.downloaded == str(link) and sha256_of(link.resolve()) == sha256_of(gemma_model)
-    assert any(line.startswith("Downloading gemma-3-270m-it-Q4_K_M.gguf: 241 MiB of 241 MiB") for line in lines)
+    link = Path(os.environ["HF_HUB_CACHE"]) / f"models--{SMOL.replace('/', '--')}" / "snapshots" / COMMIT / \
+        "SmolLM2-135M-Instruct.Q8_0.gguf"
+    assert dialog.downloaded == str(link) and sha256_of(link.resolve()) == sha256_of(demo_q8_model)
+    assert any(line.startswith("Downloading SmolLM2-135M-Instruct.Q8_0.gguf: 138 MiB of 138 MiB") for line in lines)
     assert dialog.progress.value() == 1000 and dialog.run.isEnabled()
     assert dialog.grab().save(str(screenshots / "get-model-downloaded.png"))
     dialog.run.click()
