@@ -106,3 +106,13 @@ def demo_q8_model(demo_model, tmp_path_factory) -> Path:
     from tests.helpers.requantize import requantize_q8_0
 
     return requantize_q8_0(demo_model, tmp_path_factory.mktemp("q8") / "SmolLM2-135M-Instruct.Q8_0.gguf")
+
+
+@pytest.fixture(scope="session")
+def demo_q8_split(demo_model, tmp_path_factory) -> tuple[Path, ...]:
+    """The demo model requantised to Q8_0 and written as a real 2-part split set (gguf-py)."""
+    from tests.helpers.requantize import requantize_q8_0
+
+    first = requantize_q8_0(demo_model, tmp_path_factory.mktemp("q8split") / "SmolLM2-135M-Instruct-Q8_0.gguf",
+                            split_max_tensors=150)
+    return tuple(sorted(first.parent.glob("SmolLM2-135M-Instruct-Q8_0-0*-of-*.gguf")))

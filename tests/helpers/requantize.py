@@ -18,10 +18,11 @@ Q = gguf.GGMLQuantizationType
 T = gguf.GGUFValueType
 
 
-def requantize_q8_0(src: Path, dst: Path) -> Path:
+def requantize_q8_0(src: Path, dst: Path, split_max_tensors: int = 0) -> Path:
+    """`dst`, or with split_max_tensors a split set `<stem>-0000N-of-0000M.gguf` (returns the first)."""
     reader = gguf.GGUFReader(src)
     arch = str(reader.fields["general.architecture"].contents())
-    writer = gguf.GGUFWriter(dst, arch)
+    writer = gguf.GGUFWriter(dst, arch, split_max_tensors=split_max_tensors)
     for name, field in reader.fields.items():
         if name.startswith("GGUF.") or name == "general.architecture":
             continue
@@ -47,4 +48,6 @@ def requantize_q8_0(src: Path, dst: Path) -> Path:
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()
     writer.close()
+    if split_max_tensors:
+        return sorted(dst.parent.glob(dst.stem + "-0*-of-*.gguf"))[0]
     return dst

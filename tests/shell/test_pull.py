@@ -152,3 +152,26 @@ def test_bad_references_and_missing_repositories_are_one_sentence(hub):
     assert done.returncode == 2 and "no GGUF model file named missing.gguf" in done.stderr
     done = pull(f"hf.co/{SMOL}:Q5_K_M")
     assert done.returncode == 2 and "has no Q5_K_M file; it has Q8_0, Q4_1" in done.stderr
+
+
+def test_split_parts_and_the_repositorys_projector_come_together(stoker_home, demo_model, demo_q8_split, tmp_path,
+                                                                  monkeypatch):
+    # The projector's bytes are the demo model's: only its name makes it the repository's
+    # mmproj here, which is all the download and the listing look at (nothing runs it).
+    repo = "stoker-test/SmolLM2-split-GGUF"
+    files = {f"Q8_0/{p.name}": p for p in demo_q8_split}
+    files["mmproj-SmolLM2-135M-f16.gguf"] = demo_model
+    with FakeHub({repo: HubRepo(files)}) as server:
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+        done = pull(f"hf.co/{repo}:Q8_0")
+        assert done.returncode == 0, done.stderr
+        assert "  Q8_0    138 MiB (2 parts)  runs: 8k context, on the CPU" in done.stdout  # planned from both headers
+        assert "with the vision projector mmproj-SmolLM2-135M-f16.gguf (94 MiB)" in done.stdout
+        for p in demo_q8_split:
+            assert server.body_gets(p.name) == [None]
+    _, first = cached(repo, f"Q8_0/{demo_q8_split[0].name}")
+    assert all(sha256_of(first.parent / p.name) == sha256_of(p) for p in demo_q8_split)
+    (m,) = [m for m in listed().values() if m["origin_name"] == f"{repo}:Q8_0"]
+    assert m["split_parts"] == 2 and m["size_bytes"] == sum(p.stat().st_size for p in demo_q8_split)
+    assert m["mmproj"].endswith("mmproj-SmolLM2-135M-f16.gguf") and m["path"] == str(first)
