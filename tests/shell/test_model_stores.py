@@ -179,6 +179,22 @@ def test_hub_split_sets_are_joined_and_incomplete_ones_skipped(user_home, tmp_pa
     assert skipped.origin_name == "org/Big-GGUF:Q4_K_M" and "3 parts" in skipped.reason
 
 
+def test_llama_cpp_caches_flat_and_in_hub_layout(user_home, tmp_path, monkeypatch):
+    flat = user_home / ".cache" / "llama.cpp"
+    flat.mkdir(parents=True)
+    (flat / "bartowski_Llama-3.2-1B-Instruct-GGUF_Llama-3.2-1B-Instruct-Q4_K_M.gguf").write_bytes(b"GGUF" + b"\0" * 64)
+    (m,) = model_stores.scan_stores().models
+    assert (m.origin, m.origin_name) == ("llama-cpp", "bartowski_Llama-3.2-1B-Instruct-GGUF_Llama-3.2-1B-Instruct-Q4_K_M")
+    # With LLAMA_CACHE set, b11434 keeps its -hf downloads there in the hub's layout.
+    cache = tmp_path / "llama-cache"
+    part = tmp_path / "m.gguf"
+    part.write_bytes(b"GGUF" + b"\1" * 64)
+    hub_store(cache, "ggml-org/tiny-GGUF", {"tiny-Q8_0.gguf": part})
+    monkeypatch.setenv("LLAMA_CACHE", str(cache))
+    (m,) = model_stores.scan_stores().models
+    assert (m.origin, m.origin_name) == ("llama-cpp", "ggml-org/tiny-GGUF:Q8_0")
+
+
 def test_scanning_is_cached_by_size_and_mtime(user_home, demo_model):
     ollama_store(user_home, demo_model)
     model_stores.clear_cache()

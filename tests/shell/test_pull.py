@@ -150,6 +150,9 @@ def test_bad_references_and_missing_repositories_are_one_sentence(hub):
     assert done.returncode == 2 and "was not found" in done.stderr and "Traceback" not in done.stderr
     done = pull(f"{SMOL}", "--file", "missing.gguf")
     assert done.returncode == 2 and "no GGUF model file named missing.gguf" in done.stderr
+    done = pull(SMOL, "--file", SMOL_FILE, "--dry-run")
+    assert done.returncode == 0 and "picked Q4_1 as asked (planned from its header" in done.stdout
+    assert "Q8_0" not in done.stdout and hub.body_gets(SMOL_FILE) == []
     done = pull(f"hf.co/{SMOL}:Q5_K_M")
     assert done.returncode == 2 and "has no Q5_K_M file; it has Q8_0, Q4_1" in done.stderr
 
