@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 
 def add_arguments(parser) -> None:
@@ -67,8 +68,6 @@ def run(args) -> int:
     if isinstance(ref, str):
         raise UserError(ref)
     if args.revision:
-        from dataclasses import replace
-
         ref = replace(ref, revision=args.revision)
     machine = model_pull.this_machine()
     only = None if args.all else (ref.quant or None)
@@ -85,7 +84,7 @@ def run(args) -> int:
         print(f"with the vision projector {pick.option.mmproj.name} ({_size(pick.option.mmproj.size_bytes)})")
     if args.dry_run:
         return 0
-    path = model_pull.download(judged, pick.option, ref.revision, ProgressPrinter())
+    path = model_pull.download(judged, pick.option, ProgressPrinter())
     print(f"ready: {path}")
     name = f"{ref.repo}:{pick.option.label}"
     print(f"run it with: stoker run {name}")

@@ -36,7 +36,6 @@ from stoker.shell.gguf_io import GGUFError, join_split_headers, read_header_stre
 from stoker.shell.model_stores import roots_here
 from stoker.shell.pull_record import PulledFile, PullRecord
 
-RANGE_CHUNK = 1 << 20  # a header read asks for 1 MiB at a time (most headers fit in the first)
 DISK_MARGIN_BYTES = 256 << 20  # left free after the download: a full disk breaks more than Stoker
 
 disable_progress_bars()  # Stoker draws its own (a bar on a terminal, lines otherwise, the tray's line)
@@ -79,6 +78,7 @@ class RepoListing:
     repo: str
     commit: str
     files: tuple[RemoteFile, ...]
+    revision: str = "main"  # what was asked for; `refs/<revision>` records the commit it meant
 
 
 def list_repo(repo: str, revision: str = "main") -> RepoListing:
@@ -89,7 +89,7 @@ def list_repo(repo: str, revision: str = "main") -> RepoListing:
         raise _hub_error(exc, repo) from None
     files = tuple(RemoteFile(s.rfilename, s.lfs.size if s.lfs else s.size, s.lfs.sha256 if s.lfs else None)
                   for s in (info.siblings or ()))
-    return RepoListing(repo, info.sha or revision, files)
+    return RepoListing(repo, info.sha or revision, files, revision)
 
 
 class RangeReader:
@@ -105,16 +105,19 @@ class RangeReader:
         return self.pos
 
     def read(self, n: int = -1) -> bytes:
-        end = self.size if n < 0 else min(self.size, self.pos + max(n, RANGE_CHUNK))
+        """Up to `n` bytes from the position (to the end when n < 0), in one range request."""
+        end = self.size if n < 0 else min(self.size, self.pos + n)
         if self.pos >= end:
             return b""
         headers = dict(self.headers, Range=f"bytes={self.pos}-{end - 1}")
         r = get_session().get(self.url, headers=headers, follow_redirects=True)
         self.requests += 1
-        if r.status_code not in (200, 206):
+        if r.status_code == 206:
+            data = r.content[: end - self.pos]
+        elif r.status_code == 200:  # a server that ignores Range sends it all: keep the part asked for
+            data = r.content[self.pos:end]
+        else:
             raise OSError(f"the hub answered {r.status_code} to a range request")
-        data = r.content if r.status_code == 206 else r.content[self.pos:end]
-        data = data[: (end - self.pos)] if n < 0 else data[:n] if len(data) > n else data
         self.pos += len(data)
         return data
 
@@ -273,11 +276,10 @@ def download_file(repo: str, commit: str, revision: str, f: RemoteFile,
     return link
 
 
-def download_option(listing: RepoListing, option: QuantOption, revision: str = "main",
-                    progress: Progress | None = None) -> Path:
+def download_option(listing: RepoListing, option: QuantOption, progress: Progress | None = None) -> Path:
     """Every part of the option and the repository's mmproj; returns the first part's path."""
     check_disk_space(listing.repo, option)
-    paths = [download_file(listing.repo, listing.commit, revision, f, progress) for f in option.files]
+    paths = [download_file(listing.repo, listing.commit, listing.revision, f, progress) for f in option.files]
     if option.mmproj is not None:
-        download_file(listing.repo, listing.commit, revision, option.mmproj, progress)
+        download_file(listing.repo, listing.commit, listing.revision, option.mmproj, progress)
     return paths[0]

@@ -77,6 +77,5 @@ def choose(judged: JudgedRepo, ref: HFReference) -> QuantPick:
     return pick
 
 
-def download(judged: JudgedRepo, option: QuantOption, revision: str = "main",
-             progress: hf_hub.Progress | None = None) -> Path:
-    return hf_hub.download_option(judged.listing, option, revision, progress)
+def download(judged: JudgedRepo, option: QuantOption, progress: hf_hub.Progress | None = None) -> Path:
+    return hf_hub.download_option(judged.listing, option, progress)

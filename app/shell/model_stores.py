@@ -29,6 +29,7 @@ from stoker.core.model_stores import (
     ollama_name,
     parse_ollama_manifest,
     quant_of,
+    quant_rank,
     split_of,
     store_roots,
 )
@@ -278,7 +279,6 @@ def _scan_hub(root: Path, origin: ModelOrigin, models: list, skipped: list, pull
                 name, aliases = file_name, ()
             else:
                 aliases = (file_name,) if file_name != name else ()
-            s = split_of(first.name)
             if s and len(parts) != s[2]:
                 skipped.append(SkippedFile(first, origin, name, f"it is a split set of {s[2]} parts but only "
                                            f"{len(parts)} are in the cache; pull it again to get the rest."))
@@ -301,8 +301,6 @@ def _projector_for(model: Path, projectors: list[Path]) -> Path | None:
     here = [p for p in projectors if p.parent == model.parent] or projectors
     if not here:
         return None
-    from stoker.core.model_stores import quant_rank
-
     return min(here, key=lambda p: (quant_rank(quant_of(p.name)), p.name))
 
 

@@ -109,7 +109,7 @@ class Services:
     def hub_download(self, judged, option, progress) -> Path:
         from stoker.shell import model_pull
 
-        return model_pull.download(judged, option, "main", progress)
+        return model_pull.download(judged, option, progress)
 
     # -- overrides ------------------------------------------------------------------------
     def _overrides_store(self):
