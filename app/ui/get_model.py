@@ -31,6 +31,11 @@ def _size(n: int | None) -> str:
     return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
 
 
+# Open dialogs, kept alive until they are closed with nothing left running: a download
+# outlives the settings window that opened it, and its result must find a live widget.
+_kept: set["GetModelDialog"] = set()
+
+
 class _ProgressRelay(QObject):
     """Carries progress from the download thread to the GUI thread (a queued signal)."""
 
@@ -111,6 +116,12 @@ class GetModelDialog(QDialog):
 
         self._relay = _ProgressRelay()
         self._relay.progressed.connect(self._progressed, Qt.ConnectionType.QueuedConnection)
+        self.finished.connect(self._release)
+        _kept.add(self)
+
+    def _release(self, *_) -> None:
+        if self.pending == 0 and not self.isVisible():
+            _kept.discard(self)
 
     # -- looking a repository up ------------------------------------------------------------
     @Slot()
@@ -129,6 +140,7 @@ class GetModelDialog(QDialog):
 
     def _looked_up(self, result, error) -> None:
         self.pending -= 1
+        self._release()
         self.look.setEnabled(True)
         if error is not None:
             self.note.setText("")
@@ -196,6 +208,7 @@ class GetModelDialog(QDialog):
 
     def _downloaded(self, result, error) -> None:
         self.pending -= 1
+        self._release()
         self.look.setEnabled(True)
         if error is not None:
             self.progress.setVisible(False)

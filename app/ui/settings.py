@@ -212,8 +212,8 @@ class SettingsDialog(QDialog):
     def open_get_model(self):
         from stoker.ui.get_model import GetModelDialog
 
-        dialog = GetModelDialog(self._services, self._submit, on_progress=self._on_progress, parent=self)
-        dialog.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
+        # Its own window, not a child: a download goes on when Settings is closed.
+        dialog = GetModelDialog(self._services, self._submit, on_progress=self._on_progress)
         dialog.show()
         self.get_model_dialog = dialog
         return dialog

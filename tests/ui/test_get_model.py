@@ -36,6 +36,8 @@ def test_get_a_model_shows_verdicts_downloads_and_runs(qtbot, hub, demo_q8_model
     commands, lines = [], []
     settings = SettingsDialog(Services(), SnapshotBridge(), commands.append, on_progress=lines.append)
     qtbot.addWidget(settings)
+    # Its own background loads must land before the widgets go away at the end of the test.
+    qtbot.waitUntil(lambda: settings.pending == 0, timeout=60000)
     dialog = settings.open_get_model()
     dialog.repo.setText(f"https://huggingface.co/{SMOL}")
     dialog.look.click()

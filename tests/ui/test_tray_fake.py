@@ -118,6 +118,7 @@ def test_a_download_progress_line_shows_in_the_tray(qtbot, fake_supervisor, tmp_
     stoker = StokerApp(fake_supervisor, FakeServices(tmp_path, entries("/m/a.gguf")))
     assert stoker.tray.show()
     settings = stoker.open_settings()
+    qtbot.waitUntil(lambda: settings.pending == 0, timeout=10000)
     assert settings._on_progress == stoker.tray.set_activity  # what "Get a model…" reports to
     stoker.tray.set_activity("Downloading gemma-3-270m-it-Q4_K_M.gguf: 30 MiB of 241 MiB")
     assert stoker.tray.tray.toolTip().endswith("Downloading gemma-3-270m-it-Q4_K_M.gguf: 30 MiB of 241 MiB")
