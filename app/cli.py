@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "devices": ("stoker.commands.devices", "list this machine's memory and GPUs"),
     "engines": ("stoker.commands.engines", "list the llama-server builds Stoker can use"),
     "models": ("stoker.commands.models", "list models in the library and added folders"),
+    "pull": ("stoker.commands.pull", "get a model from Hugging Face, with the planner's verdict first"),
+    "remove": ("stoker.commands.remove", "delete a model Stoker downloaded, or hide another tool's"),
     "run": ("stoker.commands.run", "launch and supervise a model; prints the endpoint"),
     "status": ("stoker.commands.status", "ask the running instance how it is"),
     "stop": ("stoker.commands.stop", "ask the running instance to stop its engine and exit"),

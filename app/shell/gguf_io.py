@@ -373,85 +373,94 @@ def _read_one(path: Path, first_part: bool = True) -> GGUFHeader:
     except OSError as exc:
         raise GGUFError(f"{path} cannot be opened: {exc.strerror or exc}.") from None
     with f:
-        h = _Header(f, size, str(path))
-        if size < 24:
-            h.fail(f"it is only {size} bytes long")
-        h.need(4)
-        if bytes(h.buf[:4]) != GGUF_MAGIC:
-            h.fail(f"it starts with {bytes(h.buf[:4])!r}, not the GGUF magic")
-        h.pos = 4
-        version = h.u32()
-        if version not in SUPPORTED_VERSIONS:
-            if version & 0xFFFF == 0 and (version >> 16) in (2, 3, 0x300, 0x200):
-                h.fail("it is a big-endian GGUF, which Stoker does not read")
-            h.fail(f"it is GGUF version {version}; Stoker reads versions 2 and 3")
-        n_tensors = h.u64()
-        n_kv = h.u64()
-        if n_kv > MAX_KV_COUNT:
-            h.fail(f"it claims {n_kv} metadata entries")
-        if n_tensors > MAX_TENSOR_COUNT:
-            h.fail(f"it claims {n_tensors} tensors")
-        meta: dict[str, object] = {}
-        for _ in range(n_kv):
-            key = h.string("a metadata key", limit=65536)
-            vtype = h.u32()
-            meta[key] = h.value(vtype, key)
-        infos = []
-        for _ in range(n_tensors):
-            name = h.string("a tensor name", limit=65536)
-            n_dims = h.u32()
-            if n_dims > MAX_DIMS:
-                h.fail(f"tensor {name} claims {n_dims} dimensions")
-            p = h.need(8 * n_dims + 12)
-            dims = struct.unpack_from(f"<{n_dims}Q", h.buf, p)
-            ggml_type, offset = struct.unpack_from("<IQ", h.buf, p + 8 * n_dims)
-            h.pos += 8 * n_dims + 12
-            infos.append((name, dims, ggml_type, offset))
-        if first_part and not isinstance(meta.get("general.architecture"), str):
-            h.fail("it has no general.architecture, so it is not a model llama.cpp can load")
-        if first_part:
-            arch = meta["general.architecture"]
-            for key in (f"{arch}.block_count", f"{arch}.nextn_predict_layers"):
-                layers = meta.get(key)
-                if isinstance(layers, int) and not 0 <= layers <= MAX_LAYERS:
-                    h.fail(f"{key} is {layers}, not a layer count")
-        alignment = meta.get("general.alignment", 32)
-        if not isinstance(alignment, int) or isinstance(alignment, bool) \
-                or alignment <= 0 or alignment & (alignment - 1) or alignment > 1 << 20:
-            h.fail(f"general.alignment is {alignment!r}, not a power of two")
-        data_start = -(-h.pos // alignment) * alignment
-        data_bytes = size - data_start
-        tensors = []
-        for name, dims, ggml_type, offset in infos:
-            try:
-                qtype = gguf.GGMLQuantizationType(ggml_type)
-                block, type_size = gguf.GGML_QUANT_SIZES[qtype]
-            except (ValueError, KeyError):
-                h.fail(f"tensor {name} has unknown ggml type {ggml_type}")
-            elements = 1
-            for d in dims:
-                elements *= d
-            if any(d == 0 for d in dims) and elements == 0 and dims:
-                h.fail(f"tensor {name} has a zero dimension {list(dims)}")
-            if elements > MAX_ELEMENTS:
-                h.fail(f"tensor {name} claims {elements} elements")
-            if dims and dims[0] % block:
-                h.fail(f"tensor {name} has a first dimension of {dims[0]}, "
-                       f"not a multiple of the {qtype.name} block of {block}")
-            nbytes = elements // block * type_size
-            if offset % alignment or offset + nbytes > data_bytes:
-                h.fail(f"tensor {name} lies outside the file's data section "
-                       f"(offset {offset}, {nbytes} bytes)")
-            tensors.append(TensorInfo(name, int(ggml_type), qtype.name, tuple(dims), offset, nbytes))
-        file_type = meta.get("general.file_type")
-        file_type_name = None
-        if isinstance(file_type, int) and not isinstance(file_type, bool):
-            try:
-                file_type_name = gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_")
-            except ValueError:
-                file_type_name = None
-        return GGUFHeader(str(path), version, meta, tuple(tensors), size,
-                          file_type_name=file_type_name)
+        return read_header_stream(f, size, str(path), first_part)
+
+
+def read_header_stream(f, size: int, source: str, first_part: bool = True) -> GGUFHeader:
+    """The header of a GGUF whose bytes `f` (seek/read) gives and whose full size is `size`.
+
+    A local file, or a remote one read by HTTP range requests (shell/hf_hub.py): only the
+    header's bytes are read, however large the file.
+    """
+    h = _Header(f, size, source)
+    if size < 24:
+        h.fail(f"it is only {size} bytes long")
+    h.need(4)
+    if bytes(h.buf[:4]) != GGUF_MAGIC:
+        h.fail(f"it starts with {bytes(h.buf[:4])!r}, not the GGUF magic")
+    h.pos = 4
+    version = h.u32()
+    if version not in SUPPORTED_VERSIONS:
+        if version & 0xFFFF == 0 and (version >> 16) in (2, 3, 0x300, 0x200):
+            h.fail("it is a big-endian GGUF, which Stoker does not read")
+        h.fail(f"it is GGUF version {version}; Stoker reads versions 2 and 3")
+    n_tensors = h.u64()
+    n_kv = h.u64()
+    if n_kv > MAX_KV_COUNT:
+        h.fail(f"it claims {n_kv} metadata entries")
+    if n_tensors > MAX_TENSOR_COUNT:
+        h.fail(f"it claims {n_tensors} tensors")
+    meta: dict[str, object] = {}
+    for _ in range(n_kv):
+        key = h.string("a metadata key", limit=65536)
+        vtype = h.u32()
+        meta[key] = h.value(vtype, key)
+    infos = []
+    for _ in range(n_tensors):
+        name = h.string("a tensor name", limit=65536)
+        n_dims = h.u32()
+        if n_dims > MAX_DIMS:
+            h.fail(f"tensor {name} claims {n_dims} dimensions")
+        p = h.need(8 * n_dims + 12)
+        dims = struct.unpack_from(f"<{n_dims}Q", h.buf, p)
+        ggml_type, offset = struct.unpack_from("<IQ", h.buf, p + 8 * n_dims)
+        h.pos += 8 * n_dims + 12
+        infos.append((name, dims, ggml_type, offset))
+    if first_part and not isinstance(meta.get("general.architecture"), str):
+        h.fail("it has no general.architecture, so it is not a model llama.cpp can load")
+    if first_part:
+        arch = meta["general.architecture"]
+        for key in (f"{arch}.block_count", f"{arch}.nextn_predict_layers"):
+            layers = meta.get(key)
+            if isinstance(layers, int) and not 0 <= layers <= MAX_LAYERS:
+                h.fail(f"{key} is {layers}, not a layer count")
+    alignment = meta.get("general.alignment", 32)
+    if not isinstance(alignment, int) or isinstance(alignment, bool) \
+            or alignment <= 0 or alignment & (alignment - 1) or alignment > 1 << 20:
+        h.fail(f"general.alignment is {alignment!r}, not a power of two")
+    data_start = -(-h.pos // alignment) * alignment
+    data_bytes = size - data_start
+    tensors = []
+    for name, dims, ggml_type, offset in infos:
+        try:
+            qtype = gguf.GGMLQuantizationType(ggml_type)
+            block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+        except (ValueError, KeyError):
+            h.fail(f"tensor {name} has unknown ggml type {ggml_type}")
+        elements = 1
+        for d in dims:
+            elements *= d
+        if any(d == 0 for d in dims) and elements == 0 and dims:
+            h.fail(f"tensor {name} has a zero dimension {list(dims)}")
+        if elements > MAX_ELEMENTS:
+            h.fail(f"tensor {name} claims {elements} elements")
+        if dims and dims[0] % block:
+            h.fail(f"tensor {name} has a first dimension of {dims[0]}, "
+                   f"not a multiple of the {qtype.name} block of {block}")
+        nbytes = elements // block * type_size
+        if offset % alignment or offset + nbytes > data_bytes:
+            h.fail(f"tensor {name} lies outside the file's data section "
+                   f"(offset {offset}, {nbytes} bytes)")
+        tensors.append(TensorInfo(name, int(ggml_type), qtype.name, tuple(dims), offset, nbytes))
+    file_type = meta.get("general.file_type")
+    file_type_name = None
+    if isinstance(file_type, int) and not isinstance(file_type, bool):
+        try:
+            file_type_name = gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+        except ValueError:
+            file_type_name = None
+    return GGUFHeader(source, version, meta, tuple(tensors), size,
+                      file_type_name=file_type_name)
 
 
 def split_paths_of(path: Path) -> tuple[Path, ...]:
@@ -484,6 +493,12 @@ def read_gguf_header(path) -> GGUFHeader:
         raise GGUFError(f"{missing[0]} is missing; {path.name} is one part of a "
                         f"{len(parts)}-part split model and needs every part.")
     headers = [_read_one(p, first_part=i == 0) for i, p in enumerate(parts)]
+    return join_split_headers(headers, tuple(map(str, parts)))
+
+
+def join_split_headers(headers: list[GGUFHeader], names: tuple[str, ...]) -> GGUFHeader:
+    """One header for a split set from its parts' headers (first part first)."""
+    parts = names
     first = headers[0]
     tensors = tuple(t for h in headers for t in h.tensors)
     declared = first.metadata.get("split.tensors.count")

@@ -202,6 +202,8 @@ class AppSettings:
     # reserve). Residency admits a model only when its plan fits beside the resident ones.
     model_memory_gib: float | None = None
     cors_origins: tuple[str, ...] = ()  # browser origins allowed beside loopback ones
+    # Models left out of every list (paths): other tools' models are hidden, never deleted.
+    hidden_models: tuple[str, ...] = ()
     # Keys a newer Stoker wrote; kept so saving from this version does not drop them.
     extra: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
@@ -216,6 +218,10 @@ def _check_setting(name: str, value, default):
         if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
             return tuple(value), None
         return default, "model_folders must be a list of folder paths"
+    if name == "hidden_models":
+        if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+            return tuple(value), None
+        return default, "hidden_models must be a list of model file paths"
     if name == "memory_reserve_gib":
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1024:
             return float(value), None

@@ -95,7 +95,8 @@ class StokerApp(QObject):
     @Slot()
     def open_settings(self) -> SettingsDialog:
         if self.settings_dialog is None or not self.settings_dialog.isVisible():
-            self.settings_dialog = SettingsDialog(self.services, self.bridge, self.submit)
+            self.settings_dialog = SettingsDialog(self.services, self.bridge, self.submit,
+                                                  on_progress=self.tray.set_activity)
             self.settings_dialog.accepted.connect(self.refresh_models)
         self._raise(self.settings_dialog)
         return self.settings_dialog

@@ -113,6 +113,28 @@ class Services:
         return tuple(ModelEntry(str(m.path), m.label, m.size_bytes, m.error)
                      for m in list_models(with_summary=False))
 
+    # -- getting a model from the hub ------------------------------------------------------
+    def hub_lookup(self, text: str):
+        """(JudgedRepo, QuantPick | sentence) for a pasted repository; raises UserError with one sentence."""
+        from stoker.core.model_stores import parse_hf_reference
+        from stoker.errors import UserError
+        from stoker.shell import model_pull
+
+        ref = parse_hf_reference(text)
+        if isinstance(ref, str):
+            raise UserError(ref)
+        judged = model_pull.judge_repo(ref, self.machine())
+        try:
+            pick = model_pull.choose(judged, ref)
+        except UserError as exc:
+            pick = str(exc)
+        return judged, pick
+
+    def hub_download(self, judged, option, progress) -> Path:
+        from stoker.shell import model_pull
+
+        return model_pull.download(judged, option, progress)
+
     # -- overrides ------------------------------------------------------------------------
     def _overrides_store(self):
         from stoker.shell.store import OverridesStore
