@@ -7,6 +7,6 @@ cd "$(dirname "$0")/.."
 TESTS=1 bash packaging/system-deps.sh
 bash packaging/install.sh
 export STOKER_TEST_HOME="$PWD/.stoker-home"
-STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup
+STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup --rpc   # --rpc: rpc-server + the ggml libs with RPC (~40 steps, about 1 min on 2 cores)
 export STOKER_REQUIRE_ENGINE=1   # engine tests fail instead of skipping
 exec .venv/bin/python -m tests.xvfb_run .venv/bin/python -m pytest "$@"

@@ -102,6 +102,23 @@ def allocated_bytes(lines) -> int | None:
     return sum(live.values()) if seen else None
 
 
+def allocated_by_last_client(lines) -> int | None:
+    """Bytes the worker's latest client with buffers holds: its log from the last
+    `Accepted client connection` that was followed by allocations (a TCP reachability
+    check connects too, and allocates nothing)."""
+    segments: list[list[str]] = [[]]
+    for line in lines:
+        if "Accepted client connection" in line:
+            segments.append([])
+        else:
+            segments[-1].append(line)
+    for segment in reversed(segments):
+        found = allocated_bytes(segment)
+        if found is not None:
+            return found
+    return None
+
+
 def worker_status_line(endpoint: str, phase: str, pid: int | None, restarts: int,
                        devices: tuple[str, ...] = ()) -> str:
     """`worker 127.0.0.1:50052: ready (pid 123), devices CPU (15 GiB free), 0 restarts`."""
