@@ -28,6 +28,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--ctx", type=int, default=2048, metavar="N", help="context (2048)")
     parser.add_argument("--budget-gib", type=float, default=0.1, metavar="GIB",
                         help="this machine's memory budget for the split runs (0.1: too small for the demo alone)")
+    parser.add_argument("--threads", type=int, default=1, metavar="N",
+                        help="CPU threads of every engine and worker (1: on a shared machine, spinning "
+                             "threads of one process would starve the others and decide the ratio)")
     parser.add_argument("--json", action="store_true", help="print a versioned JSON object")
 
 
@@ -80,17 +83,18 @@ def run(args) -> int:
     from stoker.shell.process import free_loopback_port
     from stoker.shell.rpc_worker import WorkerSupervisor, reachable, rpc_server_binary
 
-    if args.runs < 1 or args.tokens < 1:
-        raise UserError("--runs and --tokens must be 1 or more.")
+    if args.runs < 1 or args.tokens < 1 or args.threads < 1:
+        raise UserError("--runs, --tokens and --threads must be 1 or more.")
     binary = rpc_server_binary()
     if binary is None:
         raise UserError("rpc-server is not installed; run `stoker setup --rpc` first.")
     model = resolve_model(None)
-    overrides = ModelOverrides(ctx=args.ctx, slots=1)
+    overrides = ModelOverrides(ctx=args.ctx, slots=1, threads=args.threads)
     stop = threading.Event()
     workers, threads = [], []
     for _ in range(2):
-        w = WorkerSupervisor(binary, "127.0.0.1", free_loopback_port(), log_allocations=True)
+        w = WorkerSupervisor(binary, "127.0.0.1", free_loopback_port(), threads=args.threads,
+                             log_allocations=True)
         t = threading.Thread(target=w.run_until, args=(stop,), daemon=True)
         t.start()
         workers.append(w)
@@ -129,13 +133,15 @@ def run(args) -> int:
     ratio = statistics.median(split) / statistics.median(local)
     if args.json:
         print(json.dumps({"schema": 1, "bench": "rpc", "runs": args.runs, "tokens": args.tokens,
+                          "threads": args.threads,
                           "local_tps": local, "split_tps": split, "ratio": round(ratio, 3),
                           "layout": layout,
                           "devices": [{"device": d, "worker": e, "planned_bytes": p, "allocated_bytes": a}
                                       for d, e, p, a in compare]}))
         return 0
     mib = 1024 * 1024
-    print(f"decode tokens/s, {args.tokens} tokens, {args.runs} runs each (demo model, ctx {args.ctx})")
+    print(f"decode tokens/s, {args.tokens} tokens, {args.runs} runs each (demo model, ctx {args.ctx}, "
+          f"{args.threads} thread{'s' if args.threads != 1 else ''} per process)")
     print(f"  local (this machine only)      median {statistics.median(local):7.1f}   "
           f"runs {', '.join(f'{x:.1f}' for x in local)}")
     print(f"  split (2 loopback RPC workers)  median {statistics.median(split):7.1f}   "

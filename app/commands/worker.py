@@ -14,6 +14,7 @@ import sys
 import threading
 
 from stoker.core.rpc import DEFAULT_PORT, NO_AUTH_WARNING, is_loopback, worker_status_line
+from stoker.core.snapshot import EngineState
 
 
 def add_arguments(parser) -> None:
@@ -54,7 +55,7 @@ def run(args) -> int:
 
     def on_status(st) -> None:
         line = (worker_status_line(st.endpoint, st.phase.value, st.pid, st.restarts)
-                + (f" ({st.last_error})" if st.last_error and st.phase.value != "ready" else ""))
+                + (f" ({st.last_error})" if st.last_error and st.phase is not EngineState.READY else ""))
         if last != [line]:
             last[:] = [line]
             print(line, flush=True)
@@ -68,7 +69,7 @@ def run(args) -> int:
     finally:
         for s, handler in previous.items():
             signal.signal(s, handler)
-    if final.value == "failed":
+    if final is EngineState.FAILED:
         print(f"stoker: the worker on {sup.worker.endpoint} gave up: {sup.state.last_error}", file=sys.stderr)
         return 1
     return 0

@@ -365,6 +365,7 @@ class RealPreparer:
         from stoker.cli import UserError
         from stoker.shell.engines import discover_engines
         from stoker.shell.rpc_worker import rpc_llama_server
+        from stoker.shell.setup import RPC_BUILD_ID
 
         binary = rpc_llama_server()
         if binary is None:
@@ -373,7 +374,7 @@ class RealPreparer:
         usable = [b for b in discover_engines(str(binary)) if b.source == "configured" and b.usable]
         if not usable:
             raise UserError(f"the RPC engine {binary} cannot run here; run `stoker setup --rpc --force`.")
-        return dataclasses.replace(usable[0], id="b11434-cpu-rpc", backend="cpu")
+        return dataclasses.replace(usable[0], id=RPC_BUILD_ID, backend="cpu")
 
     def _with_workers(self, machine, binary: str, workers):
         """This machine plus the devices the reachable workers lend; the others are a note."""

@@ -13,7 +13,6 @@ It never decides whether a non-loopback bind is allowed: the command asks for th
 
 from __future__ import annotations
 
-import os
 import socket
 import threading
 import time
@@ -21,19 +20,18 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from stoker.core.launch_spec import LaunchSpec
 from stoker.core.lifecycle import (
     BecameReady, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident, RetryDue,
     ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed, StartRequested, StartupTimedOut,
-    step)
-from stoker.core.launch_spec import LaunchSpec
+    StoppedClean, step)
 from stoker.core.restart import RestartPolicy
 from stoker.core.rpc import RpcWorker, allocated_bytes
 from stoker.core.snapshot import EngineState
 from stoker.shell.incidents import IncidentLog
 from stoker.shell.process import EngineProcess
+from stoker.shell.setup import RPC_BUILD_ID, RPC_SERVER_NAME
 
-RPC_BUILD_ID = "b11434-cpu-rpc"
-RPC_SERVER_NAME = "rpc-server.exe" if os.name == "nt" else "rpc-server"
 POLL_S = 0.1
 CONNECT_TIMEOUT_S = 1.0
 STARTUP_DEADLINE_S = 30.0
@@ -192,8 +190,6 @@ class WorkerSupervisor:
                 proc.stop(grace_s=1.0 if effect.hung else 5.0)
                 with self._lock:
                     self.proc = None
-            from stoker.core.lifecycle import StoppedClean
-
             self._feed(StoppedClean())
         elif isinstance(effect, RecordIncident):
             self._record(effect)
