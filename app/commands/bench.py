@@ -11,6 +11,7 @@ BENCHES = {
     "fit": "planned context beside the largest context that really starts",
     "rpc": "decode speed split across two loopback RPC workers beside local, and planned vs allocated bytes",
     "diagnose": "failure diagnosis against real users' logs (tests/data/wild), overall and held out",
+    "speed": "predicted decode speed beside the engine's measured tokens/s on this CPU",
 }
 
 

@@ -273,3 +273,44 @@ def gfx_targets_from_flags(flags) -> tuple[str, ...] | None:
             if flag.startswith(key):
                 return tuple(t for t in re.split(r"[;,]", flag[len(key):]) if t)
     return None
+
+
+# --- the image engine: sd-server from stable-diffusion-cpp-python's sdist ----------------------
+
+SD_VERSION = "0.4.7"
+SD_ENGINE_SOURCE = "pypi:stable-diffusion-cpp-python==0.4.7"
+_SD_BACKEND_FLAGS = {
+    "cpu": (),
+    "cuda": ("-DSD_CUDA=ON",),
+    "rocm": ("-DSD_HIPBLAS=ON",),
+    "vulkan": ("-DSD_VULKAN=ON",),
+    "metal": ("-DSD_METAL=ON",),
+}
+
+
+def sd_build_id(backend: str) -> str:
+    return f"sd-{SD_VERSION}-{backend}"
+
+
+def sd_cmake_flags(backend: str, native: bool = False) -> tuple[str, ...]:
+    """The CMake definitions for one backend build of sd-server.
+
+    Static libraries (the project's default), so the one binary is the whole install.
+    WebP/WebM output and the pnpm-built web frontend are off: the gateway asks for PNG and
+    serves no UI, and they would add minutes to the build (or need Node). Portable code as
+    for llama-server (GGML_NATIVE=OFF; see cmake_flags for why).
+    """
+    if backend not in _SD_BACKEND_FLAGS:
+        raise ValueError(f"unknown backend {backend!r}")
+    return ("-DCMAKE_BUILD_TYPE=Release", "-DSD_BUILD_EXAMPLES=ON", "-DSD_WEBP=OFF", "-DSD_WEBM=OFF",
+            "-DSD_SERVER_BUILD_FRONTEND=OFF", f"-DGGML_NATIVE={'ON' if native else 'OFF'}",
+            *_SD_BACKEND_FLAGS[backend])
+
+
+_SD_VERSION_RE = re.compile(r"stable-diffusion\.cpp version (\S+), commit (\S+)")
+
+
+def parse_sd_version(text: str) -> str | None:
+    """`stable-diffusion.cpp version master-…, commit abc1234` -> "master-… (abc1234)"; None if absent."""
+    m = _SD_VERSION_RE.search(text or "")
+    return f"{m.group(1)} ({m.group(2)})" if m else None

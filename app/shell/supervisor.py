@@ -58,7 +58,7 @@ from stoker.core.lifecycle import (
     RestartRequested, RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed,
     StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
 from stoker.core.overrides import ModelOverrides
-from stoker.core.plan import LaunchPlan
+from stoker.core.plan import LaunchPlan, plan_summary_line
 from stoker.core.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.core.restart import RestartPolicy
 from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
@@ -714,11 +714,14 @@ class Supervisor:
         shows the last model) unless another one runs, which then takes the focus."""
         if self._shutting_down:
             return
-        alive = [e for e in self._engines.values() if e.phase is not EngineState.STOPPED]
+        rank = {EngineState.READY: 0, EngineState.STARTING: 1, EngineState.BACKOFF: 2,
+                EngineState.STOPPING: 3, EngineState.FAILED: 4}
+        alive = sorted((e for e in self._engines.values() if e.phase is not EngineState.STOPPED),
+                       key=lambda e: rank[e.phase])
         focus = self._engines.get(self._focus) if self._focus is not None else None
         if alive and (focus is None or focus.phase is EngineState.STOPPED) \
                 and (focus is None or focus.key not in self._pending):
-            self._focus = alive[-1].key
+            self._focus = alive[0].key  # the one that serves, when one does
             self._publish()
         waited = {k for k, _ in self._waiters.values()}
         gone = [k for k, e in self._engines.items() if e.phase is EngineState.STOPPED
@@ -1085,7 +1088,10 @@ def launch_facts(launch: PreparedLaunch) -> dict:
 
 
 def plan_summary(launch: PreparedLaunch) -> str:
-    """"context 8,192, 1 slot, KV f16/f16, cpu": the plan line the tray and the CLI show."""
+    """"context 8,192, 1 slot, KV f16/f16, ~18 tok/s decode, cpu": the plan line the tray and
+    the CLI show (core's line for a planned launch; the argv's facts for a hand-made one)."""
+    if launch.plan is not None:
+        return plan_summary_line(launch.plan, launch.backend)
     facts = launch_facts(launch)
     ctx, slots = facts["ctx"], facts["slots"]
     parts = [f"context {ctx:,}" if ctx else "context from the model"]

@@ -125,10 +125,20 @@ class Services:
         return self._machine
 
     def plan(self, model_path: str, overrides: ModelOverrides):
-        """A LaunchPlan or PlanRefusal, made exactly as the launcher will make it."""
+        """A LaunchPlan, a Ds4Plan (a ds4 model when ds4 is installed) or a PlanRefusal, made
+        exactly as the launcher will make it."""
+        from stoker.core.ds4_launch import is_ds4_model
         from stoker.core.planner import plan_launch
 
-        return plan_launch(self.summary(model_path), self.machine(), overrides)
+        summary = self.summary(model_path)
+        if is_ds4_model(summary.architecture):
+            from stoker.shell.ds4 import ds4_model_of, find_ds4_binary, plan_ds4_model
+
+            binary = find_ds4_binary()
+            if binary is not None:
+                model = ds4_model_of(model_path, summary.architecture, summary.n_ctx_train)
+                return plan_ds4_model(model_path, self.machine(), overrides, binary=binary.path, model=model)
+        return plan_launch(summary, self.machine(), overrides)
 
     # -- logs ---------------------------------------------------------------------------------
     def logs_dir(self) -> Path:

@@ -312,3 +312,26 @@ def test_engine_endpoints_by_model_and_the_event_stream(gateway, demo_model):
         assert resp.status_code == 200, (path, resp.text)
     assert "llamacpp:" in httpx.get(inst.url + "/metrics", params={"model": DEMO_ID}).text
     assert httpx.get(inst.url + "/v1/nothing-here").status_code == 404
+
+
+def test_embeddings_on_an_embedding_model_and_clear_refusals_elsewhere(gateway, demo_model, tmp_path):
+    from tests.helpers.tiny_bert import N_EMBD, write_tiny_bert
+
+    bert = write_tiny_bert(tmp_path / "tiny-bert-F32.gguf")
+    inst = gateway(demo_model, bert, ctx=256)
+    client = oai(inst)
+    kinds = {m["id"]: m["kind"] for m in httpx.get(inst.url + "/v1/models").json()["data"]}
+    assert kinds == {DEMO_ID: "chat", "tiny-bert:f32": "embedding"}
+    first = client.embeddings.create(model="tiny-bert:f32", input=["hello world", "other text"])
+    vectors = [d.embedding for d in first.data]
+    assert len(vectors) == 2 and all(len(v) == N_EMBD for v in vectors) and vectors[0] != vectors[1]
+    again = client.embeddings.create(model="tiny-bert:f32", input=["hello world", "other text"])
+    assert [d.embedding for d in again.data] == vectors  # deterministic
+    with pytest.raises(openai.BadRequestError) as chat_model:
+        client.embeddings.create(model=DEMO_ID, input="hello")
+    assert "tiny-bert:f32" in str(chat_model.value)  # names the model that can
+    with pytest.raises(openai.BadRequestError) as embedder:
+        say(client, model="tiny-bert:f32")
+    assert "embedding model" in str(embedder.value) and DEMO_ID in str(embedder.value)
+    argv = next(e for e in inst.supervisor.snapshot().engines if e.model_id == "tiny-bert:f32")
+    assert argv.state is S.READY
