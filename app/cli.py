@@ -31,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "load": ("stoker.commands.load", "load a model in the running instance (beside the others if it fits)"),
     "unload": ("stoker.commands.load", "unload a model from the running instance"),
     "diagnose": ("stoker.commands.diagnose", "explain a llama-server log and exit status"),
+    "worker": ("stoker.commands.worker", "lend this machine's devices to an engine elsewhere (llama.cpp RPC)"),
     "bench": ("stoker.commands.bench", "benchmarks that print side-by-side ratios"),
     "tray": ("stoker.commands.tray", "start the tray app (the default with no command)"),
     "desktop": ("stoker.commands.desktop", "add Stoker to (or remove it from) the desktop's launcher"),
@@ -38,7 +39,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 
 # Commands that supervise an engine keep Stoker's own log (<logs>/stoker.log).
-LONG_RUNNING = frozenset({"run", "tray"})
+LONG_RUNNING = frozenset({"run", "tray", "worker"})
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -8,7 +8,8 @@ cd "$(dirname "$0")/.."
 TESTS=1 bash packaging/system-deps.sh
 bash packaging/install.sh
 export STOKER_TEST_HOME="$PWD/.stoker-home"
-STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup
+# --rpc: rpc-server and the ggml libraries with RPC (40 steps, about 1 min on 2 cores).
+STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup --rpc
 # The image engine (sd-server): ~12 min on 2 cores the first time, reused after that.
 STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup --image
 export STOKER_REQUIRE_ENGINE=1   # engine tests fail instead of skipping

@@ -38,6 +38,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--port", type=int, metavar="N",
                         help="the endpoint's loopback port (default: Settings' gateway_port, 7857; "
                              "0: any free port, printed)")
+    parser.add_argument("--rpc", metavar="HOST:PORT,…",
+                        help="RPC workers (`stoker worker` on other machines) to spread the model over "
+                             "when it does not fit here (default: Settings' rpc_workers)")
     parser.add_argument("--memory-budget", type=float, metavar="GIB",
                         help="memory all loaded models together may use, in GiB (default: what the "
                              "machine has free, less the reserve)")
@@ -121,6 +124,18 @@ def _memory_budget_bytes(args) -> int | None:
     return int(args.memory_budget * 1024 ** 3)
 
 
+def _rpc_workers(args) -> tuple:
+    from stoker.cli import UserError
+    from stoker.core.rpc import parse_workers
+
+    if not args.rpc:
+        return ()
+    try:
+        return parse_workers(args.rpc)
+    except ValueError as exc:
+        raise UserError(f"--rpc: {exc}.") from None
+
+
 def run(args) -> int:
     from stoker.cli import UserError
     from stoker.core.commands import Shutdown
@@ -132,10 +147,12 @@ def run(args) -> int:
     if args.port is not None and not 0 <= args.port < 65536:
         raise UserError(f"--port {args.port} is not a port number; give 1 to 65535 (0: any free one).")
     budget = _memory_budget_bytes(args)
+    workers = _rpc_workers(args)
 
     def preparer() -> RealPreparer:
         return RealPreparer(cli_overrides=overrides, engine=args.engine,
-                            startup_deadline_s=args.startup_timeout, memory_budget_bytes=budget)
+                            startup_deadline_s=args.startup_timeout, memory_budget_bytes=budget,
+                            rpc_workers=workers)
 
     if not args.headless:
         # The tray where this desktop has one; its fallback is this very command, headless.

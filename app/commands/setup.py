@@ -41,6 +41,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--json-progress", action="store_true",
                         help="print progress as JSON lines on stdout (schema 1)")
     parser.add_argument("--skip-model", action="store_true", help="do not fetch the demo model")
+    parser.add_argument("--rpc", action="store_true",
+                        help="also build rpc-server and an engine that can use RPC workers "
+                             "(`stoker worker`, `stoker run --rpc`); needs the CPU build")
+    parser.add_argument("--rpc-build-dir", type=Path, default=None, metavar="DIR",
+                        help="use this build folder for the RPC build; one configured with the same "
+                             "flags is reused")
     parser.add_argument("--image", action="store_true",
                         help=f"build the image engine, sd-server {SD_VERSION} (stable-diffusion.cpp), for the "
                              "same backends instead of llama-server and the demo model; about 12 minutes on 2 "
@@ -226,6 +232,12 @@ def _run(args, reporter) -> int:
             reporter.note(f"{build_id(backend)} is already installed and intact ({result.folder}); "
                           "nothing to do (use --force to rebuild).")
 
+    rpc = None
+    if args.rpc:
+        rpc = _setup_rpc(args, paths, jobs, reporter)
+        if rpc is None:
+            return 130
+
     model = None
     if not args.skip_model:
         try:
@@ -240,14 +252,14 @@ def _run(args, reporter) -> int:
 
     bandwidth = _measure_cpu_bandwidth(installed, model, reporter)
     if args.json_progress:
-        reporter.emit(event="done", engines=[{"id": build_id(b.backend), "path": str(b.folder),
-                                              "reused": b.reused} for b in installed],
+        reporter.emit(event="done", engines=[{"id": b.folder.name, "path": str(b.folder),
+                                              "reused": b.reused} for b in installed + ([rpc] if rpc else [])],
                       model=str(model) if model else None, failures=failures,
                       cpu_bandwidth_bytes_per_s=bandwidth.effective_bytes_per_s if bandwidth else None)
     else:
         print()
-        for b in installed:
-            print(f"Engine  {build_id(b.backend)} (llama-server b{ENGINE_BUILD}): {b.folder}")
+        for b in installed + ([rpc] if rpc else []):
+            print(f"Engine  {b.folder.name} (llama-server b{ENGINE_BUILD}): {b.folder}")
         if model is not None:
             print(f"Model   {model.name}: {model}")
         if bandwidth is not None and bandwidth.effective_bytes_per_s:
@@ -260,6 +272,26 @@ def _run(args, reporter) -> int:
     return 0
 
 
+def _setup_rpc(args, paths, jobs: int, reporter):
+    """The RPC build (rpc-server + an engine that takes --rpc); None when interrupted."""
+    from stoker.cli import UserError
+    from stoker.shell.setup import RPC_BUILD_ID, SetupError, setup_rpc
+
+    flags = cmake_flags("cpu", platform.system(), native=args.native)
+    try:
+        result = setup_rpc(flags, paths, jobs, force=args.force, build_dir=args.rpc_build_dir, reporter=reporter)
+    except KeyboardInterrupt:
+        reporter.finish()
+        print(f"stoker: setup was interrupted while making {RPC_BUILD_ID}; nothing was half-installed, "
+              "and `stoker setup --rpc` resumes the build where it stopped.", file=sys.stderr)
+        return None
+    except SetupError as exc:
+        reporter.finish()
+        raise UserError(str(exc)) from None
+    reporter.finish()
+    if result.reused:
+        reporter.note(f"{RPC_BUILD_ID} is already installed and intact ({result.folder}); nothing to do.")
+    return result
 def _setup_image(args, backends, paths, jobs, reporter):
     """Build sd-server for each backend; (installed, failure sentences), or (None, ()) on Ctrl-C.
 

@@ -67,7 +67,13 @@ def build_launch_spec(plan: LaunchPlan, *, binary: str, port: int, host: str = "
                        "-c", str(plan.ctx), "-np", str(plan.slots),
                        "-kvu" if plan.kv_unified else "-no-kvu",
                        "-ctk", plan.kv_type_k, "-ctv", plan.kv_type_v, "-fa", plan.flash_attn]
-    if backend != "cpu" and plan.gpu_layers is not None:
+    if plan.rpc_endpoints:
+        # Workers' devices are offload devices even for a CPU build; --rpc registers them
+        # before -ngl/-ts are read (reference §3.1: backends start while parsing).
+        argv += ["--rpc", ",".join(plan.rpc_endpoints)]
+        if plan.tensor_split:
+            argv += ["-ts", ",".join(str(x) for x in plan.tensor_split)]
+    if (backend != "cpu" or plan.rpc_endpoints) and plan.gpu_layers is not None:
         argv += ["-ngl", str(plan.gpu_layers)]
     if plan.cpu_moe:
         argv += ["--cpu-moe"]

@@ -27,6 +27,7 @@ KINDS = (
     "system-too-old", "illegal-instruction",
     "bad-model", "port-in-use", "bad-argument", "drafter-failure", "gpu-unused",
     "startup-timeout", "assertion-failed", "gpu-error", "stopped", "unknown",
+    "rpc-worker-lost",
 )
 OOM_KINDS = frozenset({"host-oom", "cuda-oom", "vulkan-oom", "metal-oom", "rocm-oom"})
 # Faults of the build on this machine: they would happen again with the same binary.
@@ -385,6 +386,10 @@ _RULES = (
     _r("no-kernel-image", 90, r"no kernel image is available for execution on the device"
        r"|invalid device function|has no device code compatible with CUDA arch"
        r"|hipErrorNoBinaryForGpu|hipErrorInvalidDeviceFunction|No compatible code objects? found"),
+    # An RPC worker (core/rpc.py) went away or never answered: ggml-rpc.cpp aborts with these.
+    # Above the drafter and OOM rules: everything after a lost worker is its echo.
+    _r("rpc-worker-lost", 88, r"Remote RPC server crashed or returned malformed response"
+       r"|Failed to connect to \S+:\d+|RPC handshake failed for|RPC server version mismatch"),
     _r("drafter-failure", 85, r"failed to load draft model|failed to create MTP context"
        r"|common_speculative_init\w*: failed|draft model vocab (type )?must match target model"
        r"|failed to process speculative batch"),
@@ -500,6 +505,11 @@ _UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reaso
 
 def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[str, str]:
     starting = report.phase == "starting"
+    if kind == "rpc-worker-lost":
+        when = "while loading the model" if starting else "while serving"
+        return (f"An RPC worker the engine was using went away or stopped answering {when}.",
+                "Check that `stoker worker` still runs on that machine (and its SSH tunnel, if any); "
+                "Stoker re-plans without it and restarts, and offers to use it again once it is back.")
     if kind == "host-oom":
         if unsure == _UNSURE_CONTEXT:
             title = ("The engine could not create its context and the log does not say why; most "

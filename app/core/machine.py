@@ -17,7 +17,7 @@ class Device:
 
     name: str
     description: str
-    backend: str  # cuda | rocm | vulkan | metal | sycl | opencl | other
+    backend: str  # cuda | rocm | vulkan | metal | sycl | opencl | rpc | other
     total_bytes: int | None
     free_bytes: int | None
     kind: str = "unknown"  # discrete | integrated | unknown
@@ -54,7 +54,9 @@ class Machine:
 # ---------------------------------------------------------------- machine description files
 
 _UNITS = (("_bytes", 1), ("_mib", 1024 ** 2), ("_gib", 1024 ** 3))
-_BACKENDS = ("cuda", "rocm", "vulkan", "metal", "sycl", "opencl", "other")
+# "rpc": a device an RPC worker on another machine lends (core/rpc.py); its description is
+# the worker's HOST:PORT, which the launch passes as --rpc.
+_BACKENDS = ("cuda", "rocm", "vulkan", "metal", "sycl", "opencl", "rpc", "other")
 
 
 def _size(obj: dict, stem: str, where: str, required: bool) -> int | None:
@@ -157,7 +159,7 @@ def _bandwidth(obj: dict, where: str, key: str = "bandwidth_gb_s") -> int | None
 
 def _backend_from_name(name: str) -> str:
     for prefix, backend in (("CUDA", "cuda"), ("ROCm", "rocm"), ("Vulkan", "vulkan"), ("MTL", "metal"),
-                            ("Metal", "metal"), ("SYCL", "sycl"), ("GPUOpenCL", "opencl")):
+                            ("Metal", "metal"), ("SYCL", "sycl"), ("GPUOpenCL", "opencl"), ("RPC", "rpc")):
         if name.startswith(prefix):
             return backend
     return "other"

@@ -85,6 +85,11 @@ class LaunchPlan:
     # Per engine device, the analytic weights/KV/compute for these settings (core/measured.py
     # calibrates against them); empty when the plan was not made by the planner.
     analytic_devices: tuple[AnalyticMemory, ...] = ()
+    # RPC workers (core/rpc.py): the `--rpc` endpoints, in the engine's device order (RPC0,
+    # RPC1 …), and the --tensor-split proportions over every offload device in that order
+    # (the RPC devices, then this machine's GPUs). Empty: no worker is used.
+    rpc_endpoints: tuple[str, ...] = ()
+    tensor_split: tuple[int, ...] = ()
     # Predicted batch-1 decode speed at a short context (core/speed.py); None when the plan
     # was not made by the planner.
     decode_speed: DecodeSpeed | None = None

@@ -111,6 +111,9 @@ class _Budgets:
     discrete: bool
     fast_bytes: int
     sentence: str
+    # RPC workers' devices among `gpus` (names) and their endpoints, in the engine's order.
+    remote: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()
 
 
 def machine_budgets(machine: Machine, policy: PlanPolicy) -> _Budgets:
@@ -118,6 +121,9 @@ def machine_budgets(machine: Machine, policy: PlanPolicy) -> _Budgets:
     ram = machine.ram_available_bytes if machine.ram_available_bytes is not None else machine.ram_total_bytes
     ram_budget = max(0, ram - reserve)
     gpus = [d for d in machine.gpus if (d.free_bytes or d.total_bytes)]
+    workers = [d for d in machine.devices if d.backend == "rpc" and (d.free_bytes or d.total_bytes)]
+    if workers and not machine.unified_memory:
+        return _budgets_with_workers(policy, gpus, workers, ram_budget, reserve)
     if not gpus:
         return _Budgets((_Pool("CPU", ram_budget, False),), {}, (), False, ram_budget,
                         f"CPU only: {gib(ram)} of RAM available, {gib(reserve)} kept for the system, "
@@ -141,6 +147,70 @@ def machine_budgets(machine: Machine, policy: PlanPolicy) -> _Budgets:
     return _Budgets(tuple(pools), {}, tuple(splits), True, fast,
                     f"{gpu_text} after a {policy.device_margin_bytes // MIB} MiB margin; RAM "
                     f"{gib(ram_budget)} after {gib(reserve)} kept for the system")
+
+
+# ---------------------------------------------------------------------------- RPC workers
+
+def _budgets_with_workers(policy: PlanPolicy, gpus, workers, ram_budget: int,
+                          reserve: int) -> _Budgets:
+    """Pools for this machine plus the devices RPC workers lend (core/rpc.py).
+
+    The engine orders offload devices RPC first, then this machine's GPUs, and splits the
+    offloaded layers in that order by --tensor-split (here: each device's budget, its free
+    memory less the margin). Offloading starts from the last layer, so this machine's GPU
+    keeps the last layers and the output layer. Slots are sized by this machine's fast
+    memory: a worker's memory is behind a network.
+    """
+    pools = [_Pool("CPU", ram_budget, False)]
+    splits = []
+    for d in [*workers, *gpus]:
+        free = d.free_bytes if d.free_bytes is not None else d.total_bytes
+        b = max(0, free - policy.device_margin_bytes)
+        pools.append(_Pool(d.name, b, True))
+        splits.append((d.name, float(max(b, 1))))
+    local = [p for p in pools if p.is_gpu and p.name not in {w.name for w in workers}]
+    fast = max(p.budget for p in local) if local else ram_budget
+    text = ", ".join(f"{p.name} {gib(p.budget)}" + (f" ({w.description})" if w else "")
+                     for p in pools[1:] for w in [next((x for x in workers if x.name == p.name), None)])
+    return _Budgets(tuple(pools), {}, tuple(splits), True, fast,
+                    f"{text} after a {policy.device_margin_bytes // MIB} MiB margin; RAM "
+                    f"{gib(ram_budget)} after {gib(reserve)} kept for the system",
+                    remote=tuple(w.name for w in workers), endpoints=tuple(w.description for w in workers))
+
+
+def _worker_decisions(model: ModelSummary, budgets: _Budgets, r: _Result) -> list[Decision]:
+    """What runs where, in words: which layers stay on this machine and which go to which worker."""
+    lay = r.layout
+    n = model.n_layer_all or 0
+    if lay.gpu_layers in (None, 0):
+        return [Decision("RPC workers not used", "the whole model fits on this machine, which is faster "
+                         "than sending every token's activations over the network")]
+    placement = mem.place_layers(model, lay.gpu_layers, gpus=budgets.gpus)
+    spans: list[tuple[str, int, int]] = []
+    for il, dev in enumerate(placement.layer_devices):
+        if spans and spans[-1][0] == dev:
+            spans[-1] = (dev, spans[-1][1], il)
+        else:
+            spans.append((dev, il, il))
+    where = {name: ep for name, ep in zip(budgets.remote, budgets.endpoints)}
+
+    def name(dev: str) -> str:
+        return f"{dev} ({where[dev]})" if dev in where else ("this machine's CPU" if dev == "CPU" else dev)
+
+    text = "; ".join(f"layers {a}-{b} on {name(d)}" if a != b else f"layer {a} on {name(d)}"
+                     for d, a, b in spans)
+    out_dev = placement.output_device
+    local = [d for d, _ in budgets.gpus if d not in where]
+    remote_n = sum(1 for d in placement.layer_devices if d in where)
+    why = (f"{n - remote_n} of {n} layers fit in this machine's budget; the rest go to the workers in "
+           f"proportion to their free memory" if not local else
+           f"this machine's GPUs and the workers share the {n} layers in proportion to their free memory")
+    out = [Decision(f"split across machines: {text}", why)]
+    out.append(Decision(f"output layer on {name(out_dev)}",
+                        "kept on this machine's GPU, the last offload device" if out_dev in local else
+                        "the engine offloads the output layer first, so it goes with the offloaded "
+                        "layers to the last worker" if out_dev in where else "it fits here"))
+    return out
 
 
 # ---------------------------------------------------------------------------- one config
@@ -275,6 +345,8 @@ class _Evaluator:
         b = self.budgets
         if not b.gpus:
             return self.price(c, _Layout(None, None, False))
+        if b.remote and len(b.remote) == len(b.gpus) and pinned.gpu_layers in (None, "auto"):
+            return self._fewest_remote_layers(c)
         if not b.discrete:  # unified: the GPU sees all memory, offload everything
             lay = _Layout(pinned.gpu_layers if isinstance(pinned.gpu_layers, int) else "all",
                           pinned.n_cpu_moe, False)
@@ -307,6 +379,24 @@ class _Evaluator:
         if pin_ngl is not None:
             return self.price(c, _Layout(pin_ngl, None, False))
         return self._dense_layers(c, cpu_moe=False)
+
+    def _fewest_remote_layers(self, c: _Config) -> _Result:
+        """Only workers to offload to: the smallest -ngl that fits, so this machine keeps as
+        many layers as its budget holds and the network carries as little as it can."""
+        top = self.n_all + 1
+        none = self.price(c, _Layout(0, None, False))
+        if none.fits:
+            return none
+        lo, hi = 1, top
+        if not self.price(c, _Layout(top, None, False)).fits:
+            return self.price(c, _Layout(top, None, False))
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.price(c, _Layout(mid, None, False)).fits:
+                hi = mid
+            else:
+                lo = mid + 1
+        return self.price(c, _Layout(lo, None, False))
 
     def _dense_layers(self, c: _Config, cpu_moe: bool) -> _Result:
         """The largest -ngl whose GPU side fits; CPU side checked after."""
@@ -480,8 +570,10 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
     # Speed first: on a discrete GPU, unless the user placed the layers, the plan keeps every
     # layer on the card and pays in context and KV precision (a layer in RAM is read at a
     # tenth of the card's bandwidth on every token, see core/speed.py).
+    # Not with RPC workers: their devices are behind a network, and keeping layers on this
+    # machine is the point there (_fewest_remote_layers).
     keep_layers = (budgets.discrete and bool(budgets.gpus) and ov.gpu_layers in (None, "auto")
-                   and ov.n_cpu_moe is None)
+                   and ov.n_cpu_moe is None and not budgets.remote)
     cheap_kv = (policy.trade_kv_type if ov.kv_type_k is None and ov.kv_type_v is None
                 and takes_cheap_kv(model, policy) and (type_k, type_v) != (policy.trade_kv_type,) * 2
                 else None)
@@ -647,7 +739,16 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
         decisions=tuple(decisions), estimate_source="measured" if best.measured else "estimated",
         threads=ov.threads, batch=ov.batch, ubatch=ov.ubatch,
         mmproj_path=mmproj.path if mmproj else None, extra_args=ov.extra_args,
-        cache_ram_mib=cache_ram, analytic_devices=best.analytic, decode_speed=decode)
+        cache_ram_mib=cache_ram, analytic_devices=best.analytic, decode_speed=decode,
+        **_worker_args(budgets, lay))
+
+
+def _worker_args(budgets: _Budgets, lay: _Layout) -> dict:
+    """--rpc and --tensor-split for a plan that offloads to RPC workers; nothing otherwise."""
+    if not budgets.remote or lay.gpu_layers in (None, 0):
+        return {}
+    return {"rpc_endpoints": budgets.endpoints,
+            "tensor_split": tuple(max(1, int(p // MIB)) for _, p in budgets.gpus)}
 
 
 def prompt_cache_mib(devices, host_pool: str, policy: "PlanPolicy") -> int:
@@ -753,7 +854,9 @@ def _describe(model: ModelSummary, budgets: _Budgets, r: _Result, ov: ModelOverr
                              f"{model.architecture} models answer as well with {c.type_k}"))
     if c.flash_attn == "auto" and (c.type_v in mem.QUANTISED_KV_TYPES):
         out.append(Decision("flash attention auto", "the engine turns it on because a quantised V cache needs it"))
-    if budgets.gpus:
+    if budgets.remote:
+        out.extend(_worker_decisions(model, budgets, r))
+    elif budgets.gpus:
         n = model.n_layer_all or 0
         if lay.gpu_layers == "all" and lay.cpu_moe:
             out.append(Decision("all layers on the GPU, every routed expert in RAM (--cpu-moe)",

@@ -164,7 +164,7 @@ def budget_machine(machine: Machine, held: Mapping[str, int], cap_bytes: int | N
             free += held.get(d.name, 0)
             if d.total_bytes is not None:
                 free = min(free, d.total_bytes)
-            if cap_bytes is not None:
+            if cap_bytes is not None and d.backend != "rpc":  # a worker's memory is not this machine's
                 free = min(free, cap_bytes + device_margin_bytes)
         devices.append(dataclasses.replace(d, free_bytes=free))
     return dataclasses.replace(machine, ram_available_bytes=ram, devices=tuple(devices))

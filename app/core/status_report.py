@@ -11,6 +11,7 @@ from stoker.core.snapshot import AppSnapshot, EngineView
 
 # 2: `gateway` (url, port) and `engines[]` (one entry per resident model); `endpoint` is the
 # gateway's URL where one runs (the engines' private ports are in `engines[].endpoint`).
+# Added within 2: `plan_decisions` and `blockers` (new keys only, nothing changed meaning).
 SCHEMA = 2
 
 
@@ -46,6 +47,10 @@ def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = N
         "model_id": snap.model_id,
         "gateway": gateway_object(snap.gateway_url),
         "engines": [engine_object(e, now) for e in snap.engines],
+        # What the focused model's plan decided and why (where its layers run: this machine,
+        # RPC workers), and what blocks or could improve a launch (a worker that is back).
+        "plan_decisions": [{"what": what, "why": why} for what, why in snap.plan_decisions],
+        "blockers": [{"kind": b.kind, "message": b.message, "advice": b.advice} for b in snap.blockers],
     }
 
 

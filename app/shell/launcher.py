@@ -24,6 +24,7 @@ from stoker.core.model_ids import model_kind
 from stoker.core.overrides import ModelOverrides
 from stoker.shell.planning import (DRAFT_SUFFIX, EngineChoice, auto_drafter, load_settings,
                                    plan_model, policy_from_settings)
+from stoker.core.snapshot import BlockerView
 from stoker.shell.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
                                   PreparedLaunch)
 
@@ -92,7 +93,7 @@ class RealPreparer:
                  startup_deadline_s: float = 180.0, remember_last_model: bool = True,
                  machine=None, memory_limit_bytes: int | None = None,
                  memory_budget_bytes: int | None = None, idle_timeout_s: float | None = None,
-                 clock: Callable[[], float] = time.time):
+                 rpc_workers: tuple = (), clock: Callable[[], float] = time.time):
         self.cli_overrides = cli_overrides
         self.engine = engine
         self.startup_deadline_s = startup_deadline_s
@@ -116,6 +117,12 @@ class RealPreparer:
         self._settings_problems: tuple[str, ...] = ()
         self._override_problems: tuple[str, ...] = ()
         self._told: set[str] = set()
+        # RPC workers (core/rpc.py): `stoker run --rpc` beats Settings' rpc_workers. A worker
+        # that went away is dropped from the next attempts until a person starts the model
+        # again; while it is dropped and reachable, engine_health says it is back.
+        self.rpc_workers = tuple(rpc_workers)
+        self._dropped_workers: tuple = ()
+        self._worker_notes: tuple[str, ...] = ()
 
     def __call__(self, model_path: str | None, attempt: AttemptContext
                  ) -> PreparedLaunch | PreparationRefused:
@@ -288,9 +295,14 @@ class RealPreparer:
         settings = self._settings()
         model = self.choose_model(model_path)
         ledger = self._load_ledger()
-        build = self.choose_engine(ledger)
+        if not attempt.after_failure:
+            self._dropped_workers = ()  # a person's start tries every worker again
+        workers = self.workers()
+        build = self._rpc_build() if workers else self.choose_engine(ledger)
         identity = binary_identity(build.binary)
         machine = self.machine or probe_machine(build.binary)
+        if workers:
+            machine = self._with_workers(machine, build.binary, workers)
         if attempt.overrides is not None:
             saved = attempt.overrides
         else:
@@ -346,6 +358,69 @@ class RealPreparer:
                 bool(summary.n_expert))}
         return prepared
 
+    # -- RPC workers
+
+    def workers(self) -> tuple:
+        """The workers this attempt may use: the command line's, else Settings', less those gone."""
+        from stoker.core.rpc import parse_workers, remaining_workers
+
+        configured = self.rpc_workers
+        if not configured:
+            try:
+                configured = parse_workers(getattr(self._settings(), "rpc_workers", ()) or ())
+            except ValueError as exc:
+                log.warning("Settings' rpc_workers: %s", exc)
+                configured = ()
+        return remaining_workers(configured, self._dropped_workers)
+
+    def _rpc_build(self):
+        """The llama-server that can take --rpc (`stoker setup --rpc`)."""
+        from stoker.cli import UserError
+        from stoker.shell.engines import discover_engines
+        from stoker.shell.rpc_worker import rpc_llama_server
+        from stoker.shell.setup import RPC_BUILD_ID
+
+        binary = rpc_llama_server()
+        if binary is None:
+            raise UserError("RPC workers are set but the engine that can use them is not installed; run "
+                            "`stoker setup --rpc`, or remove the workers (--rpc, Settings' rpc_workers).")
+        usable = [b for b in discover_engines(str(binary)) if b.source == "configured" and b.usable]
+        if not usable:
+            raise UserError(f"the RPC engine {binary} cannot run here; run `stoker setup --rpc --force`.")
+        return dataclasses.replace(usable[0], id=RPC_BUILD_ID, backend="cpu")
+
+    def _with_workers(self, machine, binary: str, workers):
+        """This machine plus the devices the reachable workers lend; the others are a note."""
+        from stoker.shell.probe import probe_workers
+
+        devices, gone, notes = probe_workers(binary, workers)
+        self._worker_notes = notes
+        for note in notes:
+            log.warning("%s", note)
+        if gone:
+            self._dropped_workers = tuple(dict.fromkeys(self._dropped_workers + tuple(gone)))
+        return dataclasses.replace(machine, devices=tuple(d for d in machine.devices if d.backend != "rpc")
+                                   + devices, notes=machine.notes + notes)
+
+    def _workers_lost(self, launch: PreparedLaunch) -> tuple:
+        """The workers of this launch that no longer accept a connection."""
+        from stoker.core.rpc import parse_workers
+        from stoker.shell.rpc_worker import reachable
+
+        plan = launch.plan
+        used = parse_workers(list(plan.rpc_endpoints)) if plan is not None else ()
+        return tuple(w for w in used if not reachable(w))
+
+    def watching_workers(self) -> bool:
+        """Whether a worker was dropped, so the supervisor should look for it coming back."""
+        return bool(self._dropped_workers)
+
+    def workers_back(self) -> tuple:
+        """Dropped workers that accept a connection again (the tray offers to use them)."""
+        from stoker.shell.rpc_worker import reachable
+
+        return tuple(w for w in self._dropped_workers if reachable(w, timeout_s=0.3))
+
     # -- what failures and successes teach (the supervisor's hooks)
 
     def after_exit(self, launch: PreparedLaunch, incident, exit) -> ExitDecision:
@@ -358,6 +433,14 @@ class RealPreparer:
         if ctx is None or plan is None:
             return ExitDecision()
         now = self.clock()
+        if getattr(plan, "rpc_endpoints", ()):
+            lost = self._workers_lost(launch)
+            if lost:
+                with self._lock:
+                    self._dropped_workers = tuple(dict.fromkeys(self._dropped_workers + lost))
+                names = ", ".join(w.endpoint for w in lost)
+                return ExitDecision(action=f"re-planning without the RPC worker {names} and restarting; "
+                                           "restart the model once it is back to use it again", retry=True)
         drafter = getattr(plan, "drafter", None)
         if incident.kind == "drafter-failure" and drafter is not None and drafter.draft_path:
             if drafter.status == "forced":
@@ -436,6 +519,9 @@ class RealPreparer:
         ledger = self._load_ledger()
         quarantined = tuple((q.build_id, q.why) for q in ledger.quarantined)
         blockers = list(self._build_blockers)
+        for w in self.workers_back():
+            blockers.append(BlockerView("rpcWorkerBack", f"The RPC worker {w.endpoint} is reachable again.",
+                                        "Restart the model to spread it across the workers again."))
         for b in self._missing_runtime:
             ldd = "\n".join(f"{lib} => not found" for lib in b.missing_libraries)
             view = missing_runtime_from_ldd(ldd)

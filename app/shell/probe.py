@@ -287,3 +287,72 @@ def probe_machine(engine_binary: str | Path | None = None, *, use_cache: bool = 
         notes=tuple(notes),
         ram_bandwidth_bytes_per_s=measured.effective_bytes_per_s if measured is not None else None,
     )
+
+
+# ---------------------------------------------------------------- RPC workers' devices
+
+def probe_workers(binary: Path | str, workers, *, use_cache: bool = True
+                  ) -> tuple[tuple[Device, ...], tuple, tuple[str, ...]]:
+    """The devices RPC workers lend, as the RPC build of llama-server lists them.
+
+    Returns (devices, unreachable workers, notes). Each worker gets a short TCP connect
+    first: the engine itself aborts on a worker that is not there, or waits on one that
+    does not answer, so an unreachable worker is a sentence here and is left out. The list
+    is asked of the engine one worker at a time (`--list-devices --rpc HOST:PORT`) and
+    cached per worker under `<cache>/devices/rpc-*.json`; a worker that was unreachable and
+    is back is asked afresh (`use_cache` False asks every worker). The names are renumbered
+    RPC0, RPC1 … in the order given, as the engine numbers them for the whole `--rpc` list.
+    """
+    from stoker.core.devices import parse_list_devices
+    from stoker.core.rpc import worker_of_device
+    from stoker.shell.rpc_worker import reachable
+    from stoker.shell.store import read_json, write_json_atomic
+
+    binary = Path(binary).expanduser()
+    devices: list[Device] = []
+    gone, notes = [], []
+    for w in workers:
+        if not reachable(w):
+            gone.append(w)
+            notes.append(f"The RPC worker {w.endpoint} did not accept a connection within a second, so it "
+                         "is left out; start `stoker worker` there (or its SSH tunnel) and Stoker uses it "
+                         "on the next start.")
+            _forget_worker(w)
+            continue
+        cache = stoker_paths().cache / "devices" / f"rpc-{w.host}-{w.port}.json"
+        cached, _ = read_json(cache) if use_cache else (None, None)
+        stdout = cached.get("stdout") if isinstance(cached, dict) and cached.get("schema") == CACHE_SCHEMA \
+            and cached.get("identity") == binary_identity(binary) else None
+        if stdout is None:
+            try:
+                proc = _run([str(binary), "--rpc", w.endpoint, "--list-devices"], LIST_DEVICES_TIMEOUT_S,
+                            engine_env(binary.resolve()))
+            except (subprocess.TimeoutExpired, OSError) as exc:
+                gone.append(w)
+                notes.append(f"The RPC worker {w.endpoint} accepted a connection but did not list its devices "
+                             f"({type(exc).__name__}), so it is left out.")
+                continue
+            if proc.returncode != 0:
+                gone.append(w)
+                notes.append(f"The RPC worker {w.endpoint} could not be asked for its devices (the engine "
+                             f"exited with status {proc.returncode}), so it is left out.")
+                continue
+            stdout = proc.stdout
+            try:
+                write_json_atomic(cache, {"schema": CACHE_SCHEMA, "identity": binary_identity(binary),
+                                          "worker": w.endpoint, "stdout": stdout})
+            except OSError:
+                pass
+        for d in parse_list_devices(stdout):
+            if d.backend == "rpc" and worker_of_device(d.description, (w,)) is not None:
+                devices.append(Device(name=f"RPC{len(devices)}", description=w.endpoint, backend="rpc",
+                                      total_bytes=d.total_bytes, free_bytes=d.free_bytes, kind="unknown"))
+    return tuple(devices), tuple(gone), tuple(notes)
+
+
+def _forget_worker(worker) -> None:
+    """A worker that went away may come back with other devices or memory: ask it afresh."""
+    try:
+        (stoker_paths().cache / "devices" / f"rpc-{worker.host}-{worker.port}.json").unlink()
+    except OSError:
+        pass

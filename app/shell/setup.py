@@ -819,3 +819,164 @@ def setup_image_engine(backend: str, flags: tuple[str, ...], paths, jobs: int, f
         reporter.note(f"Reusing the build folder {build_dir} (configured with the same flags)")
     bin_dir = compile_sd_server(build_dir, jobs, backend, logs, reporter)
     return install_sd_build(bin_dir, backend, flags, root, reporter)
+
+
+# ---------------------------------------------------------------- RPC workers (`stoker setup --rpc`)
+# rpc-server and an engine that can take `--rpc`. The only code GGML_RPC changes is in the
+# ggml libraries: ggml-backend-reg.cpp registers the RPC backend, and llama-server looks it
+# up by name at run time (common/arg.cpp add_rpc_devices). So only the rpc-server target is
+# compiled (ggml-base, ggml-cpu, ggml, ggml-rpc and the server: 40 of the 218 steps), and
+# the RPC build pairs the installed b11434-cpu llama-server and libllama with these ggml
+# libraries, from the same sdist and the same flags plus -DGGML_RPC=ON. It installs beside,
+# not among, the llama-server builds (`<engines>/rpc/b11434-cpu-rpc`) so discovery never
+# picks it for a launch without workers.
+
+RPC_BUILD_ID = "b11434-cpu-rpc"
+RPC_SERVER_TARGET = "ggml-rpc-server"
+RPC_SERVER_NAME = "rpc-server.exe" if os.name == "nt" else "rpc-server"
+
+
+def rpc_cmake_flags(cpu_flags: tuple[str, ...]) -> tuple[str, ...]:
+    return (*cpu_flags, "-DGGML_RPC=ON")
+
+
+def installed_rpc_build(root: Path) -> dict | None:
+    """The RPC build's manifest when its rpc-server and llama-server still match it."""
+    folder = root / RPC_BUILD_ID
+    manifest = read_manifest(folder)
+    if manifest is None or manifest.get("build_id") != RPC_BUILD_ID:
+        return None
+    try:
+        return manifest if (file_sha256(folder / RPC_SERVER_NAME) == manifest.get("rpc_server_sha256")
+                            and file_sha256(folder / BINARY_NAME) == manifest.get("sha256")) else None
+    except OSError:
+        return None
+
+
+def setup_rpc(cpu_flags: tuple[str, ...], paths, jobs: int, force: bool = False,
+              build_dir: Path | None = None, reporter: Reporter | None = None) -> InstalledBuild:
+    """Make sure `<engines>/rpc/b11434-cpu-rpc` holds rpc-server and an RPC-capable llama-server."""
+    reporter = reporter or SilentReporter()
+    root = paths.engines / "rpc"
+    if not force:
+        manifest = installed_rpc_build(root)
+        if manifest is not None:
+            return InstalledBuild("cpu", root / RPC_BUILD_ID, manifest, reused=True)
+    cpu_folder = paths.engines / "llama-server" / build_id("cpu")
+    if installed_build(paths.engines / "llama-server", "cpu") is None:
+        raise SetupError(f"the RPC build pairs with the CPU build, which is not installed in {cpu_folder}; "
+                         "run `stoker setup --backend cpu` first.")
+    flags = rpc_cmake_flags(cpu_flags)
+    build_dir = build_dir or paths.cache / "build" / RPC_BUILD_ID
+    logs = paths.cache / "setup-logs" / f"{RPC_BUILD_ID}.log"
+    if not configured_with(build_dir, flags):
+        tarball = fetch_sdist(paths.cache, reporter)
+        tree = unpack_sdist(tarball, paths.cache / "src", reporter)
+        configure(tree, build_dir, flags, "cpu", logs, reporter)
+    reporter.phase(f"Building rpc-server b{ENGINE_BUILD} ({jobs} jobs)")
+    best = [0.0]
+
+    def on_line(line: str) -> None:
+        fraction = parse_build_progress(line)
+        if fraction is not None and fraction >= best[0]:
+            best[0] = fraction
+            reporter.progress(fraction)
+
+    rc, tail = run_streaming(["cmake", "--build", ".", "--config", "Release", "--target", RPC_SERVER_TARGET,
+                              "-j", str(jobs)], build_dir, logs, on_line)
+    if rc != 0:
+        raise SetupError(f"the rpc-server build failed: {_last_error_line(tail)} (full log: {logs})")
+    reporter.progress(1.0)
+    bin_dir = build_dir / "bin"
+    if (bin_dir / "Release" / RPC_SERVER_TARGET).is_file():
+        bin_dir = bin_dir / "Release"
+    server_name = RPC_SERVER_TARGET + (".exe" if os.name == "nt" else "")
+    if not (bin_dir / server_name).is_file():
+        raise SetupError(f"the build finished but {bin_dir / server_name} is missing (full log: {logs}).")
+    return _install_rpc_build(bin_dir, server_name, cpu_folder, flags, root, reporter)
+
+
+def _is_ggml_library(name: str) -> bool:
+    return name.startswith(("libggml", "ggml"))
+
+
+def _install_rpc_build(bin_dir: Path, server_name: str, cpu_folder: Path, flags: tuple[str, ...],
+                       root: Path, reporter: Reporter) -> InstalledBuild:
+    """All or nothing, as install_build: a partial folder, checked, then renamed into place."""
+    final = root / RPC_BUILD_ID
+    root.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(root)
+    partial = root / f".{RPC_BUILD_ID}.partial-{os.getpid()}"
+    reporter.phase(f"Installing {RPC_BUILD_ID} into {final}")
+    try:
+        if partial.exists():
+            shutil.rmtree(partial)
+        partial.mkdir()
+        for p in sorted(cpu_folder.iterdir()):  # llama-server and libllama/libmtmd of the CPU build
+            if p.name != "manifest.json" and not _is_ggml_library(p.name):
+                shutil.copy2(p, partial / p.name, follow_symlinks=False)
+        for lib in _library_files(bin_dir):  # the ggml libraries with the RPC backend
+            if _is_ggml_library(lib.name):
+                shutil.copy2(lib, partial / lib.name, follow_symlinks=False)
+        shutil.copy2(bin_dir / server_name, partial / RPC_SERVER_NAME)
+        for binary in (partial / BINARY_NAME, partial / RPC_SERVER_NAME):
+            missing = check_libraries(binary)
+            if missing:
+                raise SetupError(f"the installed {binary.name} cannot find {', '.join(missing)}; run "
+                                 "`stoker setup --rpc --force` to rebuild it.")
+        version = engine_version(partial / BINARY_NAME)
+        if version is None or version.build != ENGINE_BUILD:
+            raise SetupError(f"the RPC build's llama-server does not say build {ENGINE_BUILD}; run "
+                             "`stoker setup --rpc --force`.")
+        if not _lists_rpc_backend(partial / BINARY_NAME):
+            raise SetupError("the RPC build's llama-server does not accept --rpc (its ggml has no RPC "
+                             "backend); run `stoker setup --rpc --force`.")
+        manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "build": ENGINE_BUILD,
+            "build_id": RPC_BUILD_ID,
+            "version": version.version,
+            "commit": version.commit,
+            "backend": "cpu",
+            "rpc": True,
+            "sha256": _sha256_of(partial / BINARY_NAME),
+            "rpc_server_sha256": _sha256_of(partial / RPC_SERVER_NAME),
+            "llama_server_from": cpu_folder.name,
+            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "cmake_flags": list(flags),
+            "source": ENGINE_SOURCE,
+            "platform": f"{platform.system()}-{platform.machine()}",
+            "files": sorted(p.name for p in partial.iterdir()),
+            "libraries_sha256": {p.name: _sha256_of(p) for p in sorted(partial.iterdir())
+                                 if p.name not in (BINARY_NAME, RPC_SERVER_NAME) and p.is_file()
+                                 and not p.is_symlink()},
+        }
+        tmp_manifest = partial / "manifest.json.tmp"
+        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp_manifest, partial / "manifest.json")
+        old = root / f".{RPC_BUILD_ID}.old-{os.getpid()}"
+        if final.exists():
+            os.replace(final, old)
+        os.replace(partial, final)
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return InstalledBuild("cpu", final, manifest, reused=False)
+
+
+def _lists_rpc_backend(binary: Path) -> bool:
+    """Whether llama-server finds the RPC backend: asked for a worker on a closed port it
+    fails to connect, while a build without the backend says so instead."""
+    from stoker.shell.probe import engine_env
+
+    try:
+        proc = subprocess.run([str(binary), "--rpc", "127.0.0.1:1", "--list-devices"], capture_output=True,
+                              text=True, errors="replace", timeout=30, env=engine_env(binary),
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return True  # it tried to reach the worker: the backend is there
+    except OSError:
+        return False
+    out = proc.stdout + proc.stderr
+    return not ("RPC not supported" in out or "failed to find RPC backend" in out)

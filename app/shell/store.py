@@ -21,6 +21,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from stoker.core.overrides import ModelOverrides, overrides_to_dict, validate_overrides
+from stoker.core.rpc import parse_workers
 
 SCHEMA = 1
 
@@ -204,6 +205,8 @@ class AppSettings:
     cors_origins: tuple[str, ...] = ()  # browser origins allowed beside loopback ones
     # Models left out of every list (paths): other tools' models are hidden, never deleted.
     hidden_models: tuple[str, ...] = ()
+    # RPC workers (`stoker worker` on other machines), HOST:PORT each; `stoker run --rpc` beats it.
+    rpc_workers: tuple[str, ...] = ()
     # Keys a newer Stoker wrote; kept so saving from this version does not drop them.
     extra: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
@@ -244,6 +247,13 @@ def _check_setting(name: str, value, default):
                                            for v in value):
             return tuple(v.rstrip("/") for v in value), None
         return default, "cors_origins must be a list of origins such as https://chat.example"
+    if name == "rpc_workers":
+        try:
+            if isinstance(value, list) and all(isinstance(v, str) for v in value):
+                return tuple(w.endpoint for w in parse_workers(value)), None
+        except ValueError as exc:
+            return default, f"rpc_workers: {exc}"
+        return default, "rpc_workers must be a list of HOST:PORT strings"
     if name == "start_at_login":
         if isinstance(value, bool):
             return value, None

@@ -85,6 +85,7 @@ HEALTH_TIMEOUT_S = 1.0
 # cannot act on SIGTERM anyway, and every second it holds is a second the model is away.
 HUNG_GRACE_S = 1.0
 ADMIT_RETRY_S = 1.0  # a load waiting for room is decided again at least this often
+WORKER_CHECK_S = 5.0  # a dropped RPC worker is looked for this often (the preparer's hook)
 
 
 @dataclass(frozen=True)
@@ -328,6 +329,7 @@ class Supervisor:
         except OSError:
             self._incidents = ()
         self._health = EngineHealth()
+        self._next_worker_check = 0.0
         self._overrides: dict[str, ModelOverrides] = {}
         self._http: httpx.Client | None = None
         self._probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stoker-health")
@@ -413,6 +415,7 @@ class Supervisor:
                 self._unload_idle()
                 self._answer_waiters()
                 self._drop_stopped()
+                self._watch_workers()
                 if self._shutting_down and all(e.state.finished for e in self._engines.values()):
                     self._finished = True
         except Exception:  # noqa: BLE001 - never leave an engine running behind a dead thread
@@ -978,6 +981,19 @@ class Supervisor:
                 hook(launch, lines)
             except Exception:  # noqa: BLE001 - measuring is a bonus; the engine is READY anyway
                 log.exception("the preparer's after_ready failed")
+
+    def _watch_workers(self) -> None:
+        """While the preparer has dropped an RPC worker, refresh the health (which says when
+        it is back) every WORKER_CHECK_S and publish when that changed."""
+        watching = getattr(self._preparer, "watching_workers", None)
+        now = self._clock()
+        if watching is None or now < self._next_worker_check or not watching():
+            return
+        self._next_worker_check = now + WORKER_CHECK_S
+        before = self._health
+        self._refresh_health()
+        if self._health != before:
+            self._publish()
 
     def _refresh_health(self) -> None:
         hook = getattr(self._preparer, "engine_health", None)

@@ -101,6 +101,11 @@ TABLE = [
                      backend="vulkan", plan_wanted_gpu=True)),
     ("startup-timeout", R(["I load_tensors: loading model tensors"], sig="SIGKILL", by_us=True, timed_out=True)),
     ("assertion-failed", R(["ggml/src/ggml.c:1752: GGML_ASSERT(x) failed"], sig="SIGABRT")),
+    # The real engine's lines: a worker killed while serving, and one gone before the start.
+    ("rpc-worker-lost", R(["/src/llama.cpp/ggml/src/ggml-rpc/ggml-rpc.cpp:569: Remote RPC server crashed or "
+                           "returned malformed response"], sig="SIGABRT", phase="ready")),
+    ("rpc-worker-lost", R(["/src/llama.cpp/ggml/src/ggml-rpc/ggml-rpc.cpp:547: Failed to connect to "
+                           "127.0.0.1:50052"], sig="SIGABRT")),
     ("gpu-error", R(["CUDA error: an illegal memory access was encountered"], sig="SIGILL", backend="cuda")),
     ("gpu-error", R(["ggml_vulkan: device lost on Vulkan0"], sig="SIGABRT", phase="ready", backend="vulkan")),
     ("stopped", R(["I srv  llama_server: listening on http://127.0.0.1:1"], code=0, phase="stopping", by_us=True)),

