@@ -89,12 +89,16 @@ class RealPreparer:
     engine, Linux) are test knobs: planning for a machine claimed larger than the real
     limit makes a first plan that really cannot fit, so the recovery ladder runs on the
     real engine.
+
+    `idle_timeout_s` beats the model's idle_minutes and Settings' default for every launch
+    it prepares from then on (0: never unloaded): minutes are too coarse for a benchmark or
+    a test that watches an idle model go. None leaves it to those two.
     """
 
     def __init__(self, *, cli_overrides: ModelOverrides | None = None, engine: str | None = None,
                  startup_deadline_s: float = 180.0, remember_last_model: bool = True,
                  machine=None, memory_limit_bytes: int | None = None,
-                 memory_budget_bytes: int | None = None,
+                 memory_budget_bytes: int | None = None, idle_timeout_s: float | None = None,
                  clock: Callable[[], float] = time.time):
         self.cli_overrides = cli_overrides
         self.engine = engine
@@ -103,6 +107,7 @@ class RealPreparer:
         self.machine = machine
         self.memory_limit_bytes = memory_limit_bytes
         self.memory_budget_bytes = memory_budget_bytes  # what all models together may use
+        self.idle_timeout_s = idle_timeout_s
         self.clock = clock
         self._lock = threading.Lock()
         # model path -> the recovery steps taken since a person last started it
@@ -237,10 +242,12 @@ class RealPreparer:
             return PlanPolicy()
         return PlanPolicy(os_reserve_min_bytes=int(reserve * GIB))
 
-    @staticmethod
-    def _idle_timeout_s(settings, overrides: ModelOverrides) -> float | None:
-        """Seconds without a request before the engine is stopped: the model's own
-        idle_minutes, else Settings' default; 0 means never (None)."""
+    def _idle_timeout_s(self, settings, overrides: ModelOverrides) -> float | None:
+        """Seconds without a request before the engine is stopped: this preparer's
+        idle_timeout_s, else the model's own idle_minutes, else Settings' default; 0 means
+        never (None)."""
+        if self.idle_timeout_s is not None:
+            return float(self.idle_timeout_s) if self.idle_timeout_s > 0 else None
         minutes = overrides.idle_minutes
         if minutes is None:
             minutes = getattr(settings, "idle_unload_minutes", None)

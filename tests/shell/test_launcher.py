@@ -48,7 +48,20 @@ def test_idle_unload_setting_reaches_the_engine(engine_binary, demo_model, stoke
     store.update(idle_unload_minutes=7)
     prep = RealPreparer(cli_overrides=ModelOverrides(ctx=1024, slots=1), engine=str(engine_binary),
                         remember_last_model=False)
-    argv = prep(str(demo_model), attempt()).spec.argv
-    assert argv[argv.index("--sleep-idle-seconds") + 1] == "420"
+    launch = prep(str(demo_model), attempt())
+    # The supervisor stops an idle engine itself; the engine's own sleep is never asked for.
+    assert launch.idle_timeout_s == 420.0 and "--sleep-idle-seconds" not in launch.spec.argv
     store.update(idle_unload_minutes=0)
-    assert "--sleep-idle-seconds" not in prep(str(demo_model), attempt()).spec.argv
+    assert prep(str(demo_model), attempt()).idle_timeout_s is None
+
+
+@pytest.mark.engine
+def test_idle_timeout_in_seconds_beats_the_model_and_settings(engine_binary, demo_model, stoker_home):
+    SettingsStore(stoker_paths().config).update(idle_unload_minutes=7)
+    overrides = ModelOverrides(ctx=1024, slots=1, idle_minutes=3)
+    prep = RealPreparer(cli_overrides=overrides, engine=str(engine_binary), remember_last_model=False)
+    assert prep(str(demo_model), attempt()).idle_timeout_s == 180.0  # the model's own minutes
+    prep.idle_timeout_s = 2.5
+    assert prep(str(demo_model), attempt()).idle_timeout_s == 2.5
+    prep.idle_timeout_s = 0  # never, whatever the model and Settings say
+    assert prep(str(demo_model), attempt()).idle_timeout_s is None
