@@ -38,8 +38,14 @@ import json
 import multiprocessing
 import os
 import statistics
+import sys
 import threading
 import time
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from stoker.shell.launcher import RealPreparer
+    from stoker.shell.supervisor import AttemptContext, PreparedLaunch
 
 SCHEMA = 1
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
@@ -75,6 +81,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--idle-timeout", type=float, default=3.0, metavar="S",
                         help="idle timeout for the unload check, seconds (3)")
     parser.add_argument("--ctx-per-slot", type=int, default=256, metavar="N", help="context per slot (256)")
+    parser.add_argument("--threads", type=int, metavar="N",
+                        help="engine threads (default: the planner's choice; on a machine whose cores "
+                             "are busy with other work, 1 keeps the engine's threads from waiting on "
+                             "each other)")
+    parser.add_argument("--switch-interval", type=float, metavar="MS",
+                        help="also measure the busy UI thread with this GIL switch interval (a what-if; "
+                             "Python's default is 5 ms)")
     parser.add_argument("--json", action="store_true", help="print a versioned JSON object")
 
 
@@ -197,6 +210,7 @@ class _Clients:
         body = json.dumps(side["body"]).encode()
         marks, mark_times, events, buf = _Marks(), [], [], b""
         t0 = time.perf_counter()
+        wall_offset = time.time() - t0  # wall clock = perf_counter + this, to compare with the parent
         closed_at = None
         async with session.post(side["url"], data=body, headers=side["headers"]) as r:
             if r.status != 200:
@@ -214,7 +228,7 @@ class _Clients:
                     r.close()  # the connection itself, as a client that goes away
                     break
         return {"sent": t0, "events": events, "marks": mark_times, "closed_at": closed_at,
-                "ended_wall": time.time()}
+                "wall_offset": wall_offset, "ended_wall": time.time()}
 
     async def tap(self, side: dict, n: int) -> dict:
         """`n` streams one after another, each chunk's client time minus its time at the relay."""
@@ -324,20 +338,20 @@ class ClientProcess:
 
 
 class TapPreparer:
-    """The real preparer, with the route pointed at the relay while `tap` is set.
+    """The real preparer, with the route pointed at the relay while `tap_engine_port` is set.
 
-    The engine still listens on the port the supervisor picked (its argv is unchanged);
-    only `spec.port`, which the supervisor's health checks and the gateway's route use,
-    becomes the relay's. The preparer's hooks see the launch they made.
+    The engine then listens on `tap_engine_port` (its argv says so), and only `spec.port`,
+    which the supervisor's health checks and the gateway's route use, becomes the relay's.
+    Everything else is the RealPreparer's own: its hooks see the launch they made.
     """
 
-    def __init__(self, real, relay_port: int) -> None:
+    def __init__(self, real: "RealPreparer", relay_port: int) -> None:
         self.real = real
         self.relay_port = relay_port
-        self.tap_engine_port: int | None = None  # set: the next launch listens here, behind the relay
-        self._made: dict[int, object] = {}
+        self.tap_engine_port: int | None = None
+        self._made: dict[int, "PreparedLaunch"] = {}  # id(tapped launch) → the real one
 
-    def __call__(self, model_path, attempt):
+    def __call__(self, model_path: str | None, attempt: "AttemptContext"):
         from stoker.shell.supervisor import PreparedLaunch
 
         port = self.tap_engine_port
@@ -353,11 +367,17 @@ class TapPreparer:
     def after_exit(self, launch, incident, exit):
         return self.real.after_exit(self._made.get(id(launch), launch), incident, exit)
 
-    def after_ready(self, launch, lines):
-        return self.real.after_ready(self._made.get(id(launch), launch), lines)
+    def after_ready(self, launch, lines) -> None:
+        self.real.after_ready(self._made.get(id(launch), launch), lines)
 
-    def __getattr__(self, name):  # choose_model, engine_health, lift_quarantine
-        return getattr(self.real, name)
+    def choose_model(self, model_path: str | None):
+        return self.real.choose_model(model_path)
+
+    def engine_health(self):
+        return self.real.engine_health()
+
+    def lift_quarantine(self, build_id: str) -> None:
+        self.real.lift_quarantine(build_id)
 
 
 def _burn(stop: threading.Event) -> None:
@@ -532,11 +552,15 @@ class _Bench:
             for side in (via_relay, via_gateway):
                 self.clients.call("tap", side=side, n=1)  # warm-up
             out: dict = {}
-            for ui in ("idle", "busy"):
+            conditions = ["idle", "busy"] + (["busy-switch"] if self.args.switch_interval else [])
+            default_switch = sys.getswitchinterval()
+            for ui in conditions:
                 stop = threading.Event()
                 burner = threading.Thread(target=_burn, args=(stop,), name="bench-busy-ui", daemon=True)
-                if ui == "busy":
+                if ui != "idle":
                     burner.start()
+                if ui == "busy-switch":
+                    sys.setswitchinterval(self.args.switch_interval / 1000)
                 try:
                     delays: dict[str, list[float]] = {"relay": [], "gateway": []}
                     mismatched = 0
@@ -546,6 +570,7 @@ class _Bench:
                             delays[side["name"]] += got["delays"]
                             mismatched += got["mismatched"]
                 finally:
+                    sys.setswitchinterval(default_switch)
                     stop.set()
                     if burner.is_alive():
                         burner.join(5)
@@ -588,7 +613,13 @@ class _Bench:
             if view is None or view.ready_at is None or spawned is None:
                 raise RuntimeError("the cold load left no READY time to measure")
             load = view.ready_at - spawned
-            runs.append({"ttft_s": ttft, "load_s": load, "overhead_s": ttft - (load + warm_ttft_s)})
+            sent_wall = got["sent"] + got["wall_offset"]
+            first_wall = got["events"][0] + got["wall_offset"]
+            runs.append({"ttft_s": ttft, "load_s": load, "overhead_s": ttft - (load + warm_ttft_s),
+                         # where the time went: planning and admission before the spawn, the
+                         # engine's start, then READY → the first token through the gateway
+                         "request_to_spawn_s": spawned - sent_wall,
+                         "ready_to_first_token_s": first_wall - view.ready_at})
             if last:
                 pid = view.pid
                 gone = self.wait_gone(pid, self.args.idle_timeout + 30) if pid else None
@@ -614,7 +645,7 @@ class _Bench:
         a = self.args
         self.cmd = cmd
         model = resolve_model(a.model)
-        overrides = ModelOverrides(ctx=a.ctx_per_slot * a.streams, slots=a.streams)
+        overrides = ModelOverrides(ctx=a.ctx_per_slot * a.streams, slots=a.streams, threads=a.threads)
         # idle_timeout_s=0: never unloaded while measuring; the idle check sets its own.
         self.real_preparer = RealPreparer(cli_overrides=overrides, engine=a.engine,
                                           remember_last_model=False, idle_timeout_s=0)
@@ -665,7 +696,9 @@ class _Bench:
         facts["load_average_at_end"] = _load_average()
         return {"schema": SCHEMA, "bench": "gateway", **facts,
                 "figures": [_figure(k, v, a.streams) for k, v in figures.items()],
-                "latency": latency, "streaming": streaming, "chunk_delay": {k: tapped[k] for k in ("idle", "busy")},
+                "latency": latency, "streaming": streaming,
+                "chunk_delay": {k: v for k, v in tapped.items() if k != "disconnect"},
+                "switch_interval_ms": a.switch_interval,
                 "disconnect": tapped["disconnect"], "cold": cold, "notes": self.notes}
 
 
@@ -723,6 +756,8 @@ def print_report(out: dict) -> None:
               f"{s['ttft_gateway_ms']['p50_ms']:.1f} ms")
     for ui, c in out["chunk_delay"].items():
         b, g = c["baseline_relay_to_client"], c["through_gateway"]
+        if ui == "busy-switch":
+            ui = f"busy, GIL switch interval {out['switch_interval_ms']:g} ms"
         print(f"chunk delay, UI thread {ui}, tap → client (ms): straight p50 {b['p50_ms']:.3f} "
               f"p99 {b['p99_ms']:.3f}; through the gateway p50 {g['p50_ms']:.3f} p99 {g['p99_ms']:.3f} "
               f"max {g['max_ms']:.3f} ({g['n']} chunks)")
@@ -731,9 +766,11 @@ def print_report(out: dict) -> None:
           f"worst {_fmt(d['upstream_closed_ms']['max_ms'], 'ms')}; → engine slot idle: p50 "
           f"{_fmt(d['slot_idle_ms']['p50_ms'], 'ms')}, worst {_fmt(d['slot_idle_ms']['max_ms'], 'ms')}")
     c = out["cold"]
-    print(f"cold loads: warm direct TTFT {c['warm_direct_ttft_ms']:.1f} ms; "
-          + "; ".join(f"TTFT {r['ttft_s'] * 1000:.0f} ms = load {r['load_s'] * 1000:.0f} ms + "
-                      f"{r['overhead_s'] * 1000 + c['warm_direct_ttft_ms']:.0f} ms" for r in c["runs"]))
+    print(f"cold loads (warm direct TTFT {c['warm_direct_ttft_ms']:.1f} ms): TTFT = request → spawn "
+          "(plan, admission) + spawn → READY + READY → first token:")
+    for r in c["runs"]:
+        print(f"  {r['ttft_s'] * 1000:.0f} ms = {r['request_to_spawn_s'] * 1000:.0f} + "
+              f"{r['load_s'] * 1000:.0f} + {r['ready_to_first_token_s'] * 1000:.0f} ms")
     idle = c["idle"]
     if idle.get("gone_after_last_request_s") is not None:
         print(f"idle timeout {idle['timeout_s']:g} s: the engine was gone "
@@ -754,6 +791,10 @@ def run(args) -> int:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1.")
     if args.idle_timeout <= 0:
         raise UserError("--idle-timeout must be more than 0 seconds.")
+    if args.threads is not None and args.threads < 1:
+        raise UserError("--threads must be at least 1.")
+    if args.switch_interval is not None and args.switch_interval <= 0:
+        raise UserError("--switch-interval must be more than 0 milliseconds.")
     if args.ctx_per_slot < 128:
         raise UserError("--ctx-per-slot must be at least 128.")
     try:

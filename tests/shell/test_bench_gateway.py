@@ -23,13 +23,14 @@ def test_a_tiny_run_reports_every_figure(engine_binary, demo_model, stoker_home)
         [sys.executable, "-m", "stoker", "bench", "gateway", "--json", "--model", str(demo_model),
          "--engine", str(engine_binary), "--iterations", "5", "--rounds", "1", "--streams", "2",
          "--tokens", "4", "--chunk-streams", "1", "--disconnects", "1", "--cold-runs", "1",
-         "--idle-timeout", "1", "--ctx-per-slot", "256"],
+         "--idle-timeout", "1", "--ctx-per-slot", "256", "--threads", "1"],
         cwd=REPO, capture_output=True, text=True, timeout=900, env=os.environ.copy())
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
     assert out["schema"] == 1 and out["bench"] == "gateway"
     assert out["model"] == "smollm2-135m-instruct:q4_1" and out["slots"] == 2
-    assert "-np" in out["argv"] and out["argv"][out["argv"].index("-np") + 1] == "2"
+    argv = out["argv"]
+    assert argv[argv.index("-np") + 1] == "2" and argv[argv.index("-t") + 1] == "1"
     figures = {f["key"]: f for f in out["figures"]}
     assert set(figures) == set(TARGETS)
     for f in figures.values():  # every figure measured, judged against its own target
@@ -53,7 +54,8 @@ def test_a_tiny_run_reports_every_figure(engine_binary, demo_model, stoker_home)
     run = cold["runs"][0]
     assert run["load_s"] > 0 and run["ttft_s"] > run["load_s"]
     assert cold["idle"]["idle_timeout_in_snapshot_s"] == 1.0
-    assert cold["idle"]["gone_after_last_request_s"] >= 1.0  # never before its timeout
+    # never before its timeout (less a little: the client sees the end just after the gateway)
+    assert cold["idle"]["gone_after_last_request_s"] >= 0.9
     assert engines_running(engine_binary) == []
 
 
