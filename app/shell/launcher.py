@@ -90,9 +90,10 @@ class RealPreparer:
     limit makes a first plan that really cannot fit, so the recovery ladder runs on the
     real engine.
 
-    `idle_timeout_s` beats the model's idle_minutes and Settings' default for every launch
-    it prepares from then on (0: never unloaded): minutes are too coarse for a benchmark or
-    a test that watches an idle model go. None leaves it to those two.
+    `idle_timeout_s` (seconds) beats the model's idle_minutes and Settings' default for
+    every launch it prepares from then on (0: never unloaded, as idle_minutes 0 is): whole
+    minutes are too coarse for tests and `stoker bench gateway`, which watch an idle model
+    go. None leaves it to those two.
     """
 
     def __init__(self, *, cli_overrides: ModelOverrides | None = None, engine: str | None = None,
@@ -107,7 +108,7 @@ class RealPreparer:
         self.machine = machine
         self.memory_limit_bytes = memory_limit_bytes
         self.memory_budget_bytes = memory_budget_bytes  # what all models together may use
-        self.idle_timeout_s = idle_timeout_s
+        self.idle_timeout_s = idle_timeout_s  # seconds; see the docstring
         self.clock = clock
         self._lock = threading.Lock()
         # model path -> the recovery steps taken since a person last started it
