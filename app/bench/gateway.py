@@ -176,7 +176,8 @@ class _Clients:
 
         if side not in self._sessions:
             self._sessions[side] = ClientSession(
-                connector=TCPConnector(limit=0), timeout=ClientTimeout(total=600),
+                # Idle connections dropped before llama-server closes them (5 s), as the gateway does.
+                connector=TCPConnector(limit=0, keepalive_timeout=2.0), timeout=ClientTimeout(total=600),
                 auto_decompress=False)
         return self._sessions[side]
 
