@@ -14,6 +14,7 @@ BENCHES = {
     "speed": "predicted decode speed beside the engine's measured tokens/s on this CPU",
     "bundle": "the frozen bundle's size and start-to-tray time beside the venv install's",
     "library": "listing 200 models across Ollama, HF cache and LM Studio, cold and cached",
+    "gateway": "what the gateway adds to latency, streaming, disconnects and loads, beside the engine's port",
 }
 
 

@@ -52,6 +52,10 @@ MAX_BODY = 64 * 1024 * 1024  # images in chat requests are base64: allow generou
 KEY_REFRESH_S = 2.0  # the keyring is re-read this often (a key saved in another process)
 CRASH_WAIT_S = 2.0  # how long a failed upstream waits for the supervisor to name the incident
 EVENT_KEEPALIVE_S = 15.0
+# An idle upstream connection is dropped after this long, well before llama-server's own
+# keep-alive timeout (cpp-httplib closes idle connections after 5 s): reusing one the engine
+# has just closed answered a client 502 "engine stopped" (seen in `stoker bench gateway`).
+UPSTREAM_KEEPALIVE_S = 2.0
 RESCAN_MIN_S = 2.0
 
 
@@ -196,7 +200,8 @@ class Gateway:
                                shutdown_timeout=1.0)
         await runner.setup()
         self._session = ClientSession(
-            connector=TCPConnector(limit=0, force_close=False, enable_cleanup_closed=True),
+            connector=TCPConnector(limit=0, force_close=False, enable_cleanup_closed=True,
+                                   keepalive_timeout=UPSTREAM_KEEPALIVE_S),
             timeout=ClientTimeout(total=None, sock_connect=10, sock_read=None),
             auto_decompress=False, skip_auto_headers=("User-Agent",))
         for s in self._sockets:

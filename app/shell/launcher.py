@@ -87,6 +87,11 @@ class RealPreparer:
     engine, Linux) are test knobs: planning for a machine claimed larger than the real
     limit makes a first plan that really cannot fit, so the recovery ladder runs on the
     real engine.
+
+    `idle_timeout_s` (seconds) beats the model's idle_minutes and Settings' default for
+    every launch it prepares from then on (0: never unloaded, as idle_minutes 0 is): whole
+    minutes are too coarse for tests and `stoker bench gateway`, which watch an idle model
+    go. None leaves it to those two.
     """
 
     def __init__(self, *, cli_overrides: ModelOverrides | None = None, engine: str | None = None,
@@ -101,9 +106,7 @@ class RealPreparer:
         self.machine = machine
         self.memory_limit_bytes = memory_limit_bytes
         self.memory_budget_bytes = memory_budget_bytes  # what all models together may use
-        # Seconds, beating Settings and overrides (which count whole minutes): tests and
-        # `stoker bench gateway` watch an idle unload without waiting minutes.
-        self.idle_timeout_s = idle_timeout_s
+        self.idle_timeout_s = idle_timeout_s  # seconds; see the docstring
         self.clock = clock
         self._lock = threading.Lock()
         # model path -> the recovery steps taken since a person last started it
@@ -274,10 +277,12 @@ class RealPreparer:
                 self._told.add(problem)
                 log.warning("%s", problem)
 
-    @staticmethod
-    def _idle_timeout_s(settings, overrides: ModelOverrides) -> float | None:
-        """Seconds without a request before the engine is stopped: the model's own
-        idle_minutes, else Settings' default; 0 means never (None)."""
+    def _idle_timeout_s(self, settings, overrides: ModelOverrides) -> float | None:
+        """Seconds without a request before the engine is stopped: this preparer's
+        idle_timeout_s, else the model's own idle_minutes, else Settings' default; 0 means
+        never (None)."""
+        if self.idle_timeout_s is not None:
+            return float(self.idle_timeout_s) if self.idle_timeout_s > 0 else None
         minutes = overrides.idle_minutes
         if minutes is None:
             minutes = getattr(settings, "idle_unload_minutes", None)
@@ -349,8 +354,7 @@ class RealPreparer:
         prepared = PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.id,
                                   backend=build.backend, secrets=secrets,
                                   startup_deadline_s=self.startup_deadline_s,
-                                  idle_timeout_s=self.idle_timeout_s if self.idle_timeout_s is not None
-                                  else self._idle_timeout_s(settings, user_overrides),
+                                  idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
                                   engine_key=dict(secrets).get(API_KEY_ENV))
         with self._lock:
             self._context = {id(prepared): _LaunchContext(

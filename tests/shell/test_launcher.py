@@ -62,3 +62,15 @@ def test_idle_timeout_comes_from_settings_and_the_models_override(engine_binary,
     a, b = prep(str(demo_model), attempt()), prep(str(demo_model), attempt())
     assert a.engine_key and b.engine_key and a.engine_key != b.engine_key
     assert dict(a.secrets)[API_KEY_ENV] == a.engine_key and a.engine_key not in " ".join(a.spec.argv)
+
+
+@pytest.mark.engine
+def test_idle_timeout_in_seconds_beats_the_model_and_settings(engine_binary, demo_model, stoker_home):
+    SettingsStore(stoker_paths().config).update(idle_unload_minutes=7)
+    overrides = ModelOverrides(ctx=1024, slots=1, idle_minutes=3)
+    prep = RealPreparer(cli_overrides=overrides, engine=str(engine_binary), remember_last_model=False)
+    assert prep(str(demo_model), attempt()).idle_timeout_s == 180.0  # the model's own minutes
+    prep.idle_timeout_s = 2.5
+    assert prep(str(demo_model), attempt()).idle_timeout_s == 2.5
+    prep.idle_timeout_s = 0  # never, whatever the model and Settings say
+    assert prep(str(demo_model), attempt()).idle_timeout_s is None
