@@ -87,3 +87,15 @@ class FakeServices:
 
 def entries(*paths):
     return tuple(ModelEntry(str(p), Path(p).stem, 1) for p in paths)
+
+
+def grab_menus(*menus):
+    """A picture of open menus (a submenu is its own window): the screen around them."""
+    from PySide6.QtGui import QGuiApplication
+
+    area = menus[0].geometry()
+    for m in menus[1:]:
+        area = area.united(m.geometry())
+    area = area.adjusted(-4, -4, 4, 4)
+    return QGuiApplication.primaryScreen().grabWindow(0, area.x(), area.y(), area.width(),
+                                                      area.height())
