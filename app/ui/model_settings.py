@@ -1,6 +1,8 @@
 """The per-model settings dialog: every override, checked as typed, with a live plan preview.
 
 Each edit is parsed and validated at once (a sentence under the form says what is wrong);
+aliases (comma or space separated) and the model's own idle timeout sit beside the
+planner's overrides and, changed alone, apply without restarting the engine;
 a valid set of overrides is planned off the GUI thread after a short pause in typing and
 drawn as one bar per device (weights, KV cache, compute, other, free against the budget)
 with the plan's decisions beside it. A preview that arrives after a newer edit is thrown
@@ -22,7 +24,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout
 
 from stoker.core.commands import ApplyOverrides, Command
 from stoker.core.overrides import (FLASH_ATTN, KV_CACHE_TYPES, SPEC_SAMPLING, SPEC_TYPES,
-                                ModelOverrides)
+                                   ModelOverrides, needs_restart)
 from stoker.core.plan import DeviceMemory, LaunchPlan, PlanRefusal
 from stoker.core.snapshot import EngineState
 from stoker.ui.bridge import SnapshotBridge
@@ -33,8 +35,10 @@ GIB = 1024 ** 3
 SEGMENTS = (("weights", "#4285f4"), ("KV cache", "#34a853"), ("compute", "#fbbc04"),
             ("other", "#a142f4"))
 
-# field -> (label, kind, choices/hint). kind: int | choice | tri | text | args
+# field -> (label, kind, choices/hint). kind: int | choice | tri | text | args | names
 FIELDS: tuple[tuple[str, str, str, tuple[str, ...] | str], ...] = (
+    ("aliases", "Aliases (other names clients send)", "names", "e.g. gpt-4o-mini, chat"),
+    ("idle_minutes", "Stop after idle (minutes)", "int", "0 = never; empty = Settings' default"),
     ("ctx", "Context (tokens)", "int", "e.g. 8192"),
     ("slots", "Parallel slots", "int", "e.g. 1"),
     ("kv_type_k", "KV cache type K", "choice", KV_CACHE_TYPES),
@@ -225,6 +229,8 @@ class ModelSettingsDialog(QDialog):
                 w.setCurrentIndex(max(0, w.findData(value)) if value is not None else 0)
             elif kind == "args":
                 w.setText(shlex.join(value) if value else "")
+            elif kind == "names":
+                w.setText(", ".join(value))
             else:
                 w.setText("" if value is None else str(value))
             w.blockSignals(False)
@@ -241,7 +247,7 @@ class ModelSettingsDialog(QDialog):
                 continue
             text = w.text().strip()
             if not text:
-                raw[name] = () if kind == "args" else None
+                raw[name] = () if kind in ("args", "names") else None
             elif kind == "int":
                 try:
                     raw[name] = int(text.replace(",", "").replace("_", ""))
@@ -319,10 +325,16 @@ class ModelSettingsDialog(QDialog):
 
     # -- apply ----------------------------------------------------------------------------
     def model_is_running(self) -> bool:
+        """Whether this model has an engine up (focused or beside others) that a restart would cut."""
         snap = self._bridge.latest()
-        return (snap is not None and snap.model_path is not None
-                and model_key(snap.model_path) == model_key(self.model_path)
-                and snap.state in (EngineState.STARTING, EngineState.READY, EngineState.BACKOFF))
+        if snap is None:
+            return False
+        running = (EngineState.STARTING, EngineState.READY, EngineState.BACKOFF)
+        me = model_key(self.model_path)
+        return (any(e.model_path and model_key(e.model_path) == me and e.state in running
+                    for e in snap.engines)
+                or (snap.model_path is not None and model_key(snap.model_path) == me
+                    and snap.state in running))
 
     def confirm_restart(self) -> bool:
         """Ask before a restart interrupts whoever is using the engine (tests replace this)."""
@@ -341,7 +353,9 @@ class ModelSettingsDialog(QDialog):
         if overrides == self._stored:
             self.accept()
             return
-        restart = self.model_is_running() and self.confirm_restart()
+        # Aliases and the idle timeout never need the engine restarted: no question asked.
+        restart = (needs_restart(self._stored, overrides) and self.model_is_running()
+                   and self.confirm_restart())
         services, path = self._services, self.model_path
         self.apply_button.setEnabled(False)
 

@@ -21,7 +21,7 @@ from stoker.shell.paths import stoker_paths
 
 # The settings the settings dialog edits (fields of stoker.shell.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
-                 "start_at_login", "log_level")
+                 "gateway_port", "model_memory_gib", "cors_origins", "start_at_login", "log_level")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 

@@ -29,7 +29,8 @@ class FakeServices:
     def __init__(self, tmp: Path, models=()):
         self.tmp = tmp
         self.settings = {"engine": None, "model_folders": [], "memory_reserve_gib": 4.0,
-                         "idle_unload_minutes": 5, "start_at_login": False, "log_level": "info"}
+                         "idle_unload_minutes": 5, "gateway_port": 7857, "model_memory_gib": None,
+                         "cors_origins": (), "start_at_login": False, "log_level": "info"}
         self.overrides: dict[str, ModelOverrides] = {}
         self.model_list = tuple(models)
         self.plan_delay_s = 0.0
