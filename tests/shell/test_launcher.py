@@ -9,7 +9,7 @@ import pytest
 from stoker.core.overrides import ModelOverrides
 from stoker.shell.launcher import RealPreparer, merge_overrides
 from stoker.shell.paths import stoker_paths
-from stoker.shell.store import SettingsStore
+from stoker.shell.store import OverridesStore, SettingsStore
 from stoker.shell.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
 
 
@@ -43,12 +43,40 @@ def test_prepares_the_last_used_model_with_the_cli_context(engine_binary, demo_m
 
 
 @pytest.mark.engine
-def test_idle_unload_setting_reaches_the_engine(engine_binary, demo_model, stoker_home):
+def test_idle_timeout_settings_reach_the_launch(engine_binary, demo_model, stoker_home):
+    """Settings' default, beaten by the model's own idle_minutes (0: never). The supervisor
+    stops an idle engine itself (the launch's idle_timeout_s), so the engine's own sleep
+    flag stays off: a sleeping engine would keep its process and its memory."""
     store = SettingsStore(stoker_paths().config)
     store.update(idle_unload_minutes=7)
     prep = RealPreparer(cli_overrides=ModelOverrides(ctx=1024, slots=1), engine=str(engine_binary),
                         remember_last_model=False)
-    argv = prep(str(demo_model), attempt()).spec.argv
-    assert argv[argv.index("--sleep-idle-seconds") + 1] == "420"
+    out = prep(str(demo_model), attempt())
+    assert out.idle_timeout_s == 420 and "--sleep-idle-seconds" not in out.spec.argv
+    overrides = OverridesStore(stoker_paths().config)
+    overrides.set(demo_model, ModelOverrides(idle_minutes=2))
+    assert prep(str(demo_model), attempt()).idle_timeout_s == 120
+    overrides.set(demo_model, ModelOverrides(idle_minutes=0))
+    assert prep(str(demo_model), attempt()).idle_timeout_s is None
+    overrides.clear(demo_model)
     store.update(idle_unload_minutes=0)
-    assert "--sleep-idle-seconds" not in prep(str(demo_model), attempt()).spec.argv
+    assert prep(str(demo_model), attempt()).idle_timeout_s is None
+
+
+@pytest.mark.engine
+def test_memory_budget_setting_caps_the_plan(engine_binary, demo_model, stoker_home):
+    """Settings' model_memory_gib is what every model's plan may use (None: the machine's);
+    a budget the model cannot fit in refuses it with the planner's sentence."""
+    store = SettingsStore(stoker_paths().config)
+    prep = RealPreparer(cli_overrides=ModelOverrides(ctx=1024, slots=1), engine=str(engine_binary),
+                        remember_last_model=False)
+    free = prep(str(demo_model), attempt())
+    machine_budget = sum(d.budget_bytes for d in free.plan.devices)
+    store.update(model_memory_gib=0.5)
+    capped = prep(str(demo_model), attempt())
+    assert isinstance(capped, PreparedLaunch), capped
+    capped_budget = sum(d.budget_bytes for d in capped.plan.devices)
+    assert capped_budget <= 0.5 * 1024 ** 3 < machine_budget
+    store.update(model_memory_gib=0.01)  # 10 MiB: not even the weights fit
+    refused = prep(str(demo_model), attempt())
+    assert isinstance(refused, PreparationRefused) and refused.reason
