@@ -23,6 +23,7 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout
                                QMessageBox, QSizePolicy, QVBoxLayout, QWidget)
 
 from stoker.core.commands import ApplyOverrides, Command
+from stoker.core.model_ids import Catalog, alias_problems
 from stoker.core.overrides import (FLASH_ATTN, KV_CACHE_TYPES, SPEC_SAMPLING, SPEC_TYPES,
                                    ModelOverrides, needs_restart)
 from stoker.core.plan import DeviceMemory, LaunchPlan, PlanRefusal
@@ -38,7 +39,7 @@ SEGMENTS = (("weights", "#4285f4"), ("KV cache", "#34a853"), ("compute", "#fbbc0
 # field -> (label, kind, choices/hint). kind: int | choice | tri | text | args | names
 FIELDS: tuple[tuple[str, str, str, tuple[str, ...] | str], ...] = (
     ("aliases", "Aliases (other names clients send)", "names", "e.g. gpt-4o-mini, chat"),
-    ("idle_minutes", "Stop after idle (minutes)", "int", "0 = never; empty = Settings' default"),
+    ("idle_minutes", "Stop after idle (minutes)", "int", "0 never · empty: Settings"),
     ("ctx", "Context (tokens)", "int", "e.g. 8192"),
     ("slots", "Parallel slots", "int", "e.g. 1"),
     ("kv_type_k", "KV cache type K", "choice", KV_CACHE_TYPES),
@@ -151,8 +152,9 @@ class ModelSettingsDialog(QDialog):
         self.last_preview: LaunchPlan | PlanRefusal | None = None
         self.loading = True
         self.applied: ModelOverrides | None = None
+        self._catalog: Catalog | None = None  # the other models' names, for alias clashes
 
-        form_box = QGroupBox("Overrides (empty = let the planner decide)")
+        form_box = QGroupBox("Overrides (empty = Stoker decides)")
         form = QFormLayout(form_box)
         self.inputs: dict[str, QWidget] = {}
         for name, label, kind, hint in FIELDS:
@@ -209,6 +211,7 @@ class ModelSettingsDialog(QDialog):
         self._timer.setInterval(self.PREVIEW_DELAY_MS)
         self._timer.timeout.connect(self.request_preview)
         run_in_background(lambda: services.load_overrides(model_path), self._got_overrides)
+        run_in_background(services.catalog, self._got_catalog)
 
     # -- form <-> overrides ---------------------------------------------------------------
     def _got_overrides(self, overrides, error) -> None:
@@ -219,6 +222,13 @@ class ModelSettingsDialog(QDialog):
         self.set_form(overrides)
         self.loading = False
         self._edited()
+
+    def _got_catalog(self, catalog, error) -> None:
+        if error is not None:  # clashes are then only logged by the gateway's own rescan
+            return
+        self._catalog = catalog
+        if self.inputs["aliases"].text().strip():
+            self._edited()
 
     def set_form(self, o: ModelOverrides) -> None:
         for name, _label, kind, _hint in FIELDS:
@@ -272,6 +282,8 @@ class ModelSettingsDialog(QDialog):
             overrides, errors = validate(raw)
         except Exception as exc:  # a validator crash must read as a problem, not kill the UI
             return None, (f"These overrides could not be checked: {exc}",)
+        if not errors and overrides.aliases and self._catalog is not None:
+            errors = alias_problems(self._catalog, model_key(self.model_path), overrides.aliases)
         return (None if errors else overrides), tuple(errors)
 
     @Slot()

@@ -89,6 +89,12 @@ class Services:
         return tuple(ModelEntry(str(m.path), m.label, m.size_bytes, m.error)
                      for m in list_models(with_summary=False))
 
+    def catalog(self):
+        """The models by gateway id, as the gateway names them (headers read, then cached)."""
+        from stoker.shell.catalog import ModelCatalog
+
+        return ModelCatalog().refresh()
+
     # -- overrides ------------------------------------------------------------------------
     def _overrides_store(self):
         from stoker.shell.store import OverridesStore

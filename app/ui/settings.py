@@ -111,8 +111,9 @@ class SettingsDialog(QDialog):
         add = QPushButton("Add…")
         add.clicked.connect(self._add_folder)
         remove = QPushButton("Remove")
-        remove.clicked.connect(lambda: [self.folders.takeItem(self.folders.row(i))
-                                        for i in self.folders.selectedItems()])
+        # A bound method, not a lambda over self: PySide frees a lambda's closure while it
+        # tears the dialog down at exit, which crashes the interpreter.
+        remove.clicked.connect(self._remove_folders)
         f_buttons = QVBoxLayout()
         f_buttons.addWidget(add)
         f_buttons.addWidget(remove)
@@ -130,7 +131,7 @@ class SettingsDialog(QDialog):
         models_form.addRow("Keep free for the system", self.reserve)
         self.model_memory = QLineEdit()
         self.model_memory.setObjectName("model-memory")
-        self.model_memory.setPlaceholderText("the machine's: what is free, less the reserve")
+        self.model_memory.setPlaceholderText("empty: the machine's")
         self.model_memory.setClearButtonEnabled(True)
         self.model_memory.textChanged.connect(self._check_typed)
         m_row = QHBoxLayout()
@@ -263,7 +264,7 @@ class SettingsDialog(QDialog):
         self.api_key.setEnabled(available)
         self.clear_key.setEnabled(available and has_key)
         self.api_key.setPlaceholderText("a key is stored; type to replace it" if has_key
-                                        else "no key: the endpoint accepts any local client")
+                                        else "no key: any local client may call")
 
     @Slot(object)
     def on_snapshot(self, snap: AppSnapshot | None) -> None:
@@ -322,6 +323,11 @@ class SettingsDialog(QDialog):
         self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(not problems)
 
     # -- actions ------------------------------------------------------------------------
+    @Slot()
+    def _remove_folders(self) -> None:
+        for item in self.folders.selectedItems():
+            self.folders.takeItem(self.folders.row(item))
+
     def _add_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a model folder")
         if folder and not self.folders.findItems(folder, Qt.MatchFlag.MatchExactly):

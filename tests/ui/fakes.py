@@ -65,6 +65,13 @@ class FakeServices:
     def models(self):
         return self.model_list
 
+    def catalog(self):
+        """The fake library named as the gateway would name it."""
+        from stoker.core.model_ids import ModelKind, build_catalog
+
+        found = [(m.path, Path(m.path).name, ModelKind.CHAT, "library") for m in self.model_list]
+        return build_catalog(found, {k: v.aliases for k, v in self.overrides.items()})[0]
+
     def load_overrides(self, model_path):
         return self.overrides.get(model_path, ModelOverrides())
 

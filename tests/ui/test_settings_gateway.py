@@ -15,7 +15,7 @@ from stoker.shell.paths import stoker_paths
 from stoker.shell.store import OverridesStore, SettingsStore
 from stoker.ui.app import StokerApp
 from stoker.ui.services import Services
-from tests.ui.fakes import FakeServices
+from tests.ui.fakes import FakeServices, entries
 
 
 class StoreServices(FakeServices):
@@ -96,10 +96,11 @@ def test_aliases_and_idle_override_are_validated_and_saved_without_a_restart(
         seq=1, state=EngineState.READY, model_path="/m/other.gguf",
         engines=(EngineView("other:q4_1", "/m/other.gguf", EngineState.READY),
                  EngineView("smol", path, EngineState.READY))))
-    stoker = StokerApp(fake_supervisor, StoreServices(tmp_path))
+    other = str(tmp_path / "other.Q4_1.gguf")
+    stoker = StokerApp(fake_supervisor, StoreServices(tmp_path, entries(path, other)))
     qtbot.waitUntil(lambda: getattr(stoker.bridge.latest(), "seq", 0) == 1, timeout=2000)
     dialog = stoker.open_model_settings(path)
-    qtbot.waitUntil(lambda: not dialog.loading, timeout=10_000)
+    qtbot.waitUntil(lambda: not dialog.loading and dialog._catalog is not None, timeout=10_000)
     assert dialog.model_is_running()
     asked = []
     dialog.confirm_restart = lambda: asked.append(True) or True
@@ -111,6 +112,9 @@ def test_aliases_and_idle_override_are_validated_and_saved_without_a_restart(
     dialog.inputs["idle_minutes"].setText("2")
     dialog.inputs["aliases"].setText("GPT-4o-mini, chat  chat " + "x" * 201)
     assert "1 to 200 characters" in dialog.errors.text() and not dialog.apply_button.isEnabled()
+    dialog.inputs["aliases"].setText("gpt-4o-mini other:Q4_1")  # the other model's id
+    assert "already the name of other:q4_1" in dialog.errors.text()
+    assert not dialog.apply_button.isEnabled()
     dialog.inputs["aliases"].setText("GPT-4o-mini, chat  chat")
     assert dialog.errors.text() == "" and dialog.apply_button.isEnabled()
     dialog.apply_button.click()
