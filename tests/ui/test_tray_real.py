@@ -172,6 +172,7 @@ def test_menu_dialogs_and_quit_against_the_real_engine(qtbot, real_app, library,
     dialog = real_app.model_dialogs[snap.model_path]
     qtbot.waitUntil(lambda: not dialog.loading and dialog.previews_done >= 1, timeout=30_000)
     assert dialog.last_preview.ctx == snap.ctx
+    dialog.inputs["aliases"].setText("chat, gpt-4o-mini")
     dialog.inputs["ctx"].setText("1O24")  # a typo is caught as typed
     assert "whole number" in dialog.errors.text() and not dialog.apply_button.isEnabled()
     done = dialog.previews_done
@@ -190,6 +191,7 @@ def test_menu_dialogs_and_quit_against_the_real_engine(qtbot, real_app, library,
                       also=lambda s: argv_value(s.argv, "-c") == "1024")
     assert asked == [True] and snap.pid != old_pid and snap.ctx == 1024
     assert Services().load_overrides(str(second)).ctx == 1024
+    assert Services().load_overrides(str(second)).aliases == ("chat", "gpt-4o-mini")
 
     # Settings dialog: filled in from the store and the engine discovery.
     settings = real_app.open_settings()
