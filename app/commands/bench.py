@@ -9,6 +9,7 @@ BENCHES = {
     "startup": "time from run to READY beside bare llama-server",
     "memory": "analytic memory estimate beside the engine's own accounting",
     "fit": "planned context beside the largest context that really starts",
+    "diagnose": "failure diagnosis against real users' logs (tests/data/wild), overall and held out",
 }
 
 

@@ -2,18 +2,18 @@
 
 A user with a log from anywhere (Stoker, a shell, another app) gets the same kind,
 evidence and advice the tray would show. Without `--exit-code`/`--signal` the log alone
-decides; the phase is read from the log (`model loaded` means it was serving) unless given.
+decides (an exit a wrapper wrote into it, like Ollama's `exit status 0xc0000135`, counts);
+the phase is read from the log (`model loaded` means it was serving) unless given.
 Reads only the end of the file, so a huge log is fine.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import sys
 from pathlib import Path
 
-from stoker.core.diagnosis import ExitReport, backend_from_log, classify_exit, ntstatus_of
+from stoker.core.diagnosis import classify_exit, report_from_log
 
 TAIL_BYTES = 512 * 1024
 TAIL_LINES = 400
@@ -79,13 +79,6 @@ def read_log_tail(path: Path) -> tuple[str, ...]:
     return tuple(out)
 
 
-def _phase_from_log(lines) -> str:
-    for line in lines:
-        if re.search(r"llama_server: model loaded|listening on http", line):
-            return "ready"
-    return "starting"
-
-
 def run(args) -> int:
     from stoker.cli import UserError
 
@@ -98,24 +91,15 @@ def run(args) -> int:
         raise UserError(f"could not read {path} ({exc.strerror}); check the path and its permissions.") from None
     code = _parse_exit_code(args.exit_code) if args.exit_code is not None else None
     sig = _parse_signal(args.signal) if args.signal is not None else None
-    os_name = "windows" if code is not None and ntstatus_of(code) is not None else \
-        {"win32": "windows", "darwin": "darwin"}.get(sys.platform, "linux")
-    if any(re.search(r"ggml_metal|MTL\d", x) for x in lines):
-        os_name = "darwin"
-    backend = args.backend or backend_from_log(lines)
-    has_drafter = any(re.search(r"(-md|--spec-draft-model|--model-draft)\s|draft model|MTP context", x)
-                      for x in lines)
-    report = ExitReport(
-        exit_code=code, signal=sig, signalled_by_us=False,
-        phase=args.phase or _phase_from_log(lines), uptime_s=None, log_tail=lines,
-        backend=backend, plan_wanted_gpu=False, has_drafter=has_drafter, os=os_name,
-    )
+    os_name = {"win32": "windows", "darwin": "darwin"}.get(sys.platform, "linux")
+    report = report_from_log(lines, exit_code=code, signal=sig, phase=args.phase,
+                             backend=args.backend, os=os_name)
     inc = classify_exit(report)
     if args.json:
         print(json.dumps({
             "schema": 1, "log": str(path), "kind": inc.kind, "title": inc.title,
             "evidence": inc.evidence, "advice": inc.advice, "exit": inc.exit_description,
-            "phase": report.phase, "backend": backend, "counts_as_strike": inc.counts_as_strike,
+            "phase": report.phase, "backend": report.backend, "counts_as_strike": inc.counts_as_strike,
             "recoverable_by": inc.recoverable_by,
         }, indent=2))
     else:

@@ -165,9 +165,20 @@ def run(args) -> int:
         holder["instance"] = instance
         sup.subscribe(StatePrinter())
         failed: list[AppSnapshot] = []
-        # A failed engine ends a foreground run: there is nobody to press "start again".
-        sup.subscribe(lambda s: (failed.append(s), sup.submit(Shutdown()))
-                      if s.state is EngineState.FAILED and not failed else None)
+        served: list[bool] = []
+
+        def end_if_the_asked_model_failed(s: AppSnapshot) -> None:
+            # The model this command was asked to run failed before anything served: end the
+            # foreground run (there is nobody to press "start again"). Once a model has
+            # served, the endpoint stays up: a model that fails later answers 503 with its
+            # reason while the others keep serving.
+            if any(e.state is EngineState.READY for e in s.engines):
+                served.append(True)
+            if s.state is EngineState.FAILED and not failed and not served:
+                failed.append(s)
+                sup.submit(Shutdown())
+
+        sup.subscribe(end_if_the_asked_model_failed)
         control.serve()
         instance.start()
         print(f"endpoint: {instance.url}/v1  (OpenAI and Anthropic APIs; models by id: "

@@ -1,7 +1,7 @@
 """`stoker status [--json]`: ask the running instance over the control channel how it is.
 
 Exit 0 with the status, or exit 1 and "no Stoker instance is running" when none answers.
-The JSON object is versioned (`"schema": 1`, see core/status_report.py).
+The JSON object is versioned (`"schema": 2`, see core/status_report.py).
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.core.status_report import status_lines
+    from stoker.core.status_report import SCHEMA, status_lines
     from stoker.shell.control import request
 
     answer = request("status")
     if answer is None:
         if args.json:
-            print(json.dumps({"schema": 1, "running": False}))
+            print(json.dumps({"schema": SCHEMA, "running": False}))
         print("stoker: no Stoker instance is running; start one with `stoker run`.", file=sys.stderr)
         return 1
     if not answer.get("ok"):

@@ -210,8 +210,11 @@ def blocker_from_incident(incident, model_name: str | None, phase: str, backend:
         return out_of_memory_blocker(model_name, phase == "starting", incident.evidence)
     if kind == "gpu-unused":
         return gpu_unused_blocker(incident.evidence, backend)
-    if kind == "missing-library":
+    if kind in ("missing-library", "system-too-old"):
+        # system-too-old: the runtime version the build needs is missing from this system.
         return BlockerView("missingRuntime", incident.title + f" ({incident.evidence.strip()})", incident.advice)
+    if kind == "stale-library":
+        return BlockerView("libraryConflict", incident.title + f" ({incident.evidence.strip()})", incident.advice)
     if kind == "cuda-driver-too-old":
         return BlockerView("cudaBlocker", incident.title, incident.advice)
     if kind == "no-kernel-image" and backend == "rocm":

@@ -4,8 +4,12 @@
 the phase (starting / ready / stopping), the uptime and the log tail of one llama-server
 process, and decides the kind of failure, whether it counts as a strike against the engine
 build (core/quarantine.py) and which recovery, if any, can help (core/recovery.py).
-The patterns are the real lines of llama.cpp b11434 (shared/reference/llama-server.md §3.3)
-and the seed's panic regexes (gezel-behaviours.md §2).
+The patterns are the real lines of llama.cpp b11434 (shared/reference/llama-server.md §3.3),
+the seed's panic regexes (gezel-behaviours.md §2), and what real users' logs show
+(tests/data/wild, measured by `stoker bench diagnose`): older and newer engine wordings,
+HIP builds speaking CUDA's words, loader messages, and the exit and OOM lines that Ollama,
+LM Studio, llama-swap, docker, systemd and shells write around the engine. When the caller
+does not know how the process ended, such a wrapper line stands in for the exit.
 
 Pure: no files, no clock, no processes. The shell gathers the facts (including whether the
 kernel's OOM killer fired, from cgroup memory.events or the kernel log) and passes them in.
@@ -14,19 +18,20 @@ kernel's OOM killer fired, from cgroup memory.events or the kernel log) and pass
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 # Every kind classify_exit can return; the README lists them for users.
 KINDS = (
     "host-oom", "cuda-oom", "vulkan-oom", "metal-oom", "rocm-oom",
-    "cuda-driver-too-old", "no-kernel-image", "missing-library", "illegal-instruction",
+    "cuda-driver-too-old", "no-kernel-image", "missing-library", "stale-library",
+    "system-too-old", "illegal-instruction",
     "bad-model", "port-in-use", "bad-argument", "drafter-failure", "gpu-unused",
     "startup-timeout", "assertion-failed", "gpu-error", "stopped", "unknown",
 )
 OOM_KINDS = frozenset({"host-oom", "cuda-oom", "vulkan-oom", "metal-oom", "rocm-oom"})
 # Faults of the build on this machine: they would happen again with the same binary.
 BUILD_FAULT_KINDS = frozenset({"cuda-driver-too-old", "no-kernel-image", "missing-library",
-                               "illegal-instruction"})
+                               "stale-library", "system-too-old", "illegal-instruction"})
 # Crashes that count as a strike only when they happen while starting.
 STARTUP_CRASH_KINDS = frozenset({"assertion-failed", "gpu-error", "unknown"})
 GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "opencl"})
@@ -103,10 +108,14 @@ NTSTATUS = {
     0xC0000139: ("STATUS_ENTRYPOINT_NOT_FOUND", "a DLL is the wrong version (missing entry point)"),
     0xE06D7363: ("an uncaught C++ exception", "the engine stopped on an error it did not catch"),
     0xC0000006: ("STATUS_IN_PAGE_ERROR", "a mapped file could not be read (disk or network error)"),
+    0xC000007B: ("STATUS_INVALID_IMAGE_FORMAT", "a DLL of the wrong architecture (often a 32-bit copy "
+                 "found first on PATH) or a damaged one was loaded"),
 }
 _NTSTATUS_KIND = {
     0xC000001D: "illegal-instruction", 0xC0000135: "missing-library",
-    0xC0000142: "missing-library", 0xC0000139: "missing-library",
+    0xC0000142: "missing-library",
+    # The DLL was found but lacks an entry point: another version of it shadows the build's own.
+    0xC0000139: "stale-library", 0xC000007B: "stale-library",
     0xC0000017: "host-oom", 0xC000012D: "host-oom",
 }
 # Error-severity NTSTATUS values (and 0xE06D7363, an uncaught C++ exception); the range
@@ -194,32 +203,39 @@ def _effective_signal(report: ExitReport) -> str | None:
         return None
     if code < 0 and ntstatus_of(code) is None:
         return signal_name(-code, report.os)
+    if 128 < code < 160:
+        return signal_name(code - 128, report.os)  # a shell's or docker's way (137 = SIGKILL)
     return None
 
 
 # ------------------------------------------------------------------------- log lines
 
-_PREFIX = re.compile(r"^\s*\d+\.\d+\.\d+\.\d+\s+[IWED]\s+")
+_PREFIX = re.compile(r"^\s*(?:\[\d+\]\s+)?\d+\.\d+\.\d+\.\d+\s+[IWED]\s+")
 
 
 def strip_log_prefix(line: str) -> str:
-    """`0.00.204.629 E msg` -> `msg` (llama-server's time-since-start and level)."""
+    """`0.00.204.629 E msg` -> `msg` (llama-server's time-since-start and level; a router
+    child's `[pid] ` in front of it too)."""
     return _PREFIX.sub("", line.rstrip("\r\n"))
 
 
 _BUFFER_DEVICE = re.compile(r"\b(CUDA|ROCm|MUSA|Vulkan|MTL|Metal|SYCL|CPU)\d*(?:_\w+)?\s+buffer\b")
-_BUF_BACKEND = {"CUDA": "cuda", "MUSA": "cuda", "ROCm": "rocm", "Vulkan": "vulkan",
-                "MTL": "metal", "Metal": "metal", "SYCL": "sycl", "CPU": "cpu"}
+# HIP builds reuse ggml-cuda's code and many of its words (`ggml_cuda_init`, `cudaMalloc`,
+# `CUDA error`), so a ROCm sign anywhere in the log outweighs a CUDA word.
+_ROCM_SIGN = re.compile(r"\bROCm\d*\b|\bhip[A-Z]\w*|\bHIP\b|\bgfx\d{3,4}\b|rocBLAS")
 
 
 def backend_from_log(lines) -> str | None:
     """The GPU backend a log shows was built in, else None (CPU build or unknown)."""
-    for raw in lines:
-        line = strip_log_prefix(raw)
-        if re.search(r"ggml_cuda_init|CUDA\s*:\s*ARCHS|loaded CUDA backend|\bCUDA error\b", line):
+    lines = [strip_log_prefix(raw) for raw in lines]
+    if any(re.search(r"found \d+ ROCm devices|loaded ROCm backend|\bROCm error\b|ROCm\d+:|ROCm\s*:"
+                     r"|failed to initialize (ROCm|HIP)|built with HIP|\bhipError", line)
+           for line in lines):
+        return "rocm"
+    for line in lines:
+        if re.search(r"ggml_cuda_init|ggml_init_cublas|CUDA\s*:\s*ARCHS|loaded CUDA backend"
+                     r"|\bCUDA error\b", line):
             return "cuda"
-        if re.search(r"loaded ROCm backend|\bROCm error\b|ROCm\d+:|ROCm\s*:", line):
-            return "rocm"
         if re.search(r"ggml_vulkan|loaded Vulkan backend|Vulkan\d+:", line):
             return "vulkan"
         if re.search(r"ggml_metal|loaded Metal backend|MTL\d+:", line):
@@ -236,8 +252,10 @@ def gpu_unused_from_log(lines, backend: str | None, plan_wanted_gpu: bool) -> st
     gpu_build = backend in GPU_BACKENDS
     for raw in lines:
         line = strip_log_prefix(raw)
+        if re.search(r"not compiled with GPU offload support", line, re.IGNORECASE):
+            return line  # layers were asked of a build that has no GPU code at all
         if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
-                                   r"|failed to initialize (ROCm|HIP)"
+                                   r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
                                    r"|ggml_vulkan: No devices found", line):
             return line
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
@@ -261,6 +279,76 @@ def drafter_dropped_from_log(lines) -> str | None:
     return None
 
 
+# How the process ended, as the wrapper around it (Ollama, LM Studio, llama-swap, tabby,
+# docker, systemd, a shell) wrote it into the same log. Each pattern's group is the code
+# or the signal word; `_exit_from_words` turns it into (exit_code, signal).
+_SIGNAL_WORDS = {
+    "killed": "SIGKILL", "kill": "SIGKILL", "aborted": "SIGABRT", "abort": "SIGABRT",
+    "segmentation fault": "SIGSEGV", "terminated": "SIGTERM", "term": "SIGTERM",
+    "illegal instruction": "SIGILL", "bus error": "SIGBUS", "interrupt": "SIGINT",
+    "int": "SIGINT", "segv": "SIGSEGV", "ill": "SIGILL", "trace/breakpoint trap": "SIGTRAP",
+}
+_WRAPPER_EXIT = (
+    # Go's os/exec (Ollama, llama-swap): `exit status 0xc0000135`, `signal: killed`
+    re.compile(r"\bexit status (0x[0-9a-fA-F]+|-?\d+)"),
+    re.compile(r"\bsignal: (killed|aborted|segmentation fault|terminated|illegal instruction"
+               r"|bus error|interrupt|trace/breakpoint trap)", re.IGNORECASE),
+    # older Ollama: `llama runner process no longer running: 3221226505`
+    re.compile(r"process no longer running: (-?\d+)"),
+    # LM Studio: `(Exit code: 18446744072635812000)`; launchers: `exited with code 137`,
+    # `Process exited with code 1`, tabby: `exited with status code -1`
+    re.compile(r"\bexit(?:ed)? (?:with )?(?:status )?code:? (-?\d+)", re.IGNORECASE),
+    # systemd: `Main process exited, code=killed, status=9/KILL`, `status=1/FAILURE`
+    re.compile(r"code=(?:killed|dumped), status=\d+/(KILL|ABRT|SEGV|ILL|TERM|INT)"),
+    re.compile(r"code=exited, status=(\d+)/"),
+    # a shell: `Illegal instruction (core dumped)`, `Aborted (core dumped)`, `Killed`,
+    # `./entrypoint.sh: line 28:  7 Killed  ...`, zsh's `[1]  71063 abort  ./server`
+    re.compile(r"^\s*(Illegal instruction|Aborted|Segmentation fault|Killed|Bus error)"
+               r"(?: \(core dumped\))?\s*$"),
+    re.compile(r"line \d+:\s+\d+ (Killed|Aborted|Illegal instruction|Segmentation fault)\s"),
+    re.compile(r"^\[\d+\]\s+\d+ (abort|killed|segmentation fault|illegal)\w*\s"),
+    # the kernel log: `traps: python3[213941] trap invalid opcode ip:...`
+    re.compile(r"traps: \S+ trap (invalid opcode)"),
+)
+
+
+def _exit_from_words(word: str) -> tuple[int | None, str | None]:
+    w = word.strip().lower()
+    if w == "invalid opcode":
+        return None, "SIGILL"
+    if w.startswith("0x"):
+        return int(w, 16), None
+    if re.fullmatch(r"-?\d+", w):
+        return int(w), None
+    if w.upper() in ("KILL", "ABRT", "SEGV", "ILL", "TERM", "INT"):
+        return None, "SIG" + w.upper()
+    for key, sig in _SIGNAL_WORDS.items():
+        if w.startswith(key):
+            return None, sig
+    return None, None
+
+
+def exit_from_log(lines) -> tuple[int | None, str | None, str | None]:
+    """(exit code, signal, the line) of the last exit a wrapper or shell wrote into the log.
+
+    Used only when the caller does not know how the process ended (a log pasted into
+    `stoker diagnose`): Ollama's `exit status 0xc0000135`, LM Studio's `(Exit code: N)`,
+    llama-swap's `signal: terminated`, docker's `exited with code 137`, systemd's
+    `status=9/KILL` and a shell's `Illegal instruction (core dumped)` all say it.
+    """
+    found: tuple[int | None, str | None, str | None] = (None, None, None)
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        for pattern in _WRAPPER_EXIT:
+            m = pattern.search(line)
+            if m:
+                code, sig = _exit_from_words(m.group(1))
+                if code is not None or sig is not None:
+                    found = (code, sig, line.strip())
+                break
+    return found
+
+
 @dataclass(frozen=True)
 class _Rule:
     kind: str
@@ -272,51 +360,92 @@ def _r(kind: str, priority: int, pattern: str) -> _Rule:
     return _Rule(kind, re.compile(pattern, re.IGNORECASE), priority)
 
 
-# Device-named OOM is decided from the line; `cudaMalloc failed` also appears on HIP,
-# so "gpu-oom" rules are resolved to cuda/rocm by the buffer names and the backend.
+# The priority rules, highest first (tests/core/test_diagnosis.py holds one case per rule):
+#  90  the build cannot run on this GPU at all (driver older than the toolkit, no kernel
+#      for this architecture): every later line is a consequence of it.
+#  85  the drafter broke the start: it names the culprit even when an OOM follows.
+#  80  a device ran out of memory (CUDA/ROCm/Vulkan/Metal), decided by the device named.
+#  79  the kernel's OOM killer ended it (systemd, dmesg lines): the cause of the end,
+#      whatever normal line came last.
+#  78  system memory ran out inside the engine.
+#  76  the loader refused: another build's library shadows this one's (`undefined symbol`),
+#      or the system's C library is older than the build needs (`GLIBC_2.38 not found`).
+#  75  a library is missing; the port is taken.
+#  70  a bad argument (old and new wordings), 60 a bad model file.
+#  50  a wrapper gave up waiting for readiness (llama-swap, Ollama, ramalama).
+#  45  a wrapper unloaded the model on purpose (llama-swap's TTL): a stop, even if by SIGKILL.
+#  40  any other GPU error, 30 an assertion: they are often the echo of an earlier cause.
+# With no line at all, the exit (given, or written by the wrapper) decides: _kind_from_exit.
+# "gpu-oom" rules are resolved to cuda/rocm by the ROCm signs in the whole log
+# (`cudaMalloc failed` and `CUDA error` also appear on HIP builds).
 _RULES = (
     _r("cuda-driver-too-old", 90, r"driver version is insufficient for (CUDA )?runtime version"
-       r"|cudaErrorInsufficientDriver|forward compatibility was attempted on non supported HW"),
+       r"|cudaErrorInsufficientDriver|forward compatibility was attempted on non supported HW"
+       r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"),
     _r("no-kernel-image", 90, r"no kernel image is available for execution on the device"
        r"|invalid device function|has no device code compatible with CUDA arch"
-       r"|hipErrorNoBinaryForGpu|No compatible code objects? found"),
+       r"|hipErrorNoBinaryForGpu|hipErrorInvalidDeviceFunction|No compatible code objects? found"),
     _r("drafter-failure", 85, r"failed to load draft model|failed to create MTP context"
-       r"|common_speculative_init\w*: failed"),
+       r"|common_speculative_init\w*: failed|draft model vocab (type )?must match target model"
+       r"|failed to process speculative batch"),
     _r("gpu-oom", 80, r"(CUDA|ROCm|MUSA) error:\s*(out of memory|memory allocation)"
-       r"|cudaMalloc failed:\s*out of memory|hipErrorOutOfMemory"
+       r"|cudaMalloc failed:\s*out of memory|hipErrorOutOfMemory|ggml-cuda\.cu:\d+: out of memory"
        r"|failed to allocate (CUDA|ROCm|MUSA)\d+ buffer|unable to allocate (CUDA|ROCm|MUSA)\d+ buffer"),
-    _r("vulkan-oom", 80, r"ErrorOutOfDeviceMemory|OutOfDeviceMemoryError"
+    _r("vulkan-oom", 80, r"ErrorOutOfDeviceMemory|OutOfDeviceMemoryError|VK_ERROR_OUT_OF_DEVICE_MEMORY"
        r"|ggml_vulkan:.*(allocation|memory).*failed|unable to allocate Vulkan\d+ buffer"
-       r"|failed to allocate Vulkan\d+ buffer|Requested buffer size exceeds device buffer size limit"),
+       r"|failed to allocate Vulkan\d+ buffer|Requested buffer size exceeds device buffer size limit"
+       r"|^Device memory allocation of size \d+ failed"),
     _r("metal-oom", 80, r"failed to allocate Metal buffer|ggml_metal_buffer_(init|map): error: failed to"
-       r" allocate|failed to allocate MTL\d+ buffer|kIOGPUCommandBufferCallbackErrorOutOfMemory"
+       r" allocate|ggml_metal_add_buffer: error: failed to allocate"
+       r"|failed to allocate MTL\d+ buffer|kIOGPUCommandBufferCallbackErrorOutOfMemory"
        r"|Insufficient Memory \(0+8"),
+    _r("host-oom", 79, r"Failed with result 'oom-kill'|killed by the OOM killer|invoked oom-killer"
+       r"|Out of memory: Kill(ed)? process|Memory cgroup out of memory|oom-kill:constraint"
+       r"|\"OOMKilled\":\s*true"),
     _r("host-oom", 78, r"failed to allocate CPU\w* buffer|ggml_aligned_malloc: insufficient memory"
        r"|ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate|std::bad_alloc"
        r"|Cannot allocate memory|out of host memory|mmap failed.*ENOMEM"),
-    _r("port-in-use", 75, r"couldn't bind HTTP server socket|exiting due to HTTP server error"
-       r"|address already in use"),
+    _r("stale-library", 76, r"symbol lookup error|undefined symbol|could not be located in the dynamic"
+       r" link library|Symbol not found: _"),
+    _r("system-too-old", 76, r"version `?'?(GLIBC|GLIBCXX|CXXABI)_[\d.]+'? not found"),
+    _r("port-in-use", 75, r"couldn't bind (HTTP server|to server) socket|exiting due to HTTP server error"
+       r"|address already in use|EADDRINUSE|error while attempting to bind on address"
+       r"|\[Errno (48|98|99)\]|cannot assign requested address"),
     _r("missing-library", 75, r"error while loading shared libraries|cannot open shared object file"
        r"|dyld(\[\d+\])?: Library not loaded|The code execution cannot proceed because .*\.dll"
-       r"|\.dll was not found"),
-    _r("bad-argument", 70, r"error: invalid argument:|error while handling argument"
+       r"|\.dll was not found|Could not find module .*\.dll"),
+    _r("bad-argument", 70, r"error: invalid argument:|error while handling argument|unknown argument"
+       r"|error: unrecognized arguments?:"
        r"|error while handling environment variable|Unsupported cache type|unknown speculative type"
+       r"|invalid parameter for argument|unk?nown value for --"
        r"|quantized V cache requires flash_attn|K cache type \S+ with block size \d+ does not divide"
        r"|model does not support different K|SPLIT_MODE_TENSOR requires flash_attn"
        r"|invalid device:|Available buffer types:|^not a directory:|Unknown reasoning format"
        r"|invalid value for main_gpu|invalid boolean value"),
-    _r("bad-model", 60, r"failed to open GGUF file|gguf_init_from_\w+: failed|error loading model"
-       r"|unknown model architecture|missing tensor|not within the file bounds"
-       r"|model is corrupted or incomplete|failed to load model|chat template parsing error"
-       r"|failed to load multimodal model|invalid magic"),
+    # llama.cpp's own wording only: LM Studio's generic "Error loading model." and
+    # "Failed to load model" say nothing about the file.
+    _r("bad-model", 60, r"failed to open GGUF file|gguf_init_from_\w+: failed|error loading model:"
+       r"|error loading model architecture|unknown model architecture|missing tensor"
+       r"|not within the file bounds|model is corrupted or incomplete|(?-i:\w: failed to load model)"
+       r"|chat template parsing error|failed to load multimodal model|invalid magic"),
+    _r("startup-timeout", 50, r"health check failed after \d+|timed out waiting for llama runner to start"
+       r"|health check of container .* timed out"),
+    # A wrapper unloading the model on purpose (llama-swap's TTL): whatever signal follows
+    # (llama-swap escalates to SIGKILL after its stop timeout) is its doing, not a crash.
+    _r("stopped", 45, r"Unloading model, TTL of \d+s? reached"),
     _r("gpu-error", 40, r"\b(CUDA|ROCm|MUSA) error\b|ggml_vulkan: device lost|vk::\w+.*Error"
-       r"|ggml_metal_synchronize: error|Exception caught at file"),
-    _r("assertion-failed", 30, r"GGML_ASSERT|GGML_ABORT|assert(ion)? failed|terminate called"),
+       r"|ErrorDeviceLost|ggml_metal_synchronize: error|Exception caught at file"),
+    _r("assertion-failed", 30, r"GGML_ASSERT|GGML_ABORT|assert(ion)? failed|Assertion .{1,200} failed"
+       r"|terminate called"),
 )
 
 # The KV line alone says nothing about the device; the device line before it does.
 _KV_FAIL = re.compile(r"failed to allocate buffer for kv cache|failed to allocate compute buffers",
                       re.IGNORECASE)
+# A context that could not be created, with no reason given anywhere in the log: in
+# llama.cpp that is nearly always an allocation that failed, so it is read as memory on the
+# build's device, and the title says it is a reading, not a certainty.
+_CONTEXT_FAIL = re.compile(r"failed to create context with model", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -340,16 +469,19 @@ def _scan(lines: tuple[str, ...]) -> _Match | None:
     return best
 
 
-def _gpu_oom_kind(lines: tuple[str, ...], backend: str | None) -> str:
+def _gpu_oom_kind(lines: tuple[str, ...], backend: str | None) -> tuple[str, bool]:
+    """(cuda-oom | rocm-oom, whether the log left it open which of the two it was)."""
+    if backend == "rocm" or any(_ROCM_SIGN.search(raw) for raw in lines):
+        return "rocm-oom", False
+    if backend == "cuda":
+        return "cuda-oom", False
     for raw in lines:
         m = _BUFFER_DEVICE.search(raw)
-        if m and m.group(1) in ("ROCm",):
-            return "rocm-oom"
         if m and m.group(1) in ("CUDA", "MUSA"):
-            return "cuda-oom"
-        if re.search(r"\bROCm error\b|hipError", raw):
-            return "rocm-oom"
-    return "rocm-oom" if backend == "rocm" else "cuda-oom"
+            return "cuda-oom", False
+        if re.search(r"ggml_cuda_init|ggml_init_cublas|found \d+ CUDA devices|\bNVIDIA\b|cudaMalloc", raw):
+            return "cuda-oom", False
+    return "cuda-oom", True  # ggml-cuda's words alone: a CUDA or a HIP build
 
 
 def _short(text: str, limit: int = 300) -> str:
@@ -357,12 +489,27 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+
 # ------------------------------------------------------------------------ the sentences
 
-def _words(kind: str, report: ExitReport) -> tuple[str, str]:
+# What made a title less than certain; the title says so rather than guessing.
+_UNSURE_SIGKILL = "sigkill-only"   # host-oom read from a bare SIGKILL
+_UNSURE_GPU_VENDOR = "gpu-vendor"  # ggml-cuda's words without saying CUDA or HIP
+_UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reason given
+
+
+def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[str, str]:
     starting = report.phase == "starting"
     if kind == "host-oom":
-        if starting:
+        if unsure == _UNSURE_CONTEXT:
+            title = ("The engine could not create its context and the log does not say why; most "
+                     "likely the system memory (RAM) ran out.")
+        elif unsure == _UNSURE_SIGKILL:
+            when = "while loading the model" if starting else "while serving"
+            title = (f"The engine was killed from outside (SIGKILL) {when}, with no error in its "
+                     "log; most likely the system ran out of memory (RAM) and the kernel's "
+                     "out-of-memory killer ended it.")
+        elif starting:
             title = "The engine ran out of system memory (RAM) while loading the model."
         else:
             title = "The engine was stopped for lack of system memory (RAM) while serving."
@@ -372,12 +519,20 @@ def _words(kind: str, report: ExitReport) -> tuple[str, str]:
     if kind in ("cuda-oom", "rocm-oom", "vulkan-oom", "metal-oom"):
         gpu = {"cuda-oom": "NVIDIA (CUDA)", "rocm-oom": "AMD (ROCm)", "vulkan-oom": "Vulkan",
                "metal-oom": "Apple (Metal)"}[kind]
+        if unsure == _UNSURE_GPU_VENDOR:
+            gpu = "NVIDIA (CUDA) or AMD (ROCm): the log does not say which,"
         when = "while loading the model" if starting else "while serving"
+        if unsure == _UNSURE_CONTEXT:
+            return (f"The engine could not create its context and the log does not say why; most "
+                    f"likely the {gpu} GPU ran out of graphics memory.",
+                    "Lower the context, use a cheaper KV cache type or put fewer layers on the GPU; "
+                    "Stoker retries with a smaller plan.")
         return (f"The {gpu} GPU ran out of graphics memory {when}.",
                 "Close other programs using the GPU, or lower the context, use a cheaper KV cache "
                 "type or put fewer layers on the GPU; Stoker retries with a smaller plan.")
     if kind == "cuda-driver-too-old":
-        return ("The NVIDIA driver is too old for this CUDA build of the engine.",
+        return ("The NVIDIA driver is too old for this CUDA build of the engine (the build was made "
+                "with a newer CUDA toolkit than the driver supports).",
                 "Update the NVIDIA driver; until then Stoker uses the next build in line "
                 "(Vulkan or CPU).")
     if kind == "no-kernel-image":
@@ -392,6 +547,22 @@ def _words(kind: str, report: ExitReport) -> tuple[str, str]:
             advice = ("Install the Microsoft Visual C++ Redistributable (" + VC_REDIST_URL + ") and "
                       "keep the build's DLLs next to llama-server.exe, then start again.")
         return "The engine could not start because a library it needs is missing.", advice
+    if kind == "stale-library":
+        if report.os == "windows":
+            advice = ("Another program's DLL of the same name is found before the build's own (on "
+                      "PATH or in System32): keep the build's DLLs next to llama-server.exe and "
+                      "remove or rename the other copy, then start again.")
+        else:
+            advice = ("Remove or move the older copy (often in /usr/local/lib or a directory on "
+                      "LD_LIBRARY_PATH; `ldd llama-server` shows which file is loaded), or keep "
+                      "the build's own libraries next to the binary.")
+        return ("The engine could not start because it loaded a shared library from another "
+                "llama.cpp build, which lacks a symbol this build needs."), advice
+    if kind == "system-too-old":
+        return ("The engine build needs a newer C/C++ runtime (glibc or libstdc++) than this "
+                "system has.",
+                "Use a build compiled on this machine (`stoker setup` builds one) or a release "
+                "made for older systems; Stoker falls back to the next build in line.")
     if kind == "illegal-instruction":
         return ("The engine build uses instructions this CPU (or its GPU library) cannot run.",
                 "Use a build made for this machine (`stoker setup` compiles one here); Stoker "
@@ -402,14 +573,15 @@ def _words(kind: str, report: ExitReport) -> tuple[str, str]:
                 "Download the model again (check its size and checksum), or update the engine if "
                 "the model's architecture is newer than the build.")
     if kind == "port-in-use":
-        return ("The engine could not listen on its port because another program already uses it.",
+        return ("The engine could not listen on its address: another program already uses the "
+                "port (or the host address is not one of this machine's).",
                 "Stop the other program or choose another port; this does not count against the "
                 "engine build.")
     if kind == "bad-argument":
         return ("The engine refused its command line: an option or value is not valid for this "
-                "build.",
+                "build (an older build may not know a newer option).",
                 "Remove or correct the option in this model's extra arguments or overrides (the "
-                "evidence line names it).")
+                "evidence line names it), or update the engine build.")
     if kind == "drafter-failure":
         if report.drafter_forced:
             return ("The speculative drafter you chose broke the launch.",
@@ -451,6 +623,9 @@ def _words(kind: str, report: ExitReport) -> tuple[str, str]:
 
 # --------------------------------------------------------------------------- classify
 
+_STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"})
+
+
 def _kind_from_exit(report: ExitReport, sig: str | None) -> tuple[str, str | None]:
     """Kind from the exit shape alone (no telling line), with the evidence if any."""
     if report.timed_out and report.signalled_by_us:
@@ -472,6 +647,8 @@ def _kind_from_exit(report: ExitReport, sig: str | None) -> tuple[str, str | Non
         # the kernel's OOM killer (it writes no line into the engine's log).
         return "host-oom", "killed by SIGKILL from outside Stoker with no error in the log " \
                            "(the usual sign of the kernel's out-of-memory killer)"
+    if sig in _STOP_SIGNALS:
+        return "stopped", None  # asked to stop by a service manager, a wrapper or a user
     if code == 127 and report.os != "windows":
         return "missing-library", None
     if code == 0 and sig is None:
@@ -479,32 +656,52 @@ def _kind_from_exit(report: ExitReport, sig: str | None) -> tuple[str, str | Non
     return "unknown", None
 
 
+def _with_exit_from_log(report: ExitReport) -> tuple[ExitReport, str | None]:
+    """The report with the exit a wrapper wrote into the log, when the caller knew none."""
+    if report.exit_code is not None or report.signal is not None:
+        return report, None
+    code, sig, line = exit_from_log(report.log_tail)
+    if line is None:
+        return report, None
+    os_name = "windows" if code is not None and ntstatus_of(code) is not None else report.os
+    return replace(report, exit_code=code, signal=sig, os=os_name), line
+
+
 def classify_exit(report: ExitReport) -> Incident:
     """The kind of failure, its evidence, the advice, and what it means for the build."""
+    report, exit_line = _with_exit_from_log(report)
     sig = _effective_signal(report)
     exit_text = describe_exit(report)
     tail = tuple(report.log_tail)
     match = _scan(tail)
     kind: str
+    unsure: str | None = None
     evidence: str | None = None
     if match is not None:
         kind, evidence = match.kind, match.line
         if kind == "gpu-oom":
-            kind = _gpu_oom_kind(tail, report.backend)
+            kind, vendor_open = _gpu_oom_kind(tail, report.backend)
+            unsure = _UNSURE_GPU_VENDOR if vendor_open else None
         if kind == "assertion-failed" and report.oom_killed:
             kind, evidence = "host-oom", "the kernel's out-of-memory killer ended the process"
     else:
         kind, evidence = _kind_from_exit(report, sig)
+        if kind == "host-oom" and not report.oom_killed:
+            unsure = _UNSURE_SIGKILL
         # A KV/compute allocation failure line without a device line: the backend decides.
         if kind in ("unknown", "stopped") and not report.signalled_by_us:
             for raw in tail:
                 line = strip_log_prefix(raw)
-                if _KV_FAIL.search(line):
+                kv, context = _KV_FAIL.search(line), _CONTEXT_FAIL.search(line)
+                if kv or (context and kind == "unknown"):
                     b = report.backend
                     kind = {"cuda": "cuda-oom", "rocm": "rocm-oom", "vulkan": "vulkan-oom",
                             "metal": "metal-oom"}.get(b or "", "host-oom")
                     evidence = line
+                    unsure = None if kv else _UNSURE_CONTEXT
                     break
+        if evidence is None and exit_line is not None and kind != "unknown":
+            evidence = exit_line
     if kind in ("stopped", "unknown") and match is None:
         unused = gpu_unused_from_log(tail, report.backend or backend_from_log(tail),
                                      report.plan_wanted_gpu)
@@ -519,7 +716,7 @@ def classify_exit(report: ExitReport) -> Incident:
         kind = "drafter-failure"
         evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
 
-    title, advice = _words(kind, report)
+    title, advice = _words(kind, report, unsure)
     counts = (kind in BUILD_FAULT_KINDS
               or (kind in STARTUP_CRASH_KINDS and report.phase == "starting"
                   and not report.signalled_by_us))
@@ -545,6 +742,41 @@ def classify_exit(report: ExitReport) -> Incident:
         recoverable_by=recover,
         exit_description=exit_text,
     )
+
+
+def phase_from_log(lines) -> str:
+    """"ready" when the log shows the engine had finished loading, else "starting"."""
+    for raw in lines:
+        if re.search(r"llama_server: model loaded|listening on http|server is listening on"
+                     r"|starting the main loop|llama runner started in", strip_log_prefix(raw)):
+            return "ready"
+    return "starting"
+
+
+def drafter_in_log(lines) -> bool:
+    """Whether the log shows a draft model (or an MTP head) was part of the launch."""
+    return any(re.search(r"(-md|--spec-draft-model|--model-draft)\s|draft model|MTP context", raw)
+               for raw in lines)
+
+
+def report_from_log(lines, *, exit_code: int | None = None, signal: str | None = None,
+                    phase: str | None = None, backend: str | None = None,
+                    os: str = "linux", has_drafter: bool | None = None) -> ExitReport:
+    """An ExitReport for a log from anywhere (`stoker diagnose`, the wild corpus): what the
+    caller does not know (None) is read from the log (phase, backend, drafter; the exit,
+    later, from wrapper lines), and a Metal log is taken to come from macOS."""
+    lines = tuple(lines)
+    if any(re.search(r"ggml_metal|MTL\d", x) for x in lines):
+        os = "darwin"
+    if exit_code is not None and ntstatus_of(exit_code) is not None:
+        os = "windows"
+    return ExitReport(
+        exit_code=exit_code, signal=signal, signalled_by_us=False,
+        phase=phase or phase_from_log(lines), uptime_s=None, log_tail=lines,
+        backend=backend or backend_from_log(lines), plan_wanted_gpu=False,
+        has_drafter=drafter_in_log(lines) if has_drafter is None else has_drafter, os=os,
+    )
+
 
 
 def report_from_engine_exit(ex, *, backend: str | None, plan_wanted_gpu: bool = False,

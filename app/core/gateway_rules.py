@@ -122,7 +122,7 @@ def requested_model(body: bytes, content_type: str | None, query: str) -> str | 
         if values and values[0].strip():
             return values[0].strip()
     elif body and "multipart/form-data" in ctype:
-        found = _multipart_field(body, ctype, "model")
+        found = _multipart_field(body, content_type or "", "model")  # the boundary keeps its case
         if found:
             return found
     values = parse_qs(query).get("model")

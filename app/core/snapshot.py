@@ -35,7 +35,7 @@ class IncidentView:
 
 @dataclass(frozen=True)
 class BlockerView:
-    kind: str  # cudaBlocker | rocmBlocker | gpuUnused | missingRuntime | outOfMemory
+    kind: str  # cudaBlocker | rocmBlocker | gpuUnused | missingRuntime | libraryConflict | outOfMemory
     message: str
     advice: str
 

@@ -70,7 +70,7 @@ def _connect(run_dir: Path, transport: str, timeout: float) -> tuple[socket.sock
 
 
 def request(op: str, *, run_dir: Path | None = None, transport: str | None = None,
-            timeout: float = 5.0) -> dict | None:
+            timeout: float = 5.0, fields: dict | None = None) -> dict | None:
     """Ask the running instance; None when no instance is running."""
     run_dir = Path(run_dir or _default_run_dir())
     transport = transport or default_transport()
@@ -81,7 +81,9 @@ def request(op: str, *, run_dir: Path | None = None, transport: str | None = Non
     data = b""
     try:
         with s:
-            msg = {"op": op} if token is None else {"op": op, "token": token}
+            msg = {**(fields or {}), "op": op}
+            if token is not None:
+                msg["token"] = token
             s.sendall(json.dumps(msg).encode() + b"\n")
             while not data.endswith(b"\n"):
                 chunk = s.recv(65536)

@@ -52,6 +52,7 @@ MAX_BODY = 64 * 1024 * 1024  # images in chat requests are base64: allow generou
 KEY_REFRESH_S = 2.0  # the keyring is re-read this often (a key saved in another process)
 CRASH_WAIT_S = 2.0  # how long a failed upstream waits for the supervisor to name the incident
 EVENT_KEEPALIVE_S = 15.0
+RESCAN_MIN_S = 2.0
 
 
 class GatewayError(Exception):
@@ -128,6 +129,7 @@ class Gateway:
         self._session: ClientSession | None = None
         self._tickets = itertools.count(1)
         self._waiting = 0  # requests held for a load (gateway thread only)
+        self._last_rescan = float("-inf")
         self._event_queues: set[asyncio.Queue] = set()
         self._unsubscribe: Callable[[], None] | None = None
         self._stop_listening: Callable[[], None] | None = None
@@ -283,7 +285,11 @@ class Gateway:
         if not name:
             return None
         entry = self._catalog.current.resolve(name)
-        if entry is None:  # a model added since the last scan: look once more before a 404
+        now = time.monotonic()
+        if entry is None and now - self._last_rescan >= RESCAN_MIN_S:
+            # A model added since the last scan: look once more before a 404 (at most every
+            # RESCAN_MIN_S, so a client repeating a wrong name cannot keep the disk busy).
+            self._last_rescan = now
             loop = asyncio.get_running_loop()
             await loop.run_in_executor(None, self._catalog.refresh)
             entry = self._catalog.current.resolve(name)

@@ -94,7 +94,7 @@ class RealPreparer:
     def __init__(self, *, cli_overrides: ModelOverrides | None = None, engine: str | None = None,
                  startup_deadline_s: float = 180.0, remember_last_model: bool = True,
                  machine=None, memory_limit_bytes: int | None = None,
-                 memory_budget_bytes: int | None = None,
+                 memory_budget_bytes: int | None = None, idle_timeout_s: float | None = None,
                  clock: Callable[[], float] = time.time):
         self.cli_overrides = cli_overrides
         self.engine = engine
@@ -103,6 +103,9 @@ class RealPreparer:
         self.machine = machine
         self.memory_limit_bytes = memory_limit_bytes
         self.memory_budget_bytes = memory_budget_bytes  # what all models together may use
+        # Seconds, beating Settings and overrides (which count whole minutes): tests and
+        # `stoker bench gateway` watch an idle unload without waiting minutes.
+        self.idle_timeout_s = idle_timeout_s
         self.clock = clock
         self._lock = threading.Lock()
         # model path -> the recovery steps taken since a person last started it
@@ -321,7 +324,8 @@ class RealPreparer:
         prepared = PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.id,
                                   backend=build.backend, secrets=secrets,
                                   startup_deadline_s=self.startup_deadline_s,
-                                  idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
+                                  idle_timeout_s=self.idle_timeout_s if self.idle_timeout_s is not None
+                                  else self._idle_timeout_s(settings, user_overrides),
                                   engine_key=dict(secrets).get(API_KEY_ENV))
         with self._lock:
             self._context = {id(prepared): _LaunchContext(

@@ -711,11 +711,14 @@ class Supervisor:
         shows the last model) unless another one runs, which then takes the focus."""
         if self._shutting_down:
             return
-        alive = [e for e in self._engines.values() if e.phase is not EngineState.STOPPED]
+        rank = {EngineState.READY: 0, EngineState.STARTING: 1, EngineState.BACKOFF: 2,
+                EngineState.STOPPING: 3, EngineState.FAILED: 4}
+        alive = sorted((e for e in self._engines.values() if e.phase is not EngineState.STOPPED),
+                       key=lambda e: rank[e.phase])
         focus = self._engines.get(self._focus) if self._focus is not None else None
         if alive and (focus is None or focus.phase is EngineState.STOPPED) \
                 and (focus is None or focus.key not in self._pending):
-            self._focus = alive[-1].key
+            self._focus = alive[0].key  # the one that serves, when one does
             self._publish()
         waited = {k for k, _ in self._waiters.values()}
         gone = [k for k, e in self._engines.items() if e.phase is EngineState.STOPPED
@@ -927,17 +930,18 @@ class Supervisor:
             action = f"{decision.action}; {action}"
         if incident is None:
             incident = plain_incident(effect)
+        model = e.key or (launch.model_path if launch is not None else None)
         view = IncidentView(at=now, kind=incident.kind, summary=incident.title,
                             evidence=incident.evidence or None, advice=incident.advice, action=action,
                             model_path=e.key or None, model_id=self._model_id(e.key) if e.key else None)
         self._incidents = (self._incidents + (view,))[-MAX_INCIDENTS:]
         if effect.exit is not None:
-            blocker = _blocker_for(incident, effect.exit, launch, e.state.model_path)
+            blocker = _blocker_for(incident, effect.exit, launch, model)
             if blocker is not None:
                 e.incident_blockers = tuple(
                     b for b in e.incident_blockers if b.kind != blocker.kind) + (blocker,)
         try:
-            self._incident_log.append(incident, at=now, model=e.state.model_path,
+            self._incident_log.append(incident, at=now, model=model,
                                       build=launch.build_id if launch else None, action=action)
         except OSError:
             log.warning("could not append to the incident log", exc_info=True)
@@ -1116,7 +1120,8 @@ def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
 
 # Diagnosis kinds that a second identical launch would hit again: no retry loop for these.
 HOPELESS_KINDS = frozenset({"bad-argument", "bad-model", "missing-library", "illegal-instruction",
-                            "cuda-driver-too-old", "no-kernel-image"})
+                            "cuda-driver-too-old", "no-kernel-image", "stale-library",
+                            "system-too-old"})
 
 
 def drafter_left_out_by_engine(lines, launch: PreparedLaunch | None) -> tuple[str, str] | None:

@@ -92,3 +92,17 @@ def test_gpu_unused_and_out_of_memory_from_incidents():
     port = classify_exit(ExitReport(1, None, False, "starting", 0.1,
                                     ("exiting due to HTTP server error",), "cpu"))
     assert blocker_from_incident(port, "m", "starting", "cpu") is None
+
+
+def test_loader_incidents_become_health_blockers():
+    from stoker.core.blockers import blocker_from_incident
+    from stoker.core.diagnosis import classify_exit, report_from_log
+
+    stale = classify_exit(report_from_log(
+        ["./llama-server: symbol lookup error: ./llama-server: undefined symbol: mtmd_get_cap_from_file"]))
+    b = blocker_from_incident(stale, "m", "starting", "vulkan")
+    assert b.kind == "libraryConflict" and "mtmd_get_cap_from_file" in b.message and "ldd" in b.advice
+    old = classify_exit(report_from_log(
+        ["./server: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by ./server)"]))
+    b = blocker_from_incident(old, "m", "starting", "cpu")
+    assert b.kind == "missingRuntime" and "GLIBCXX_3.4.30" in b.message

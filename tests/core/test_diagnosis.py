@@ -81,6 +81,10 @@ TABLE = [
     ("missing-library", R(["./llama-server: error while loading shared libraries: libcudart.so.12: cannot open "
                            "shared object file: No such file or directory"], 127)),
     ("missing-library", R([], code=-1073741515, os="windows")),
+    ("stale-library", R(["./llama-server: symbol lookup error: ./llama-server: undefined symbol: llama_vocab_eos"], 127)),
+    ("stale-library", R([], code=0xC0000139, os="windows")),
+    ("system-too-old", R(["./llama-server: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found "
+                          "(required by ./llama-server)"], 1)),
     ("illegal-instruction", R([], sig="SIGILL")),
     ("illegal-instruction", R([], code=-4)),
     ("illegal-instruction", R([], code=0xC000001D, os="windows")),

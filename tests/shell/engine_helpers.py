@@ -48,10 +48,18 @@ def engines_running(binary, home: str | None = None) -> list[psutil.Process]:
     return found
 
 
-def chat(endpoint: str, text: str = "Say hi") -> str:
+def engine_key(sup) -> str | None:
+    """The per-launch key of the supervisor's focused engine (for a test talking to it
+    directly, behind the gateway's back)."""
+    route = sup.routes.route(sup.snapshot().engines[0].model_path) if sup.snapshot().engines else None
+    return route.engine_key if route else None
+
+
+def chat(endpoint: str, text: str = "Say hi", key: str | None = None) -> str:
     import httpx
 
-    resp = httpx.post(endpoint + "/v1/chat/completions", timeout=60,
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    resp = httpx.post(endpoint + "/v1/chat/completions", timeout=60, headers=headers,
                       json={"messages": [{"role": "user", "content": text}], "max_tokens": 8})
     resp.raise_for_status()
     return resp.json()["choices"][0]["message"]["content"]

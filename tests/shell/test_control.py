@@ -82,7 +82,7 @@ def test_status_object_and_lines():
                        restarts=1, incidents=(IncidentView(90.0, "host-oom", "killed", None, "close",
                                                            "restarting in 1 s"),))
     obj = status_object(snap, now=165.0, instance_pid=9)
-    assert obj["schema"] == 1 and obj["state"] == "ready" and obj["uptime_s"] == 65.0
+    assert obj["schema"] == 2 and obj["state"] == "ready" and obj["uptime_s"] == 65.0
     assert obj["last_incident"]["kind"] == "host-oom" and obj["restarts"] == 1
     text = "\n".join(status_lines(obj))
     assert "endpoint:  http://127.0.0.1:5000/v1" in text and "1m 05s" in text

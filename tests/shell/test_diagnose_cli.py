@@ -71,3 +71,26 @@ def test_a_bad_exit_code_is_one_sentence(tmp_path):
     log.write_text("")
     p = run_cli("diagnose", str(log), "--exit-code", "lots")
     assert p.returncode != 0 and "not a number" in p.stderr and "Traceback" not in p.stderr
+
+
+WILD = Path(__file__).resolve().parents[1] / "data" / "wild"
+
+
+@pytest.mark.parametrize("name,kind", [
+    ("llama.cpp-23163.log", "stale-library"),   # symbol lookup error, no exit given
+    ("ollama-6554.log", "missing-library"),     # Ollama's `exit status 0xc0000135` in its message
+    ("llama.cpp-20509.log", "host-oom"),        # systemd's OOM-killer lines after a normal line
+    ("rknn-llm-276.log", "system-too-old"),     # GLIBC_2.34 not found
+])
+def test_the_new_kinds_from_a_wild_log_alone(name, kind, capsys):
+    assert main(["diagnose", str(WILD / name), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == kind and out["title"] and out["advice"]
+
+
+def test_the_backend_flag_settles_a_gpu_oom_the_log_leaves_open(capsys):
+    main(["diagnose", str(WILD / "llama.cpp-2968.log"), "--json"])
+    open_ = json.loads(capsys.readouterr().out)
+    assert open_["kind"] == "cuda-oom" and "does not say which" in open_["title"]
+    main(["diagnose", str(WILD / "llama.cpp-2968.log"), "--backend", "rocm", "--json"])
+    assert json.loads(capsys.readouterr().out)["kind"] == "rocm-oom"

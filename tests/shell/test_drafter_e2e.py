@@ -23,7 +23,7 @@ from stoker.core.snapshot import EngineState as S
 from stoker.shell.ledger import LedgerStore
 from stoker.shell.paths import stoker_paths
 from stoker.shell.supervisor import Supervisor
-from tests.shell.engine_helpers import chat, engines_running
+from tests.shell.engine_helpers import chat, engine_key, engines_running
 
 pytestmark = pytest.mark.engine
 RENAMED = (b"blk.0.attn_q.weight", b"blk.0.attn_z.weight")
@@ -92,7 +92,7 @@ def test_a_chosen_drafter_that_breaks_start_up_is_marked_broken_and_left_out(eng
         inc = ready.incidents[-1]
         assert inc.kind == "drafter-failure" and "failed to load draft model" in inc.evidence
         assert f"marked the drafter {draft.name} broken with b11434-cpu" in inc.action
-        assert chat(ready.endpoint)
+        assert chat(ready.endpoint, key=engine_key(sup))
     finally:
         _shutdown(sup)
     ledger, _ = LedgerStore.in_data_dir(stoker_paths().data).load()

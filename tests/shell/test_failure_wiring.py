@@ -21,7 +21,7 @@ from stoker.core.snapshot import EngineState as S
 from stoker.shell.ledger import LedgerStore
 from stoker.shell.paths import stoker_paths
 from stoker.shell.supervisor import Supervisor
-from tests.shell.engine_helpers import chat, engines_running
+from tests.shell.engine_helpers import chat, engine_key, engines_running
 
 pytestmark = pytest.mark.engine
 MIB = 1024 * 1024
@@ -105,7 +105,7 @@ def test_three_sigill_starts_quarantine_the_build_and_the_next_one_serves(engine
         assert kinds == ["illegal-instruction"] * 3, ready.incidents
         assert "strike 1 of 3 against b11434-vulkan" in ready.incidents[0].action
         assert "quarantined b11434-vulkan" in ready.incidents[-1].action
-        assert chat(ready.endpoint)
+        assert chat(ready.endpoint, key=engine_key(sup))
     finally:
         _shutdown(sup)
 

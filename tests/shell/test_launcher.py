@@ -43,24 +43,25 @@ def test_prepares_the_last_used_model_with_the_cli_context(engine_binary, demo_m
 
 
 @pytest.mark.engine
-def test_idle_timeout_settings_reach_the_launch(engine_binary, demo_model, stoker_home):
-    """Settings' default, beaten by the model's own idle_minutes (0: never). The supervisor
-    stops an idle engine itself (the launch's idle_timeout_s), so the engine's own sleep
-    flag stays off: a sleeping engine would keep its process and its memory."""
+def test_idle_timeout_comes_from_settings_and_the_models_override(engine_binary, demo_model, stoker_home):
+    """The supervisor stops an idle engine itself; the engine never sleeps on its own."""
+    from stoker.core.argv import API_KEY_ENV
+    from stoker.shell.store import OverridesStore
+
     store = SettingsStore(stoker_paths().config)
     store.update(idle_unload_minutes=7)
     prep = RealPreparer(cli_overrides=ModelOverrides(ctx=1024, slots=1), engine=str(engine_binary),
                         remember_last_model=False)
     out = prep(str(demo_model), attempt())
     assert out.idle_timeout_s == 420 and "--sleep-idle-seconds" not in out.spec.argv
-    overrides = OverridesStore(stoker_paths().config)
-    overrides.set(demo_model, ModelOverrides(idle_minutes=2))
+    OverridesStore(stoker_paths().config).set(demo_model, ModelOverrides(idle_minutes=2))
     assert prep(str(demo_model), attempt()).idle_timeout_s == 120
-    overrides.set(demo_model, ModelOverrides(idle_minutes=0))
+    OverridesStore(stoker_paths().config).set(demo_model, ModelOverrides(idle_minutes=0))
     assert prep(str(demo_model), attempt()).idle_timeout_s is None
-    overrides.clear(demo_model)
-    store.update(idle_unload_minutes=0)
-    assert prep(str(demo_model), attempt()).idle_timeout_s is None
+    # Each launch gets its own random engine key, by environment only.
+    a, b = prep(str(demo_model), attempt()), prep(str(demo_model), attempt())
+    assert a.engine_key and b.engine_key and a.engine_key != b.engine_key
+    assert dict(a.secrets)[API_KEY_ENV] == a.engine_key and a.engine_key not in " ".join(a.spec.argv)
 
 
 @pytest.mark.engine

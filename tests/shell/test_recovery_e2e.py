@@ -22,7 +22,7 @@ from stoker.core.snapshot import EngineState as S
 from stoker.shell import memory_cgroup
 from stoker.shell.process import EngineProcess
 from stoker.shell.supervisor import Supervisor
-from tests.shell.engine_helpers import chat, demo_spec, engines_running
+from tests.shell.engine_helpers import chat, engine_key, demo_spec, engines_running
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(sys.platform != "linux" or not memory_cgroup.available(),
@@ -87,7 +87,7 @@ def test_a_plan_that_cannot_fit_ends_ready_on_a_smaller_one(engine_dir, demo_mod
         assert "out-of-memory killer" in oom[0].evidence
         assert "retrying with context 4,096" in oom[0].action, oom[0].action
         assert any(b.kind == "outOfMemory" for b in ready.blockers), ready.blockers
-        assert chat(ready.endpoint)
+        assert chat(ready.endpoint, key=engine_key(sup))
     finally:
         sup.submit(Shutdown())
         assert sup.join(30)
@@ -108,7 +108,7 @@ def test_two_rungs_smaller_context_then_a_cheaper_kv_cache(engine_dir, demo_mode
         assert [i.kind for i in ready.incidents] == ["host-oom", "host-oom"], ready.incidents
         assert "retrying with context 4,096" in ready.incidents[0].action
         assert "retrying with a q8_0/q8_0 KV cache" in ready.incidents[1].action
-        assert ready.ctx == 4096 and chat(ready.endpoint)
+        assert ready.ctx == 4096 and chat(ready.endpoint, key=engine_key(sup))
     finally:
         sup.submit(Shutdown())
         assert sup.join(30)

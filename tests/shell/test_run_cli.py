@@ -84,16 +84,18 @@ def wait_status(predicate, timeout=60) -> dict:
 @pytest.fixture
 def run_args(engine_binary, demo_model, stoker_home):
     return (str(demo_model), "--headless", "--engine", str(engine_binary), "--ctx", "1024",
-            "--slots", "1")
+            "--slots", "1", "--port", "0")
 
 
 def test_run_ready_chat_status_crash_restart_ctrl_c(run_args, engine_binary, stoker_home):
     run = Running(*run_args)
     try:
-        endpoint = run.wait_line("endpoint: ").split(": ", 1)[1]
+        endpoint = run.wait_line("endpoint: ").split()[1].removesuffix("/v1")
+        run.wait_line("ready: ")
         assert chat(endpoint)
         status = status_json()
-        assert status["schema"] == 1 and status["state"] == "ready"
+        assert status["schema"] == 2 and status["state"] == "ready"
+        assert status["gateway"]["url"] == endpoint and status["engines"][0]["state"] == "ready"
         assert status["backend"] == "cpu" and status["ctx"] == 1024
         assert status["kv_type_k"] and status["kv_type_v"]
         assert status["endpoint"] == endpoint and status["pid"] and status["restarts"] == 0
@@ -108,7 +110,7 @@ def test_run_ready_chat_status_crash_restart_ctrl_c(run_args, engine_binary, sto
         again = wait_status(lambda s: s["state"] == "ready" and s["pid"] != first_pid)
         assert again["restarts"] == 1 and again["incidents"] == 1
         assert again["last_incident"]["summary"] and "restart" in again["last_incident"]["action"]
-        assert chat(again["endpoint"])
+        assert again["endpoint"] == endpoint and chat(endpoint)  # the same URL after kill -9
         assert any(line.startswith("incident: ") for line in run.lines)
         human = stoker("status")
         assert human.returncode == 0 and "restarts:  1" in human.stdout
@@ -153,3 +155,25 @@ def test_without_headless_and_without_a_tray_it_says_so_and_runs_headless(engine
                             text=True, timeout=60, env=env)
     assert "no system tray is available here; running headless" in result.stderr
     assert result.returncode == 1 and "failed: no model named" in result.stdout, result.stdout
+
+
+def test_ps_load_unload_through_the_running_instance(run_args, engine_binary, demo_model, tmp_path):
+    other = tmp_path / "SmolLM2-135M-Other.Q4_1.gguf"
+    other.write_bytes(demo_model.read_bytes())
+    run = Running(*run_args)
+    try:
+        run.wait_line("ready: ")
+        loaded = stoker("load", str(other), "--pin")
+        assert loaded.returncode == 0 and "smollm2-135m-other:q4_1" in loaded.stdout, loaded.stderr
+        both = wait_status(lambda s: sum(e["state"] == "ready" for e in s["engines"]) == 2)
+        assert {e["id"]: e["pinned"] for e in both["engines"]} == {
+            "smollm2-135m-instruct:q4_1": False, "smollm2-135m-other:q4_1": True}
+        table = stoker("ps")
+        assert table.returncode == 0 and "smollm2-135m-other:q4_1" in table.stdout and "yes" in table.stdout
+        assert stoker("unload", "smollm2-135m-other:q4_1").returncode == 0
+        wait_status(lambda s: [e["id"] for e in s["engines"]] == ["smollm2-135m-instruct:q4_1"])
+        missing = stoker("load", "no-such-model")
+        assert missing.returncode == 1 and "no model is called" in missing.stderr
+    finally:
+        run.close()
+    assert engines_running(engine_binary) == []

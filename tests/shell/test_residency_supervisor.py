@@ -1,0 +1,107 @@
+"""The supervisor's residency edges on the real engine: a busy model is never evicted, a
+queued or starting on-demand load is cancelled when its last waiter leaves, a pinned one is
+not. Plans carry declared bytes so admission can be steered; the engines are real."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import pytest
+
+from stoker.core.commands import CancelEnsure, EnsureModel, PinModel, Shutdown
+from stoker.core.plan import DeviceMemory, DrafterChoice, LaunchPlan
+from stoker.core.snapshot import EngineState as S
+from stoker.shell.supervisor import PreparedLaunch, Supervisor
+from tests.shell.engine_helpers import demo_spec, engines_running
+
+pytestmark = pytest.mark.engine
+MIB = 1024 ** 2
+BUDGET = 1000 * MIB
+
+
+def plan_of(mib: int, model: str) -> LaunchPlan:
+    return LaunchPlan(model_path=model, ctx=1024, slots=1, kv_unified=False, kv_type_k="f16",
+                      kv_type_v="f16", flash_attn="auto", gpu_layers=None, n_cpu_moe=None, cpu_moe=False,
+                      swa_full=False, drafter=DrafterChoice("none", None, None, "none"),
+                      devices=(DeviceMemory("CPU", BUDGET, mib * MIB, 0, 0),), decisions=())
+
+
+@pytest.fixture
+def sup(engine_binary, demo_model, stoker_home):
+    sizes = {"a": 600, "b": 600, "hang": 100}
+
+    def prepare(model_path, attempt):
+        if model_path == "hang":  # a start that never answers /health
+            spec = demo_spec(engine_binary, demo_model, port=attempt.port)
+            spec = type(spec)(**{**spec.__dict__, "binary": sys.executable,
+                                 "argv": (sys.executable, "-c", "import time; time.sleep(60)")})
+        else:
+            spec = demo_spec(engine_binary, demo_model, port=attempt.port)
+        return PreparedLaunch(spec=spec, model_path=model_path, plan=plan_of(sizes[model_path], model_path),
+                              backend="cpu", build_id="b11434-cpu", startup_deadline_s=60)
+
+    s = Supervisor(prepare, stop_grace_s=3).start()
+    yield s
+    s.submit(Shutdown())
+    assert s.join(30)
+    assert engines_running(engine_binary) == []
+
+
+def ensure(s, model, ticket):
+    got = []
+    s.submit(EnsureModel(model_path=model, ticket=ticket, answer=got.append))
+    return got
+
+
+def wait(cond, timeout=60):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def states(s):
+    return {e.model_path: (e.state, e.queued) for e in s.snapshot().engines}
+
+
+def test_a_busy_model_is_never_evicted_the_load_waits_then_evicts_it(sup):
+    got_a = ensure(sup, "a", 1)
+    assert wait(lambda: got_a and got_a[0].route)
+    lease = sup.routes.acquire("a")  # a request in flight on a
+    got_b = ensure(sup, "b", 2)
+    assert wait(lambda: states(sup).get("b", (None, None))[1])  # queued, with its reason
+    assert "waits for a" in states(sup)["b"][1]
+    time.sleep(1.5)
+    assert states(sup)["a"][0] is S.READY and not got_b  # a keeps serving; b still waits
+    sup.routes.release(lease)
+    assert wait(lambda: got_b and got_b[0].route)
+    assert wait(lambda: "a" not in states(sup))  # a was unloaded to make room
+
+
+def test_a_queued_load_is_cancelled_when_its_waiter_leaves(sup):
+    got_a = ensure(sup, "a", 1)
+    assert wait(lambda: got_a and got_a[0].route)
+    lease = sup.routes.acquire("a")
+    ensure(sup, "b", 2)
+    assert wait(lambda: states(sup).get("b", (None, None))[1])
+    sup.submit(CancelEnsure(2))
+    assert wait(lambda: "b" not in states(sup))
+    sup.routes.release(lease)
+    time.sleep(1.5)
+    assert list(states(sup)) == ["a"]  # b never loaded, a was not evicted for nobody
+
+
+def test_a_starting_load_is_cancelled_unless_pinned(sup):
+    ensure(sup, "hang", 1)
+    assert wait(lambda: states(sup).get("hang", (None,))[0] is S.STARTING)
+    sup.submit(CancelEnsure(1))
+    assert wait(lambda: "hang" not in states(sup) or states(sup)["hang"][0] is S.STOPPED)
+    ensure(sup, "hang", 2)
+    assert wait(lambda: states(sup).get("hang", (None,))[0] is S.STARTING)
+    sup.submit(PinModel("hang", True))
+    sup.submit(CancelEnsure(2))
+    time.sleep(1.0)
+    assert states(sup)["hang"][0] is S.STARTING  # pinned: its load goes on

@@ -1,0 +1,62 @@
+"""`stoker bench diagnose`'s core over the real-failure corpus: the targets hold on the part
+the patterns were written against, and the corpus itself is well formed."""
+
+from __future__ import annotations
+
+import json
+
+from stoker.bench.diagnose import (
+    CORPUS, TARGET_OVERALL, TARGET_PER_KIND, is_held_out, load_corpus, parse_exit, run_bench,
+)
+from stoker.cli import main
+from stoker.core.diagnosis import KINDS
+
+
+def test_training_accuracy_and_per_kind_floor_meet_the_targets():
+    res = run_bench()
+    train = res.score(held_out=False)
+    assert train.n >= 100
+    assert train.accuracy >= TARGET_OVERALL, [(r.case.file, r.predicted) for r in res.misses(held_out=False)]
+    for kind in res.kinds():
+        score = res.score(kind=kind, held_out=False)
+        if score.n:
+            assert score.accuracy >= TARGET_PER_KIND, (kind, score)
+
+
+def test_the_corpus_covers_every_kind_os_and_the_wrappers():
+    cases = load_corpus()
+    assert len(cases) >= 120
+    assert {c.kind for c in cases} == set(KINDS)
+    assert {c.os for c in cases} == {"linux", "darwin", "windows"}
+    wrappers = " ".join(c.wrapper for c in cases)
+    for w in ("ollama", "llama-swap", "lmstudio", "systemd", "docker"):
+        assert w in wrappers, w
+    assert all(c.source and c.lines for c in cases)
+
+
+def test_the_hold_out_rule_is_a_fixed_fifth_of_the_file_names():
+    cases = load_corpus()
+    held = [c for c in cases if c.held_out]
+    assert 0.1 < len(held) / len(cases) < 0.3
+    assert is_held_out("llama.cpp-12395.log") and not is_held_out("llama.cpp-23163.log")
+
+
+def test_exit_cells_parse():
+    assert parse_exit("null") == (None, None)
+    assert parse_exit("0xc0000135") == (0xC0000135, None)
+    assert parse_exit("SIGKILL") == (None, "SIGKILL")
+    assert parse_exit("18446744072635812000") == (18446744072635812000, None)
+
+
+def test_the_command_prints_json_with_the_held_out_figure(capsys):
+    assert main(["bench", "diagnose", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["schema"] == 1 and out["hold_out_rule"] == "sha256(file name)[0] % 5 == 0"
+    assert out["overall"]["n"] == len(load_corpus(CORPUS))
+    assert out["held_out"]["n"] > 0 and "stale-library" in out["per_kind"]
+
+
+def test_a_missing_corpus_is_one_sentence(tmp_path, capsys):
+    assert main(["bench", "diagnose", "--corpus", str(tmp_path)]) != 0
+    err = capsys.readouterr().err
+    assert "labels.tsv" in err and "Traceback" not in err
