@@ -1,3 +1,5 @@
-"""Stoker: plans, launches and supervises local llama.cpp models from the desktop tray."""
+"""Stoker: plans, launches and supervises local llama.cpp models from the desktop tray.
 
-__version__ = "0.1.0"
+The version lives in pyproject.toml only; `stoker --version` reads it through
+importlib.metadata (stoker.shell.about).
+"""

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from stoker.errors import UserError  # re-exported: commands import it from here
@@ -30,6 +31,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "diagnose": ("stoker.commands.diagnose", "explain a llama-server log and exit status"),
     "bench": ("stoker.commands.bench", "benchmarks that print side-by-side ratios"),
     "tray": ("stoker.commands.tray", "start the tray app (the default with no command)"),
+    "desktop": ("stoker.commands.desktop", "add Stoker to (or remove it from) the desktop's launcher"),
 }
 
 
@@ -39,6 +41,8 @@ LONG_RUNNING = frozenset({"run", "tray"})
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="stoker", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="store_true",
+                        help="print Stoker's version and the engine builds it installed, then exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
@@ -58,6 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0] if argv[0] in COMMANDS else None
     parser = build_parser(only=command)
     args = parser.parse_args(argv)
+    if args.version:
+        from stoker.core.about import version_line
+        from stoker.shell.about import about_info
+
+        print(version_line(about_info()))
+        return 0
+    if args.command is None:
+        parser.print_usage(sys.stderr)
+        return 2
     module_name = COMMANDS[args.command][0]
     try:
         module = importlib.import_module(module_name)
@@ -77,6 +90,15 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+
+
+def tray_main() -> int:
+    """`stoker-tray`, the gui-scripts entry: on Windows it runs without a console window,
+    where sys.stdout/sys.stderr are None; printing must not crash it, so they go nowhere."""
+    for name in ("stdout", "stderr"):
+        if getattr(sys, name) is None:
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+    return main(["tray", *sys.argv[1:]])
 
 
 if __name__ == "__main__":

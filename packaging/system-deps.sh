@@ -7,7 +7,7 @@ pkgs=(build-essential cmake ninja-build git libgomp1 libegl1 libgl1 libxkbcommon
       libxcb-icccm4 libxcb-keysyms1 libxcb-shape0 libxcb-randr0 libxcb-render-util0 libxcb-image0
       libxcb-xinerama0 libxcb-xkb1 libdbus-1-3 libfontconfig1 fonts-dejavu-core)
 if [ "${TESTS:-0}" = 1 ]; then
-  pkgs+=(xvfb xauth trayer)
+  pkgs+=(xvfb xauth trayer desktop-file-utils)  # desktop-file-validate checks our .desktop files
 fi
 command -v dpkg >/dev/null || { echo "not a Debian-like system: install the equivalents of: ${pkgs[*]}"; exit 0; }
 missing=()

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # Set-up command 2: from a clean clone, install everything and pass the tests.
-# Builds (or reuses) the engine and the demo model in .stoker-home/, then runs pytest
-# under Xvfb with a tray host so the UI tests see a real system tray.
+# Builds (or reuses) the engine and the demo model in .stoker-home/ and the frozen bundle
+# (dist/, reused from a cache outside the clone while its inputs are unchanged), then runs
+# pytest under Xvfb with a tray host so the UI tests see a real system tray.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TESTS=1 bash packaging/system-deps.sh
 bash packaging/install.sh
 export STOKER_TEST_HOME="$PWD/.stoker-home"
 STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup
+# The image engine (sd-server): ~12 min on 2 cores the first time, reused after that.
+STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup --image
 export STOKER_REQUIRE_ENGINE=1   # engine tests fail instead of skipping
+export STOKER_REQUIRE_IMAGE_ENGINE=1
+# The frozen bundle for tests/ui/test_bundle.py (about 2 min to build, seconds when cached).
+STOKER_BUNDLE_CACHE="${STOKER_BUNDLE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/stoker-ci/bundle}" \
+  bash packaging/build-bundle.sh
+export STOKER_BUNDLE="$PWD/$(case "$(uname -s)" in Darwin) echo dist/Stoker.app/Contents/MacOS/Stoker ;;
+                              *) echo dist/stoker/stoker ;; esac)"
+export STOKER_REQUIRE_BUNDLE=1
 exec .venv/bin/python -m tests.xvfb_run .venv/bin/python -m pytest "$@"

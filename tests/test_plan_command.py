@@ -55,6 +55,19 @@ def test_moe_refusal_and_offload_on_described_machines(tmp_path, stoker_home, ca
     assert rc == 3 and "does not fit: needs" in err
 
 
+def test_an_8b_on_the_rtx_4070_keeps_every_layer_and_shows_its_predicted_speed(tmp_path, stoker_home, capsys):
+    llama = F.llama_8b_q4_k_m(tmp_path / "llama.gguf")
+    rc, out, _ = run_plan(capsys, llama, "--machine", MACHINES / "rtx4070-12g-ram32g.json", "--json")
+    doc = json.loads(out)
+    assert rc == 0 and doc["gpu_layers"] == "all" and doc["kv_type_k"] == "q8_0" and doc["ctx"] == 65536
+    speed = doc["decode_speed"]
+    assert speed["tokens_per_s"] > 90 and speed["limited_by"] == "CUDA0"
+    assert [r["device"] for r in speed["reads"]] == ["CUDA0"]
+    assert speed["reads"][0]["bandwidth_bytes_per_s"] == 504_000_000_000
+    rc, out, _ = run_plan(capsys, llama, "--machine", MACHINES / "rtx4070-12g-ram32g.json")
+    assert rc == 0 and "predicted decode  ~" in out and "every layer kept on the GPU for a q8_0 cache" in out
+
+
 def test_bad_flags_are_one_sentence(demo_model, stoker_home, capsys):
     rc, _, err = run_plan(capsys, demo_model, "--kv", "q3_k")
     assert rc == 2 and err.startswith("stoker: --kv must be one of")

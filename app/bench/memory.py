@@ -43,6 +43,50 @@ FULL = dict(ctxs=(2048, 4096, 8192), kv=("f16", "q8_0"), slots=(1, 4))
 QUICK = dict(ctxs=(4096,), kv=("f16",), slots=(1,))
 
 
+@dataclass(frozen=True)
+class Setting:
+    """One launch of the matrix beyond the ctx x K/V x slots grid."""
+
+    ctx: int
+    kv: str
+    slots: int
+    unified: bool = False
+    ubatch: int = 512
+    swa_full: bool = False
+
+    @property
+    def label(self) -> str:
+        parts = [f"ctx {self.ctx}", self.kv, f"x{self.slots}"]
+        if self.unified:
+            parts.append("unified")
+        if self.ubatch != 512:
+            parts.append(f"ub {self.ubatch}")
+        if self.swa_full:
+            parts.append("swa-full")
+        return " ".join(parts)
+
+
+# Rows that exercise the terms the grid leaves alone, so any that is off shows: the SWA cache
+# and mask at full length (--swa-full, on models with sliding-window layers only), one KV pool
+# shared by several slots (-kvu), the 4- and 5-bit cache types, and a larger ubatch (the
+# compute buffer's per-token part and the masks grow with it).
+EXTRA = (
+    Setting(4096, "f16", 1, swa_full=True), Setting(8192, "f16", 1, swa_full=True),
+    Setting(8192, "q8_0", 2, swa_full=True),
+    Setting(8192, "f16", 4, unified=True), Setting(16384, "q8_0", 3, unified=True),
+    Setting(8192, "q4_0", 1), Setting(8192, "q5_1", 1), Setting(4096, "q4_0", 4),
+    Setting(8192, "q5_1", 2, unified=True),
+    Setting(8192, "f16", 1, ubatch=2048), Setting(4096, "q8_0", 2, ubatch=1024),
+)
+QUICK_EXTRA = (Setting(8192, "f16", 1, swa_full=True),)
+# Header-only real shapes are measured by a dry run (tens of seconds each for the big ones):
+# they get the extras that change their terms most.
+DRY_RUN_EXTRA = (Setting(8192, "f16", 1, swa_full=True), Setting(8192, "f16", 4, unified=True),
+                 Setting(8192, "q4_0", 1), Setting(8192, "f16", 1, ubatch=2048))
+# The headline row the issue named: Gemma 3 270M, -c 8192 --swa-full, f16, one slot.
+GEMMA_SWA_FULL_TARGET_PCT = 1.0
+
+
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print a versioned JSON object")
     parser.add_argument("--quick", action="store_true", help="one context, f16, one slot")
@@ -70,6 +114,9 @@ class Row:
     eng_compute: int | None
     baseline: int
     note: str = ""
+    unified: bool = False
+    ubatch: int = 512
+    swa_full: bool = False
 
     @property
     def est_total(self) -> int:
@@ -186,7 +233,7 @@ def host_repack_types() -> frozenset[str]:
 
 
 def estimate(summary, ctx: int, slots: int, kv_type: str, unified: bool = False,
-             ubatch: int = 512, repack: bool = True) -> tuple[int, int, int, int]:
+             ubatch: int = 512, repack: bool = True, swa_full: bool = False) -> tuple[int, int, int, int]:
     """(weights, kv, compute + output, baseline) for a CPU launch, from core/memory.py.
 
     `repack=False` prices the weights without the CPU_REPACK copy: what the dry run's
@@ -197,12 +244,12 @@ def estimate(summary, ctx: int, slots: int, kv_type: str, unified: bool = False,
     weights = sum(mem.weights_by_device(summary, placement, repack_types=host_repack_types(),
                                         count_mapped_original=repack).values())
     kv = mem.kv_bytes(summary, ctx=ctx, slots=slots, kv_unified=unified, type_k=kv_type,
-                      type_v=kv_type, ubatch=ubatch, flash_attn=True)
+                      type_v=kv_type, ubatch=ubatch, flash_attn=True, swa_full=swa_full)
     compute = mem.compute_bytes(summary, n_ctx_seq=kv.n_ctx_seq, ubatch=ubatch, slots=slots,
-                                flash_attn=True, n_ctx=ctx)
+                                flash_attn=True, n_ctx=ctx, n_kv_swa=kv.cells_swa)
     compute += mem.output_buffer_bytes(summary, slots=slots)
     f16 = mem.kv_bytes(summary, ctx=ctx, slots=slots, kv_unified=unified, type_k="f16",
-                       type_v="f16", ubatch=ubatch, flash_attn=True)
+                       type_v="f16", ubatch=ubatch, flash_attn=True, swa_full=swa_full)
     return weights, kv.total, compute, summary.file_bytes + f16.total
 
 
@@ -216,8 +263,21 @@ def _engine_binary() -> str:
     raise UserError("no usable llama-server build was found; run `stoker setup` first")
 
 
+def settings_for(summary, grid: dict, extra: tuple[Setting, ...]) -> list[Setting]:
+    """The grid's settings, then the extras that apply to this model (--swa-full needs SWA layers)."""
+    out = [Setting(ctx, kv, slots) for ctx in grid["ctxs"] for kv in grid["kv"] for slots in grid["slots"]]
+    has_swa = bool(summary.n_swa) and any(summary.swa_layers)
+    trained = summary.n_ctx_train or 0
+    for e in extra:
+        if (e.swa_full and not has_swa) or (trained and e.ctx > trained):
+            continue
+        out.append(e)
+    return out
+
+
 def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
-                 progress=None) -> list[Row]:
+                 progress=None, extra: tuple[Setting, ...] = EXTRA,
+                 dry_run_extra: tuple[Setting, ...] = DRY_RUN_EXTRA) -> list[Row]:
     from stoker.shell.gguf_io import load_summary
     from stoker.shell.memory_probe import measure_dry_run, run_probe
 
@@ -226,37 +286,39 @@ def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
         for label, path, header_only in models:
             summary = load_summary(path)
             target = _sparse_copy(path, summary, Path(tmp)) if header_only else path
-            for ctx in grid["ctxs"]:
-                for kv in grid["kv"]:
-                    for slots in grid["slots"]:
-                        w, k, c, base = estimate(summary, ctx, slots, kv, repack=not header_only)
-                        if progress:
-                            progress(f"{label} ctx {ctx} {kv} x{slots}")
-                        settings = dict(slots=slots, type_k=kv, type_v=kv)
-                        if header_only:
-                            probe = measure_dry_run(binary, target, ctx, **settings)
-                            proj = probe.report.projected
-                            if probe.started and proj is not None:
-                                ew = sum(r.model_bytes for r in proj.rows)
-                                ek = sum(r.context_bytes for r in proj.rows)
-                                ec = sum(r.compute_bytes for r in proj.rows)
-                                # the projection has no output buffer; add the engine's own size rule
-                                out = (summary.n_vocab or 0) * 4 * slots
-                                rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, ew, ek, ec + out,
-                                                base, "dry run: whole MiB floored, repacked weights counted once (no mmap'd original) — "
-                                                "estimate compared without the CPU_REPACK copy"))
-                            else:
-                                rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, None, None, None,
-                                                base, probe.report.load_error or probe.reason))
-                            continue
-                        probe = run_probe(binary, target, ctx=ctx, **settings)
-                        dev = probe.report.device("CPU")
-                        if probe.started and dev is not None:
-                            rows.append(Row(label, ctx, kv, slots, "buffers", w, k, c, dev.model_bytes,
-                                            dev.kv_bytes, dev.compute_bytes + dev.output_bytes, base))
-                        else:
-                            rows.append(Row(label, ctx, kv, slots, "buffers", w, k, c, None, None, None, base,
-                                            probe.report.load_error or probe.reason))
+            for st in settings_for(summary, grid, dry_run_extra if header_only else extra):
+                ctx, kv, slots = st.ctx, st.kv, st.slots
+                w, k, c, base = estimate(summary, ctx, slots, kv, unified=st.unified, ubatch=st.ubatch,
+                                         repack=not header_only, swa_full=st.swa_full)
+                if progress:
+                    progress(f"{label} {st.label}")
+                settings = dict(slots=slots, type_k=kv, type_v=kv, kv_unified=st.unified, ubatch=st.ubatch,
+                                extra=("--swa-full",) if st.swa_full else ())
+                shape = dict(unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full)
+                if header_only:
+                    probe = measure_dry_run(binary, target, ctx, **settings)
+                    proj = probe.report.projected
+                    if probe.started and proj is not None:
+                        ew = sum(r.model_bytes for r in proj.rows)
+                        ek = sum(r.context_bytes for r in proj.rows)
+                        ec = sum(r.compute_bytes for r in proj.rows)
+                        # the projection has no output buffer; add the engine's own size rule
+                        out = (summary.n_vocab or 0) * 4 * slots
+                        rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, ew, ek, ec + out,
+                                        base, "dry run: whole MiB floored, repacked weights counted once (no mmap'd original) — "
+                                        "estimate compared without the CPU_REPACK copy", **shape))
+                    else:
+                        rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, None, None, None,
+                                        base, probe.report.load_error or probe.reason, **shape))
+                    continue
+                probe = run_probe(binary, target, ctx=ctx, **settings)
+                dev = probe.report.device("CPU")
+                if probe.started and dev is not None:
+                    rows.append(Row(label, ctx, kv, slots, "buffers", w, k, c, dev.model_bytes,
+                                    dev.kv_bytes, dev.compute_bytes + dev.output_bytes, base, **shape))
+                else:
+                    rows.append(Row(label, ctx, kv, slots, "buffers", w, k, c, None, None, None, base,
+                                    probe.report.load_error or probe.reason, **shape))
     return rows
 
 
@@ -271,7 +333,7 @@ def calibrated_predictions(rows: list[Row]) -> list[tuple[int | None, float | No
     from stoker.core.measured import MeasuredPoint, fit_line, kv_cells
 
     def point(r: Row) -> MeasuredPoint:
-        return MeasuredPoint(r.ctx, kv_cells(r.ctx, r.slots, False), r.eng_weights,
+        return MeasuredPoint(r.ctx, kv_cells(r.ctx, r.slots, r.unified), r.eng_weights,
                              r.eng_kv or 0, r.eng_compute or 0, r.est_weights, r.est_kv, r.est_compute)
 
     out: list[tuple[int | None, float | None]] = []
@@ -280,7 +342,8 @@ def calibrated_predictions(rows: list[Row]) -> list[tuple[int | None, float | No
             out.append((None, None))
             continue
         others = [point(o) for o in rows if o is not r and o.source == "buffers" and o.eng_total
-                  and (o.model, o.kv, o.slots) == (r.model, r.kv, r.slots) and o.ctx != r.ctx]
+                  and (o.model, o.kv, o.slots, o.unified, o.ubatch, o.swa_full)
+                  == (r.model, r.kv, r.slots, r.unified, r.ubatch, r.swa_full) and o.ctx != r.ctx]
         line = fit_line(others) if len(others) >= 2 else None
         if line is None:
             out.append((None, None))
@@ -290,8 +353,18 @@ def calibrated_predictions(rows: list[Row]) -> list[tuple[int | None, float | No
     return out
 
 
+def _is_gemma_swa_full(r: Row) -> bool:
+    return (r.model.startswith("Gemma-3-270M") and r.swa_full and r.ctx == 8192 and r.kv == "f16"
+            and r.slots == 1 and not r.unified and r.ubatch == 512)
+
+
+def row_label(r: Row) -> str:
+    return Setting(r.ctx, r.kv, r.slots, r.unified, r.ubatch, r.swa_full).label + f" {r.model}"
+
+
 def _summary(rows: list[Row]) -> dict:
-    errs = [r.total_err for r in rows if r.total_err is not None]
+    measured = [r for r in rows if r.total_err is not None]
+    errs = [r.total_err for r in measured]
     cal = [e for _, e in calibrated_predictions(rows) if e is not None]
     base = [r.baseline_err for r in rows if r.baseline_err is not None]
 
@@ -299,11 +372,18 @@ def _summary(rows: list[Row]) -> dict:
         if not xs:
             return None
         return {"mean_abs_pct": sum(abs(x) for x in xs) / len(xs),
-                "worst_pct": max(xs, key=abs), "worst_under_pct": min(xs)}
+                "worst_pct": max(xs, key=abs), "worst_under_pct": min(xs), "worst_over_pct": max(xs)}
     s = stats(errs)
+    under = min(measured, key=lambda r: r.total_err) if measured else None
+    over = max(measured, key=lambda r: r.total_err) if measured else None
+    gemma = [r for r in measured if _is_gemma_swa_full(r)]
     return {
         "rows_measured": len(errs),
         "estimate": s,
+        "worst_under": None if under is None else {"row": row_label(under), "pct": under.total_err},
+        "worst_over": None if over is None else {"row": row_label(over), "pct": over.total_err},
+        "gemma_swa_full_pct": gemma[0].total_err if gemma else None,
+        "target_gemma_swa_full_within_1pct": bool(gemma) and abs(gemma[0].total_err) <= GEMMA_SWA_FULL_TARGET_PCT,
         "baseline": stats(base),
         "calibrated": stats(cal),
         "calibrated_rows": len(cal),
@@ -322,11 +402,13 @@ def _pct(x: float | None) -> str:
 
 
 def render_table(rows: list[Row], summary: dict, notes: list[str]) -> str:
-    head = ("| model | ctx | K/V | slots | src | weights est/eng MiB | KV est/eng MiB | "
+    head = ("| model | ctx | K/V | slots | shape | src | weights est/eng MiB | KV est/eng MiB | "
             "compute est/eng MiB | total est/eng MiB | error | baseline error | calibrated MiB | calibrated error |")
-    out = [head, "|" + "---|" * 13]
+    out = [head, "|" + "---|" * 14]
     for r, (pred, cal_err) in zip(rows, calibrated_predictions(rows)):
-        cols = [r.model, str(r.ctx), r.kv, str(r.slots), r.source,
+        shape = " ".join(x for x in (("unified" if r.unified else ""), (f"ub {r.ubatch}" if r.ubatch != 512 else ""),
+                                     ("swa-full" if r.swa_full else "")) if x) or "-"
+        cols = [r.model, str(r.ctx), r.kv, str(r.slots), shape, r.source,
                 f"{_mib(r.est_weights)} / {_mib(r.eng_weights)}",
                 f"{_mib(r.est_kv)} / {_mib(r.eng_kv)}",
                 f"{_mib(r.est_compute)} / {_mib(r.eng_compute)}",
@@ -337,9 +419,19 @@ def render_table(rows: list[Row], summary: dict, notes: list[str]) -> str:
     for name in ("estimate", "baseline", "calibrated"):
         s = summary[name]
         if s:
-            out.append(f"| **{name}: mean abs / worst / worst under** | | | | | | | | | "
+            out.append(f"| **{name}: mean abs / worst / worst under** | | | | | | | | | | "
                        f"{s['mean_abs_pct']:.2f}% / {s['worst_pct']:+.2f}% / {s['worst_under_pct']:+.2f}% | | | |")
     out.append("")
+    wu, wo = summary["worst_under"], summary["worst_over"]
+    if wu and wo:
+        out.append(f"Worst under: {wu['pct']:+.2f}% ({wu['row']}), target never below -1.00%: "
+                   f"{'met' if wu['pct'] >= -1.0 else 'NOT met'}.")
+        out.append(f"Worst over: {wo['pct']:+.2f}% ({wo['row']}), target at most +2.00%: "
+                   f"{'met' if wo['pct'] <= 2.0 else 'NOT met'}.")
+    g = summary["gemma_swa_full_pct"]
+    out.append("Gemma 3 270M -c 8192 --swa-full f16 x1: " + (
+        f"{g:+.2f}%, target within 1 %: {'met' if summary['target_gemma_swa_full_within_1pct'] else 'NOT met'}."
+        if g is not None else "not measured."))
     out.append(f"Targets: every total within 2 %: {'met' if summary['target_within_2pct'] else 'NOT met'}; "
                f"never under the engine by more than 1 %: "
                f"{'met' if summary['target_never_under_1pct'] else 'NOT met'}; "
@@ -386,7 +478,8 @@ def run(args) -> int:
         raise UserError("no model to measure; run `stoker setup` to get the demo model")
     grid = QUICK if args.quick else FULL
     progress = None if args.json else (lambda s: print(f"  measuring {s} …", file=sys.stderr))
-    rows = measure_rows(binary, models, grid, progress)
+    rows = measure_rows(binary, models, grid, progress, extra=QUICK_EXTRA if args.quick else EXTRA,
+                        dry_run_extra=() if args.quick else DRY_RUN_EXTRA)
     summary = _summary(rows)
     if args.json:
         print(json.dumps({"schema": 1, "bench": "memory", "engine": binary,

@@ -10,6 +10,8 @@ BENCHES = {
     "memory": "analytic memory estimate beside the engine's own accounting",
     "fit": "planned context beside the largest context that really starts",
     "diagnose": "failure diagnosis against real users' logs (tests/data/wild), overall and held out",
+    "speed": "predicted decode speed beside the engine's measured tokens/s on this CPU",
+    "bundle": "the frozen bundle's size and start-to-tray time beside the venv install's",
 }
 
 

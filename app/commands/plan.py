@@ -13,6 +13,8 @@ import json
 import sys
 from pathlib import Path
 
+from stoker.core.speed import speed_text
+
 PLACEHOLDER_PORT = 8080
 SCHEMA = 1
 
@@ -192,12 +194,23 @@ def plan_json(plan, spec, machine) -> dict:
                          "kv_bytes": m.kv_bytes, "compute_bytes": m.compute_bytes, "other_bytes": m.other_bytes,
                          "total_bytes": m.total_bytes} for m in plan.devices],
         },
+        "decode_speed": _speed_json(plan.decode_speed),
         "decisions": [{"what": x.what, "why": x.why} for x in plan.decisions],
         "argv": list(spec.argv),
         "env": dict(spec.env),
         "port_is_placeholder": True,
         "machine": _machine_json(machine),
     }
+
+
+def _speed_json(speed) -> dict | None:
+    """Predicted decode speed: tokens/s (null when a device's bandwidth is unknown) and its reads."""
+    if speed is None:
+        return None
+    return {"tokens_per_s": speed.tokens_per_s, "context_tokens": speed.context_tokens,
+            "limited_by": speed.limited_by,
+            "reads": [{"device": r.name, "bytes_per_token": r.bytes_per_token,
+                       "bandwidth_bytes_per_s": r.bandwidth_bytes_per_s} for r in speed.reads]}
 
 
 def refusal_json(refusal, machine) -> dict:
@@ -220,7 +233,8 @@ def plan_table(plan, spec, machine) -> str:
             ("GPU layers", "-" if plan.gpu_layers is None else str(plan.gpu_layers)),
             ("expert offload", "all experts in RAM" if plan.cpu_moe else
              f"--n-cpu-moe {plan.n_cpu_moe}" if plan.n_cpu_moe else "-"),
-            ("drafter", f"{plan.drafter.status}" + (f" ({plan.drafter.spec_type})" if plan.drafter.spec_type else ""))]
+            ("drafter", f"{plan.drafter.status}" + (f" ({plan.drafter.spec_type})" if plan.drafter.spec_type else "")),
+            ("predicted decode", speed_text(plan.decode_speed))]
     w = max(len(k) for k, _ in rows)
     lines += [f"  {k:<{w}}  {v}" for k, v in rows]
     lines += ["", f"  {'device':<8} {'budget':>12} {'weights':>12} {'KV':>12} {'compute':>12} {'other':>12} {'total':>12}"]

@@ -1,4 +1,5 @@
-"""`stoker setup`: build llama-server b11434 for this machine and fetch the demo model.
+"""`stoker setup`: build llama-server b11434 for this machine and fetch the demo model;
+`stoker setup --image` builds the image engine instead (sd-server of stable-diffusion.cpp).
 
 This module decides only how progress looks: a bar on a terminal, a line every 5 % when
 the output is a log (CI), or JSON lines with `--json-progress` (for the app's own UI).
@@ -13,7 +14,8 @@ import platform
 import sys
 from pathlib import Path
 
-from stoker.core.engines import ENGINE_BUILD, build_id, cmake_flags, detect_toolkits, progress_steps_to_report
+from stoker.core.engines import (ENGINE_BUILD, SD_VERSION, build_id, cmake_flags, detect_toolkits,
+                                 progress_steps_to_report, sd_build_id, sd_cmake_flags)
 
 BACKEND_CHOICES = ("auto", "cpu", "cuda", "rocm", "vulkan", "metal")
 
@@ -33,9 +35,16 @@ def add_arguments(parser) -> None:
     parser.add_argument("--build-dir", type=Path, default=None, metavar="DIR",
                         help="use this build folder (one backend only); a folder already configured with "
                              "the same flags is reused")
+    parser.add_argument("--image-build-dir", type=Path, default=None, metavar="DIR",
+                        help="with --image: use this build folder for sd-server (one backend only); a folder "
+                             "already configured with the same flags is reused")
     parser.add_argument("--json-progress", action="store_true",
                         help="print progress as JSON lines on stdout (schema 1)")
     parser.add_argument("--skip-model", action="store_true", help="do not fetch the demo model")
+    parser.add_argument("--image", action="store_true",
+                        help=f"build the image engine, sd-server {SD_VERSION} (stable-diffusion.cpp), for the "
+                             "same backends instead of llama-server and the demo model; about 12 minutes on 2 "
+                             "cores for the CPU build")
 
 
 class TerminalReporter:
@@ -141,6 +150,27 @@ def run(args) -> int:
         raise
 
 
+def _measure_cpu_bandwidth(installed, model, reporter):
+    """Measure this CPU's decode bandwidth once per installed build (cached; plans read it)."""
+    from stoker.shell.bandwidth import cached_cpu_bandwidth, measure_cpu_bandwidth
+    from stoker.shell.engines import BINARY_NAME
+
+    if model is None:
+        return None
+    found = None
+    for b in installed:
+        binary = b.folder / BINARY_NAME
+        found = cached_cpu_bandwidth(binary)
+        if found is None or not found.effective_bytes_per_s:
+            reporter.phase("Measuring how fast this CPU reads model weights (a few seconds)")
+            # 32 tokens: well under a second on a desktop, and bounded on a loaded machine
+            found, reason = measure_cpu_bandwidth(binary, model, n_predict=32, requests=1, timeout_s=60.0)
+            if not found.effective_bytes_per_s:
+                reporter.note(f"could not measure this CPU's bandwidth ({reason}); plans will say their "
+                              f"decode speed is unknown until `stoker bench speed` measures it.")
+    return found
+
+
 def _run(args, reporter) -> int:
     from stoker.cli import UserError
     from stoker.shell.paths import stoker_paths
@@ -150,6 +180,8 @@ def _run(args, reporter) -> int:
     backends, skipped = choose_backends(args.backend)
     if args.build_dir is not None and len(backends) != 1:
         raise UserError("--build-dir needs one backend; add --backend cpu (or the backend that folder holds).")
+    if args.image_build_dir is not None and (len(backends) != 1 or not args.image):
+        raise UserError("--image-build-dir needs --image and one backend; add --image --backend cpu.")
     for sentence in skipped:
         reporter.note(sentence)
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 2)
@@ -157,6 +189,19 @@ def _run(args, reporter) -> int:
         raise UserError("--jobs must be 1 or more.")
 
     installed, failures = [], []
+    if args.image:
+        images, failures = _setup_image(args, backends, paths, jobs, reporter)
+        if images is None:
+            return 130
+        if args.json_progress:
+            reporter.emit(event="done", engines=[], model=None, failures=failures,
+                          image_engines=[{"id": sd_build_id(b.backend), "path": str(b.folder), "reused": b.reused}
+                                         for b in images])
+        else:
+            print()
+            for b in images:
+                print(f"Images  {sd_build_id(b.backend)} (sd-server {SD_VERSION}): {b.folder}")
+        return 0
     for backend in backends:
         flags = cmake_flags(backend, platform.system(), native=args.native)
         try:
@@ -193,17 +238,57 @@ def _run(args, reporter) -> int:
             raise UserError(str(exc)) from None
         reporter.finish()
 
+    bandwidth = _measure_cpu_bandwidth(installed, model, reporter)
     if args.json_progress:
         reporter.emit(event="done", engines=[{"id": build_id(b.backend), "path": str(b.folder),
                                               "reused": b.reused} for b in installed],
-                      model=str(model) if model else None, failures=failures)
+                      model=str(model) if model else None, failures=failures,
+                      cpu_bandwidth_bytes_per_s=bandwidth.effective_bytes_per_s if bandwidth else None)
     else:
         print()
         for b in installed:
             print(f"Engine  {build_id(b.backend)} (llama-server b{ENGINE_BUILD}): {b.folder}")
         if model is not None:
             print(f"Model   {model.name}: {model}")
+        if bandwidth is not None and bandwidth.effective_bytes_per_s:
+            print(f"CPU     {bandwidth.effective_bytes_per_s / 1e9:.1f} GB/s for decoding (memory reads "
+                  f"{(bandwidth.memory_read_bytes_per_s or 0) / 1e9:.1f} GB/s, the engine's kernels "
+                  f"{(bandwidth.engine_decode_bytes_per_s or 0) / 1e9:.1f} GB/s): plans predict decode speed with it")
         print("Next:   stoker run        (launch the demo model and print its endpoint)")
     # Auto mode: a GPU build that failed was reported above; the CPU build works, so CI and
     # scripts that run `stoker setup` carry on.
     return 0
+
+
+def _setup_image(args, backends, paths, jobs, reporter):
+    """Build sd-server for each backend; (installed, failure sentences), or (None, ()) on Ctrl-C.
+
+    A GPU image build that fails in auto mode is reported and skipped like a GPU llama-server
+    build; the CPU one must succeed."""
+    from stoker.cli import UserError
+    from stoker.shell.setup import SetupError, setup_image_engine
+
+    installed, failures = [], []
+    for backend in backends:
+        try:
+            result = setup_image_engine(backend, sd_cmake_flags(backend, native=args.native), paths, jobs,
+                                        force=args.force, build_dir=args.image_build_dir, reporter=reporter)
+        except KeyboardInterrupt:
+            reporter.finish()
+            print(f"stoker: setup was interrupted while making {sd_build_id(backend)}; nothing was half-installed, "
+                  "and `stoker setup --image` resumes the build where it stopped.", file=sys.stderr)
+            return None, ()
+        except SetupError as exc:
+            reporter.finish()
+            if backend == "cpu" or args.backend != "auto" or not installed:
+                raise UserError(str(exc)) from None
+            failures.append(f"{exc}; the {', '.join(b.backend.upper() for b in installed)} image build is still "
+                            "installed.")
+            reporter.note(failures[-1])
+            continue
+        reporter.finish()
+        installed.append(result)
+        if result.reused:
+            reporter.note(f"{sd_build_id(backend)} is already installed and intact ({result.folder}); "
+                          "nothing to do (use --force to rebuild).")
+    return installed, failures

@@ -86,6 +86,7 @@ class Ds4Entry:
     cache_experts_bytes: int | None = None  # catalog's recommended expert cache
     full_residency_memory: FullResidencyMemory | None = None
     streaming_memory: StreamingMemory | None = None
+    max_launch_ctx: int | None = None  # the catalog's cap on the launch window
 
 
 def measured_bytes_at(line: MeasuredLine, ctx: int) -> int:

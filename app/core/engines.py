@@ -166,6 +166,47 @@ def detect_toolkits(which: Mapping[str, str | None], system: str = "Linux") -> t
     return tuple(backends), tuple(skipped)
 
 
+# What to install, per OS, for each tool the engine build (or, in a frozen bundle, the
+# download of its source) needs. Keys are the names build_tools_missing uses.
+_TOOL_ADVICE = {
+    "Linux": {
+        "cmake": "CMake",
+        "compiler": "a C++ compiler",
+        "python": "Python 3 with venv",
+        "_how": "on Debian/Ubuntu `sudo apt install build-essential cmake python3-venv`, on Fedora "
+                "`sudo dnf install gcc-c++ make cmake python3`, on Arch `sudo pacman -S base-devel cmake python`",
+    },
+    "Darwin": {
+        "cmake": "CMake",
+        "compiler": "the Xcode command line tools (clang)",
+        "python": "Python 3",
+        "_how": "run `xcode-select --install` (compiler and Python 3), then `brew install cmake` "
+                "(or the CMake app from cmake.org)",
+    },
+    "Windows": {
+        "cmake": "CMake",
+        "compiler": "Visual Studio Build Tools with the \"Desktop development with C++\" workload",
+        "python": "Python 3",
+        "_how": "run `winget install Kitware.CMake Python.Python.3.12` and "
+                "`winget install Microsoft.VisualStudio.2022.BuildTools --override \"--add "
+                "Microsoft.VisualStudio.Workload.VCTools --includeRecommended --passive\"`",
+    },
+}
+
+
+def build_tools_advice(missing: Iterable[str], system: str) -> str | None:
+    """One sentence naming what the engine build lacks here and exactly how to install it;
+    None when nothing is missing."""
+    missing = [m for m in ("compiler", "cmake", "python") if m in set(missing)]
+    if not missing:
+        return None
+    advice = _TOOL_ADVICE.get(system, _TOOL_ADVICE["Linux"])
+    names = [advice[m] for m in missing]
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return (f"building llama-server needs {listed}, which {'is' if len(names) == 1 else 'are'} not "
+            f"installed: {advice['_how']}; then run `stoker setup` again.")
+
+
 _BACKEND_FLAGS = {
     "cpu": (),
     "cuda": ("-DGGML_CUDA=ON",),
@@ -273,3 +314,44 @@ def gfx_targets_from_flags(flags) -> tuple[str, ...] | None:
             if flag.startswith(key):
                 return tuple(t for t in re.split(r"[;,]", flag[len(key):]) if t)
     return None
+
+
+# --- the image engine: sd-server from stable-diffusion-cpp-python's sdist ----------------------
+
+SD_VERSION = "0.4.7"
+SD_ENGINE_SOURCE = "pypi:stable-diffusion-cpp-python==0.4.7"
+_SD_BACKEND_FLAGS = {
+    "cpu": (),
+    "cuda": ("-DSD_CUDA=ON",),
+    "rocm": ("-DSD_HIPBLAS=ON",),
+    "vulkan": ("-DSD_VULKAN=ON",),
+    "metal": ("-DSD_METAL=ON",),
+}
+
+
+def sd_build_id(backend: str) -> str:
+    return f"sd-{SD_VERSION}-{backend}"
+
+
+def sd_cmake_flags(backend: str, native: bool = False) -> tuple[str, ...]:
+    """The CMake definitions for one backend build of sd-server.
+
+    Static libraries (the project's default), so the one binary is the whole install.
+    WebP/WebM output and the pnpm-built web frontend are off: the gateway asks for PNG and
+    serves no UI, and they would add minutes to the build (or need Node). Portable code as
+    for llama-server (GGML_NATIVE=OFF; see cmake_flags for why).
+    """
+    if backend not in _SD_BACKEND_FLAGS:
+        raise ValueError(f"unknown backend {backend!r}")
+    return ("-DCMAKE_BUILD_TYPE=Release", "-DSD_BUILD_EXAMPLES=ON", "-DSD_WEBP=OFF", "-DSD_WEBM=OFF",
+            "-DSD_SERVER_BUILD_FRONTEND=OFF", f"-DGGML_NATIVE={'ON' if native else 'OFF'}",
+            *_SD_BACKEND_FLAGS[backend])
+
+
+_SD_VERSION_RE = re.compile(r"stable-diffusion\.cpp version (\S+), commit (\S+)")
+
+
+def parse_sd_version(text: str) -> str | None:
+    """`stable-diffusion.cpp version master-…, commit abc1234` -> "master-… (abc1234)"; None if absent."""
+    m = _SD_VERSION_RE.search(text or "")
+    return f"{m.group(1)} ({m.group(2)})" if m else None

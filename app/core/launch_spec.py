@@ -23,6 +23,9 @@ class LaunchSpec:
     # A RAM limit (a memory cgroup of the engine's own), Linux only: a test knob whose
     # overrun ends in the kernel's OOM kill, as on a full machine; None in normal use.
     memory_limit_bytes: int | None = None
+    # The folder the engine starts in; None: Stoker's own. ds4 needs its binary's folder
+    # (it loads its Metal shaders relative to the working directory).
+    cwd: str | None = None
 
     @property
     def endpoint(self) -> str:

@@ -25,6 +25,8 @@ class Device:
     compute_cap: str | None = None  # NVIDIA, e.g. "8.9"
     gfx_target: str | None = None  # AMD, e.g. "gfx1100"
     driver_cuda_version: str | None = None  # highest CUDA the NVIDIA driver supports
+    # Memory bandwidth when a machine file says it; else core/speed.py's table by description.
+    bandwidth_bytes_per_s: int | None = None
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,9 @@ class Machine:
     source: str = "probed"  # probed | file:<path>
     # Why a fact is missing or stale (a tool absent, a probe that failed), one sentence each.
     notes: tuple[str, ...] = ()
+    # Host RAM read bandwidth, bytes/s, as measured on this machine (shell/bandwidth.py) or given
+    # by a machine file; it prices the layers a plan leaves on the CPU (core/speed.py).
+    ram_bandwidth_bytes_per_s: int | None = None
 
     @property
     def gpus(self) -> tuple[Device, ...]:
@@ -76,8 +81,11 @@ def machine_from_json(text: str, source: str) -> Machine:
     Format (sizes as `*_bytes`, `*_mib` or `*_gib`; unknown values may be left out):
       {"os": "linux", "arch": "x86_64", "ram_total_gib": 32, "ram_available_gib": 28,
        "physical_cores": 8, "logical_cores": 16, "unified_memory": false,
+       "ram_bandwidth_gb_s": 50,
        "devices": [{"name": "CUDA0", "description": "NVIDIA GeForce RTX 4070",
                     "backend": "cuda", "kind": "discrete", "total_mib": 12282, "free_mib": 11800}]}
+    `ram_bandwidth_gb_s` (and a device's `bandwidth_gb_s`, else the table in core/speed.py)
+    are memory bandwidths in 10^9 bytes/s; left out, they are unknown.
     Raises ValueError with one sentence naming the file and what is wrong.
     """
     where = f"machine file {source}"
@@ -126,14 +134,25 @@ def machine_from_json(text: str, source: str) -> Machine:
         devices.append(Device(name=d["name"], description=str(d.get("description", d["name"])),
                               backend=backend, total_bytes=total, free_bytes=free, kind=kind,
                               compute_cap=d.get("compute_cap"), gfx_target=d.get("gfx_target"),
-                              driver_cuda_version=d.get("driver_cuda_version")))
+                              driver_cuda_version=d.get("driver_cuda_version"),
+                              bandwidth_bytes_per_s=_bandwidth(d, dwhere)))
     unified = data.get("unified_memory", os_name == "darwin" and data.get("arch") == "arm64")
     if not isinstance(unified, bool):
         raise ValueError(f"{where}: unified_memory must be true or false, got {unified!r}")
     return Machine(os=os_name, arch=str(data.get("arch", "x86_64")), ram_total_bytes=ram_total,
                    ram_available_bytes=ram_available, physical_cores=count("physical_cores"),
                    logical_cores=count("logical_cores"), devices=tuple(devices),
-                   unified_memory=unified, source=f"file:{source}")
+                   unified_memory=unified, source=f"file:{source}",
+                   ram_bandwidth_bytes_per_s=_bandwidth(data, where, "ram_bandwidth_gb_s"))
+
+
+def _bandwidth(obj: dict, where: str, key: str = "bandwidth_gb_s") -> int | None:
+    v = obj.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v <= 0:
+        raise ValueError(f"{where}: {key} must be a positive number of GB/s, got {v!r}")
+    return int(v * 1_000_000_000)
 
 
 def _backend_from_name(name: str) -> str:

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stoker.core.speed import DecodeSpeed, speed_text
+
 
 @dataclass(frozen=True)
 class Decision:
@@ -83,6 +85,9 @@ class LaunchPlan:
     # Per engine device, the analytic weights/KV/compute for these settings (core/measured.py
     # calibrates against them); empty when the plan was not made by the planner.
     analytic_devices: tuple[AnalyticMemory, ...] = ()
+    # Predicted batch-1 decode speed at a short context (core/speed.py); None when the plan
+    # was not made by the planner.
+    decode_speed: DecodeSpeed | None = None
 
     @property
     def ctx_per_slot(self) -> int:
@@ -99,3 +104,20 @@ class PlanRefusal:
     available_bytes: int | None
     suggestions: tuple[str, ...]
     decisions: tuple[Decision, ...] = ()
+
+
+def plan_summary_line(plan: LaunchPlan, backend: str | None = None) -> str:
+    """The tray's one line for a plan: `context 16,384, 1 slot, KV q8_0/q8_0, all layers on
+    the GPU, ~45 tok/s decode[, cuda]`, so two plans can be compared at a glance."""
+    parts = [f"context {plan.ctx:,}", f"{plan.slots} slot{'s' if plan.slots != 1 else ''}",
+             f"KV {plan.kv_type_k}/{plan.kv_type_v}"]
+    if plan.gpu_layers == "all":
+        parts.append("all layers on the GPU" + (f", experts of {plan.n_cpu_moe} blocks in RAM"
+                                                 if plan.n_cpu_moe else ", experts in RAM" if plan.cpu_moe else ""))
+    elif isinstance(plan.gpu_layers, int) and plan.gpu_layers > 0:
+        parts.append(f"{plan.gpu_layers} layers on the GPU")
+    if plan.decode_speed is not None:
+        parts.append(speed_text(plan.decode_speed))
+    if backend:
+        parts.append(backend)
+    return ", ".join(parts)

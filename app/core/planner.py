@@ -3,12 +3,16 @@
 `plan_launch` settles, in this order: the speculative drafter (before any memory sums, so
 launch and budget agree on what is resident), the memory budget of each device, the
 number of slots and the context window (slots are given up before the window is
-shrunk), the KV cache types (f16, traded for q8_0 only when that keeps a second slot),
-and where the layers go (all on the GPU when they fit; a MoE keeps every layer on the GPU
-and sends the routed experts of its first blocks to the CPU; a dense model gets the
-largest -ngl that fits). Every choice is kept as a `Decision` a person can read. When
-nothing fits, the `PlanRefusal` says what was needed, what was free, and which
-alternatives were re-planned and would fit.
+shrunk), the KV cache types (f16, traded for q8_0 when that keeps a second slot), and
+where the layers go. Speed comes first on a discrete GPU: unless the user placed the
+layers, every layer (and every routed expert) stays on the card while the weights fit there
+with a working window, and the plan pays with slots, then a q8_0 cache (for families that
+take it well), then a shorter window down to `min_ctx`. Only weights that do not fit even
+then go to RAM: a MoE keeps every layer on the GPU and sends the routed experts of its first
+blocks to the CPU; a dense model gets the largest -ngl that fits. Each plan carries its
+predicted decode speed (core/speed.py), and every choice is kept as a `Decision` a person can
+read, the trade included. When nothing fits, the `PlanRefusal` says what was needed, what
+was free, and which alternatives were re-planned and would fit.
 
 Pure: the machine, model and overrides come in as values; nothing is read or run here.
 """
@@ -19,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from stoker.core import memory as mem
+from stoker.core import speed
 from stoker.core.gguf_summary import LayerBytes, ModelSummary
 from stoker.core.machine import Machine
 from stoker.core.overrides import ModelOverrides
@@ -52,6 +57,10 @@ class PlanPolicy:
     slot_tiers: tuple[tuple[int, int], ...] = ((12 * GIB, 1), (24 * GIB, 2), (48 * GIB, 3))
     default_kv_type: str = "f16"
     trade_kv_type: str = "q8_0"
+    # Families whose answers suffer with a q8_0 cache: gezel keeps Gemma at f16 because q8_0
+    # garbled recalled tokens (reference/gezel-behaviours.md §1). For them the window is
+    # shortened instead when every layer is to stay on the GPU.
+    kv_sensitive_families: tuple[str, ...] = ("gemma",)
     ubatch: int = mem.DEFAULT_UBATCH
     draft_max: int = 8  # --spec-draft-n-max when nobody said (reference §7's supervisor checklist)
     # A window the budget shrinks is the largest multiple of 256 tokens that fits: the engine
@@ -206,7 +215,7 @@ class _Evaluator:
         kvd = mem.kv_by_device(kv, placement)
         fa = c.flash_attn != "off"
         full_compute = mem.compute_bytes(self.model, n_ctx_seq=kv.n_ctx_seq, ubatch=c.ubatch,
-                                         slots=c.slots, flash_attn=fa, n_ctx=c.ctx)
+                                         slots=c.slots, flash_attn=fa, n_ctx=c.ctx, n_kv_swa=kv.cells_swa)
         layer_devs = set(placement.layer_devices) | {placement.output_device}
         compute: dict[str, int] = {}
         for dev in layer_devs:
@@ -245,6 +254,19 @@ class _Evaluator:
             if dm.total_bytes > pool.budget:
                 over.append((pool.name, dm.total_bytes, pool.budget))
         return _Result(c, lay, tuple(devices), not over, tuple(over), measured, analytic)
+
+    def placement(self, lay: _Layout) -> mem.Placement:
+        return mem.place_layers(self.priced, lay.gpu_layers, n_cpu_moe=lay.n_cpu_moe,
+                                cpu_moe=lay.cpu_moe, gpus=self.budgets.gpus)
+
+    def decode_speed(self, r: _Result, bandwidths: dict, context_tokens: int = 0) -> speed.DecodeSpeed:
+        """Predicted decode speed of a priced plan (core/speed.py), at `context_tokens` filled."""
+        return speed.predict_decode(self.priced, self.placement(r.layout), self.kv(r.config), bandwidths,
+                                    context_tokens)
+
+    def ram_read_per_token(self, r: _Result) -> int:
+        """Bytes of weights a plan reads from host RAM per token (0 when none)."""
+        return speed.bytes_read_per_token(self.priced, self.placement(r.layout), None).get("CPU", 0)
 
     # -- layouts -----------------------------------------------------------------------
 
@@ -449,11 +471,30 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
     def try_fit(slots: int, ctx: int, tk: str, tv: str, spec_: _Spec) -> _Result:
         return ev.best_layout(config(slots, ctx, tk, tv, spec_), ov)
 
+    def fit_resident(slots: int, ctx: int, tk: str, tv: str, spec_: _Spec) -> _Result:
+        """Fits only with every layer and every expert in graphics memory."""
+        return ev.price(config(slots, ctx, tk, tv, spec_), _Layout("all", None, False))
+
     type_k = ov.kv_type_k or policy.default_kv_type
     type_v = ov.kv_type_v or (type_k if is_mla else policy.default_kv_type)
+    # Speed first: on a discrete GPU, unless the user placed the layers, the plan keeps every
+    # layer on the card and pays in context and KV precision (a layer in RAM is read at a
+    # tenth of the card's bandwidth on every token, see core/speed.py).
+    keep_layers = (budgets.discrete and bool(budgets.gpus) and ov.gpu_layers in (None, "auto")
+                   and ov.n_cpu_moe is None)
+    cheap_kv = (policy.trade_kv_type if ov.kv_type_k is None and ov.kv_type_v is None
+                and takes_cheap_kv(model, policy) and (type_k, type_v) != (policy.trade_kv_type,) * 2
+                else None)
+    bandwidths = speed.device_bandwidths(machine)
 
-    def search(spec_: _Spec) -> tuple[_Result | None, list[Decision], _Result]:
-        """The ladder. Returns (fit or None, decisions, the smallest attempt for the refusal)."""
+    def search(spec_: _Spec, resident: bool) -> tuple[_Result | None, list[Decision], _Result]:
+        """The ladder. Returns (fit or None, decisions, the smallest attempt for the refusal).
+
+        `resident`: only plans with every layer on the GPU count as fitting, and a cheaper KV
+        type (where the family takes it well) is tried before the window is shrunk.
+        """
+        fit = fit_resident if resident else try_fit
+        why_fits = "keeps every layer on the GPU" if resident else "fits"
         notes: list[Decision] = []
         tier = policy.tier_slots(budgets.fast_bytes)
         if ov.slots:
@@ -474,7 +515,7 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
 
         last = None
         for n in slot_options:
-            r = try_fit(n, total(n, target), type_k, type_v, spec_)
+            r = fit(n, total(n, target), type_k, type_v, spec_)
             last = r
             if r.fits:
                 if n < slot_options[0]:
@@ -487,17 +528,25 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
                     for m in slot_options:
                         if m < 2:
                             break
-                        alt = try_fit(m, total(m, target), policy.trade_kv_type, policy.trade_kv_type, spec_)
+                        alt = fit(m, total(m, target), policy.trade_kv_type, policy.trade_kv_type, spec_)
                         if alt.fits:
                             notes.append(Decision(f"KV cache {policy.trade_kv_type}",
                                                   f"with an f16 cache only one slot fits a {_tokens(target)}-token "
                                                   f"window; {policy.trade_kv_type} keeps {m} slots"))
                             return alt, notes, alt
                 return r, notes, r
+        shrink_k, shrink_v = type_k, type_v
+        if resident and cheap_kv:
+            # A cheaper cache before a shorter window, where the model family takes it well.
+            for n in slot_options:
+                r = fit(n, total(n, target), cheap_kv, cheap_kv, spec_)
+                if r.fits:
+                    return r, notes, r
+            shrink_k = shrink_v = cheap_kv
         # Shrink the window at the smallest slot count.
         n = slot_options[-1]
         if floor < target:
-            lo_ok = try_fit(n, total(n, floor), type_k, type_v, spec_)
+            lo_ok = fit(n, total(n, floor), shrink_k, shrink_v, spec_)
             if not lo_ok.fits:
                 return None, notes, lo_ok
             step = policy.ctx_step
@@ -506,24 +555,45 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
                 mid = ((lo + hi) // 2 // step) * step
                 if mid <= lo:
                     break
-                if try_fit(n, total(n, mid), type_k, type_v, spec_).fits:
+                if fit(n, total(n, mid), shrink_k, shrink_v, spec_).fits:
                     lo = mid
                 else:
                     hi = mid
-            r = try_fit(n, total(n, lo), type_k, type_v, spec_)
+            r = fit(n, total(n, lo), shrink_k, shrink_v, spec_)
             notes.append(Decision(f"context {_tokens(lo)}",
-                                  f"{_tokens(target)} tokens do not fit with {n} slot{'s' if n > 1 else ''}; "
-                                  f"{_tokens(lo)} is the largest window that does"))
+                                  f"{_tokens(target)} tokens do not fit with {n} slot{'s' if n > 1 else ''}"
+                                  + (f" and every layer on the GPU" if resident else "")
+                                  + f"; {_tokens(lo)} is the largest window that {why_fits}"))
             return r, notes, r
         return None, notes, last
 
-    best, notes, attempt = search(spec)
+    def settle(spec_: _Spec) -> tuple[_Result | None, list[Decision], _Result]:
+        """Every layer on the GPU when the weights fit there with a working window; else the
+        ladder that moves layers (or experts) to the CPU, saying why."""
+        if not keep_layers:
+            return search(spec_, resident=False)
+        best_r, notes_r, attempt_r = search(spec_, resident=True)
+        if best_r is not None:
+            free, _, _ = search(spec_, resident=False)
+            traded = _trade_decision(model, ev, free, best_r, bandwidths)
+            return best_r, notes_r + ([traded] if traded else []), attempt_r
+        best_f, notes_f, attempt_f = search(spec_, resident=False)
+        if best_f is not None and not _fully_on_gpu(best_f):
+            floor_ctx = ov.ctx or min(policy.min_ctx, min(policy.default_ctx, n_train))
+            notes_f.append(Decision(
+                "layers in RAM", f"the weights ({gib(model.weights_bytes)}) do not fit in graphics memory "
+                f"even with a {_tokens(floor_ctx)}-token window"
+                + (f" and a {cheap_kv} cache" if cheap_kv else "")
+                + ", so part of the model runs from system RAM"))
+        return best_f, notes_f, attempt_f
+
+    best, notes, attempt = settle(spec)
 
     # A drafter nobody forced must not cost the target its window, its KV precision or,
     # on a discrete GPU, its full residency in graphics memory.
     if spec.auto and spec.candidate is not None:
         bare = _Spec(DrafterChoice("left-out", None, spec.candidate.path, ""), None, False, False)
-        best_bare, notes_bare, attempt_bare = search(bare)
+        best_bare, notes_bare, attempt_bare = settle(bare)
         reason = None
         if best_bare is not None:
             if best is None:
@@ -554,7 +624,9 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
                         attempt, decisions, spec, suggest)
 
     c, lay = best.config, best.layout
-    decisions.extend(_describe(model, budgets, best, ov, policy, n_train))
+    decisions.extend(_describe(model, budgets, best, ov, policy, n_train, resident=keep_layers))
+    decode = ev.decode_speed(best, bandwidths)
+    decisions.append(Decision(f"predicted decode: {speed.speed_text(decode)}", speed.reads_text(decode)))
     cache_ram = prompt_cache_mib(best.devices, budgets.alias.get("CPU", "CPU"), policy)
     decisions.append(Decision(f"prompt cache {cache_ram} MiB",
                               "half of the host memory the plan leaves free, at most the engine's "
@@ -575,7 +647,7 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
         decisions=tuple(decisions), estimate_source="measured" if best.measured else "estimated",
         threads=ov.threads, batch=ov.batch, ubatch=ov.ubatch,
         mmproj_path=mmproj.path if mmproj else None, extra_args=ov.extra_args,
-        cache_ram_mib=cache_ram, analytic_devices=best.analytic)
+        cache_ram_mib=cache_ram, analytic_devices=best.analytic, decode_speed=decode)
 
 
 def prompt_cache_mib(devices, host_pool: str, policy: "PlanPolicy") -> int:
@@ -593,6 +665,46 @@ def prompt_cache_mib(devices, host_pool: str, policy: "PlanPolicy") -> int:
     return n if n >= policy.prompt_cache_min_mib else 0
 
 
+def takes_cheap_kv(model: ModelSummary, policy: PlanPolicy) -> bool:
+    """Whether the planner may trade this model's cache down to `policy.trade_kv_type` on its own."""
+    names = (model.architecture or "").lower() + " " + (model.name or "").lower()
+    return not any(f in names for f in policy.kv_sensitive_families)
+
+
+def _layers_text(model: ModelSummary, r: _Result) -> str:
+    lay = r.layout
+    n = (model.n_layer_all or 0) + 1
+    if lay.cpu_moe:
+        return "every routed expert in RAM"
+    if lay.n_cpu_moe:
+        return f"the routed experts of {lay.n_cpu_moe} blocks in RAM"
+    if isinstance(lay.gpu_layers, int):
+        return f"only {lay.gpu_layers} of {n} layers on the GPU"
+    return "every layer on the GPU"
+
+
+def _trade_decision(model: ModelSummary, ev: "_Evaluator", free: _Result | None, kept: _Result,
+                    bandwidths: dict) -> Decision | None:
+    """What keeping every layer on the GPU cost, beside the plan that would have moved layers."""
+    if free is None or _fully_on_gpu(free):
+        return None
+    fc, kc = free.config, kept.config
+    traded = []
+    if kc.ctx < fc.ctx:
+        traded.append(f"a {_tokens(kc.ctx)}-token window instead of {_tokens(fc.ctx)}")
+    if (kc.type_k, kc.type_v) != (fc.type_k, fc.type_v):
+        traded.append(f"a {kc.type_k} cache instead of {fc.type_k}")
+    if kc.slots < fc.slots:
+        traded.append(f"{kc.slots} slot{'s' if kc.slots > 1 else ''} instead of {fc.slots}")
+    in_ram = ev.ram_read_per_token(free)
+    return Decision(
+        "every layer kept on the GPU" + (f" for {' and '.join(traded)}" if traded else ""),
+        f"the {_tokens(fc.ctx)}-token {fc.type_k} plan would leave {_layers_text(model, free)} "
+        f"({gib(in_ram)} of weights read from RAM on every token, "
+        f"{speed.speed_text(ev.decode_speed(free, bandwidths))}); this plan predicts "
+        f"{speed.speed_text(ev.decode_speed(kept, bandwidths))}")
+
+
 def _fully_on_gpu(r: _Result) -> bool:
     return r.layout.gpu_layers == "all" and not r.layout.n_cpu_moe and not r.layout.cpu_moe
 
@@ -606,7 +718,7 @@ def _avail(r: _Result) -> int:
 
 
 def _describe(model: ModelSummary, budgets: _Budgets, r: _Result, ov: ModelOverrides,
-              policy: PlanPolicy, n_train: int) -> list[Decision]:
+              policy: PlanPolicy, n_train: int, *, resident: bool = False) -> list[Decision]:
     c, lay = r.config, r.layout
     out = []
     per_slot = c.ctx if c.kv_unified else c.ctx // c.slots
@@ -617,7 +729,8 @@ def _describe(model: ModelSummary, budgets: _Budgets, r: _Result, ov: ModelOverr
                else f"the model's trained context ({_tokens(n_train)}), below the default "
                     f"{_tokens(policy.default_ctx)}")
     else:
-        why = "the largest window that fits"
+        why = ("the largest window that keeps every layer on the GPU" if resident and _fully_on_gpu(r)
+               else "the largest window that fits")
     out.append(Decision(f"context {_tokens(c.ctx)} ({_tokens(per_slot)} per slot)", why))
     tier = policy.tier_slots(budgets.fast_bytes)
     if ov.slots:
@@ -635,7 +748,9 @@ def _describe(model: ModelSummary, budgets: _Budgets, r: _Result, ov: ModelOverr
     kv = (f"{c.type_k}" if c.type_k == c.type_v else f"K {c.type_k}, V {c.type_v}")
     out.append(Decision(f"KV cache {kv}", "as set for this model" if (ov.kv_type_k or ov.kv_type_v)
                         else "full precision keeps answers identical to the model's own"
-                        if c.type_k == "f16" else "it keeps a second slot"))
+                        if c.type_k == "f16" else "it keeps a second slot" if c.slots > 1
+                        else f"an f16 cache leaves no room for every layer on the GPU, and "
+                             f"{model.architecture} models answer as well with {c.type_k}"))
     if c.flash_attn == "auto" and (c.type_v in mem.QUANTISED_KV_TYPES):
         out.append(Decision("flash attention auto", "the engine turns it on because a quantised V cache needs it"))
     if budgets.gpus:

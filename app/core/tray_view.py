@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from stoker.core.snapshot import AppSnapshot, EngineState, EngineView
 
-# The five looks the icons are drawn for (resources/icons/<state>-<panel>.svg).
+# The five looks the icons are drawn for (stoker/resources/icons/<state>-<panel>.svg).
 TRAY_STATES = ("stopped", "loading", "ready", "degraded", "failed")
 
 _STATE_WORDS = {

@@ -270,6 +270,10 @@ def probe_machine(engine_binary: str | Path | None = None, *, use_cache: bool = 
     else:
         devices = vendor_devices  # the caller knows whether it gave no engine; no note for that
 
+    # Lazy: shell/bandwidth.py uses this module's binary_identity, so a top-level import would loop.
+    from stoker.shell.bandwidth import cached_cpu_bandwidth
+
+    measured = cached_cpu_bandwidth(engine_binary) if engine_binary is not None else None
     return Machine(
         os=os_name,
         arch=arch,
@@ -281,4 +285,5 @@ def probe_machine(engine_binary: str | Path | None = None, *, use_cache: bool = 
         unified_memory=decide_unified_memory(os_name, arch, devices, int(vm.total)),
         source="probed",
         notes=tuple(notes),
+        ram_bandwidth_bytes_per_s=measured.effective_bytes_per_s if measured is not None else None,
     )

@@ -13,9 +13,11 @@ from __future__ import annotations
 import collections
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Mapping
@@ -50,6 +52,15 @@ def clean_engine_env(config_home: Path | None = None, *, drop=DROP_ENV_PREFIXES,
     """
     env = {k: v for k, v in (os.environ if base is None else base).items()
            if not k.startswith(tuple(drop))}
+    if getattr(sys, "frozen", False):
+        # A PyInstaller bundle points the loader path at its own libraries (libstdc++,
+        # libgomp…) and keeps the user's in *_ORIG; the engine must get the user's.
+        for var in ("LD_LIBRARY_PATH", "DYLD_LIBRARY_PATH"):
+            original = env.pop(f"{var}_ORIG", None)
+            if original is not None:
+                env[var] = original
+            else:
+                env.pop(var, None)
     if config_home is not None:
         Path(config_home).mkdir(parents=True, exist_ok=True)
         env["XDG_CONFIG_HOME"] = str(config_home)
@@ -94,6 +105,9 @@ class RotatingLog:
 
     def close(self) -> None:
         self._fh.close()
+
+
+_LINE_END = re.compile(rb"\r\n|\r|\n")
 
 
 class EngineProcess:
@@ -150,7 +164,7 @@ class EngineProcess:
         else:
             kwargs["creationflags"] = subprocess.CREATE_NEW_PROCESS_GROUP
         try:
-            popen = subprocess.Popen(list(spec.argv), executable=spec.binary, env=env,
+            popen = subprocess.Popen(list(spec.argv), executable=spec.binary, env=env, cwd=spec.cwd,
                                      stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                      stderr=subprocess.STDOUT, **kwargs)
         except (OSError, subprocess.SubprocessError) as exc:
@@ -179,16 +193,38 @@ class EngineProcess:
     # -- output
 
     def _read(self) -> None:
+        """Lines end at `\n`, `\r\n` or a lone `\r`: sd-server and ds4 repaint their progress
+        with `\r` and print a newline only when a render or prefill ends, so a readline()
+        loop would hold every step back until the last one."""
         assert self._popen.stdout is not None
-        for raw in iter(self._popen.stdout.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip("\r\n")
-            with self._ring_lock:
-                self._ring.append(line)
+        fd = self._popen.stdout.fileno()
+        pending = b""
+        while True:
             try:
-                self._log.write(line)
-            except (OSError, ValueError):
-                pass  # a full disk must not take the engine down with it
+                chunk = os.read(fd, 65536)  # whatever is there now, not a whole line
+            except OSError:
+                break
+            if not chunk:
+                break
+            pending += chunk
+            # A `\r` at the very end may be the first half of `\r\n`: keep it for the next chunk.
+            cut = len(pending) - 1 if pending.endswith(b"\r") else len(pending)
+            *lines, rest = _LINE_END.split(pending[:cut])
+            pending = rest + pending[cut:]
+            for raw in lines:
+                self._take(raw)
+        if pending.rstrip(b"\r"):
+            self._take(pending.rstrip(b"\r"))
         self._popen.stdout.close()
+
+    def _take(self, raw: bytes) -> None:
+        line = raw.decode("utf-8", errors="replace")
+        with self._ring_lock:
+            self._ring.append(line)
+        try:
+            self._log.write(line)
+        except (OSError, ValueError):
+            pass  # a full disk must not take the engine down with it
 
     def tail(self, n: int = RING_LINES) -> tuple[str, ...]:
         with self._ring_lock:

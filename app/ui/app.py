@@ -18,7 +18,9 @@ from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
 from stoker.core.commands import Shutdown, StartModel
+from stoker.ui.about import AboutDialog
 from stoker.ui.bridge import SnapshotBridge
+from stoker.ui.icons import app_icon
 from stoker.ui.model_settings import ModelSettingsDialog
 from stoker.ui.notify import Notifier
 from stoker.ui.services import Services
@@ -48,12 +50,14 @@ class StokerApp(QObject):
         self.settings_dialog: SettingsDialog | None = None
         self.model_dialogs: dict[str, ModelSettingsDialog] = {}
         self.status_window: StatusWindow | None = None
+        self.about_dialog: AboutDialog | None = None
         self.quitting = False
         self.tray_shown_flag = False  # written on the GUI thread, read by the control thread
         self.remote_quit.connect(self.quit)
         self.tray.open_settings.connect(self.open_settings)
         self.tray.open_model_settings.connect(self.open_model_settings)
         self.tray.open_status.connect(self.open_status)
+        self.tray.open_about.connect(self.open_about)
         self.tray.quit_requested.connect(self.quit)
         self.tray.menu.aboutToShow.connect(self.refresh_models)
         self._unsubscribe = supervisor.subscribe(self.bridge.push)
@@ -105,6 +109,13 @@ class StokerApp(QObject):
         self._raise(self.status_window)
         return self.status_window
 
+    @Slot()
+    def open_about(self) -> AboutDialog:
+        if self.about_dialog is None or not self.about_dialog.isVisible():
+            self.about_dialog = AboutDialog(self.services)
+        self._raise(self.about_dialog)
+        return self.about_dialog
+
     @staticmethod
     def _raise(widget) -> None:
         widget.show()
@@ -119,7 +130,8 @@ class StokerApp(QObject):
         self.quitting = True
         self.tray.tray.hide()
         self.tray_shown_flag = False
-        for w in [self.settings_dialog, self.status_window, *self.model_dialogs.values()]:
+        for w in [self.settings_dialog, self.status_window, self.about_dialog,
+                  *self.model_dialogs.values()]:
             if w is not None:
                 w.close()
         self.supervisor.submit(Shutdown())
@@ -202,6 +214,7 @@ def run_tray(model: str | None = None, *, preparer=None,
         supervisor = instance.supervisor
         app.setQuitOnLastWindowClosed(False)
         app.setApplicationName("Stoker")
+        app.setWindowIcon(app_icon())
         stoker = StokerApp(supervisor)
         flags["stoker"] = stoker
         holder["answer"] = control_handler(stoker, instance)

@@ -23,10 +23,12 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout
                                QMessageBox, QSizePolicy, QVBoxLayout, QWidget)
 
 from stoker.core.commands import ApplyOverrides, Command
+from stoker.core.ds4_launch import Ds4Plan
 from stoker.core.model_ids import Catalog, alias_problems
 from stoker.core.overrides import (FLASH_ATTN, KV_CACHE_TYPES, SPEC_SAMPLING, SPEC_TYPES,
                                    ModelOverrides, needs_restart)
 from stoker.core.plan import DeviceMemory, LaunchPlan, PlanRefusal
+from stoker.core.speed import speed_text
 from stoker.core.snapshot import EngineState
 from stoker.ui.bridge import SnapshotBridge
 from stoker.ui.services import model_key, validate
@@ -149,7 +151,7 @@ class ModelSettingsDialog(QDialog):
         self._stored = ModelOverrides()
         self._generation = 0  # bumped on every edit; previews of older ones are dropped
         self.previews_done = 0
-        self.last_preview: LaunchPlan | PlanRefusal | None = None
+        self.last_preview: LaunchPlan | Ds4Plan | PlanRefusal | None = None
         self.loading = True
         self.applied: ModelOverrides | None = None
         self._catalog: Catalog | None = None  # the other models' names, for alias clashes
@@ -325,12 +327,19 @@ class ModelSettingsDialog(QDialog):
             self.preview_state.setText(f"Will not start: {result.reason}")
             for s in result.suggestions:
                 self.decisions.addItem(f"Try: {s}")
+        elif isinstance(result, Ds4Plan):
+            residency = (f"SSD streaming, expert cache {result.cache_gb} GiB" if result.ssd_streaming
+                         else "whole model in memory")
+            self.preview_state.setText(
+                f"ds4 on {result.backend} · ctx {result.ctx:,} · {residency} · reserves "
+                f"{_gib(result.reservation_bytes)} ({result.estimate_source})")
+            self.bars.set_devices(result.devices)
         else:
             kv = (result.kv_type_k if result.kv_type_k == result.kv_type_v
                   else f"{result.kv_type_k}/{result.kv_type_v}")
             self.preview_state.setText(
                 f"ctx {result.ctx:,} · {result.slots} slot(s) · KV {kv} · flash attention "
-                f"{result.flash_attn} · drafter {result.drafter.status}")
+                f"{result.flash_attn} · drafter {result.drafter.status} · {speed_text(result.decode_speed)}")
             self.bars.set_devices(result.devices)
         for d in result.decisions:
             self.decisions.addItem(f"{d.what}: {d.why}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from stoker.core.login_items import Outcome
 from stoker.core.overrides import ModelOverrides
 from stoker.shell.paths import stoker_paths
 
@@ -55,10 +56,32 @@ class Services:
         """Raises ValueError with one sentence when a value is not acceptable."""
         _settings_store().update(**{k: v for k, v in values.items() if k in SETTINGS_KEYS})
 
-    def apply_autostart(self, enabled: bool) -> str:
+    def apply_autostart(self, enabled: bool) -> Outcome:
         from stoker.shell.autostart import set_autostart
 
         return set_autostart(enabled)
+
+    # -- the desktop's launcher (Linux) ---------------------------------------------------
+    def launcher_installed(self) -> bool:
+        from stoker.shell.desktop import is_installed
+
+        return is_installed()
+
+    def apply_launcher(self, enabled: bool) -> Outcome:
+        from stoker.shell.desktop import DesktopError, install_launcher, uninstall_launcher
+
+        try:
+            result = install_launcher() if enabled else uninstall_launcher()
+        except DesktopError as exc:
+            return Outcome(False, f"{str(exc)[:1].upper()}{str(exc)[1:]}")
+        return Outcome(True, result.sentence)
+
+    # -- About ------------------------------------------------------------------------------
+    def about(self, qt_version: str | None) -> tuple[str, ...]:
+        from stoker.core.about import about_lines
+        from stoker.shell.about import about_info
+
+        return about_lines(about_info(qt_version))
 
     # -- secrets ----------------------------------------------------------------------
     def keyring_status(self) -> tuple[bool, str]:
@@ -131,10 +154,20 @@ class Services:
         return self._machine
 
     def plan(self, model_path: str, overrides: ModelOverrides):
-        """A LaunchPlan or PlanRefusal, made exactly as the launcher will make it."""
+        """A LaunchPlan, a Ds4Plan (a ds4 model when ds4 is installed) or a PlanRefusal, made
+        exactly as the launcher will make it."""
+        from stoker.core.ds4_launch import is_ds4_model
         from stoker.core.planner import plan_launch
 
-        return plan_launch(self.summary(model_path), self.machine(), overrides)
+        summary = self.summary(model_path)
+        if is_ds4_model(summary.architecture):
+            from stoker.shell.ds4 import ds4_model_of, find_ds4_binary, plan_ds4_model
+
+            binary = find_ds4_binary()
+            if binary is not None:
+                model = ds4_model_of(model_path, summary.architecture, summary.n_ctx_train)
+                return plan_ds4_model(model_path, self.machine(), overrides, binary=binary.path, model=model)
+        return plan_launch(summary, self.machine(), overrides)
 
     # -- logs ---------------------------------------------------------------------------------
     def logs_dir(self) -> Path:

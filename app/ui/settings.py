@@ -1,6 +1,6 @@
 """The settings dialog: engine build, quarantine, the endpoint (port, extra browser
 origins), model folders, memory (reserve, the budget models share), the default idle
-timeout, start at login, API key, log level.
+timeout, start at login, the applications-menu entry (Linux), API key, log level.
 
 Typed fields (the memory budget, the origins) are checked as typed by the store's own
 check (stoker.shell.store.check_setting), so Save is only offered for values it will take.
@@ -13,6 +13,7 @@ when there is none the dialog says so and what to install.
 
 from __future__ import annotations
 
+import sys
 from typing import Callable
 
 from PySide6.QtCore import Qt, Slot
@@ -157,6 +158,14 @@ class SettingsDialog(QDialog):
         self.login = QCheckBox("Start Stoker when I log in")
         self.login.setObjectName("start-at-login")
         app_form.addRow("", self.login)
+        self.launcher = QCheckBox("Show Stoker in the applications menu")
+        self.launcher.setObjectName("desktop-entry")
+        self._launcher_was: bool | None = None  # None until the file check answers
+        if not sys.platform.startswith(("linux", "freebsd")):
+            self.launcher.setEnabled(False)
+            self.launcher.setToolTip("A Linux desktop feature: on macOS use Stoker.app, "
+                                     "on Windows pin Stoker.exe to Start.")
+        app_form.addRow("", self.launcher)
         self.api_key = QLineEdit()
         self.api_key.setObjectName("api-key")
         self.api_key.setEchoMode(QLineEdit.EchoMode.Password)
@@ -203,8 +212,9 @@ class SettingsDialog(QDialog):
 
         bridge.snapshot_ready.connect(self.on_snapshot)
         self.on_snapshot(bridge.latest())
-        self.pending = 3  # background loads still out (tests wait for 0)
+        self.pending = 4  # background loads still out (tests wait for 0)
         run_in_background(services.load_settings, self._got_settings)
+        run_in_background(services.launcher_installed, self._got_launcher)
         run_in_background(services.engines, self._got_engines)
         run_in_background(lambda: (services.keyring_status(), services.has_api_key()),
                           self._got_keyring)
@@ -229,6 +239,12 @@ class SettingsDialog(QDialog):
         self.log_level.setCurrentIndex(max(0, self.log_level.findText(level)))
         if self._engines_listed:
             self._select_engine(values.get("engine"))
+
+    def _got_launcher(self, installed, error) -> None:
+        self.pending -= 1
+        if error is None:
+            self._launcher_was = bool(installed)
+            self.launcher.setChecked(self._launcher_was)
 
     def _got_engines(self, builds, error) -> None:
         self.pending -= 1
@@ -363,12 +379,16 @@ class SettingsDialog(QDialog):
         key = self.api_key.text()
         clear = self.clear_key.isChecked()
         services = self._services
+        launcher = self.launcher.isChecked()
+        launcher_changed = self._launcher_was is not None and launcher != self._launcher_was
 
         def work():
             services.save_settings(values)
-            notes = []
+            notes = []  # Outcome per OS integration touched; a failed one keeps the dialog open
             if login_changed:
                 notes.append(services.apply_autostart(values["start_at_login"]))
+            if launcher_changed:
+                notes.append(services.apply_launcher(launcher))
             if self._keyring_ok and (key or clear):
                 services.set_api_key(None if clear else key)
             return notes
@@ -382,4 +402,8 @@ class SettingsDialog(QDialog):
             self.error.setText(f"Not saved: {error}")
             return
         self.saved = True
+        failed = [o.sentence for o in result if not o.done]
+        if failed:  # the settings are saved; say what the system would not take
+            self.error.setText(" ".join(failed))
+            return
         self.accept()

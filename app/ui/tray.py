@@ -42,6 +42,7 @@ class TrayController(QObject):
     open_settings = Signal()
     open_model_settings = Signal(str)  # model path
     open_status = Signal()
+    open_about = Signal()
     quit_requested = Signal()
 
     def __init__(self, bridge: SnapshotBridge, submit: Callable[[Command], None],
@@ -141,6 +142,7 @@ class TrayController(QObject):
         self.menu.addSeparator()
         self._action("Settings…", "action-settings", self.open_settings.emit)
         self._action("Status window…", "action-status", self.open_status.emit)
+        self._action("About Stoker…", "action-about", self.open_about.emit)
         self.menu.addSeparator()
         self._action("Quit", "action-quit", self.quit_requested.emit)
 

@@ -300,3 +300,18 @@ def test_a_tied_output_gets_its_own_repacked_copy_in_both_views():
     plain = mem.weights_by_device(m, cpu)["CPU"]
     assert mem.weights_by_device(m, cpu, repack_types=x86)["CPU"] == plain + 13 * MIB
     assert mem.weights_by_device(m, cpu, repack_types=x86, count_mapped_original=False)["CPU"] == plain + 5 * MIB
+
+
+@pytest.mark.parametrize("ctx, logged_mib", [(4096, 26.28), (8192, 34.28), (16384, 50.28)])
+def test_swa_full_widens_the_sliding_window_mask_as_the_engine_does(ctx, logged_mib):
+    # Gemma 3 270M Q4_K_M, CPU build b11434, -c ctx --swa-full -ctk/-ctv f16, 1 slot: the engine
+    # logged these CPU compute buffers; without --swa-full 23.28 / 27.28 / 35.28 MiB. The SWA
+    # mask is one stream of the SWA cache wide: (ctx - 1024) cells x 512 tokens x 2 bytes more.
+    g = replace(gemma3_swa(), n_swa=512)  # Gemma 3 270M's window: 512 + ubatch -> 1024 cells
+    full = mem.kv_bytes(g, ctx=ctx, slots=1, kv_unified=False, swa_full=True)
+    windowed = mem.kv_bytes(g, ctx=ctx, slots=1, kv_unified=False)
+    args = dict(ubatch=512, slots=1, flash_attn=True, n_ctx=ctx)
+    grown = (mem.compute_bytes(g, n_ctx_seq=full.n_ctx_seq, n_kv_swa=full.cells_swa, **args)
+             - mem.compute_bytes(g, n_ctx_seq=windowed.n_ctx_seq, n_kv_swa=windowed.cells_swa, **args))
+    assert (full.cells_swa, windowed.cells_swa) == (ctx, 1024)
+    assert abs(grown / MIB - (logged_mib - {4096: 23.28, 8192: 27.28, 16384: 35.28}[ctx])) < 0.005

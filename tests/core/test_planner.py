@@ -12,7 +12,7 @@ from stoker.core.machine import Device, Machine, machine_from_json
 from stoker.core.measured import MeasuredLine
 from stoker.core.overrides import ModelOverrides
 from stoker.core.plan import LaunchPlan, PlanRefusal
-from stoker.core.planner import PlanPolicy, plan_launch
+from stoker.core.planner import PlanPolicy, plan_launch, takes_cheap_kv
 from tests.core.summaries import (GIB, MIB, deepseek2_mla, demo, gemma3_swa, hybrid, llama_8b, llama_70b,
                                   mamba2, qwen3moe_30b)
 
@@ -395,8 +395,12 @@ def test_no_plan_exceeds_any_device_budget(model, m, ov):
 @PROPS
 @given(model_st, machines(), st.floats(1.0, 4.0))
 def test_more_memory_never_gives_a_smaller_context(model, m, factor):
-    """Scale RAM and every GPU up together: the window per slot never gets smaller, nor the slot count
-    at the same window."""
+    """Scale RAM and every GPU up together: the window per slot never gets smaller at the same
+    residency, and a plan wholly on the GPU stays wholly on the GPU.
+
+    Changed with the speed-first policy: a bigger card may now hold every layer at a shorter
+    window where the smaller one ran a long window with layers in RAM; that trade is the point
+    (see test_no_layer_leaves_the_gpu_when_the_floor_plan_would_hold_them_all)."""
     bigger = replace(m, ram_total_bytes=int(m.ram_total_bytes * factor),
                      ram_available_bytes=int(m.ram_available_bytes * factor),
                      devices=tuple(replace(d, total_bytes=int(d.total_bytes * factor),
@@ -405,7 +409,14 @@ def test_more_memory_never_gives_a_smaller_context(model, m, factor):
     small, big = plan_launch(model, m, ov), plan_launch(model, bigger, ov)
     if isinstance(small, LaunchPlan):
         assert isinstance(big, LaunchPlan)
-        assert big.ctx >= small.ctx
+        if _all_on_gpu(small):
+            assert _all_on_gpu(big)
+        if _all_on_gpu(small) == _all_on_gpu(big):
+            assert big.ctx >= small.ctx
+
+
+def _all_on_gpu(p: LaunchPlan) -> bool:
+    return p.gpu_layers == "all" and not p.n_cpu_moe and not p.cpu_moe
 
 
 def _gpu_layer_count(p: LaunchPlan, model) -> int:
@@ -478,3 +489,97 @@ def test_prompt_cache_is_off_when_the_plan_fills_the_budget():
     left_mib = (cpu_dev.budget_bytes - cpu_dev.total_bytes) // MIB
     assert tight.cache_ram_mib == (left_mib // 2 if left_mib // 2 >= 64 else 0)
     assert tight.cache_ram_mib < 1024
+
+
+# ---- speed first: every layer stays on the GPU when the weights fit there with a working window
+
+def _real_shape(tmp_path, name):
+    from stoker.shell.gguf_io import load_summary
+    from tests.helpers.gguf_fixtures import REAL_SHAPE_BUILDERS
+
+    path = tmp_path / f"{name}.gguf"
+    REAL_SHAPE_BUILDERS[name](path)
+    return load_summary(path)
+
+
+def test_llama_8b_on_an_rtx_4070_keeps_every_layer_and_trades_the_kv_type(tmp_path):
+    p = plan_launch(_real_shape(tmp_path, "llama_8b_q4_k_m"), machine("rtx4070-12g-ram32g.json"))
+    assert isinstance(p, LaunchPlan) and within_budget(p)
+    assert p.gpu_layers == "all" and p.n_cpu_moe is None
+    assert (p.ctx, p.kv_type_k, p.kv_type_v) == (65536, "q8_0", "q8_0")
+    (traded,) = [d for d in p.decisions if d.what.startswith("every layer kept on the GPU")]
+    assert "a q8_0 cache instead of f16" in traded.what
+    assert "only 27 of 33 layers on the GPU" in traded.why
+    assert p.decode_speed is not None and p.decode_speed.tokens_per_s > 90
+    assert {r.name for r in p.decode_speed.reads} == {"CUDA0"}
+
+
+def test_gemma_3_12b_on_an_rtx_4070_keeps_every_layer_and_f16_and_shortens_the_window(tmp_path):
+    p = plan_launch(_real_shape(tmp_path, "gemma3_12b_q4_k_m"), machine("rtx4070-12g-ram32g.json"))
+    assert isinstance(p, LaunchPlan) and within_budget(p)
+    assert p.gpu_layers == "all"
+    assert p.kv_type_k == "f16"  # Gemma is kept at f16 (gezel-behaviours §1)
+    assert PlanPolicy().min_ctx <= p.ctx < 65536 and p.ctx % 256 == 0
+    (traded,) = [d for d in p.decisions if d.what.startswith("every layer kept on the GPU")]
+    assert f"a {p.ctx:,}-token window instead of 65,536" in traded.what
+    assert "only 44 of 49 layers on the GPU" in traded.why
+    # One step more would push a layer off the card.
+    more = plan_launch(_real_shape(tmp_path, "gemma3_12b_q4_k_m"), machine("rtx4070-12g-ram32g.json"),
+                       ModelOverrides(ctx=p.ctx + 256, slots=1, gpu_layers="all", n_cpu_moe=0))
+    assert isinstance(more, PlanRefusal)
+
+
+def test_weights_that_do_not_fit_still_go_partly_to_ram_and_say_why():
+    roomy = replace(machine("rtx4070-12g-ram32g.json"), ram_total_bytes=64 * GIB, ram_available_bytes=60 * GIB)
+    p = plan_launch(llama_70b(), roomy)
+    assert isinstance(p, LaunchPlan) and isinstance(p.gpu_layers, int)
+    assert any(d.what == "layers in RAM" and "do not fit in graphics memory even with a 4,096-token"
+               in d.why for d in p.decisions)
+
+
+def test_a_user_who_places_the_layers_keeps_the_old_ladder():
+    p = plan_launch(llama_8b(), machine("rtx4070-12g-ram32g.json"), ModelOverrides(gpu_layers=20))
+    assert p.gpu_layers == 20 and p.kv_type_k == "f16" and p.ctx == 65536
+
+
+@st.composite
+def discrete_machines(draw):
+    vram = draw(st.integers(2, 48)) * GIB
+    free = int(vram * draw(st.floats(0.5, 1.0)))
+    n = draw(st.integers(1, 2))
+    ram = draw(st.integers(8, 256)) * GIB
+    devs = tuple(Device(f"CUDA{i}", "NVIDIA GeForce RTX 4070", "cuda", vram, free, "discrete") for i in range(n))
+    return Machine("linux", "x86_64", ram, int(ram * draw(st.floats(0.5, 1.0))), 8, 8, devs)
+
+
+@st.composite
+def unplaced_overrides(draw):
+    """Overrides that do not place layers (no -ngl, no --n-cpu-moe): the default policy decides."""
+    raw = {}
+    if draw(st.booleans()):
+        raw["ctx"] = draw(st.sampled_from([4096, 16384, 65536]))
+    if draw(st.booleans()):
+        raw["slots"] = draw(st.integers(1, 3))
+    if draw(st.booleans()):
+        raw["kv_type_k"] = raw["kv_type_v"] = draw(kv_st)
+    if draw(st.booleans()):
+        raw["swa_full"] = True
+    return ModelOverrides(**raw)
+
+
+@PROPS
+@given(model_st, discrete_machines(), unplaced_overrides())
+def test_no_layer_leaves_the_gpu_when_the_floor_plan_would_hold_them_all(model, m, ov):
+    p = plan_launch(model, m, ov)
+    if not isinstance(p, LaunchPlan) or _all_on_gpu(p):
+        return
+    policy = PlanPolicy()
+    n_train = model.n_ctx_train or policy.default_ctx
+    floor = ov.ctx or min(policy.min_ctx, policy.default_ctx, n_train)
+    kv = ov.kv_type_k or (policy.trade_kv_type if takes_cheap_kv(model, policy) else policy.default_kv_type)
+    at_floor = plan_launch(model, m, replace(ov, ctx=floor, slots=ov.slots or (p.slots if ov.ctx else 1),
+                                             kv_type_k=kv, kv_type_v=ov.kv_type_v or kv,
+                                             gpu_layers="all", n_cpu_moe=0))
+    assert isinstance(at_floor, PlanRefusal), (
+        f"layers left the GPU ({p.gpu_layers}, n_cpu_moe {p.n_cpu_moe}) though ctx {at_floor.ctx} "
+        f"KV {at_floor.kv_type_k} holds them all")

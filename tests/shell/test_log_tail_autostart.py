@@ -31,11 +31,11 @@ def test_newest_log_picks_the_latest_written(tmp_path):
     assert newest_log(tmp_path) == b
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="XDG autostart is Linux")
 def test_autostart_entry_round_trip(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path))
-    said = set_autostart(True, ["/opt/stoker/bin/stoker", "tray"])
+    said = set_autostart(True, ["/opt/stoker/bin/stoker", "tray"], system="linux")
     text = autostart_file().read_text()
-    assert "Exec=/opt/stoker/bin/stoker tray" in text and str(autostart_file()) in said
-    set_autostart(False)
+    assert "Exec=/opt/stoker/bin/stoker tray" in text and str(autostart_file()) in said.sentence
+    assert said.done and "X-GNOME-Autostart-enabled=true" in text
+    assert set_autostart(False, system="linux").done
     assert not autostart_file().exists()

