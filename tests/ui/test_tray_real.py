@@ -21,9 +21,9 @@ import pytest
 
 from stoker.core.commands import StartModel
 from stoker.core.snapshot import EngineState
-from stoker.shell.instance import GatewayError, Instance
+from stoker.shell.instance import Instance
 from stoker.shell.launcher import RealPreparer
-from stoker.shell.store import DEFAULT_GATEWAY_PORT, SettingsStore
+from stoker.shell.store import SettingsStore
 from stoker.shell.supervisor import Supervisor
 from stoker.ui.app import StokerApp
 from stoker.ui.services import Services
@@ -225,11 +225,8 @@ def test_menu_dialogs_and_quit_against_the_real_engine(qtbot, real_app, library,
 @pytest.fixture
 def gateway_app(qtbot, library, engine_binary):
     """The tray on what `stoker` runs: the gateway (on a free port) before a real supervisor."""
-    try:  # the documented port where it is free (so screenshots show it), else any free one
-        instance = Instance(RealPreparer(remember_last_model=False), port=DEFAULT_GATEWAY_PORT,
-                            stop_grace_s=5.0)
-    except GatewayError:
-        instance = Instance(RealPreparer(remember_last_model=False), port=0, stop_grace_s=5.0)
+    # Any free port: the documented one may be held by a Stoker (or a test) running beside.
+    instance = Instance(RealPreparer(remember_last_model=False), port=0, stop_grace_s=5.0)
     stoker = StokerApp(instance.supervisor, Services())
     instance.start()
     assert stoker.show_tray()
