@@ -22,6 +22,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "devices": ("stoker.commands.devices", "list this machine's memory and GPUs"),
     "engines": ("stoker.commands.engines", "list the llama-server builds Stoker can use"),
     "models": ("stoker.commands.models", "list models in the library and added folders"),
+    "pull": ("stoker.commands.pull", "get a model from Hugging Face, with the planner's verdict first"),
+    "remove": ("stoker.commands.remove", "delete a model Stoker downloaded, or hide another tool's"),
     "run": ("stoker.commands.run", "launch and supervise a model; prints the endpoint"),
     "status": ("stoker.commands.status", "ask the running instance how it is"),
     "stop": ("stoker.commands.stop", "ask the running instance to stop its engine and exit"),
@@ -74,22 +76,30 @@ def main(argv: list[str] | None = None) -> int:
     module_name = COMMANDS[args.command][0]
     try:
         module = importlib.import_module(module_name)
+    except KeyboardInterrupt:
+        return 0 if args.command in LONG_RUNNING else 130
     except ModuleNotFoundError as exc:
         if exc.name != module_name:
             raise
         print(f"stoker: '{args.command}' is not available in this build.", file=sys.stderr)
         return 2
-    if args.command in LONG_RUNNING:
-        from stoker.shell.applog import configure_logging
-
-        configure_logging()
     try:
+        if args.command in LONG_RUNNING:
+            from stoker.shell.applog import configure_logging
+
+            configure_logging()
         return int(module.run(args) or 0)
     except UserError as exc:
         print(f"stoker: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:  # Stoker's own folders (read-only, full): one sentence, no traceback
+        from stoker.shell.paths import storage_sentence
+
+        print(f"stoker: {storage_sentence(exc)}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
-        return 130
+        # `stoker run` / the tray promise Ctrl-C -> 0 at any moment; other commands were cut short
+        return 0 if args.command in LONG_RUNNING else 130
 
 
 def tray_main() -> int:

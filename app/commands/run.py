@@ -56,25 +56,36 @@ def cli_overrides(args) -> ModelOverrides | None:
 
 
 class StatePrinter:
-    """Prints one line per state change and per new incident (runs on the supervisor thread)."""
+    """Prints one line per state change and per new incident (runs on the supervisor thread).
 
-    def __init__(self, out=sys.stdout):
-        self.out = out
+    States and the endpoint go to `out`; incidents, backoffs and failures go to `err`
+    (stderr), where a script looks for what went wrong. Given only `out`, everything goes
+    there.
+    """
+
+    def __init__(self, out=None, err=None):
+        self.out = out if out is not None else sys.stdout
+        self.err = err if err is not None else (out if out is not None else sys.stderr)
         self.last_seq = 0
         self.last_state: EngineState | None = None
         # Incidents already in the ledger when this run began are the previous session's:
-        # the first snapshot sets the mark, only later ones are printed.
-        self.incidents: int | None = None
+        # the first snapshot marks them seen, only later ones are printed. They are told apart
+        # by identity (time, kind, summary, action), never by count: the snapshot keeps only
+        # the last few, so a count stops growing once the window is full.
+        self.seen: set[tuple] | None = None
 
     def __call__(self, snap: AppSnapshot) -> None:
         if snap.seq <= self.last_seq:
             return
         self.last_seq = snap.seq
-        if self.incidents is None:
-            self.incidents = len(snap.incidents)
-        for incident in snap.incidents[self.incidents:]:
-            self._line(f"incident: {incident.summary} ({incident.kind}); {incident.action}")
-        self.incidents = len(snap.incidents)
+        keys = [(i.at, i.kind, i.summary, i.action) for i in snap.incidents]
+        if self.seen is None:
+            self.seen = set(keys)
+        for key, incident in zip(keys, snap.incidents):
+            if key not in self.seen:
+                self._line(f"incident: {incident.summary} ({incident.kind}); {incident.action}",
+                           self.err)
+        self.seen = set(keys)
         if snap.state is self.last_state:
             return
         if self.last_state is None and snap.state is EngineState.STOPPED:
@@ -90,14 +101,14 @@ class StatePrinter:
         elif snap.state is EngineState.BACKOFF:
             wait = "" if snap.next_retry_at is None else \
                 f"; next try in {max(0.0, snap.next_retry_at - time.time()):.0f} s"
-            self._line(f"backoff: {snap.last_error}{wait}")
+            self._line(f"backoff: {snap.last_error}{wait}", self.err)
         elif snap.state is EngineState.FAILED:
-            self._line(f"failed: {snap.last_error}")
+            self._line(f"failed: {snap.last_error}", self.err)
         else:
             self._line(snap.state.value)
 
-    def _line(self, text: str) -> None:
-        print(text, file=self.out, flush=True)
+    def _line(self, text: str, stream=None) -> None:
+        print(text, file=stream or self.out, flush=True)
 
 
 def _memory_budget_bytes(args) -> int | None:
@@ -112,12 +123,10 @@ def _memory_budget_bytes(args) -> int | None:
 
 def run(args) -> int:
     from stoker.cli import UserError
-    from stoker.core.commands import Shutdown, StartModel
-    from stoker.shell.control import AlreadyRunning, ControlServer
-    from stoker.shell.instance import GatewayError, Instance, gateway_port
+    from stoker.core.commands import Shutdown
+    from stoker.shell.instance import gateway_port
     from stoker.shell.launcher import RealPreparer
-    from stoker.shell.paths import stoker_paths
-    from stoker.shell.process import reap_orphans
+    from stoker.shell.paths import stoker_paths, storage_sentence
 
     overrides = cli_overrides(args)
     if args.port is not None and not 0 <= args.port < 65536:
@@ -135,13 +144,44 @@ def run(args) -> int:
         args.headless = True
         return run_tray(args.model, headless=lambda: run(args), preparer=preparer(),
                         port=gateway_port(args.port))
-    paths = stoker_paths().ensure()
+
+    # Ctrl-C must mean "stop and exit 0" from the first instant, not only once the engine runs.
+    stop_now: list[int] = []
     holder: dict = {}
+
+    def on_signal(signum, frame):
+        stop_now.append(signum)
+        instance = holder.get("instance")
+        if instance is not None:
+            instance.supervisor.submit(Shutdown())
+
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        try:
+            paths = stoker_paths().ensure()
+        except OSError as exc:
+            raise UserError(storage_sentence(exc)) from None
+        return _run_headless(args, preparer, paths, holder, stop_now)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def _run_headless(args, preparer, paths, holder: dict, stop_now: list) -> int:
+    from stoker.cli import UserError
+    from stoker.core.commands import Shutdown, StartModel
+    from stoker.shell.control import AlreadyRunning, ControlServer
+    from stoker.shell.instance import GatewayError, Instance, gateway_port
+    from stoker.shell.paths import storage_sentence
+    from stoker.shell.process import reap_orphans
 
     def answer(req: dict) -> dict:
         instance = holder.get("instance")
         if instance is None:
             return {"ok": False, "error": "Stoker is still starting; try again"}
+        if req.get("op") == "show":
+            return {"ok": False, "error": "this Stoker runs headless, so it has no status window; "
+                                          "use `stoker status`"}
         return instance.answer(req)
 
     control = ControlServer(answer)
@@ -149,6 +189,8 @@ def run(args) -> int:
         control.claim()
     except AlreadyRunning as exc:
         raise UserError(str(exc)) from None
+    except OSError as exc:
+        raise UserError(storage_sentence(exc)) from None
     instance = None
     try:
         reaped = reap_orphans(paths.run)
@@ -162,7 +204,6 @@ def run(args) -> int:
         except GatewayError as exc:
             raise UserError(str(exc)) from None
         sup = instance.supervisor
-        holder["instance"] = instance
         sup.subscribe(StatePrinter())
         failed: list[AppSnapshot] = []
         served: list[bool] = []
@@ -180,21 +221,19 @@ def run(args) -> int:
 
         sup.subscribe(end_if_the_asked_model_failed)
         control.serve()
+        if stop_now:  # Ctrl-C before anything started: nothing to stop
+            return 0
+        holder["instance"] = instance
         instance.start()
         print(f"endpoint: {instance.url}/v1  (OpenAI and Anthropic APIs; models by id: "
               f"GET {instance.url}/v1/models)", flush=True)
         sup.submit(StartModel(args.model))
-
-        def on_signal(signum, frame):
+        if stop_now:
             sup.submit(Shutdown())
-
-        previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        try:
-            while not sup.join(0.2):
-                pass
-        finally:
-            for s, handler in previous.items():
-                signal.signal(s, handler)
+        while not sup.join(0.2):
+            pass
+        if stop_now and not failed:
+            return 0  # Ctrl-C / SIGTERM: a clean stop whatever state it met
         # A supervisor thread that died of a bug leaves a state other than STOPPED behind.
         return 1 if failed or sup.snapshot().state is not EngineState.STOPPED else 0
     finally:

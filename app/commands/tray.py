@@ -9,9 +9,13 @@ def add_arguments(parser) -> None:
                         help="a GGUF path or model name to start (default: the last used, "
                              "else the demo model)")
     parser.add_argument("--model", dest="model_opt", metavar="MODEL", help="same as MODEL")
+    parser.add_argument("--port", type=int, metavar="N",
+                        help="the endpoint's loopback port (default: Settings' gateway_port, 7857; "
+                             "0: any free port)")
 
 
 def run(args) -> int:
     from stoker.ui.app import run_tray  # Qt is imported only for this command
 
-    return run_tray(getattr(args, "model_opt", None) or getattr(args, "model", None))
+    return run_tray(getattr(args, "model_opt", None) or getattr(args, "model", None),
+                    port=getattr(args, "port", None))

@@ -2,7 +2,8 @@
 
 A notification interrupts the user, so it is sent only for things that changed and that
 a user would otherwise miss: a new incident, a build put in quarantine, a blocker found,
-the drafter left out, and a model that became ready after a long load. The same thing is
+a settings problem (a file moved aside, a bad override), the drafter left out, and a model
+that became ready after a long load. The same thing is
 not repeated within `dedupe_s`, and no more than `max_per_window` go out per `window_s`
 (a crash loop must not flood the desktop). Pure: the time is passed in, the history is
 a value handed back; the UI shows what this returns and nothing else.
@@ -70,6 +71,11 @@ def _candidates(prev: AppSnapshot | None, snap: AppSnapshot,
         if blocker.kind not in prev_blockers:
             notes.append(Note(f"blocker:{blocker.kind}", blocker.message, blocker.advice,
                               "warning"))
+    # Settings problems: told on the first snapshot too (they are found before any start).
+    prev_problems = set(prev.problems) if prev is not None else set()
+    for problem in snap.problems:
+        if problem not in prev_problems:
+            notes.append(Note(f"problem:{problem}", "Stoker settings problem", problem, "warning"))
     was_left_out = (prev is not None and prev.drafter_status == "left-out"
                     and prev.model_path == snap.model_path)
     if snap.drafter_status == "left-out" and not was_left_out:

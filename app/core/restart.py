@@ -2,7 +2,10 @@
 
 The supervisor asks `next_retry` each time the engine exits without being asked to. The
 answer is a value: retry at a given time, or give up with one sentence a person can act on.
-A run that stayed READY long enough proves the launch works, so it starts a new streak.
+A run that stayed READY long enough proves the launch works, so it starts a new streak, and
+the first failure of a new streak is retried at once: a crash after an hour of serving is
+news about that run, not about the launch, and the user is waiting. The backoff (1 s, 2 s,
+4 s …) goes on from the second failure by its place in the streak (0 s, 2 s, 4 s …).
 Pure: the clock is passed in, nothing here sleeps or schedules.
 """
 
@@ -49,6 +52,12 @@ def next_retry(history: tuple[float, ...], now: float, policy: RestartPolicy = R
             reason=(f"the engine failed {failures} times within {policy.budget_window_s:g} s, "
                     "so Stoker stopped restarting it; fix the cause in the last incident "
                     "and start it again"))
+    healthy_run = ready_for_s is not None and ready_for_s >= policy.stable_after_s
+    if healthy_run and failures == 1:
+        return RetryDecision(
+            retry=True, at=now, delay_s=0.0, history=recent,
+            reason=f"restarting now: it had served for {ready_for_s:.0f} s (failure 1 of "
+                   f"{policy.budget_failures} allowed within {policy.budget_window_s:g} s)")
     delay = min(policy.cap_s, policy.first_delay_s * policy.factor ** (failures - 1))
     return RetryDecision(
         retry=True, at=now + delay, delay_s=delay, history=recent,

@@ -95,6 +95,9 @@ class AppSnapshot:
     blockers: tuple[BlockerView, ...] = ()
     quarantined: tuple[tuple[str, str], ...] = ()  # (build, why)
     tray_shown: bool | None = None
+    # Settings problems of this session, one sentence each (a corrupt file moved aside, a bad
+    # hand-written override and the value used instead); from the preparer's engine_health.
+    problems: tuple[str, ...] = ()
     argv: tuple[str, ...] = ()
     model_id: str | None = None  # the focused model's gateway id
     gateway_url: str | None = None  # Stoker's one endpoint, when a gateway runs

@@ -42,6 +42,7 @@ def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = N
             "at": last.at, "kind": last.kind, "summary": last.summary, "evidence": last.evidence,
             "advice": last.advice, "action": last.action},
         "instance_pid": instance_pid,
+        "problems": list(snap.problems),
         "model_id": snap.model_id,
         "gateway": gateway_object(snap.gateway_url),
         "engines": [engine_object(e, now) for e in snap.engines],
@@ -115,6 +116,8 @@ def status_lines(obj: dict) -> list[str]:
     lines.append(f"restarts:  {obj['restarts']}")
     if obj.get("last_error"):
         lines.append(f"error:     {obj['last_error']}")
+    for problem in obj.get("problems") or ():
+        lines.append(f"problem:   {problem}")
     inc = obj.get("last_incident")
     if inc:
         lines.append(f"incident:  {inc['summary']} ({inc['kind']}); {inc['action']}")

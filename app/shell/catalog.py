@@ -50,6 +50,7 @@ class ModelCatalog:
         from stoker.shell.store import OverridesStore
 
         found: dict[str, tuple[str, str, ModelKind, str]] = {}
+        store_names: dict[str, tuple[str, ...]] = {}  # the other tools' names: usable as aliases
         try:
             models = list(list_models(with_summary=True))
         except OSError as exc:
@@ -66,13 +67,19 @@ class ModelCatalog:
                 continue
             kind = model_kind(s.architecture, s.pooling_type, s.general_type) if s else ModelKind.CHAT
             real = _real(m.path)
-            found.setdefault(real, (real, m.name, kind, m.origin))
+            # An Ollama blob is named by its hash: its id comes from the store's own name.
+            file_name = m.name if not m.name.startswith("sha256-") else (m.origin_name or m.name)
+            if real not in found:
+                found[real] = (real, file_name, kind, str(m.origin))
+                store_names[real] = tuple(n for n in (m.origin_name, *m.aliases) if n)
         store = OverridesStore(stoker_paths().config)
         try:
             aliases = {_real(k): v.aliases for k, v in store.all().items() if v.aliases}
         except OSError as exc:
             log.warning("could not read the model aliases: %s", exc)
             aliases = {}
+        for real, names in store_names.items():
+            aliases[real] = tuple(aliases.get(real, ())) + names
         catalog, problems = build_catalog(list(found.values()), aliases)
         for p in problems:
             log.warning("%s", p)

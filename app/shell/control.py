@@ -5,8 +5,11 @@ one is too long for a socket address). Windows (and `transport="tcp"`, used to t
 here): a 127.0.0.1 TCP port written with a random token to <run>/control.json; a request
 must carry the token, so only someone who can read the user's data folder can ask.
 Requests and answers are one JSON object per line: {"op": "status"} / {"op": "stop"}.
-Holding the channel is also the single-instance lock: `claim()` refuses when another
-instance answers, and removes a stale socket that nobody answers on.
+One instance at a time: `claim()` first takes an exclusive lock on <run>/instance.lock
+(flock on POSIX, msvcrt.locking on Windows) and holds it for the process lifetime; the OS
+drops it when the process dies, however it dies. Only the lock holder unlinks and binds the
+socket, so two instances started at the same instant cannot both claim it (a check, unlink,
+bind sequence could). The loser is told who runs, and where.
 It only carries messages: what "stop" means is the handler's business.
 """
 
@@ -19,6 +22,11 @@ import secrets
 import socket
 import tempfile
 import threading
+
+if os.name == "nt":
+    import msvcrt
+else:
+    import fcntl
 from collections.abc import Callable
 from pathlib import Path
 
@@ -28,6 +36,70 @@ MAX_REQUEST = 64 * 1024
 
 class AlreadyRunning(Exception):
     """Another instance holds the control channel; the message says what to do."""
+
+    def __init__(self, message: str, pid: int | None = None, status: dict | None = None):
+        super().__init__(message)
+        self.pid = pid
+        self.status = status or {}
+
+
+class InstanceLock:
+    """An exclusive lock on a file, held until `release()` or the process ends."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._fd: int | None = None
+
+    def acquire(self) -> bool:
+        """True when this process now holds the lock; False when another one does."""
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            if os.name == "nt":
+                msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+            else:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            return False
+        if os.name != "nt":  # a Windows lock covers byte 0, which must not be rewritten
+            os.ftruncate(fd, 0)
+            os.write(fd, str(os.getpid()).encode())
+        self._fd = fd
+        return True
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def holder_pid(self) -> int | None:
+        try:
+            return int(self.path.read_text().strip() or "x")
+        except (OSError, ValueError):
+            return None
+
+    def release(self) -> None:
+        if self._fd is not None:
+            if os.name == "nt":
+                try:
+                    os.lseek(self._fd, 0, os.SEEK_SET)
+                    msvcrt.locking(self._fd, msvcrt.LK_UNLCK, 1)
+                except OSError:
+                    pass
+            os.close(self._fd)  # closing the descriptor drops a flock
+            self._fd = None
+
+
+def where_it_runs(status: dict) -> str:
+    """" as a tray icon, serving http://…" and the like, from a status answer."""
+    parts = []
+    if status.get("tray_shown") is True:
+        parts.append(" as a tray icon")
+    elif status.get("tray_shown") is False:
+        parts.append(" headless")
+    if status.get("endpoint"):
+        parts.append(f", serving {status.get('model') or 'a model'} at {status['endpoint']}/v1")
+    return "".join(parts)
 
 
 def _default_run_dir() -> Path:
@@ -107,19 +179,30 @@ class ControlServer:
         self._token: str | None = None
         self._thread: threading.Thread | None = None
         self._closed = threading.Event()
+        self._lock = InstanceLock(self._run_dir / "instance.lock")
 
     def claim(self) -> "ControlServer":
-        """Take the channel, or raise AlreadyRunning when another instance answers on it."""
+        """Take the instance lock and the channel, or raise AlreadyRunning naming who holds it."""
         self._run_dir.mkdir(parents=True, exist_ok=True)
-        answer = request("status", run_dir=self._run_dir, transport=self._transport, timeout=2.0)
-        if answer is not None:
-            pid = answer.get("status", {}).get("instance_pid")
+        if not self._lock.acquire():
+            answer = request("status", run_dir=self._run_dir, transport=self._transport, timeout=2.0)
+            status = (answer or {}).get("status") or {}
+            pid = status.get("instance_pid") or self._lock.holder_pid()
             who = f" (pid {pid})" if pid else ""
-            raise AlreadyRunning(f"another Stoker instance is already running{who}; "
-                                 "use `stoker status` to see it or `stoker stop` to stop it first")
+            raise AlreadyRunning(f"another Stoker instance is already running{who}"
+                                 f"{where_it_runs(status)}; use `stoker status` to see it or "
+                                 "`stoker stop` to stop it first", pid, status)
+        try:
+            self._bind()
+        except BaseException:
+            self._lock.release()
+            raise
+        return self
+
+    def _bind(self) -> None:
         if self._transport == "unix":
             path = socket_path(self._run_dir)
-            path.unlink(missing_ok=True)  # stale: nobody answered on it
+            path.unlink(missing_ok=True)  # we hold the lock: whatever is there is stale
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.bind(str(path))
             os.chmod(path, 0o600)
@@ -135,7 +218,6 @@ class ControlServer:
         s.listen(8)
         s.settimeout(0.2)  # lets the serving thread notice close()
         self._sock = s
-        return self
 
     def serve(self) -> "ControlServer":
         if self._sock is None:
@@ -189,10 +271,12 @@ class ControlServer:
             self._sock = None
         if self._thread is not None:
             self._thread.join(2)
-        if self._transport == "unix":
-            socket_path(self._run_dir).unlink(missing_ok=True)
-        else:
-            (self._run_dir / "control.json").unlink(missing_ok=True)
+        if self._lock.held:  # only the holder's files are ours to remove
+            if self._transport == "unix":
+                socket_path(self._run_dir).unlink(missing_ok=True)
+            else:
+                (self._run_dir / "control.json").unlink(missing_ok=True)
+        self._lock.release()
 
     def __enter__(self) -> "ControlServer":
         return self.serve()

@@ -29,11 +29,13 @@ from stoker.core.engines import (
     parse_version_output,
 )
 from stoker.shell.paths import stoker_paths
+from stoker.shell.process import probe_process_kwargs
 
 BINARY_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"
 VERSION_TIMEOUT_S = 5.0
 
 _version_cache: dict[tuple, EngineVersion | None] = {}
+_version_failure: dict[tuple, str] = {}  # why `--version` gave nothing, for the status reason
 _library_cache: dict[tuple, tuple[str, ...]] = {}
 _sha_cache: dict[tuple, str] = {}
 
@@ -50,6 +52,13 @@ def binary_identity(path: Path | str) -> str:
     p = Path(path).resolve()
     p.stat()
     return build_identity(p)
+
+
+def _identity_or_none(binary) -> str | None:
+    try:
+        return binary_identity(binary)
+    except OSError:
+        return None
 
 
 def _clean_env() -> dict[str, str]:
@@ -70,12 +79,24 @@ def engine_version(binary: Path | str) -> EngineVersion | None:
         proc = subprocess.run(
             [str(binary), "--version"], capture_output=True, text=True, errors="replace",
             timeout=VERSION_TIMEOUT_S, env=_clean_env(), stdin=subprocess.DEVNULL,
+            **probe_process_kwargs(),
         )
         found = parse_version_output(proc.stderr + "\n" + proc.stdout)
-    except (OSError, subprocess.TimeoutExpired):
+        if found is None:
+            last = next((x.strip() for x in reversed((proc.stderr + proc.stdout).splitlines())
+                         if x.strip()), "")
+            _version_failure[ident] = (f"`{binary} --version` exited with status {proc.returncode}"
+                                       + (f" ({last[:120]})" if last else "")
+                                       + " instead of printing a version line")
+    except subprocess.TimeoutExpired:
         found = None
+        _version_failure[ident] = f"`{binary} --version` did not finish within {VERSION_TIMEOUT_S:g} s"
+    except OSError as exc:
+        found = None
+        _version_failure[ident] = f"{binary} could not be run ({exc.strerror or exc})"
     _version_cache[ident] = found
     return found
+
 
 
 _NOT_FOUND_RE = re.compile(r"^\s*(\S+)\s*=>\s*not found", re.MULTILINE)
@@ -96,7 +117,8 @@ def check_libraries(binary: Path | str) -> tuple[str, ...]:
         return _library_cache[ident]
     try:
         proc = subprocess.run(["ldd", str(binary)], capture_output=True, text=True, errors="replace",
-                              timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL)
+                              timeout=VERSION_TIMEOUT_S, stdin=subprocess.DEVNULL,
+                              **probe_process_kwargs())
         missing = tuple(dict.fromkeys(_NOT_FOUND_RE.findall(proc.stdout + proc.stderr)))
     except (OSError, subprocess.TimeoutExpired):
         missing = ()
@@ -190,8 +212,9 @@ def inspect_binary(binary: Path, source: str, backend: str | None = None, build_
             "reinstall the build with its libraries beside it.")))
     version = engine_version(binary)
     if version is None:
-        return named(replace(base, status="broken", status_reason=(
-            f"`{binary} --version` did not run or did not print a version line.")))
+        why = _version_failure.get(_identity_or_none(binary)) or \
+            f"`{binary} --version` did not run or did not print a version line"
+        return named(replace(base, status="broken", status_reason=why + "."))
     return named(replace(base, version=version.version, build=version.build, commit=version.commit))
 
 

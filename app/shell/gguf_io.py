@@ -38,19 +38,25 @@ from stoker.core.gguf_summary import (
 
 GGUF_MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
-# Beyond these a file is not a model we can plan, whatever it claims.
+# Beyond these a file is not a model we can plan, whatever it claims. Together they bound
+# the memory a walk can use to a few tens of MiB, whatever the length fields say.
 MAX_HEADER_BYTES = 128 << 20  # metadata + tensor table (real ones: a few MiB)
-MAX_STRING_BYTES = 64 << 20  # one string value (chat templates are tens of KiB)
+MAX_STRING_BYTES = 8 << 20  # one string (chat templates are tens of KiB)
+MAX_KEPT_STRING_BYTES = 16 << 20  # all decoded strings together
+MAX_KEPT_ITEMS = 1 << 19  # all decoded array items together (per-layer arrays are short)
+MAX_NESTED_ARRAYS = 1 << 16  # arrays inside arrays, all together
 MAX_KV_COUNT = 1 << 16
-MAX_TENSOR_COUNT = 1 << 20
+MAX_TENSOR_COUNT = 1 << 16  # the largest MoE files hold a few thousand
 MAX_DIMS = 4  # GGML_MAX_DIMS
 MAX_LAYERS = 1 << 14  # llama.cpp's LLAMA_MAX_LAYERS is 512; leave room, refuse absurd
 MAX_ELEMENTS = 1 << 50  # per tensor
 MAX_NESTING = 4  # arrays of arrays
 KEEP_ARRAY_MAX = 4096  # longer arrays are counted, not decoded (per-layer arrays are short)
-SKIP_ALWAYS = ("tokenizer.",)
-MAX_STRING_ARRAY = 1 << 21  # items; real vocabularies and merge lists stay well under  # tokenizer arrays are counted only, whatever their length
+SKIP_ALWAYS = ("tokenizer.",)  # tokenizer arrays are counted only, whatever their length
+MAX_STRING_ARRAY = 1 << 21  # items; real vocabularies and merge lists stay well under
 READ_CHUNK = 256 << 10
+VECTOR_WINDOW = 1 << 20  # bytes per vectorised pass: bounds its arrays to ~25 MiB
+MAX_MESSAGE = 200  # a refusal is one printable line of at most this many characters
 
 _T = gguf.GGUFValueType
 # value type -> (struct code, item size) for fixed-size scalars
@@ -65,37 +71,80 @@ SPLIT_RE = re.compile(r"^(?P<prefix>.*)-(?P<no>\d{5})-of-(?P<count>\d{5})\.gguf$
 
 
 class GGUFError(ValueError):
-    """The file is not a GGUF header we can read; the message is one sentence naming it."""
+    """The file is not a GGUF header we can read; the message is one printable sentence."""
+
+
+def printable(text: str, limit: int = 60) -> str:
+    """`text` with every unprintable character escaped (\\n, \\x00, \\ufffd …), cut to `limit`."""
+    out = "".join(c if c.isprintable() and c != "\\" else c.encode("unicode_escape").decode("ascii")
+                  for c in text)
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def _one_line(path: str, problem: str) -> str:
+    """The refusal sentence: printable, at most MAX_MESSAGE characters. The problem is cut
+    before the path; a path too long to leave it 60 characters is shown by its name."""
+    fixed = len(" is not a usable GGUF file: .")
+    shown = printable(path, MAX_MESSAGE)
+    if MAX_MESSAGE - fixed - len(shown) < 60:
+        shown = printable(Path(path).name, 60)
+    return f"{shown} is not a usable GGUF file: {printable(problem, MAX_MESSAGE - fixed - len(shown))}."
 
 
 class _Header:
-    """A growing in-memory copy of the file's first bytes, read on demand."""
+    """A sliding in-memory window over the file's first bytes, read on demand.
+
+    `pos` is an absolute file offset; `buf` holds the bytes from `base`. Bytes already
+    stepped over are dropped when the window must grow, so skipping a long array never
+    holds it in memory, and arrays that are skipped by their length are not read at all.
+    """
 
     def __init__(self, f, size: int, path: str):
         self.f = f
         self.size = size
         self.path = path
         self.buf = bytearray()
+        self.base = 0
         self.pos = 0
+        self.kept_string_bytes = 0
+        self.kept_items = 0
+        self.nested_arrays = 0
 
     def fail(self, problem: str):
-        raise GGUFError(f"{self.path} is not a usable GGUF file: {problem}.")
+        raise GGUFError(_one_line(self.path, problem))
 
-    def need(self, n: int) -> int:
-        """Make sure `n` more bytes from pos are loaded; return pos."""
+    def check_room(self, n: int) -> int:
+        """Fail unless `n` bytes from pos lie inside the file and the header limit; return the end."""
         end = self.pos + n
         if n < 0 or end > self.size:
             self.fail(f"it ends at byte {self.size} but the header needs {end} bytes "
                       f"(truncated or a length field is corrupt)")
         if end > MAX_HEADER_BYTES:
             self.fail(f"its header would be larger than {MAX_HEADER_BYTES >> 20} MiB")
-        if end > len(self.buf):
-            want = min(self.size, max(end, len(self.buf) * 2, READ_CHUNK)) - len(self.buf)
-            self.f.seek(len(self.buf))
+        return end
+
+    def need(self, n: int) -> int:
+        """Make sure `n` more bytes from pos are loaded; return pos as an offset into buf."""
+        end = self.check_room(n)
+        loaded = self.base + len(self.buf)
+        if end > loaded:
+            if self.pos >= loaded or self.pos - self.base >= len(self.buf) // 2:
+                keep = max(0, loaded - self.pos)  # drop what lies behind pos
+                self.buf = self.buf[len(self.buf) - keep:] if keep else bytearray()
+                self.base = self.pos
+                loaded = self.base + len(self.buf)
+            grow = min(len(self.buf), 4 << 20)  # read ahead, but never more than 4 MiB at once
+            want = min(self.size, max(end, loaded + grow, loaded + READ_CHUNK)) - loaded
+            self.f.seek(loaded)
             self.buf += self.f.read(want)
-            if len(self.buf) < end:
+            if self.base + len(self.buf) < end:
                 self.fail("the file shrank while it was being read")
-        return self.pos
+        return self.pos - self.base
+
+    def skip(self, n: int) -> None:
+        """Step over n bytes without reading them."""
+        self.check_room(n)
+        self.pos += n
 
     def u32(self) -> int:
         p = self.need(4)
@@ -111,6 +160,9 @@ class _Header:
         n = self.u64()
         if n > limit:
             self.fail(f"{what} claims a length of {n} bytes")
+        self.kept_string_bytes += n
+        if self.kept_string_bytes > MAX_KEPT_STRING_BYTES:
+            self.fail(f"its strings add up to more than {MAX_KEPT_STRING_BYTES >> 20} MiB")
         p = self.need(n)
         self.pos += n
         return bytes(self.buf[p:p + n]).decode("utf-8", errors="replace")
@@ -133,14 +185,17 @@ class _Header:
         item_type = self.u32()
         n = self.u64()
         remaining = self.size - self.pos
+        skipped = n > KEEP_ARRAY_MAX or key.startswith(SKIP_ALWAYS)
         if item_type in _FIXED:
             code, size = _FIXED[item_type]
             if n * size > remaining:
                 self.fail(f"array {key} claims {n} items, more than the file holds")
+            if skipped:
+                self.skip(n * size)
+                return SkippedArray(int(item_type), n)
+            self._keep_items(n, key)
             p = self.need(n * size)
             self.pos += n * size
-            if n > KEEP_ARRAY_MAX or key.startswith(SKIP_ALWAYS):
-                return SkippedArray(int(item_type), n)
             return tuple(struct.unpack_from(f"<{n}{code}", self.buf, p))
         if item_type not in (_T.STRING, _T.ARRAY):
             self.fail(f"array {key} has unknown item type {item_type}")
@@ -149,76 +204,107 @@ class _Header:
         if n > MAX_STRING_ARRAY:
             self.fail(f"array {key} claims {n} items, far more than any real vocabulary")
         if item_type == _T.ARRAY:
+            self.nested_arrays += n
+            if self.nested_arrays > MAX_NESTED_ARRAYS:
+                self.fail(f"array {key} holds more than {MAX_NESTED_ARRAYS} arrays")
             items = [self.array(key, depth + 1) for _ in range(n)]
-            if n > KEEP_ARRAY_MAX or key.startswith(SKIP_ALWAYS):
+            if skipped:
                 return SkippedArray(int(item_type), n)
             return tuple(items)
-        if n <= KEEP_ARRAY_MAX and not key.startswith(SKIP_ALWAYS):
+        if not skipped:
+            self._keep_items(n, key)
             return tuple(self.string(f"an item of {key}") for _ in range(n))
         self.skip_strings(n, key)
         return SkippedArray(int(item_type), n)
 
+    def _keep_items(self, n: int, key: str) -> None:
+        self.kept_items += n
+        if self.kept_items > MAX_KEPT_ITEMS:
+            self.fail(f"its arrays (up to {key}) hold more than {MAX_KEPT_ITEMS} items")
+
     def skip_strings(self, n: int, key: str) -> None:
-        """Step over n length-prefixed strings without decoding them."""
-        sample = n if n < 2048 else 256  # walk a few to learn the typical size, then vectorise
+        """Step over n length-prefixed strings without decoding them.
+
+        The vectorised pass handles real vocabularies in milliseconds; whatever it cannot
+        prove (hostile or unusual lengths) is walked one string at a time from where it
+        stopped. Both are bounded: n is at most MAX_STRING_ARRAY and every pass looks at one
+        window of VECTOR_WINDOW bytes.
+        """
+        sample = min(n, 256)  # walk a few to learn the typical size, then vectorise
         first = self.pos
         self._walk_strings(sample, key)
         rest = n - sample
         if rest:
-            end = self._skip_strings_vectorised(rest, (self.pos - first) / sample)
-            if end is not None:
-                self.pos = end
-                return
+            rest = self._skip_strings_vectorised(rest, (self.pos - first) / sample)
+        if rest:
             self._walk_strings(rest, key)
 
     def _walk_strings(self, n: int, key: str) -> None:
         """Step over n strings one by one, checking each length against the bytes left."""
         u64 = _U64.unpack_from
-        for _ in range(n):
+        while n:
+            p = self.need(8)
+            buf, end, start = self.buf, len(self.buf), p
+            while n and p + 8 <= end:  # strings wholly inside the window: no call per string
+                length = u64(buf, p)[0]
+                if length > MAX_STRING_BYTES:
+                    self.pos += p - start
+                    self.fail(f"an item of {key} claims a length of {length} bytes")
+                q = p + 8 + length
+                if q > end:
+                    break
+                p, n = q, n - 1
+            self.pos += p - start
+            if not n:
+                return
+            # this string (or its length field) runs past the window: one checked step
             p = self.need(8)
             length = u64(self.buf, p)[0]
             if length > MAX_STRING_BYTES:
                 self.fail(f"an item of {key} claims a length of {length} bytes")
-            self.pos = p + 8
-            self.need(length)
-            self.pos += length
+            self.pos += 8
+            self.skip(length)
+            n -= 1
 
-    def _skip_strings_vectorised(self, n: int, typical: float) -> int | None:
-        """End offset of n strings starting at pos, or None when the fast path can't prove it.
+    def _skip_strings_vectorised(self, n: int, typical: float) -> int:
+        """Step over as many of the n strings at pos as the fast path can prove; return how
+        many are left for the walk.
 
         Hypothesis: every string is shorter than 256 bytes (then 64 KiB), so its length
-        field has seven (six) zero high bytes. Candidate length fields are found with numpy; candidates nothing points
-        to are dropped; then the chain is followed from the first string, jumping over runs
-        whose links check out and stepping one link at a time where they don't. Every step
-        follows a real length field, so the answer is exact or None (the caller then walks).
+        field has seven (six) zero high bytes. Candidate length fields are found with numpy;
+        candidates nothing points to are dropped; then the chain is followed from the first
+        string, jumping over runs whose links check out and stepping one link at a time
+        where they don't. Every step follows a real length field, so what it steps over is
+        exact; it stops (and leaves the rest to the walk) where it cannot prove more.
         """
-        start = self.pos
         limit = min(self.size, MAX_HEADER_BYTES)
         while n:
-            span = min(limit - start, int(n * typical * 1.03) + 4096)
-            self.need(start + span - self.pos)
-            region = np.frombuffer(self.buf, dtype=np.uint8, count=span, offset=start)
+            span = min(limit - self.pos, int(n * typical * 1.03) + 4096, VECTOR_WINDOW)
+            if span < 16:
+                return n
+            p = self.need(span)
+            region = np.frombuffer(self.buf, dtype=np.uint8, count=span, offset=p)
             # first assume strings under 256 bytes (few false candidates), then under 64 KiB
             got = _chain_end(region, n, 7)
             if got is None or got[0] == 0:
                 got = _chain_end(region, n, 6)
-            del region  # the buffer may grow on the next pass
-            if got is None:
-                return None
+            del region  # the window may move on the next pass
+            if got is None or got[0] == 0:
+                return n  # no progress: the walk takes over from here
             done, offset = got
-            if done == 0 and start + span >= limit:
-                return None
-            if done:
-                typical = max(typical, offset / done)
+            typical = max(typical, offset / done)
             n -= done
-            start += offset
-        return start
+            self.pos += offset
+            if n and offset < span // 2:
+                return n  # stuck on dense noise (zeros, say): the walk is faster from here
+        return 0
 
 
 def _chain_end(region: np.ndarray, n: int, zero_high: int) -> tuple[int, int] | None:
     """(strings stepped over, offset of the next one) for up to n strings at region[0:].
 
     None when the strings don't fit the fast path's hypothesis (the caller then walks).
+    Memory: a few int32/bool arrays of the region's length (VECTOR_WINDOW at most).
     """
     span = len(region)
     if span < 16:
@@ -228,15 +314,18 @@ def _chain_end(region: np.ndarray, n: int, zero_high: int) -> tuple[int, int] | 
     ok = zero[first:span - 8 + first].copy()
     for k in range(first + 1, 8):
         ok &= zero[k:span - 8 + k]
-    cand = np.flatnonzero(ok)
+    del zero
+    cand = np.flatnonzero(ok).astype(np.int32)
+    del ok
     if not len(cand) or cand[0] != 0:
         return None
-    nxt = cand + 8 + region[cand]
+    nxt = cand + 8 + region[cand].astype(np.int32)
     if zero_high < 7:
-        nxt += region[cand + 1].astype(np.int64) << 8
+        nxt += region[cand + 1].astype(np.int32) << 8
     index = np.zeros(span + (1 << 17), dtype=np.int32)  # position -> candidate number
     index[cand] = np.arange(len(cand), dtype=np.int32)
     succ = index[np.minimum(nxt, len(index) - 1)]
+    del index
     linked = cand[succ] == nxt
     keep = np.ones(len(cand), dtype=bool)
     alive = len(cand)
@@ -270,9 +359,9 @@ def _chain_end(region: np.ndarray, n: int, zero_high: int) -> tuple[int, int] | 
             return n - remaining, p
         j = int(np.searchsorted(K, p))
         if j >= m or int(K[j]) != p:
-            return None  # a longer string than this pass assumes
+            return (n - remaining, p) if n - remaining else None  # a longer string than assumed
         i = j
-    return None
+    return (n - remaining, int(K[i])) if n - remaining else None
 
 
 def _read_one(path: Path, first_part: bool = True) -> GGUFHeader:
@@ -284,85 +373,94 @@ def _read_one(path: Path, first_part: bool = True) -> GGUFHeader:
     except OSError as exc:
         raise GGUFError(f"{path} cannot be opened: {exc.strerror or exc}.") from None
     with f:
-        h = _Header(f, size, str(path))
-        if size < 24:
-            h.fail(f"it is only {size} bytes long")
-        h.need(4)
-        if bytes(h.buf[:4]) != GGUF_MAGIC:
-            h.fail(f"it starts with {bytes(h.buf[:4])!r}, not the GGUF magic")
-        h.pos = 4
-        version = h.u32()
-        if version not in SUPPORTED_VERSIONS:
-            if version & 0xFFFF == 0 and (version >> 16) in (2, 3, 0x300, 0x200):
-                h.fail("it is a big-endian GGUF, which Stoker does not read")
-            h.fail(f"it is GGUF version {version}; Stoker reads versions 2 and 3")
-        n_tensors = h.u64()
-        n_kv = h.u64()
-        if n_kv > MAX_KV_COUNT:
-            h.fail(f"it claims {n_kv} metadata entries")
-        if n_tensors > MAX_TENSOR_COUNT:
-            h.fail(f"it claims {n_tensors} tensors")
-        meta: dict[str, object] = {}
-        for _ in range(n_kv):
-            key = h.string("a metadata key", limit=65536)
-            vtype = h.u32()
-            meta[key] = h.value(vtype, key)
-        infos = []
-        for _ in range(n_tensors):
-            name = h.string("a tensor name", limit=65536)
-            n_dims = h.u32()
-            if n_dims > MAX_DIMS:
-                h.fail(f"tensor {name} claims {n_dims} dimensions")
-            p = h.need(8 * n_dims + 12)
-            dims = struct.unpack_from(f"<{n_dims}Q", h.buf, p)
-            ggml_type, offset = struct.unpack_from("<IQ", h.buf, p + 8 * n_dims)
-            h.pos = p + 8 * n_dims + 12
-            infos.append((name, dims, ggml_type, offset))
-        if first_part and not isinstance(meta.get("general.architecture"), str):
-            h.fail("it has no general.architecture, so it is not a model llama.cpp can load")
-        if first_part:
-            arch = meta["general.architecture"]
-            for key in (f"{arch}.block_count", f"{arch}.nextn_predict_layers"):
-                layers = meta.get(key)
-                if isinstance(layers, int) and not 0 <= layers <= MAX_LAYERS:
-                    h.fail(f"{key} is {layers}, not a layer count")
-        alignment = meta.get("general.alignment", 32)
-        if not isinstance(alignment, int) or isinstance(alignment, bool) \
-                or alignment <= 0 or alignment & (alignment - 1) or alignment > 1 << 20:
-            h.fail(f"general.alignment is {alignment!r}, not a power of two")
-        data_start = -(-h.pos // alignment) * alignment
-        data_bytes = size - data_start
-        tensors = []
-        for name, dims, ggml_type, offset in infos:
-            try:
-                qtype = gguf.GGMLQuantizationType(ggml_type)
-                block, type_size = gguf.GGML_QUANT_SIZES[qtype]
-            except (ValueError, KeyError):
-                h.fail(f"tensor {name} has unknown ggml type {ggml_type}")
-            elements = 1
-            for d in dims:
-                elements *= d
-            if any(d == 0 for d in dims) and elements == 0 and dims:
-                h.fail(f"tensor {name} has a zero dimension {list(dims)}")
-            if elements > MAX_ELEMENTS:
-                h.fail(f"tensor {name} claims {elements} elements")
-            if dims and dims[0] % block:
-                h.fail(f"tensor {name} has a first dimension of {dims[0]}, "
-                       f"not a multiple of the {qtype.name} block of {block}")
-            nbytes = elements // block * type_size
-            if offset % alignment or offset + nbytes > data_bytes:
-                h.fail(f"tensor {name} lies outside the file's data section "
-                       f"(offset {offset}, {nbytes} bytes)")
-            tensors.append(TensorInfo(name, int(ggml_type), qtype.name, tuple(dims), offset, nbytes))
-        file_type = meta.get("general.file_type")
-        file_type_name = None
-        if isinstance(file_type, int) and not isinstance(file_type, bool):
-            try:
-                file_type_name = gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_")
-            except ValueError:
-                file_type_name = None
-        return GGUFHeader(str(path), version, meta, tuple(tensors), size,
-                          file_type_name=file_type_name)
+        return read_header_stream(f, size, str(path), first_part)
+
+
+def read_header_stream(f, size: int, source: str, first_part: bool = True) -> GGUFHeader:
+    """The header of a GGUF whose bytes `f` (seek/read) gives and whose full size is `size`.
+
+    A local file, or a remote one read by HTTP range requests (shell/hf_hub.py): only the
+    header's bytes are read, however large the file.
+    """
+    h = _Header(f, size, source)
+    if size < 24:
+        h.fail(f"it is only {size} bytes long")
+    h.need(4)
+    if bytes(h.buf[:4]) != GGUF_MAGIC:
+        h.fail(f"it starts with {bytes(h.buf[:4])!r}, not the GGUF magic")
+    h.pos = 4
+    version = h.u32()
+    if version not in SUPPORTED_VERSIONS:
+        if version & 0xFFFF == 0 and (version >> 16) in (2, 3, 0x300, 0x200):
+            h.fail("it is a big-endian GGUF, which Stoker does not read")
+        h.fail(f"it is GGUF version {version}; Stoker reads versions 2 and 3")
+    n_tensors = h.u64()
+    n_kv = h.u64()
+    if n_kv > MAX_KV_COUNT:
+        h.fail(f"it claims {n_kv} metadata entries")
+    if n_tensors > MAX_TENSOR_COUNT:
+        h.fail(f"it claims {n_tensors} tensors")
+    meta: dict[str, object] = {}
+    for _ in range(n_kv):
+        key = h.string("a metadata key", limit=65536)
+        vtype = h.u32()
+        meta[key] = h.value(vtype, key)
+    infos = []
+    for _ in range(n_tensors):
+        name = h.string("a tensor name", limit=65536)
+        n_dims = h.u32()
+        if n_dims > MAX_DIMS:
+            h.fail(f"tensor {name} claims {n_dims} dimensions")
+        p = h.need(8 * n_dims + 12)
+        dims = struct.unpack_from(f"<{n_dims}Q", h.buf, p)
+        ggml_type, offset = struct.unpack_from("<IQ", h.buf, p + 8 * n_dims)
+        h.pos += 8 * n_dims + 12
+        infos.append((name, dims, ggml_type, offset))
+    if first_part and not isinstance(meta.get("general.architecture"), str):
+        h.fail("it has no general.architecture, so it is not a model llama.cpp can load")
+    if first_part:
+        arch = meta["general.architecture"]
+        for key in (f"{arch}.block_count", f"{arch}.nextn_predict_layers"):
+            layers = meta.get(key)
+            if isinstance(layers, int) and not 0 <= layers <= MAX_LAYERS:
+                h.fail(f"{key} is {layers}, not a layer count")
+    alignment = meta.get("general.alignment", 32)
+    if not isinstance(alignment, int) or isinstance(alignment, bool) \
+            or alignment <= 0 or alignment & (alignment - 1) or alignment > 1 << 20:
+        h.fail(f"general.alignment is {alignment!r}, not a power of two")
+    data_start = -(-h.pos // alignment) * alignment
+    data_bytes = size - data_start
+    tensors = []
+    for name, dims, ggml_type, offset in infos:
+        try:
+            qtype = gguf.GGMLQuantizationType(ggml_type)
+            block, type_size = gguf.GGML_QUANT_SIZES[qtype]
+        except (ValueError, KeyError):
+            h.fail(f"tensor {name} has unknown ggml type {ggml_type}")
+        elements = 1
+        for d in dims:
+            elements *= d
+        if any(d == 0 for d in dims) and elements == 0 and dims:
+            h.fail(f"tensor {name} has a zero dimension {list(dims)}")
+        if elements > MAX_ELEMENTS:
+            h.fail(f"tensor {name} claims {elements} elements")
+        if dims and dims[0] % block:
+            h.fail(f"tensor {name} has a first dimension of {dims[0]}, "
+                   f"not a multiple of the {qtype.name} block of {block}")
+        nbytes = elements // block * type_size
+        if offset % alignment or offset + nbytes > data_bytes:
+            h.fail(f"tensor {name} lies outside the file's data section "
+                   f"(offset {offset}, {nbytes} bytes)")
+        tensors.append(TensorInfo(name, int(ggml_type), qtype.name, tuple(dims), offset, nbytes))
+    file_type = meta.get("general.file_type")
+    file_type_name = None
+    if isinstance(file_type, int) and not isinstance(file_type, bool):
+        try:
+            file_type_name = gguf.LlamaFileType(file_type).name.removeprefix("MOSTLY_")
+        except ValueError:
+            file_type_name = None
+    return GGUFHeader(source, version, meta, tuple(tensors), size,
+                      file_type_name=file_type_name)
 
 
 def split_paths_of(path: Path) -> tuple[Path, ...]:
@@ -395,6 +493,12 @@ def read_gguf_header(path) -> GGUFHeader:
         raise GGUFError(f"{missing[0]} is missing; {path.name} is one part of a "
                         f"{len(parts)}-part split model and needs every part.")
     headers = [_read_one(p, first_part=i == 0) for i, p in enumerate(parts)]
+    return join_split_headers(headers, tuple(map(str, parts)))
+
+
+def join_split_headers(headers: list[GGUFHeader], names: tuple[str, ...]) -> GGUFHeader:
+    """One header for a split set from its parts' headers (first part first)."""
+    parts = names
     first = headers[0]
     tensors = tuple(t for h in headers for t in h.tensors)
     declared = first.metadata.get("split.tensors.count")

@@ -22,16 +22,19 @@ from pathlib import Path
 from stoker.core.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
 from stoker.core.model_ids import model_kind
 from stoker.core.overrides import ModelOverrides
+from stoker.shell.planning import (DRAFT_SUFFIX, EngineChoice, auto_drafter, load_settings,
+                                   plan_model, policy_from_settings)
 from stoker.shell.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
                                   PreparedLaunch)
 
 log = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
-# A drafter Stoker chooses by itself: `<model stem>.draft.gguf` beside the model. Only a file
-# put there on purpose for this model counts, so a wrong vocabulary is the owner's choice,
-# and it is still "chosen" (not forced): when it breaks a launch it is left out, not kept.
-DRAFT_SUFFIX = ".draft.gguf"
+# A drafter Stoker chooses by itself (shell.planning.auto_drafter): `<model stem>.draft.gguf`
+# beside the model. Only a file put there on purpose for this model counts, so a wrong
+# vocabulary is the owner's choice, and it is still "chosen" (not forced): when it breaks a
+# launch it is left out, not kept.
+__all__ = ["DRAFT_SUFFIX", "RealPreparer", "auto_drafter", "merge_overrides"]
 
 
 @dataclass(frozen=True)
@@ -45,12 +48,6 @@ class _LaunchContext:
     policy: object  # core.planner.PlanPolicy
     n_layers: int | None
     is_moe: bool
-
-
-def auto_drafter(model: Path) -> str | None:
-    """`<stem>.draft.gguf` beside the model when it is there, else None."""
-    candidate = Path(model).with_name(Path(model).name.removesuffix(".gguf") + DRAFT_SUFFIX)
-    return str(candidate) if candidate.is_file() and candidate != Path(model) else None
 
 
 def _step_words(step) -> str:
@@ -115,6 +112,10 @@ class RealPreparer:
         self._missing_runtime = ()
         self._build_blockers: tuple = ()  # cudaBlocker / rocmBlocker of builds passed over
         self._gpu_env: dict[str, tuple[tuple[str, str], ...]] = {}  # build id -> env (ROCm hiding)
+        self.engine_choice: str | None = None  # which build runs and why (choose_engine)
+        self._settings_problems: tuple[str, ...] = ()
+        self._override_problems: tuple[str, ...] = ()
+        self._told: set[str] = set()
 
     def __call__(self, model_path: str | None, attempt: AttemptContext
                  ) -> PreparedLaunch | PreparationRefused:
@@ -142,6 +143,16 @@ class RealPreparer:
             log.warning("%s", problem)
         return ledger
 
+    def _save_ledger(self, ledger) -> None:
+        """Save what a failure taught; a read-only or full data folder costs the memory of it
+        across restarts of Stoker, never the launch (one sentence, no traceback)."""
+        from stoker.shell.paths import storage_sentence
+
+        try:
+            self._ledger_store().save(ledger)
+        except OSError as exc:
+            log.warning("could not save the engine ledger: %s", storage_sentence(exc))
+
     def lift_quarantine(self, build_id: str) -> None:
         """The user's word: use this build again (saved, so a restart of Stoker keeps it)."""
         from stoker.core.quarantine import lift
@@ -163,25 +174,35 @@ class RealPreparer:
         return resolve_model(model_path)
 
     def choose_engine(self, ledger=None):
-        """The build to run: the one named on the command line, else the best usable one
-        that is not quarantined (the next in line: vendor GPU, then Vulkan, then CPU)."""
+        """The build to run: the one the user named (`--engine`, or the engine path in
+        Settings), else the best usable one that is not quarantined (the next in line:
+        vendor GPU, then Vulkan, then CPU). A named build that cannot run is refused with
+        its reason: falling back is only for builds Stoker chose itself. `engine_choice`
+        says afterwards which build runs and why."""
         from stoker.cli import UserError
-        from stoker.core.quarantine import Ledger, choose_build
+        from stoker.core.quarantine import choose_build
         from stoker.shell.engines import discover_engines
         from stoker.shell.ledger import binary_identity
 
         builds = discover_engines(self.engine) if self.engine else discover_engines()
         self._missing_runtime = tuple(b for b in builds if b.status == "missing-library")
+        named = [b for b in builds if b.source == "configured"]
+        if named:  # the user's own choice beats quarantine, and is never swapped silently
+            build = named[0]
+            where = "--engine" if self.engine else "the engine path in Settings"
+            if not build.usable:
+                raise UserError(f"the engine you named with {where}, {build.binary}, cannot run: "
+                                f"{(build.status_reason or build.status).rstrip('.')}; fix it or "
+                                f"name another build (no other build was started).")
+            self._passed_over = ()
+            self.engine_choice = f"{build.id}: the build you named with {where}"
+            return build
         usable = [b for b in builds if b.usable]
         if not usable:
             why = f" ({builds[0].status_reason})" if builds and builds[0].status_reason else ""
             raise UserError(f"no usable llama-server build was found{why}; run `stoker setup` or "
                             "set the engine path in the settings.")
-        pinned = [b for b in usable if b.source == "configured"]
-        if pinned:  # the user's own choice beats quarantine
-            self._passed_over = ()
-            return pinned[0]
-        ledger = ledger if ledger is not None else Ledger()
+        ledger = ledger if ledger is not None else self._load_ledger()
         identities = {b.id: binary_identity(b.binary) for b in usable}
         blocked = self._gpu_blockers(usable)
         build, passed = choose_build(usable, ledger, identities, blocked=blocked)
@@ -190,6 +211,11 @@ class RealPreparer:
             raise UserError("every llama-server build here is quarantined after start-up crashes ("
                             + "; ".join(why for _, why in self._passed_over)
                             + "); lift the quarantine in the tray or run `stoker setup --force`.")
+        unusable = [b for b in builds if not b.usable]
+        reasons = [f"{b.id} passed over: {why.rstrip('.')}" for b, why in passed]
+        reasons += [f"{b.id} cannot run: {(b.status_reason or b.status).rstrip('.')}" for b in unusable]
+        self.engine_choice = (f"{build.id}: chosen by Stoker, the best usable build here"
+                              + (f" ({'; '.join(reasons)})" if reasons else ""))
         return build
 
     def _gpu_blockers(self, builds) -> dict[str, str]:
@@ -220,25 +246,26 @@ class RealPreparer:
         self._build_blockers = tuple(views)
         return blocked
 
-    @staticmethod
-    def _settings():
-        """The app settings, or None when they cannot be read (defaults then apply)."""
-        from stoker.shell.paths import stoker_paths
-        from stoker.shell.store import SettingsStore
+    def _settings(self):
+        """The app settings (defaults when unreadable); their problems are kept for the snapshot."""
+        settings, problems = load_settings()
+        self._settings_problems = problems
+        return settings
 
-        try:
-            return SettingsStore(stoker_paths().config).load()
-        except (OSError, ValueError):
-            return None
+    def problems(self) -> tuple[str, ...]:
+        """Every settings problem of this session, one sentence each: files moved aside and bad
+        values in settings.json or overrides.json (the launch went on with the value named)."""
+        from stoker.shell.store import moved_aside_problems
 
-    @staticmethod
-    def _policy(settings):
-        from stoker.core.planner import GIB, PlanPolicy
+        found = (*moved_aside_problems(), *self._settings_problems, *self._override_problems)
+        return tuple(dict.fromkeys(found))
 
-        reserve = getattr(settings, "memory_reserve_gib", None)
-        if not isinstance(reserve, (int, float)) or reserve < 0:
-            return PlanPolicy()
-        return PlanPolicy(os_reserve_min_bytes=int(reserve * GIB))
+    def _tell_problems(self) -> None:
+        """Each problem once on stderr and in stoker.log (the logger does both)."""
+        for problem in self.problems():
+            if problem not in self._told:
+                self._told.add(problem)
+                log.warning("%s", problem)
 
     @staticmethod
     def _idle_timeout_s(settings, overrides: ModelOverrides) -> float | None:
@@ -249,61 +276,42 @@ class RealPreparer:
             minutes = getattr(settings, "idle_unload_minutes", None)
         return float(minutes * 60) if isinstance(minutes, int) and minutes > 0 else None
 
-    def _budget_machine(self, machine, attempt: AttemptContext, settings, policy):
-        """This machine as the model is planned on: with what Stoker's other engines hold
-        added back, capped at the user's memory budget (Settings' model_memory_gib)."""
-        from stoker.core.planner import GIB
-        from stoker.core.residency import budget_machine
-
-        cap = getattr(settings, "model_memory_gib", None)
-        cap_bytes = int(cap * GIB) if isinstance(cap, (int, float)) and cap > 0 else None
-        if self.memory_budget_bytes is not None:  # `stoker run --memory-budget` beats Settings
-            cap_bytes = self.memory_budget_bytes
-        return budget_machine(machine, dict(attempt.held_bytes), cap_bytes,
-                              policy.os_reserve(machine.ram_total_bytes), policy.device_margin_bytes)
-
     def _prepare(self, model_path: str | None, attempt: AttemptContext):
         from stoker.core.plan import PlanRefusal
-        from stoker.core.planner import plan_launch
-        from stoker.core.quarantine import is_drafter_broken
-        from stoker.shell import measurements
         from stoker.shell.gguf_io import load_summary
         from stoker.shell.ledger import binary_identity
         from stoker.shell.paths import stoker_paths
         from stoker.shell.probe import probe_machine
-        from stoker.shell.store import OverridesStore, SettingsStore
+        from stoker.shell.store import OverridesStore
 
         paths = stoker_paths()
+        settings = self._settings()
         model = self.choose_model(model_path)
         ledger = self._load_ledger()
         build = self.choose_engine(ledger)
         identity = binary_identity(build.binary)
-        summary = load_summary(model)
         machine = self.machine or probe_machine(build.binary)
-        saved = attempt.overrides or OverridesStore(paths.config).get(model)
+        if attempt.overrides is not None:
+            saved = attempt.overrides
+        else:
+            store = OverridesStore(paths.config)
+            saved = store.get(model)
+            self._override_problems = tuple(store.problems)
+        self._tell_problems()
         user_overrides = merge_overrides(saved, self.cli_overrides)
-        settings = self._settings()
-        overrides, policy = user_overrides, self._policy(settings)
+        overrides, policy = user_overrides, None
         with self._lock:
             if not attempt.after_failure:
                 self._recovery.pop(str(model), None)  # a person's start begins afresh
             steps = self._recovery.get(str(model), ())
         if steps:
             overrides, policy = steps[-1].overrides, steps[-1].policy
-        draft_path = overrides.draft_model or auto_drafter(model)
-        draft = None
-        if draft_path and overrides.spec_type != "none":
-            try:
-                draft = load_summary(draft_path)
-            except (OSError, ValueError) as exc:
-                log.warning("the draft model %s could not be read: %s", draft_path, exc)
-        broken = frozenset(d.drafter_path for d in ledger.broken_drafters
-                           if d.build_id == build.id
-                           and is_drafter_broken(ledger, build.id, d.drafter_path, identity))
-        measured = measurements.lookup(model, build.binary)
-        machine = self._budget_machine(machine, attempt, settings, policy)
-        plan = plan_launch(summary, machine, overrides, policy, draft=draft, measured=measured,
-                           broken_drafters=broken)
+        engine = EngineChoice(build.binary, build.id, self.engine_choice)
+        plan = plan_model(model, machine, overrides, engine=engine, settings=settings,
+                          policy=policy, held_bytes=dict(attempt.held_bytes),
+                          memory_budget_bytes=self.memory_budget_bytes)
+        summary = load_summary(model)  # cached: plan_model has just read it
+        policy = policy if policy is not None else policy_from_settings(settings)
         if isinstance(plan, PlanRefusal):
             hint = f" Try: {plan.suggestions[0]}" if plan.suggestions else ""
             return PreparationRefused(str(model), plan.reason + hint)
@@ -317,10 +325,15 @@ class RealPreparer:
             spec = dataclasses.replace(spec, memory_limit_bytes=self.memory_limit_bytes)
         secrets = self._secrets(spec)
         if self.remember_last_model and attempt.attempt == 0:
+            from stoker.shell.paths import storage_sentence
+            from stoker.shell.store import SettingsStore
+
             try:
                 SettingsStore(paths.config).update(last_model=str(model))
-            except (OSError, ValueError):
-                log.warning("could not remember the last used model", exc_info=True)
+            except OSError as exc:  # the launch goes on; the stored settings stay as they were
+                log.warning("could not remember the last used model: %s", storage_sentence(exc))
+            except ValueError as exc:
+                log.warning("could not remember the last used model: %s", exc)
         prepared = PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.id,
                                   backend=build.backend, secrets=secrets,
                                   startup_deadline_s=self.startup_deadline_s,
@@ -354,14 +367,14 @@ class RealPreparer:
                 ledger = mark_drafter_broken(
                     self._load_ledger(), launch.build_id, drafter.draft_path, now, ctx.identity,
                     f"{incident.title} ({incident.evidence})")
-                self._ledger_store().save(ledger)
+                self._save_ledger(ledger)
             return ExitDecision(action=f"marked the drafter {Path(drafter.draft_path).name} broken with "
                                        f"{launch.build_id}; retrying without it", retry=True)
         if incident.counts_as_strike and launch.build_id:
             with self._lock:
                 ledger, now_quarantined = record_strike(self._load_ledger(), launch.build_id,
                                                         ctx.identity, now, incident)
-                self._ledger_store().save(ledger)
+                self._save_ledger(ledger)
             if now_quarantined:
                 return ExitDecision(action=f"quarantined {launch.build_id}; the next build in line "
                                            f"is used", retry=True)
@@ -403,14 +416,21 @@ class RealPreparer:
                 ledger = mark_drafter_broken(self._load_ledger(), launch.build_id, drafter.draft_path,
                                              self.clock(), ctx.identity,
                                              f"the engine started without it: {why}")
-                self._ledger_store().save(ledger)
+                self._save_ledger(ledger)
         report = parse_memory_report(lines)
-        if measurements.record_launch(launch.model_path, ctx.binary, launch.plan, report) == 0:
+        try:
+            recorded = measurements.record_launch(launch.model_path, ctx.binary, launch.plan, report)
+        except OSError as exc:
+            from stoker.shell.paths import storage_sentence
+
+            log.warning("could not save the measured memory: %s", storage_sentence(exc))
+            return
+        if recorded == 0:
             log.info("the engine's start-up log had no complete memory report; nothing measured")
 
     def engine_health(self) -> EngineHealth:
-        """Quarantined builds (from the saved ledger), builds blocked for this machine's GPUs
-        and missing runtimes, for the snapshot."""
+        """Quarantined builds (from the saved ledger), builds blocked for this machine's GPUs,
+        missing runtimes and the settings problems of this session, for the snapshot."""
         from stoker.core.blockers import missing_runtime_from_ldd
 
         ledger = self._load_ledger()
@@ -421,7 +441,8 @@ class RealPreparer:
             view = missing_runtime_from_ldd(ldd)
             if view is not None and view not in blockers:
                 blockers.append(view)
-        return EngineHealth(blockers=tuple(blockers), quarantined=quarantined)
+        return EngineHealth(blockers=tuple(blockers), quarantined=quarantined,
+                            problems=self.problems())
 
     @staticmethod
     def _secrets(spec) -> tuple[tuple[str, str], ...]:

@@ -6,6 +6,7 @@ folder, for tests and portable installs. Nothing else in the code builds these p
 
 from __future__ import annotations
 
+import errno
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,3 +53,33 @@ def stoker_paths() -> Paths:
         Path(platformdirs.user_cache_dir(APP_NAME, appauthor=False)),
         Path(platformdirs.user_log_dir(APP_NAME, appauthor=False)),
     )
+
+
+_WHY = {errno.EROFS: "the file system is read-only", errno.ENOSPC: "the disk is full",
+        errno.EDQUOT: "the disk quota is used up", errno.EACCES: "permission is denied",
+        errno.EPERM: "permission is denied"}
+
+
+def storage_sentence(exc: OSError, doing: str = "write") -> str:
+    """One sentence for an OSError on Stoker's folders: what, where, what to do."""
+    where = exc.filename or exc.filename2
+    paths = stoker_paths()
+    folder = None
+    if where:
+        for name, root in (("config", paths.config), ("data", paths.data), ("cache", paths.cache),
+                           ("log", paths.logs)):
+            try:
+                Path(where).resolve().relative_to(root.resolve())
+            except (ValueError, OSError):
+                continue
+            folder = f"its {name} folder {root}"
+            break
+    target = folder or (str(where) if where else "one of its folders")
+    why = _WHY.get(exc.errno or 0, exc.strerror or str(exc))
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        advice = "free some space there"
+    else:
+        advice = "make it writable, or point STOKER_HOME at a folder you can write"
+    if folder and where:
+        target += f" ({Path(where).name})"
+    return f"Stoker could not {doing} {target}: {why}; {advice}."

@@ -113,11 +113,11 @@ def engine_env(binary: Path, base: dict[str, str] | None = None) -> dict[str, st
 
 
 def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    kwargs = {}
-    if os.name == "nt":
-        kwargs["creationflags"] = getattr(subprocess, "CREATE_NO_WINDOW", 0)
+    from stoker.shell.process import probe_process_kwargs
+
+    # Its own process group: a Ctrl-C meant for Stoker must not end a probe and read as "no GPU".
     return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
-                          env=env, stdin=subprocess.DEVNULL, **kwargs)
+                          env=env, stdin=subprocess.DEVNULL, **probe_process_kwargs())
 
 
 def _cache_file(identity: str) -> Path:

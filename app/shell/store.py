@@ -25,6 +25,15 @@ from stoker.core.overrides import ModelOverrides, overrides_to_dict, validate_ov
 
 SCHEMA = 1
 
+# Files this process moved aside: a fact for the whole session (the next read finds no file,
+# so its reader cannot say it again), reported by `moved_aside_problems`.
+_moved_aside: list[str] = []
+
+
+def moved_aside_problems() -> tuple[str, ...]:
+    """Every "was not valid JSON, so it was moved to …" sentence of this process, oldest first."""
+    return tuple(_moved_aside)
+
 
 def write_json_atomic(path: Path | str, obj) -> None:
     """Replace `path` with `obj` as JSON: temp file in the same folder, fsync, rename, fsync folder."""
@@ -38,11 +47,13 @@ def write_json_atomic(path: Path | str, obj) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and not exc.filename:  # a full disk fails in write(): say where
+            raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise
     _fsync_dir(path.parent)
 
@@ -100,9 +111,16 @@ def read_json(path: Path | str, expect: type | None = dict) -> tuple[object | No
         except OSError as move_exc:
             return None, (f"{path} is not valid JSON ({exc}) and could not be moved aside "
                           f"({move_exc.strerror or move_exc}); fix or remove it by hand.")
-        return None, (f"{path} was not valid JSON ({exc}), so it was moved to {aside} and defaults are "
-                      f"used; copy any settings you need back from it.")
+        problem = (f"{path} was not valid JSON ({_short_error(exc)}), so it was moved to {aside} and "
+                   f"defaults are used; copy any settings you need back from it.")
+        _moved_aside.append(problem)
+        return None, problem
     return value, None
+
+
+def _short_error(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 120 else text[:117] + "..."
 
 
 def model_key(model_path: Path | str) -> str:
@@ -137,7 +155,8 @@ class OverridesStore:
     def _validated(self, key: str, raw: dict) -> ModelOverrides:
         overrides, errors = validate_overrides(raw)
         for error in errors:
-            self.problems.append(f"Overrides for {Path(key).name}: {error}.")
+            self.problems.append(f"Overrides for {Path(key).name} in {self.path}: {error}; "
+                                 "Stoker plans that value itself instead.")
         return overrides
 
     def get(self, model_path: Path | str) -> ModelOverrides:
@@ -184,6 +203,8 @@ class AppSettings:
     # reserve). Residency admits a model only when its plan fits beside the resident ones.
     model_memory_gib: float | None = None
     cors_origins: tuple[str, ...] = ()  # browser origins allowed beside loopback ones
+    # Models left out of every list (paths): other tools' models are hidden, never deleted.
+    hidden_models: tuple[str, ...] = ()
     # Keys a newer Stoker wrote; kept so saving from this version does not drop them.
     extra: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
@@ -219,6 +240,10 @@ def _check_setting(name: str, value, default):
         if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
             return tuple(value), None
         return default, "model_folders must be a list of folder paths"
+    if name == "hidden_models":
+        if isinstance(value, list) and all(isinstance(v, str) and v for v in value):
+            return tuple(value), None
+        return default, "hidden_models must be a list of model file paths"
     if name == "memory_reserve_gib":
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1024:
             return float(value), None

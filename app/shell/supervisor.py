@@ -59,12 +59,13 @@ from stoker.core.lifecycle import (
     StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
 from stoker.core.overrides import ModelOverrides
 from stoker.core.plan import LaunchPlan, plan_summary_line
-from stoker.core.residency import AdmissionKind, Resident, admit, expired, next_expiry
+from stoker.core.residency import AdmissionKind, Resident, admit, expired
 from stoker.core.restart import RestartPolicy
 from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
 from stoker.shell.health import probe_health
 from stoker.shell.incidents import IncidentLog
-from stoker.shell.process import EngineProcess, free_loopback_port
+from stoker.shell.paths import storage_sentence
+from stoker.shell.process import EngineProcess, free_loopback_port, host_os
 
 log = logging.getLogger(__name__)
 
@@ -72,11 +73,14 @@ MAX_INCIDENTS = 5  # the latest incidents every snapshot carries (oldest first, 
 STARTING_POLL_S = 0.02  # /health poll while starting: it adds directly to time-to-READY
 READY_POLL_S = 0.1  # how quickly a crash of a running engine is noticed
 IDLE_POLL_S = 0.5
-# A READY engine is asked /health this often (off this thread); this many failures in a row
-# mean it hangs: 3 x 2 s notices a hung engine in about 6 s.
+# A READY engine is asked /health this often (off this thread), and again 1 s after a probe
+# that got no answer; this many failures in a row mean it hangs. llama-server answers /health
+# from its HTTP thread in milliseconds even while it generates, so 1 s without an answer is
+# already unusual: a hung engine is noticed within about 7 s of its last answer.
 HEALTH_INTERVAL_S = 2.0
+HEALTH_RETRY_S = 1.0
 HEALTH_FAILURES = 3
-HEALTH_TIMEOUT_S = 1.5
+HEALTH_TIMEOUT_S = 1.0
 # A hung engine (no /health answer, or no READY in time) does not get the polite grace: it
 # cannot act on SIGTERM anyway, and every second it holds is a second the model is away.
 HUNG_GRACE_S = 1.0
@@ -139,6 +143,7 @@ class EngineHealth:
 
     blockers: tuple[BlockerView, ...] = ()
     quarantined: tuple[tuple[str, str], ...] = ()  # (build id, why)
+    problems: tuple[str, ...] = ()  # settings files moved aside, bad hand-written values
 
 
 class LaunchPreparer(Protocol):
@@ -810,6 +815,7 @@ class Supervisor:
                     self.routes.close(e.key)
                     self._feed(e, Unresponsive(silent))
                     return
+                e.next_health_at = min(e.next_health_at or now, now + HEALTH_RETRY_S)
         if e.next_health_at is None:
             e.next_health_at = now + self._health_interval_s
             e.failed_probes, e.silent_since = 0, None
@@ -819,7 +825,7 @@ class Supervisor:
         e.next_health_at = now + self._health_interval_s
         if e.failed_probes == 0:
             e.silent_since = now
-        timeout = min(HEALTH_TIMEOUT_S, max(0.5, self._health_interval_s))
+        timeout = min(HEALTH_TIMEOUT_S, max(0.5, self._health_interval_s / 2))
         if self._http is None:
             self._http = httpx.Client()
         e.probe = self._probes.submit(probe_health, e.launch.spec.endpoint, client=self._http,
@@ -943,8 +949,8 @@ class Supervisor:
         try:
             self._incident_log.append(incident, at=now, model=model,
                                       build=launch.build_id if launch else None, action=action)
-        except OSError:
-            log.warning("could not append to the incident log", exc_info=True)
+        except OSError as exc:  # a read-only or full data folder: one sentence, the engine goes on
+            log.warning("could not append to the incident log: %s", storage_sentence(exc))
         self._publish()
 
     # ------------------------------------------------------------------ preparer hooks
@@ -999,7 +1005,7 @@ class Supervisor:
         else:
             snap = AppSnapshot(seq=self._seq, state=EngineState.STOPPED, incidents=self._incidents,
                                blockers=tuple(blockers), quarantined=self._health.quarantined)
-        snap = replace(snap, engines=views, gateway_url=self._gateway_url,
+        snap = replace(snap, engines=views, gateway_url=self._gateway_url, problems=self._health.problems,
                        model_id=self._model_id(focus.key) if focus is not None and focus.key else None)
         if self._gateway_url:
             snap = replace(snap, endpoint=self._gateway_url)
@@ -1160,7 +1166,7 @@ def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None):
         report = diagnosis.report_from_engine_exit(
             ex, backend=launch.backend if launch else None, plan_wanted_gpu=_plan_wanted_gpu(launch),
             has_drafter=has_drafter, drafter_forced=forced,
-            os={"posix": "linux", "nt": "windows"}.get(os.name, "linux"), oom_killed=ex.oom_killed)
+            os=host_os(), oom_killed=ex.oom_killed)
         return diagnosis.classify_exit(report)
     except Exception:  # noqa: BLE001 - diagnosis is another module; never lose the incident
         log.warning("classify_exit failed; recording a plain incident", exc_info=True)

@@ -4,17 +4,21 @@
 commands out through `submit`) and keeps the windows it opened. `run_tray` is what
 `stoker` runs: when no system tray exists (no display, an offscreen platform, a desktop
 without a tray host) it says so in one line and runs headless exactly like
-`stoker run --headless`. Quit stops the engine cleanly before the event loop ends.
-Nothing here blocks the GUI thread on the engine.
+`stoker run --headless`. So does a Qt that cannot start (its platform plugin cannot load:
+shell.qt_platform asks a child process first and names the missing library). Quit stops
+the engine cleanly before the event loop ends, and so do SIGTERM, SIGHUP, Ctrl-C and the
+desktop session's end (commitDataRequest, aboutToQuit). A second `stoker` asks the running
+one to show its status window and exits 0. Nothing here blocks the GUI thread on the engine.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from typing import Callable
 
-from PySide6.QtCore import QObject, Signal, Slot
+from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
 from stoker.core.commands import Shutdown, StartModel
@@ -36,6 +40,7 @@ NO_TRAY_LINE = ("stoker: no system tray is available here; running headless "
 class StokerApp(QObject):
     finished = Signal()  # the supervisor has shut down after Quit
     remote_quit = Signal()  # `stoker stop` from the control thread
+    remote_show = Signal()  # a second `stoker` asked for the status window
 
     def __init__(self, supervisor, services: Services | None = None,
                  parent: QObject | None = None) -> None:
@@ -52,8 +57,10 @@ class StokerApp(QObject):
         self.status_window: StatusWindow | None = None
         self.about_dialog: AboutDialog | None = None
         self.quitting = False
+        self.signal_timer: QTimer | None = None  # wakes Python for signal handlers (quit_on_signals)
         self.tray_shown_flag = False  # written on the GUI thread, read by the control thread
         self.remote_quit.connect(self.quit)
+        self.remote_show.connect(self.open_status)
         self.tray.open_settings.connect(self.open_settings)
         self.tray.open_model_settings.connect(self.open_model_settings)
         self.tray.open_status.connect(self.open_status)
@@ -88,7 +95,8 @@ class StokerApp(QObject):
     @Slot()
     def open_settings(self) -> SettingsDialog:
         if self.settings_dialog is None or not self.settings_dialog.isVisible():
-            self.settings_dialog = SettingsDialog(self.services, self.bridge, self.submit)
+            self.settings_dialog = SettingsDialog(self.services, self.bridge, self.submit,
+                                                  on_progress=self.tray.set_activity)
             self.settings_dialog.accepted.connect(self.refresh_models)
         self._raise(self.settings_dialog)
         return self.settings_dialog
@@ -163,11 +171,19 @@ def run_headless(model: str | None) -> int:
 
 
 def control_handler(stoker: StokerApp, instance) -> Callable[[dict], dict]:
-    """Answers `stoker status / ps / load / unload / stop` like `stoker run`, plus whether the
-    icon shows. Runs on the control thread: it only reads the latest snapshot and a flag,
-    submits commands, and asks the GUI thread (queued signal) to quit."""
+    """Answers `stoker status / ps / load / unload / stop` like `stoker run` (the Instance's
+    answers, with whether the icon shows), plus `show`, which a second `stoker` sends to
+    bring up this one's status window. Runs on the control thread: it only reads the latest
+    snapshot and a flag, submits commands, and asks the GUI thread (queued signals) to quit
+    or to show the window."""
 
-    return instance.answer
+    def answer(req: dict) -> dict:
+        if req.get("op") == "show":
+            stoker.remote_show.emit()
+            return {"ok": True, "shown": True}
+        return instance.answer(req)
+
+    return answer
 
 
 def run_tray(model: str | None = None, *, preparer=None,
@@ -178,24 +194,40 @@ def run_tray(model: str | None = None, *, preparer=None,
     if not display_available():
         print(NO_TRAY_LINE, file=sys.stderr)
         return headless()
+    if sys.platform.startswith("linux") and QApplication.instance() is None:
+        from stoker.shell.qt_platform import qt_start_problem
+
+        problem = qt_start_problem()  # QApplication would abort the process with qFatal
+        if problem is not None:
+            print(f"stoker: {problem}", file=sys.stderr)
+            return headless()
     app = QApplication.instance() or QApplication(sys.argv[:1])
     if not QSystemTrayIcon.isSystemTrayAvailable():
         print(NO_TRAY_LINE, file=sys.stderr)
         return headless()
     from stoker.errors import UserError
-    from stoker.shell.control import AlreadyRunning, ControlServer
+    from stoker.shell.control import AlreadyRunning, ControlServer, request
     from stoker.shell.instance import GatewayError, Instance, gateway_port
-    from stoker.shell.paths import stoker_paths
+    from stoker.shell.paths import stoker_paths, storage_sentence
     from stoker.shell.process import reap_orphans
 
-    paths = stoker_paths().ensure()
+    try:
+        paths = stoker_paths().ensure()
+    except OSError as exc:
+        raise UserError(storage_sentence(exc)) from None
     holder: dict = {}
     control = ControlServer(lambda req: holder["answer"](req) if "answer" in holder
                             else {"ok": False, "error": "Stoker is still starting; try again"})
     try:
         control.claim()
     except AlreadyRunning as exc:
-        raise UserError(str(exc)) from None
+        shown = request("show", timeout=5.0)
+        if shown and shown.get("ok"):
+            who = f" (pid {exc.pid})" if exc.pid else ""
+            print(f"stoker: Stoker is already running{who}; its status window is open now.")
+            return 0
+        print(f"stoker: {exc}.")
+        return 0
     instance = None
     try:
         reap_orphans(paths.run)
@@ -219,12 +251,18 @@ def run_tray(model: str | None = None, *, preparer=None,
         flags["stoker"] = stoker
         holder["answer"] = control_handler(stoker, instance)
         stoker.finished.connect(app.quit)
+        quit_on_session_end(app, stoker)
         instance.start()
         control.serve()
         if not stoker.show_tray():
             print(NO_TRAY_LINE, file=sys.stderr)  # the host vanished between check and show
         supervisor.submit(StartModel(model))
-        app.exec()
+        previous = quit_on_signals(stoker)
+        try:
+            app.exec()
+        finally:
+            for s, handler in previous.items():
+                signal.signal(s, handler)
         if not stoker.quitting:  # the loop ended some other way: still stop the engine cleanly
             supervisor.submit(Shutdown())
             supervisor.join(60)
@@ -233,3 +271,30 @@ def run_tray(model: str | None = None, *, preparer=None,
         if instance is not None:
             instance.close()
         control.close()
+
+
+def quit_on_session_end(app: QApplication, stoker: StokerApp) -> None:
+    """The desktop session ending (log-out, shutdown) is a Quit: stop the engine first."""
+    app.commitDataRequest.connect(lambda _manager: stoker.quit())
+
+    def about_to_quit() -> None:
+        if not stoker.quitting:  # the loop is ending without Quit: begin the stop at once
+            stoker.quitting = True
+            stoker.supervisor.submit(Shutdown())
+
+    app.aboutToQuit.connect(about_to_quit)
+
+
+def quit_on_signals(stoker: StokerApp) -> dict:
+    """SIGTERM, SIGHUP and SIGINT act like Quit. Python runs signal handlers only between
+    bytecodes, so a timer wakes the interpreter while Qt's loop waits. Returns the handlers
+    it replaced."""
+    def on_signal(signum, frame) -> None:
+        stoker.remote_quit.emit()
+
+    wanted = [signal.SIGTERM, signal.SIGINT] + ([signal.SIGHUP] if hasattr(signal, "SIGHUP") else [])
+    previous = {s: signal.signal(s, on_signal) for s in wanted}
+    stoker.signal_timer = QTimer(stoker)
+    stoker.signal_timer.timeout.connect(lambda: None)
+    stoker.signal_timer.start(200)
+    return previous

@@ -46,6 +46,7 @@ class Services:
     def __init__(self) -> None:
         self._summaries: dict[tuple, object] = {}
         self._machine = None
+        self._engine = None
 
     # -- settings ---------------------------------------------------------------------
     def load_settings(self) -> dict[str, Any]:
@@ -118,6 +119,28 @@ class Services:
 
         return ModelCatalog().refresh()
 
+    # -- getting a model from the hub ------------------------------------------------------
+    def hub_lookup(self, text: str):
+        """(JudgedRepo, QuantPick | sentence) for a pasted repository; raises UserError with one sentence."""
+        from stoker.core.model_stores import parse_hf_reference
+        from stoker.errors import UserError
+        from stoker.shell import model_pull
+
+        ref = parse_hf_reference(text)
+        if isinstance(ref, str):
+            raise UserError(ref)
+        judged = model_pull.judge_repo(ref, self.machine())
+        try:
+            pick = model_pull.choose(judged, ref)
+        except UserError as exc:
+            pick = str(exc)
+        return judged, pick
+
+    def hub_download(self, judged, option, progress) -> Path:
+        from stoker.shell import model_pull
+
+        return model_pull.download(judged, option, progress)
+
     # -- overrides ------------------------------------------------------------------------
     def _overrides_store(self):
         from stoker.shell.store import OverridesStore
@@ -140,24 +163,34 @@ class Services:
             self._summaries[key] = load_summary(model_path)
         return self._summaries[key]
 
+    def engine(self):
+        """The build a launch would use (shell.planning.EngineChoice), chosen as the launcher does."""
+        if self._engine is None:
+            from stoker.shell.launcher import RealPreparer
+            from stoker.shell.planning import EngineChoice
+
+            preparer = RealPreparer()
+            try:
+                build = preparer.choose_engine()
+                self._engine = EngineChoice(build.binary, build.id, preparer.engine_choice)
+            except Exception:  # no usable build yet: plan for the host alone
+                self._engine = EngineChoice(None)
+        return self._engine
+
     def machine(self):
         """This machine as the engine that would run sees it (probed once per dialog session)."""
         if self._machine is None:
-            from stoker.shell.launcher import RealPreparer
             from stoker.shell.probe import probe_machine
 
-            try:
-                binary = RealPreparer().choose_engine().binary
-            except Exception:  # no usable build yet: plan for the host alone
-                binary = None
-            self._machine = probe_machine(binary)
+            self._machine = probe_machine(self.engine().binary)
         return self._machine
 
     def plan(self, model_path: str, overrides: ModelOverrides):
-        """A LaunchPlan, a Ds4Plan (a ds4 model when ds4 is installed) or a PlanRefusal, made
-        exactly as the launcher will make it."""
+        """A LaunchPlan, a Ds4Plan (a ds4 model when ds4 is installed) or a PlanRefusal, made by
+        the launcher's own pipeline (shell.planning): Settings' memory reserve and budget, the
+        drafter, broken drafters and measured lines included."""
         from stoker.core.ds4_launch import is_ds4_model
-        from stoker.core.planner import plan_launch
+        from stoker.shell.planning import load_settings, plan_model
 
         summary = self.summary(model_path)
         if is_ds4_model(summary.architecture):
@@ -167,7 +200,9 @@ class Services:
             if binary is not None:
                 model = ds4_model_of(model_path, summary.architecture, summary.n_ctx_train)
                 return plan_ds4_model(model_path, self.machine(), overrides, binary=binary.path, model=model)
-        return plan_launch(summary, self.machine(), overrides)
+        settings, _ = load_settings()
+        return plan_model(model_path, self.machine(), overrides, engine=self.engine(),
+                          settings=settings)
 
     # -- logs ---------------------------------------------------------------------------------
     def logs_dir(self) -> Path:

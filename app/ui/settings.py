@@ -44,9 +44,10 @@ def _note(text: str, lines: int) -> QLabel:
 
 class SettingsDialog(QDialog):
     def __init__(self, services, bridge: SnapshotBridge, submit: Callable[[Command], None],
-                 parent: QWidget | None = None) -> None:
+                 parent: QWidget | None = None, on_progress: Callable[[str], None] | None = None) -> None:
         super().__init__(parent)
         self.setObjectName("settings-dialog")
+        self._on_progress = on_progress  # the tray's activity line, for downloads
         self.setWindowTitle("Stoker settings")
         self.setMinimumWidth(1000)
         self._services = services
@@ -123,6 +124,10 @@ class SettingsDialog(QDialog):
         f_row.addWidget(self.folders, 1)
         f_row.addLayout(f_buttons)
         models_form.addRow("Model folders", f_row)
+        self.get_model = QPushButton("Get a model…")
+        self.get_model.setObjectName("get-model")
+        self.get_model.clicked.connect(self.open_get_model)
+        models_form.addRow("Hugging Face", self.get_model)
         self.reserve = QDoubleSpinBox()
         self.reserve.setObjectName("memory-reserve")
         self.reserve.setRange(0.0, 1024.0)
@@ -343,6 +348,15 @@ class SettingsDialog(QDialog):
     def _remove_folders(self) -> None:
         for item in self.folders.selectedItems():
             self.folders.takeItem(self.folders.row(item))
+
+    def open_get_model(self):
+        from stoker.ui.get_model import GetModelDialog
+
+        # Its own window, not a child: a download goes on when Settings is closed.
+        dialog = GetModelDialog(self._services, self._submit, on_progress=self._on_progress)
+        dialog.show()
+        self.get_model_dialog = dialog
+        return dialog
 
     def _add_folder(self) -> None:
         folder = QFileDialog.getExistingDirectory(self, "Add a model folder")

@@ -61,6 +61,7 @@ class TrayController(QObject):
         self.tray.messageClicked.connect(self.open_status)
         self.tray.activated.connect(self._on_activated)
         self.shown_state = "stopped"
+        self.activity: str | None = None  # a download's progress line ("Get a model…")
         bridge.snapshot_ready.connect(self.on_snapshot)
         self.on_snapshot(bridge.latest())
         self.rebuild_menu()
@@ -73,9 +74,15 @@ class TrayController(QObject):
     def on_snapshot(self, snap: AppSnapshot | None) -> None:
         self.shown_state = tray_state(snap)
         self.tray.setIcon(state_icon(self.shown_state))
-        self.tray.setToolTip(tooltip_text(snap))
+        self.tray.setToolTip(tooltip_text(snap) + (f"\n{self.activity}" if self.activity else ""))
         if self.menu.isVisible():
             self.rebuild_menu()
+
+    @Slot(str)
+    def set_activity(self, line: str | None) -> None:
+        """A line about work beside the engine (a model downloading), in the tooltip and menu."""
+        self.activity = line or None
+        self.on_snapshot(self._bridge.latest())
 
     def _on_activated(self, reason) -> None:
         if reason == QSystemTrayIcon.ActivationReason.Trigger:  # left click
@@ -105,6 +112,8 @@ class TrayController(QObject):
                 action.menu().deleteLater()
         self.menu.clear()
         self._info(view.headline, "info-headline")
+        if self.activity:
+            self._info(self.activity, "info-activity")
         if view.plan:
             self._info(view.plan, "info-plan")
         if view.drafter:

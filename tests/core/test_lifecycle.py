@@ -269,3 +269,23 @@ def test_unresponsive_ready_engine_is_killed_and_restarted():
     assert st.phase is S.BACKOFF
     st, eff = step(st, RetryDue(), st.retry_at)
     assert st.phase is S.STARTING and st.restarts == 1
+
+
+def test_a_crash_after_an_hour_of_serving_is_retried_at_once():
+    st = LifecycleState(phase=S.READY, model_path=MODEL, pid=42, spawned_at=NOW - 3700,
+                        ready_at=NOW - 3600, failures=(NOW - 4000,))
+    st, eff = step(st, Exited(crash(ready_for=3600.0)), NOW)
+    assert st.phase is S.BACKOFF and st.retry_at == NOW and ScheduleRetry(NOW) in eff
+    st, _ = step(st, RetryDue(), NOW)
+    assert st.phase is S.STARTING
+    st, _ = step(st, Exited(crash(phase="starting")), NOW + 1)
+    assert st.phase is S.BACKOFF and st.retry_at == NOW + 1 + 2  # the backoff starts here
+
+
+def test_a_hang_after_a_healthy_run_is_replaced_at_once():
+    st = LifecycleState(phase=S.READY, model_path=MODEL, pid=42, spawned_at=NOW - 100,
+                        ready_at=NOW - 90)
+    st, eff = step(st, Unresponsive(6.0), NOW)
+    assert Kill(hung=True) in eff
+    st, eff = step(st, StoppedClean(), NOW + 0.5)
+    assert st.phase is S.BACKOFF and st.retry_at == NOW

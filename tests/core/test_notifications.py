@@ -90,3 +90,12 @@ def test_never_more_than_the_window_allows(events):
         prev = snap
     for t in shown:
         assert sum(1 for u in shown if t <= u < t + 60) <= 3
+
+
+def test_a_settings_problem_is_told_once_even_on_the_first_snapshot():
+    problem = "Overrides for a.gguf in /c/overrides.json: ctx must be ...; Stoker plans that value itself instead."
+    snap = replace(BASE, problems=(problem,))
+    notes, history = decide_notifications(None, snap, NoteHistory(), now=100.0)
+    assert [(n.title, n.body, n.level) for n in notes] == [("Stoker settings problem", problem, "warning")]
+    again, _ = decide_notifications(snap, replace(snap, seq=2), history, now=101.0)
+    assert again == ()

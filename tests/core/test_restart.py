@@ -51,3 +51,18 @@ def test_delay_never_exceeds_the_cap_and_retry_is_in_the_future(times, now):
     if d.retry:
         assert 0 < d.delay_s <= P.cap_s and d.at == now + d.delay_s
     assert d.history[-1] == now and len(d.history) <= len(history) + 1
+
+
+def test_the_first_failure_after_a_healthy_run_restarts_at_once_then_backs_off():
+    d = next_retry((1.0, 2.0), 500.0, P, ready_for_s=3600.0)
+    assert d.retry and d.delay_s == 0 and d.at == 500.0 and "restarting now" in d.reason
+    # the immediate restart dies while starting: now the backoff applies
+    d2 = next_retry(d.history, 501.0, P)
+    assert d2.retry and d2.delay_s == 2 and d2.at == 503.0
+    d3 = next_retry(d2.history, 504.0, P)
+    assert d3.delay_s == 4
+
+
+def test_a_run_just_short_of_healthy_still_waits():
+    d = next_retry((), 500.0, P, ready_for_s=59.9)
+    assert d.delay_s == 1 and d.at == 501.0

@@ -89,3 +89,36 @@ def test_status_object_and_lines():
     assert "context:   2,048, 1 slot(s), KV f16/f16" in text and "pid 42" in text
     stopped = status_lines(status_object(AppSnapshot(seq=1, state=EngineState.STOPPED), 0))
     assert stopped == ["state:     stopped", "restarts:  0"]
+
+
+def test_status_carries_the_settings_problems():
+    snap = AppSnapshot(seq=3, state=EngineState.READY, problems=("settings.json was not valid JSON",))
+    obj = status_object(snap, 0)
+    assert obj["problems"] == ["settings.json was not valid JSON"]
+    assert "problem:   settings.json was not valid JSON" in status_lines(obj)
+
+
+def test_two_claims_at_once_leave_exactly_one_holder(tmp_path):
+    """The lock decides, not a check-then-bind race: 8 threads claim together, one wins."""
+    import threading
+
+    barrier = threading.Barrier(8)
+    won, lost = [], []
+
+    def claim():
+        server = ControlServer(handler_with([]), run_dir=tmp_path)
+        barrier.wait()
+        try:
+            server.claim()
+            won.append(server)
+        except AlreadyRunning as exc:
+            lost.append(str(exc))
+
+    threads = [threading.Thread(target=claim) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(won) == 1 and len(lost) == 7
+    assert all("already running" in m for m in lost)
+    won[0].close()

@@ -54,7 +54,7 @@ def test_added_folders_come_from_settings(stoker_home, tmp_path):
     (stoker_home / "config").mkdir()
     (stoker_home / "config" / "settings.json").write_text(json.dumps({"model_folders": [str(extra)]}))
     (m,) = md.list_models(with_summary=False)
-    assert m.origin == str(extra) and m.name == "a.gguf"
+    assert m.origin == "folder" and m.folder == extra and m.name == "a.gguf"
 
 
 def test_resolve_model_by_path_name_and_demo(stoker_home, tmp_path):

@@ -105,8 +105,17 @@ def test_rotating_log_keeps_bounded_backups(tmp_path):
     assert "line 049" in (tmp_path / "e.log").read_text()
 
 
-def test_orphan_of_a_dead_stoker_is_reaped(engine_binary, demo_model, stoker_home, tmp_path):
-    """A child Python starts an engine and dies by SIGKILL; the next Stoker stops the engine."""
+def _gone(pid: int) -> bool:
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
+def test_engine_dies_with_its_stoker_and_the_reaper_cleans_up(engine_binary, demo_model, stoker_home,
+                                                              tmp_path):
+    """A child Python starts an engine and dies by SIGKILL: the engine goes with it (Linux:
+    PR_SET_PDEATHSIG) within 2 s, and the next Stoker only removes the pid file."""
     run_dir = stoker_paths().run
     spec = demo_spec(engine_binary, demo_model)
     code = (
@@ -123,11 +132,14 @@ def test_orphan_of_a_dead_stoker_is_reaped(engine_binary, demo_model, stoker_hom
         # While its Stoker lives, the engine is not an orphan.
         assert reap_orphans(run_dir, grace_s=2) == ()
         assert psutil.pid_exists(engine_pid)
+        assert [p.name for p in run_dir.glob("engine-*.json")] == [f"engine-{engine_pid}.json"]
         owner.kill()
         owner.wait()
-        assert reap_orphans(run_dir, grace_s=5) == (engine_pid,)
-        time.sleep(0.1)
-        assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == "zombie"
+        deadline = time.monotonic() + 2.0
+        while not _gone(engine_pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert _gone(engine_pid), "the engine outlived its Stoker"
+        assert reap_orphans(run_dir, grace_s=5) == ()
         assert list(run_dir.glob("engine-*.json")) == []
     finally:
         owner.kill()
@@ -135,6 +147,52 @@ def test_orphan_of_a_dead_stoker_is_reaped(engine_binary, demo_model, stoker_hom
             os.killpg(engine_pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+@pytest.mark.parametrize("record", ["pid-file", "pending"])
+def test_reaper_stops_an_engine_left_behind(engine_binary, demo_model, stoker_home, record):
+    """The second line of defence: an engine whose Stoker is gone (a pid file naming a dead
+    owner, or only the pending record written before the spawn) is found and stopped."""
+    from stoker.shell import process
+
+    run_dir = stoker_paths().run
+    run_dir.mkdir(parents=True)
+    spec = demo_spec(engine_binary, demo_model)
+    token = "feedc0de"
+    engine = subprocess.Popen(list(spec.argv), executable=spec.binary, start_new_session=True,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env={**os.environ, process.TOKEN_ENV: token})
+    try:
+        dead_owner = {"owner_pid": 2**22 - 7, "owner_create_time": 1.0}
+        if record == "pending":
+            info = {"pending": True, "token": token, "binary": spec.binary, **dead_owner}
+            name = f"engine-pending-{token}.json"
+        else:
+            info = {"pid": engine.pid, "create_time": psutil.Process(engine.pid).create_time(),
+                    "binary": spec.binary, **dead_owner}
+            name = f"engine-{engine.pid}.json"
+        (run_dir / name).write_text(json.dumps(info))
+        time.sleep(0.3)
+        assert reap_orphans(run_dir, grace_s=5) == (engine.pid,)
+        engine.wait(timeout=5)
+        assert list(run_dir.glob("engine-*.json")) == []
+    finally:
+        if engine.poll() is None:
+            engine.kill()
+
+
+def test_a_stopped_engine_is_killed_at_once(started):
+    """SIGSTOP: a stopped process cannot act on SIGTERM, so stop() must not wait its grace."""
+    proc = started()
+    assert wait_ready(proc.spec.endpoint, proc, deadline_s=60).ready
+    os.kill(proc.pid, signal.SIGSTOP)
+    deadline = time.monotonic() + 5  # the stop is delivered asynchronously
+    while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
+        time.sleep(0.01)
+    t = time.monotonic()
+    proc.stop(grace_s=10)
+    assert time.monotonic() - t < 2.0
+    assert proc.exit_report().signal == signal.SIGKILL
 
 
 def test_stale_pid_file_of_a_reused_pid_is_ignored(stoker_home):
@@ -147,3 +205,35 @@ def test_stale_pid_file_of_a_reused_pid_is_ignored(stoker_home):
          "owner_pid": 1, "owner_create_time": 0.0}))
     assert reap_orphans(run_dir) == ()
     assert list(run_dir.glob("engine-*.json")) == []
+
+
+def test_a_failed_pid_file_write_leaves_the_engine_owned_and_drained(started, monkeypatch):
+    """The pending record written before the spawn stays when the pid file cannot be written,
+    and the output reader runs from the first instant, so the engine's pipe never fills."""
+    from stoker.shell import process
+
+    def fail(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(process, "_write_pid_file", fail)
+    proc = started()
+    pending = list(stoker_paths().run.glob("engine-pending-*.json"))
+    assert len(pending) == 1 and json.loads(pending[0].read_text())["owner_pid"] == os.getpid()
+    assert wait_ready(proc.spec.endpoint, proc, deadline_s=60).ready
+    assert any("listening on" in line for line in proc.tail())  # its output is being read
+    proc.stop(grace_s=5)
+    assert list(stoker_paths().run.glob("engine-*.json")) == []
+
+
+def test_no_record_means_no_engine(engine_binary, demo_model, stoker_home, monkeypatch):
+    from stoker.shell import process
+
+    def fail(*a, **k):
+        raise OSError(30, "Read-only file system", str(stoker_paths().run))
+
+    monkeypatch.setattr(process, "_write_pending_record", fail)
+    from tests.shell.engine_helpers import engines_running
+
+    with pytest.raises(OSError, match="could not record the engine"):
+        EngineProcess.start(demo_spec(engine_binary, demo_model), log_dir=stoker_paths().logs)
+    assert engines_running(engine_binary) == []  # nothing was spawned under this home

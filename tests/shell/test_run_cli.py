@@ -142,7 +142,8 @@ def test_stop_command_ends_the_instance(run_args, engine_binary):
 def test_bad_model_is_one_sentence_and_exit_1(engine_binary, stoker_home, tmp_path):
     result = stoker("run", str(tmp_path / "missing.gguf"), "--headless", "--engine", str(engine_binary))
     assert result.returncode == 1
-    assert "failed: no model named" in result.stdout, result.stdout
+    assert "failed: no model named" in result.stderr, result.stderr  # failures go to stderr
+    assert "failed:" not in result.stdout and "Traceback" not in result.stderr
     assert result.stdout.rstrip().endswith("stopped")
 
 
@@ -154,7 +155,7 @@ def test_without_headless_and_without_a_tray_it_says_so_and_runs_headless(engine
                              "--engine", str(engine_binary)], cwd=REPO, capture_output=True,
                             text=True, timeout=60, env=env)
     assert "no system tray is available here; running headless" in result.stderr
-    assert result.returncode == 1 and "failed: no model named" in result.stdout, result.stdout
+    assert result.returncode == 1 and "failed: no model named" in result.stderr, result.stderr
 
 
 def test_ps_load_unload_through_the_running_instance(run_args, engine_binary, demo_model, tmp_path):

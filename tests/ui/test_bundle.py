@@ -63,7 +63,7 @@ def test_frozen_stoker_inspects_plans_and_shows_its_tray(bundle, env, demo_model
     planned = json.loads(plan.stdout)
     assert planned["kind"] == "plan" and planned["ctx"] > 0 and planned["argv"]
 
-    tray = subprocess.Popen([str(bundle), "tray", str(demo_model)], cwd=tmp_path, env=env,
+    tray = subprocess.Popen([str(bundle), "tray", str(demo_model), "--port", "0"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         status, end = None, time.monotonic() + 120

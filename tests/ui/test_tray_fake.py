@@ -112,3 +112,19 @@ def test_every_state_icon_renders_crisp_at_every_size_for_both_panels():
     light = QPalette()
     light.setColor(QPalette.ColorRole.Window, QColor("#f1f3f4"))
     assert panel_is_dark(dark) and not panel_is_dark(light)
+
+
+def test_a_download_progress_line_shows_in_the_tray(qtbot, fake_supervisor, tmp_path):
+    stoker = StokerApp(fake_supervisor, FakeServices(tmp_path, entries("/m/a.gguf")))
+    assert stoker.tray.show()
+    settings = stoker.open_settings()
+    qtbot.waitUntil(lambda: settings.pending == 0, timeout=10000)
+    assert settings._on_progress == stoker.tray.set_activity  # what "Get a model…" reports to
+    stoker.tray.set_activity("Downloading gemma-3-270m-it-Q4_K_M.gguf: 30 MiB of 241 MiB")
+    assert stoker.tray.tray.toolTip().endswith("Downloading gemma-3-270m-it-Q4_K_M.gguf: 30 MiB of 241 MiB")
+    stoker.tray.rebuild_menu()
+    assert stoker.tray.find_action("info-activity").text().startswith("Downloading gemma")
+    stoker.tray.set_activity(None)
+    stoker.tray.rebuild_menu()
+    assert stoker.tray.find_action("info-activity") is None
+    settings.close()

@@ -1,0 +1,178 @@
+"""A local HTTP server in the Hugging Face hub's URL layout, for `stoker pull` tests.
+
+It serves real files (the demo model, Gemma 3 270M) under the routes the real
+huggingface_hub client calls: `GET /api/models/<repo>[/revision/<rev>]` (the file list with
+LFS sha256 and sizes), and `HEAD`/`GET /<repo>/resolve/<rev>/<file>` with X-Repo-Commit,
+ETag (the sha256), Content-Length and Range. Knobs make the faults a real download meets:
+a connection cut after N bytes, a slow stream (to interrupt a process), a flipped byte.
+Every request is logged with its Range header so tests can see what was fetched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+COMMIT = "0123456789abcdef0123456789abcdef01234567"
+_sha_cache: dict[Path, str] = {}
+
+
+def sha256_of(path: Path) -> str:
+    if path not in _sha_cache:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        _sha_cache[path] = h.hexdigest()
+    return _sha_cache[path]
+
+
+@dataclass
+class HubRepo:
+    files: dict[str, Path]  # name in the repository -> file on disk
+    texts: dict[str, bytes] = field(default_factory=dict)  # small non-LFS files (README.md)
+
+
+@dataclass
+class Knobs:
+    cut_after: dict[str, int] = field(default_factory=dict)  # file -> cut the connection once after N bytes
+    slow_s_per_mib: float = 0.0
+    corrupt_at: dict[str, int] = field(default_factory=dict)  # file -> byte offset served flipped
+
+
+class FakeHub:
+    def __init__(self, repos: dict[str, HubRepo]):
+        self.repos = repos
+        self.knobs = Knobs()
+        self.log: list[tuple[str, str, str | None]] = []  # (method, path, Range)
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                hub._serve(self, body=True)
+
+            def do_HEAD(self):
+                hub._serve(self, body=False)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.server.shutdown()
+        self.server.server_close()
+
+    def body_gets(self, name: str) -> list[str | None]:
+        """The Range headers of the GETs of `name` that asked for the rest of the file (a download,
+        not a header read, which asks for a closed range)."""
+        return [r for m, p, r in self.log if m == "GET" and p.endswith("/" + name) and (r is None or r.endswith("-"))]
+
+    # -- routes
+
+    def _serve(self, h: BaseHTTPRequestHandler, body: bool) -> None:
+        path = h.path.split("?", 1)[0]
+        self.log.append((h.command, path, h.headers.get("Range")))
+        m = re.fullmatch(r"/api/models/([^/]+/[^/]+)(?:/revision/([^/]+))?", path)
+        if m:
+            return self._info(h, m.group(1), body)
+        m = re.fullmatch(r"/([^/]+/[^/]+)/resolve/([^/]+)/(.+)", path)
+        if m:
+            return self._file(h, m.group(1), m.group(3), body)
+        self._error(h, 404, "EntryNotFound", "no such route")
+
+    def _error(self, h, status: int, code: str, message: str) -> None:
+        data = json.dumps({"error": message}).encode()
+        h.send_response(status)
+        h.send_header("X-Error-Code", code)
+        h.send_header("X-Error-Message", message)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        h.wfile.write(data)
+
+    def _info(self, h, repo: str, body: bool) -> None:
+        r = self.repos.get(repo)
+        if r is None:
+            return self._error(h, 404, "RepoNotFound", f"Repository {repo} not found")
+        siblings = [{"rfilename": n, "size": p.stat().st_size, "blobId": sha256_of(p)[:40],
+                     "lfs": {"size": p.stat().st_size, "sha256": sha256_of(p), "pointerSize": 134}}
+                    for n, p in r.files.items()]
+        siblings += [{"rfilename": n, "size": len(t), "blobId": hashlib.sha1(t).hexdigest()}
+                     for n, t in r.texts.items()]
+        data = json.dumps({"id": repo, "modelId": repo, "sha": COMMIT, "private": False, "gated": False,
+                           "siblings": siblings, "tags": ["gguf"]}).encode()
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        h.send_header("Content-Length", str(len(data)))
+        h.end_headers()
+        if body:
+            h.wfile.write(data)
+
+    def _file(self, h, repo: str, name: str, body: bool) -> None:
+        r = self.repos.get(repo)
+        if r is None:
+            return self._error(h, 404, "RepoNotFound", f"Repository {repo} not found")
+        if name not in r.files:
+            return self._error(h, 404, "EntryNotFound", f"{name} does not exist")
+        path = r.files[name]
+        size = path.stat().st_size
+        start, end = 0, size - 1
+        rng = h.headers.get("Range")
+        if rng:
+            m = re.fullmatch(r"bytes=(\d+)-(\d*)", rng)
+            start = int(m.group(1))
+            end = min(size - 1, int(m.group(2))) if m.group(2) else size - 1
+        h.send_response(206 if rng else 200)
+        h.send_header("X-Repo-Commit", COMMIT)
+        h.send_header("ETag", f'"{sha256_of(path)}"')
+        h.send_header("Accept-Ranges", "bytes")
+        h.send_header("Content-Length", str(end - start + 1))
+        if rng:
+            h.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        h.end_headers()
+        if not body:
+            return
+        cut = self.knobs.cut_after.pop(name, None) if not rng or rng.endswith("-") else None
+        flip = self.knobs.corrupt_at.get(name)
+        with open(path, "rb") as f:
+            f.seek(start)
+            pos = start
+            while pos <= end:
+                chunk = f.read(min(1 << 20, end - pos + 1))
+                if flip is not None and pos <= flip < pos + len(chunk):
+                    b = bytearray(chunk)
+                    b[flip - pos] ^= 0xFF
+                    chunk = bytes(b)
+                if cut is not None and pos - start + len(chunk) > cut:
+                    h.wfile.write(chunk[: cut - (pos - start)])
+                    h.wfile.flush()
+                    h.close_connection = True
+                    h.connection.shutdown(2)
+                    return
+                try:
+                    h.wfile.write(chunk)
+                except (BrokenPipeError, ConnectionResetError):
+                    return
+                pos += len(chunk)
+                if self.knobs.slow_s_per_mib:
+                    time.sleep(self.knobs.slow_s_per_mib)
+
