@@ -191,3 +191,28 @@ def build_catalog(models: list[tuple[str, str, ModelKind, str]],
         entries.append(CatalogEntry(id=ids[path], path=path, kind=kind, aliases=tuple(mine),
                                     origin=origin))
     return Catalog(tuple(entries)), tuple(problems)
+
+
+def alias_problems(catalog: Catalog, path: str, aliases: tuple[str, ...]) -> tuple[str, ...]:
+    """Sentences for the aliases the model at `path` could not be given beside the other
+    models in `catalog`, by build_catalog's rules (one word; not another model's id or
+    alias), so the per-model dialog can say so as they are typed instead of in a log."""
+    me = catalog.by_path(path)
+    my_id = me.id if me is not None else None
+    owners = {}
+    for e in catalog.entries:
+        if e.path == path:
+            continue
+        owners[e.id] = e.id
+        for a in e.aliases:
+            owners.setdefault(a, e.id)
+    problems = []
+    for raw in aliases:
+        alias = normalise_alias(raw)
+        if alias is None:
+            problems.append(f"The alias {raw!r} is empty or has spaces; aliases are one word "
+                            "such as gpt-4o-mini.")
+        elif alias != my_id and alias in owners:
+            problems.append(f"The alias {alias!r} is already the name of {owners[alias]}; "
+                            "pick another alias.")
+    return tuple(problems)

@@ -7,7 +7,7 @@ atomically. Every field is optional: `None` means "let the planner decide".
 from __future__ import annotations
 
 import shlex
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 SPEC_TYPES = ("none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
@@ -218,6 +218,19 @@ def validate_overrides(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
                       f"draft-dspark, not spec_type {out['spec_type']}")
     clean = {k: v for k, v in out.items() if v is not None}
     return ModelOverrides(**clean), tuple(errors)
+
+
+# What the running engine never sees: the catalog reads aliases when it rescans the library,
+# and the idle timeout is taken from the overrides when the model next loads.
+SERVING_FIELDS = ("aliases", "idle_minutes")
+
+
+def needs_restart(before: ModelOverrides, after: ModelOverrides) -> bool:
+    """Whether going from `before` to `after` changes how the engine is launched (its plan
+    and argv), so a running engine must restart to honour it; alias and idle-timeout
+    changes alone never interrupt the requests in flight."""
+    clear = {"aliases": (), "idle_minutes": None}
+    return replace(before, **clear) != replace(after, **clear)
 
 
 def overrides_to_dict(overrides: ModelOverrides) -> dict:

@@ -2,7 +2,9 @@
 
 The tray must tell the truth at a glance, so the mapping from engine state, blockers and
 drafter status to one of five looks is decided here, once, where it can be tested without
-a display. Values in, values out: no Qt, no clock (times are formatted by the UI).
+a display; so are each resident model's line (state, bytes per device, idle time) and
+which of Load / Unload / Pin / Switch would do something. Values in, values out: no Qt,
+and no clock of its own (the UI passes `now` in and formats wall-clock times itself).
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from stoker.core.snapshot import AppSnapshot, EngineState
+from stoker.core.snapshot import AppSnapshot, EngineState, EngineView
 
 # The five looks the icons are drawn for (stoker/resources/icons/<state>-<panel>.svg).
 TRAY_STATES = ("stopped", "loading", "ready", "degraded", "failed")
@@ -47,6 +49,9 @@ def tray_state(snap: AppSnapshot | None) -> str:
 
 
 def model_label(snap: AppSnapshot) -> str | None:
+    """The gateway's id when there is one (the name clients send), else the file's name."""
+    if snap.model_id:
+        return snap.model_id
     if snap.model_name:
         return snap.model_name
     if snap.model_path:
@@ -89,6 +94,9 @@ def tooltip_text(snap: AppSnapshot | None) -> str:
             lines.append(f"drafter {snap.drafter_status}")
     elif state == "failed" and snap.last_error:
         lines.append(snap.last_error)
+    resident = len(resident_keys(snap))
+    if resident > 1:
+        lines.append(f"{resident} models loaded")
     return "\n".join(lines)
 
 
@@ -112,13 +120,17 @@ class MenuView:
     drafter: str | None
     blockers: tuple[tuple[str, str], ...]  # (message, advice)
     incidents: tuple[tuple[float, str, str], ...]  # (at, kind, one line), newest first
-    endpoint: str | None
+    endpoint: str | None  # what "Copy endpoint" copies: the gateway's OpenAI base URL
     can_start: bool
     can_stop: bool
     can_restart: bool
+    engines: tuple["EngineLine", ...] = ()  # every resident model, in the supervisor's order
 
 
-def menu_view(snap: AppSnapshot | None, *, max_incidents: int = 3) -> MenuView:
+def menu_view(snap: AppSnapshot | None, *, now: float | None = None,
+              max_incidents: int = 3) -> MenuView:
+    """The menu for `snap`; `now` (unix time) dates the resident models' idle times
+    (None: they are left out)."""
     if snap is None:
         return MenuView("Stoker is starting", None, None, (), (), None, False, False, False)
     label = model_label(snap) or "no model"
@@ -135,8 +147,118 @@ def menu_view(snap: AppSnapshot | None, *, max_incidents: int = 3) -> MenuView:
         drafter=drafter_line(snap),
         blockers=tuple((b.message, b.advice) for b in snap.blockers),
         incidents=incidents,
-        endpoint=snap.endpoint if snap.state is EngineState.READY else None,
+        endpoint=client_base_url(snap.gateway_url),
         can_start=snap.state in (EngineState.STOPPED, EngineState.FAILED),
-        can_stop=running,
+        can_stop=running or any(e.state in _RESIDENT for e in snap.engines),
         can_restart=running or snap.state is EngineState.FAILED,
+        engines=tuple(engine_line(e, now) for e in snap.engines),
     )
+
+
+def client_base_url(gateway_url: str | None) -> str | None:
+    """The URL a chat client is given: the gateway's OpenAI base (`…/v1`), which is what
+    OpenAI-compatible clients ask for as their base URL. None when no gateway runs: the
+    engines' own ports take only the gateway's per-launch key, so they are no endpoint."""
+    if not gateway_url:
+        return None
+    return gateway_url.rstrip("/") + "/v1"
+
+
+# -- resident models ---------------------------------------------------------------------
+
+_RESIDENT = (EngineState.STARTING, EngineState.READY, EngineState.BACKOFF)
+_ENGINE_WORDS = {
+    EngineState.STOPPED: "stopped",
+    EngineState.STARTING: "loading",
+    EngineState.READY: "ready",
+    EngineState.BACKOFF: "restarting after a crash",
+    EngineState.STOPPING: "unloading",
+    EngineState.FAILED: "failed",
+}
+
+
+def format_bytes(n: int | None) -> str:
+    """MiB below a GiB (weights of small models are tens of MiB), else GiB with 1-2 decimals."""
+    if n is None:
+        return "?"
+    if n < 1024 ** 3:
+        return f"{n / 2 ** 20:,.0f} MiB"
+    gib = n / 1024 ** 3
+    return f"{gib:.2f} GiB" if gib < 10 else f"{gib:.1f} GiB"
+
+
+def format_duration(seconds: float) -> str:
+    """42 s · 3 min · 1 h 05 min: coarse on purpose, the menu is not a stopwatch."""
+    s = int(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+@dataclass(frozen=True)
+class EngineLine:
+    """One resident model in the menu: a title line and what its submenu offers."""
+
+    model_id: str
+    model_path: str | None
+    title: str  # "smollm2-135m-instruct:q4_1: ready · CPU 180 MiB · idle 3 min"
+    details: tuple[str, ...]  # the plan, why it waits, its error, when it unloads
+    can_load: bool  # Load would start it (failed, or unloading): else it is on its way already
+    can_unload: bool
+    pinned: bool
+
+
+def engine_line(e: EngineView, now: float | None) -> EngineLine:
+    queued = e.state is EngineState.STOPPED and e.queued is not None
+    parts = ["waiting for room" if queued else _ENGINE_WORDS.get(e.state, e.state.value)]
+    parts += [f"{dev} {format_bytes(n)}" for dev, n in e.bytes_by_device]
+    if e.in_flight:
+        parts.append(f"{e.in_flight} request{'s' if e.in_flight != 1 else ''} in flight")
+    idle = e.idle_for(now) if now is not None else None
+    if idle is not None:
+        parts.append(f"idle {format_duration(idle)}")
+    if e.pinned:
+        parts.append("pinned")
+    details = []
+    if e.plan_summary:
+        details.append(e.plan_summary)
+    if queued:
+        details.append(e.queued)
+    if e.last_error and e.state in (EngineState.FAILED, EngineState.BACKOFF):
+        details.append(e.last_error)
+    if e.pinned:
+        details.append("Pinned: never unloaded for idleness or for room")
+    elif e.idle_timeout_s is None:
+        details.append("Never unloaded for idleness")
+    else:
+        details.append(f"Unloads after {format_duration(e.idle_timeout_s)} without requests")
+    return EngineLine(
+        model_id=e.model_id, model_path=e.model_path,
+        title=f"{e.model_id}: {' · '.join(parts)}",
+        details=tuple(details),
+        can_load=e.model_path is not None and e.state in (EngineState.FAILED, EngineState.STOPPING),
+        can_unload=queued or e.state in _RESIDENT + (EngineState.FAILED,),
+        pinned=e.pinned,
+    )
+
+
+def resident_keys(snap: AppSnapshot | None) -> frozenset[str]:
+    """The model paths (as the supervisor keys them) that hold or await an engine."""
+    if snap is None:
+        return frozenset()
+    return frozenset(e.model_path for e in snap.engines
+                     if e.model_path and (e.state in _RESIDENT or e.queued is not None))
+
+
+def switch_does_something(snap: AppSnapshot | None, key: str) -> bool:
+    """Switching to `key` (a resolved model path) loads it and unloads the others: it is a
+    no-op only when `key` is running and nothing else is resident. (Switching to a model
+    that runs does not restart it.)"""
+    if snap is None:
+        return True
+    others = resident_keys(snap) - {key}
+    running = key in resident_keys(snap) or (
+        snap.model_path == key and snap.state in (EngineState.READY, EngineState.STARTING))
+    return bool(others) or not running

@@ -19,6 +19,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from stoker.core.overrides import ModelOverrides, overrides_to_dict, validate_overrides
 from stoker.core.rpc import parse_workers
@@ -211,6 +212,27 @@ class AppSettings:
     extra: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
 
+def _is_origin(text: str) -> bool:
+    try:
+        parts = urlsplit(text.strip())
+        parts.port  # noqa: B018 - raises ValueError for a port that is not a number
+    except ValueError:
+        return False
+    return (parts.scheme in ("http", "https") and bool(parts.hostname)
+            and parts.path in ("", "/") and not parts.query and not parts.fragment
+            and not parts.username and not any(c.isspace() for c in text.strip()))
+
+
+def check_setting(name: str, value) -> tuple[object, str | None]:
+    """What `SettingsStore.update` would store for `name` (JSON-like value in), or the one
+    sentence why it would refuse it: the settings dialog checks each field with it as typed."""
+    if name == "extra" or name not in {f.name for f in fields(AppSettings)}:
+        return None, f"'{name}' is not a Stoker setting."
+    raw = list(value) if isinstance(value, tuple) else value
+    v, why = _check_setting(name, raw, None)
+    return (None, f"{why[0].upper()}{why[1:]}.") if why else (v, None)
+
+
 def _check_setting(name: str, value, default):
     """(value, None) when `value` is a valid `name`, else (default, why)."""
     if name in ("engine", "last_model"):
@@ -243,10 +265,14 @@ def _check_setting(name: str, value, default):
             return (None if value is None else float(value)), None
         return default, "model_memory_gib must be a number of GiB above 0, or null for the machine's"
     if name == "cors_origins":
-        if isinstance(value, list) and all(isinstance(v, str) and v.startswith(("http://", "https://"))
-                                           for v in value):
-            return tuple(v.rstrip("/") for v in value), None
-        return default, "cors_origins must be a list of origins such as https://chat.example"
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return default, "cors_origins must be a list of origins such as https://chat.example"
+        for v in value:
+            if not _is_origin(v):
+                return default, (f"{v!r} is not a browser origin: write it as scheme://host[:port] "
+                                 "with no path, such as https://chat.example")
+        # As a browser sends it (lower case, no trailing slash), since the gateway matches it exactly.
+        return tuple(v.strip().rstrip("/").lower() for v in value), None
     if name == "rpc_workers":
         try:
             if isinstance(value, list) and all(isinstance(v, str) for v in value):
@@ -320,12 +346,9 @@ class SettingsStore:
         current = self.load()
         checked = {}
         for name, value in changes.items():
-            if name == "extra" or name not in {f.name for f in fields(AppSettings)}:
-                raise ValueError(f"'{name}' is not a Stoker setting.")
-            raw = list(value) if isinstance(value, tuple) else value
-            v, why = _check_setting(name, raw, None)
+            v, why = check_setting(name, value)
             if why:
-                raise ValueError(f"{why[0].upper()}{why[1:]}.")
+                raise ValueError(why)
             checked[name] = v
         new = replace(current, **checked)
         self.save(new)

@@ -1,6 +1,8 @@
 """The per-model settings dialog: every override, checked as typed, with a live plan preview.
 
 Each edit is parsed and validated at once (a sentence under the form says what is wrong);
+aliases (comma or space separated) and the model's own idle timeout sit beside the
+planner's overrides and, changed alone, apply without restarting the engine;
 a valid set of overrides is planned off the GUI thread after a short pause in typing and
 drawn as one bar per device (weights, KV cache, compute, other, free against the budget)
 with the plan's decisions beside it. A preview that arrives after a newer edit is thrown
@@ -22,8 +24,9 @@ from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout
 
 from stoker.core.commands import ApplyOverrides, Command
 from stoker.core.ds4_launch import Ds4Plan
+from stoker.core.model_ids import Catalog, alias_problems
 from stoker.core.overrides import (FLASH_ATTN, KV_CACHE_TYPES, SPEC_SAMPLING, SPEC_TYPES,
-                                ModelOverrides)
+                                   ModelOverrides, needs_restart)
 from stoker.core.plan import DeviceMemory, LaunchPlan, PlanRefusal
 from stoker.core.speed import speed_text
 from stoker.core.snapshot import EngineState
@@ -35,8 +38,10 @@ GIB = 1024 ** 3
 SEGMENTS = (("weights", "#4285f4"), ("KV cache", "#34a853"), ("compute", "#fbbc04"),
             ("other", "#a142f4"))
 
-# field -> (label, kind, choices/hint). kind: int | choice | tri | text | args
+# field -> (label, kind, choices/hint). kind: int | choice | tri | text | args | names
 FIELDS: tuple[tuple[str, str, str, tuple[str, ...] | str], ...] = (
+    ("aliases", "Aliases (other names clients send)", "names", "e.g. gpt-4o-mini, chat"),
+    ("idle_minutes", "Stop after idle (minutes)", "int", "0 never · empty: Settings"),
     ("ctx", "Context (tokens)", "int", "e.g. 8192"),
     ("slots", "Parallel slots", "int", "e.g. 1"),
     ("kv_type_k", "KV cache type K", "choice", KV_CACHE_TYPES),
@@ -149,8 +154,9 @@ class ModelSettingsDialog(QDialog):
         self.last_preview: LaunchPlan | Ds4Plan | PlanRefusal | None = None
         self.loading = True
         self.applied: ModelOverrides | None = None
+        self._catalog: Catalog | None = None  # the other models' names, for alias clashes
 
-        form_box = QGroupBox("Overrides (empty = let the planner decide)")
+        form_box = QGroupBox("Overrides (empty = Stoker decides)")
         form = QFormLayout(form_box)
         self.inputs: dict[str, QWidget] = {}
         for name, label, kind, hint in FIELDS:
@@ -207,6 +213,7 @@ class ModelSettingsDialog(QDialog):
         self._timer.setInterval(self.PREVIEW_DELAY_MS)
         self._timer.timeout.connect(self.request_preview)
         run_in_background(lambda: services.load_overrides(model_path), self._got_overrides)
+        run_in_background(services.catalog, self._got_catalog)
 
     # -- form <-> overrides ---------------------------------------------------------------
     def _got_overrides(self, overrides, error) -> None:
@@ -218,6 +225,13 @@ class ModelSettingsDialog(QDialog):
         self.loading = False
         self._edited()
 
+    def _got_catalog(self, catalog, error) -> None:
+        if error is not None:  # clashes are then only logged by the gateway's own rescan
+            return
+        self._catalog = catalog
+        if self.inputs["aliases"].text().strip():
+            self._edited()
+
     def set_form(self, o: ModelOverrides) -> None:
         for name, _label, kind, _hint in FIELDS:
             w = self.inputs[name]
@@ -227,6 +241,8 @@ class ModelSettingsDialog(QDialog):
                 w.setCurrentIndex(max(0, w.findData(value)) if value is not None else 0)
             elif kind == "args":
                 w.setText(shlex.join(value) if value else "")
+            elif kind == "names":
+                w.setText(", ".join(value))
             else:
                 w.setText("" if value is None else str(value))
             w.blockSignals(False)
@@ -243,7 +259,7 @@ class ModelSettingsDialog(QDialog):
                 continue
             text = w.text().strip()
             if not text:
-                raw[name] = () if kind == "args" else None
+                raw[name] = () if kind in ("args", "names") else None
             elif kind == "int":
                 try:
                     raw[name] = int(text.replace(",", "").replace("_", ""))
@@ -268,6 +284,8 @@ class ModelSettingsDialog(QDialog):
             overrides, errors = validate(raw)
         except Exception as exc:  # a validator crash must read as a problem, not kill the UI
             return None, (f"These overrides could not be checked: {exc}",)
+        if not errors and overrides.aliases and self._catalog is not None:
+            errors = alias_problems(self._catalog, model_key(self.model_path), overrides.aliases)
         return (None if errors else overrides), tuple(errors)
 
     @Slot()
@@ -328,10 +346,16 @@ class ModelSettingsDialog(QDialog):
 
     # -- apply ----------------------------------------------------------------------------
     def model_is_running(self) -> bool:
+        """Whether this model has an engine up (focused or beside others) that a restart would cut."""
         snap = self._bridge.latest()
-        return (snap is not None and snap.model_path is not None
-                and model_key(snap.model_path) == model_key(self.model_path)
-                and snap.state in (EngineState.STARTING, EngineState.READY, EngineState.BACKOFF))
+        if snap is None:
+            return False
+        running = (EngineState.STARTING, EngineState.READY, EngineState.BACKOFF)
+        me = model_key(self.model_path)
+        return (any(e.model_path and model_key(e.model_path) == me and e.state in running
+                    for e in snap.engines)
+                or (snap.model_path is not None and model_key(snap.model_path) == me
+                    and snap.state in running))
 
     def confirm_restart(self) -> bool:
         """Ask before a restart interrupts whoever is using the engine (tests replace this)."""
@@ -350,7 +374,9 @@ class ModelSettingsDialog(QDialog):
         if overrides == self._stored:
             self.accept()
             return
-        restart = self.model_is_running() and self.confirm_restart()
+        # Aliases and the idle timeout never need the engine restarted: no question asked.
+        restart = (needs_restart(self._stored, overrides) and self.model_is_running()
+                   and self.confirm_restart())
         services, path = self._services, self.model_path
         self.apply_button.setEnabled(False)
 

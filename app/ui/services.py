@@ -22,7 +22,7 @@ from stoker.shell.paths import stoker_paths
 
 # The settings the settings dialog edits (fields of stoker.shell.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
-                 "start_at_login", "log_level")
+                 "gateway_port", "model_memory_gib", "cors_origins", "start_at_login", "log_level")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
@@ -112,6 +112,12 @@ class Services:
 
         return tuple(ModelEntry(str(m.path), m.label, m.size_bytes, m.error)
                      for m in list_models(with_summary=False))
+
+    def catalog(self):
+        """The models by gateway id, as the gateway names them (headers read, then cached)."""
+        from stoker.shell.catalog import ModelCatalog
+
+        return ModelCatalog().refresh()
 
     # -- getting a model from the hub ------------------------------------------------------
     def hub_lookup(self, text: str):

@@ -1,5 +1,9 @@
-"""The settings dialog: engine build, quarantine, model folders, memory, idle unload,
-start at login, the applications-menu entry (Linux), API key, log level.
+"""The settings dialog: engine build, quarantine, the endpoint (port, extra browser
+origins), model folders, memory (reserve, the budget models share), the default idle
+timeout, start at login, the applications-menu entry (Linux), API key, log level.
+
+Typed fields (the memory budget, the origins) are checked as typed by the store's own
+check (stoker.shell.store.check_setting), so Save is only offered for values it will take.
 
 Everything that may be slow (discovering builds, the keyring, writing files) runs off the
 GUI thread; the dialog fills itself in as answers arrive. Lifting a quarantine is a
@@ -15,16 +19,27 @@ from typing import Callable
 from PySide6.QtCore import Qt, Slot
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox,
                                QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QListWidget, QListWidgetItem, QPushButton, QSpinBox,
-                               QVBoxLayout, QWidget)
+                               QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit,
+                               QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
 from stoker.core.commands import Command, LiftQuarantine
 from stoker.core.snapshot import AppSnapshot
+from stoker.core.tray_view import client_base_url
+from stoker.shell.store import DEFAULT_GATEWAY_PORT, check_setting
 from stoker.ui.bridge import SnapshotBridge
 from stoker.ui.services import LOG_LEVELS
 from stoker.ui.workers import run_in_background
 
 AUTO_ENGINE = "Automatic: the best build that runs here"
+
+
+def _note(text: str, lines: int) -> QLabel:
+    """A wrapped explanation under a field; a wrapped label in a form row gets one line's
+    height unless told how many it needs."""
+    label = QLabel(text)
+    label.setWordWrap(True)
+    label.setMinimumHeight(label.fontMetrics().lineSpacing() * lines + 4)
+    return label
 
 
 class SettingsDialog(QDialog):
@@ -34,12 +49,13 @@ class SettingsDialog(QDialog):
         self.setObjectName("settings-dialog")
         self._on_progress = on_progress  # the tray's activity line, for downloads
         self.setWindowTitle("Stoker settings")
-        self.setMinimumWidth(620)
+        self.setMinimumWidth(1000)
         self._services = services
         self._submit = submit
         self._settings: dict = {}
         self._keyring_ok = False
         self._engines_listed = False  # choose the current build only once the list is in
+        self._listening: str | None = None  # the running gateway's client URL
         self.saved = False
 
         # Engine build and quarantine
@@ -63,6 +79,31 @@ class SettingsDialog(QDialog):
         q_row.addWidget(self.lift, 0, Qt.AlignmentFlag.AlignTop)
         engine_form.addRow("Put aside", q_row)
 
+        # The endpoint chat clients use
+        endpoint_box = QGroupBox("Endpoint")
+        endpoint_form = QFormLayout(endpoint_box)
+        self.port = QSpinBox()
+        self.port.setObjectName("gateway-port")
+        self.port.setRange(1, 65535)
+        self.port.setGroupSeparatorShown(False)
+        self.port.setValue(DEFAULT_GATEWAY_PORT)
+        self.port.valueChanged.connect(self._describe_endpoint)
+        endpoint_form.addRow("Port", self.port)
+        self.endpoint_note = _note("", 3)
+        self.endpoint_note.setObjectName("gateway-note")
+        endpoint_form.addRow("", self.endpoint_note)
+        self.cors = QPlainTextEdit()
+        self.cors.setObjectName("cors-origins")
+        self.cors.setPlaceholderText("https://chat.example  (one per line; loopback pages are "
+                                     "always allowed)")
+        self.cors.setMaximumHeight(self.cors.fontMetrics().lineSpacing() * 4 + 12)
+        self.cors.setTabChangesFocus(True)
+        self.cors.textChanged.connect(self._check_typed)
+        endpoint_form.addRow("Other web pages allowed", self.cors)
+        endpoint_form.addRow("", _note("Web pages on this machine (loopback) may always call "
+                                       "the endpoint; others only when listed here, one origin "
+                                       "a line. Read when Stoker starts.", 3))
+
         # Models and memory
         models_box = QGroupBox("Models and memory")
         models_form = QFormLayout(models_box)
@@ -72,8 +113,9 @@ class SettingsDialog(QDialog):
         add = QPushButton("Add…")
         add.clicked.connect(self._add_folder)
         remove = QPushButton("Remove")
-        remove.clicked.connect(lambda: [self.folders.takeItem(self.folders.row(i))
-                                        for i in self.folders.selectedItems()])
+        # A bound method, not a lambda over self: PySide frees a lambda's closure while it
+        # tears the dialog down at exit, which crashes the interpreter.
+        remove.clicked.connect(self._remove_folders)
         f_buttons = QVBoxLayout()
         f_buttons.addWidget(add)
         f_buttons.addWidget(remove)
@@ -93,12 +135,27 @@ class SettingsDialog(QDialog):
         self.reserve.setDecimals(1)
         self.reserve.setSuffix(" GiB")
         models_form.addRow("Keep free for the system", self.reserve)
+        self.model_memory = QLineEdit()
+        self.model_memory.setObjectName("model-memory")
+        self.model_memory.setPlaceholderText("empty: the machine's")
+        self.model_memory.setClearButtonEnabled(True)
+        self.model_memory.textChanged.connect(self._check_typed)
+        m_row = QHBoxLayout()
+        m_row.addWidget(self.model_memory, 1)
+        m_row.addWidget(QLabel("GiB"))
+        models_form.addRow("Memory for models", m_row)
+        models_form.addRow("", _note("All loaded models together stay within it; one that does "
+                                     "not fit waits for idle ones to unload. Applies to the next "
+                                     "model loaded.", 3))
         self.idle = QSpinBox()
         self.idle.setObjectName("idle-unload")
-        self.idle.setRange(0, 24 * 60)
+        self.idle.setRange(0, 7 * 24 * 60)
         self.idle.setSuffix(" min")
         self.idle.setSpecialValueText("Never")
-        models_form.addRow("Unload when idle for", self.idle)
+        models_form.addRow("Stop a model's engine after", self.idle)
+        models_form.addRow("", _note("without requests, freeing its memory; the next request "
+                                     "loads it again. The default: a model's own setting beats "
+                                     "it, pinned models stay. Applies from a model's next load.", 4))
 
         # App
         app_box = QGroupBox("Application")
@@ -143,9 +200,20 @@ class SettingsDialog(QDialog):
         self.buttons.accepted.connect(self.save)
         self.buttons.rejected.connect(self.reject)
 
+        left, right = QVBoxLayout(), QVBoxLayout()
+        for w in (engine_box, endpoint_box):
+            left.addWidget(w)
+        for w in (models_box, app_box):
+            right.addWidget(w)
+        left.addStretch()
+        right.addStretch()
+        columns = QHBoxLayout()
+        columns.addLayout(left, 1)
+        columns.addLayout(right, 1)
         layout = QVBoxLayout(self)
-        for w in (engine_box, models_box, app_box, self.error, self.buttons):
-            layout.addWidget(w)
+        layout.addLayout(columns)
+        layout.addWidget(self.error)
+        layout.addWidget(self.buttons)
 
         bridge.snapshot_ready.connect(self.on_snapshot)
         self.on_snapshot(bridge.latest())
@@ -166,6 +234,10 @@ class SettingsDialog(QDialog):
         for folder in values.get("model_folders") or []:
             self.folders.addItem(str(folder))
         self.reserve.setValue(float(values.get("memory_reserve_gib") or 0.0))
+        self.port.setValue(int(values.get("gateway_port") or DEFAULT_GATEWAY_PORT))
+        budget = values.get("model_memory_gib")
+        self.model_memory.setText("" if budget is None else f"{budget:g}")
+        self.cors.setPlainText("\n".join(values.get("cors_origins") or ()))
         self.idle.setValue(int(values.get("idle_unload_minutes") or 0))
         self.login.setChecked(bool(values.get("start_at_login")))
         level = values.get("log_level") or "info"
@@ -213,10 +285,12 @@ class SettingsDialog(QDialog):
         self.api_key.setEnabled(available)
         self.clear_key.setEnabled(available and has_key)
         self.api_key.setPlaceholderText("a key is stored; type to replace it" if has_key
-                                        else "no key: the engine accepts any client")
+                                        else "no key: any local client may call")
 
     @Slot(object)
     def on_snapshot(self, snap: AppSnapshot | None) -> None:
+        self._listening = client_base_url(snap.gateway_url) if snap else None
+        self._describe_endpoint()
         self.quarantine.clear()
         for build, why in snap.quarantined if snap else ():
             item = QListWidgetItem(f"{build}: {why}")
@@ -224,7 +298,57 @@ class SettingsDialog(QDialog):
             self.quarantine.addItem(item)
         self.lift.setEnabled(self.quarantine.count() > 0)
 
+    @Slot()
+    def _describe_endpoint(self, *_args) -> None:
+        url = f"http://127.0.0.1:{self.port.value()}/v1"
+        listening = self._listening
+        if listening == url:
+            text = f"Chat clients use {url} (listening now)."
+        elif listening:
+            text = (f"Chat clients use {listening} now; {url} applies the next time Stoker "
+                    "starts.")
+        else:
+            text = f"Chat clients use {url}. A new port applies the next time Stoker starts."
+        self.endpoint_note.setText(text)
+
+    def typed_values(self) -> tuple[dict, tuple[str, ...]]:
+        """The typed fields as the store will keep them, and a sentence for each it would refuse."""
+        out: dict = {}
+        problems: list[str] = []
+        text = self.model_memory.text().strip().replace(",", ".")
+        budget = None
+        if text:
+            try:
+                budget = float(text.removesuffix("GiB").strip())
+            except ValueError:
+                problems.append(f"Memory for models must be a number of GiB such as 12 or 7.5 "
+                                f"(or empty for the machine's), not '{self.model_memory.text()}'.")
+        if not problems:
+            value, why = check_setting("model_memory_gib", budget)
+            if why:  # the store decides; the sentence names the field as the dialog does
+                problems.append("Memory for models must be more than 0 and at most 65,536 GiB, "
+                                "or empty for the machine's.")
+            out["model_memory_gib"] = value
+        origins = [line.strip() for line in self.cors.toPlainText().splitlines() if line.strip()]
+        value, why = check_setting("cors_origins", origins)
+        if why:
+            problems.append(why)
+        else:
+            out["cors_origins"] = list(value)
+        return out, tuple(problems)
+
+    @Slot()
+    def _check_typed(self) -> None:
+        _values, problems = self.typed_values()
+        self.error.setText("\n".join(problems))
+        self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(not problems)
+
     # -- actions ------------------------------------------------------------------------
+    @Slot()
+    def _remove_folders(self) -> None:
+        for item in self.folders.selectedItems():
+            self.folders.takeItem(self.folders.row(item))
+
     def open_get_model(self):
         from stoker.ui.get_model import GetModelDialog
 
@@ -246,17 +370,24 @@ class SettingsDialog(QDialog):
                 self._submit(LiftQuarantine(item.data(Qt.ItemDataRole.UserRole)))
 
     def values(self) -> dict:
+        typed, _problems = self.typed_values()
         return {
             "engine": self.engine.currentData(),
             "model_folders": [self.folders.item(i).text() for i in range(self.folders.count())],
             "memory_reserve_gib": self.reserve.value(),
             "idle_unload_minutes": self.idle.value(),
+            "gateway_port": self.port.value(),
+            **typed,
             "start_at_login": self.login.isChecked(),
             "log_level": self.log_level.currentText(),
         }
 
     @Slot()
     def save(self) -> None:
+        _typed, problems = self.typed_values()
+        if problems:
+            self.error.setText("\n".join(problems))
+            return
         values = self.values()
         login_changed = values["start_at_login"] != bool(self._settings.get("start_at_login"))
         key = self.api_key.text()

@@ -1,8 +1,11 @@
 """The tray icon and its menu: the face of Stoker a user sees every day.
 
 The icon and tooltip follow every snapshot; the menu is rebuilt from the latest snapshot
-each time it opens, so it can never show a state older than the icon. Every action sends
-a command (stoker.core.commands) or opens a window; nothing here waits for the engine.
+each time it opens, so it can never show a state older than the icon. Each resident model
+(snapshot.engines) gets a line with its state, bytes per device and idle time, whose
+submenu loads, unloads, pins it or opens its settings; Models ▸ switches to one model or
+loads another beside the ones resident. Every action sends a command
+(stoker.core.commands) or opens a window; nothing here waits for the engine.
 What to show is decided in stoker.core.tray_view; this module only lays it out.
 """
 
@@ -15,11 +18,14 @@ from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from stoker.core.commands import Command, Restart, StartModel, Stop, SwitchModel
+from stoker.core.commands import (Command, LoadModel, PinModel, Restart, StartModel, Stop,
+                                  SwitchModel, UnloadModel)
 from stoker.core.snapshot import AppSnapshot
-from stoker.core.tray_view import menu_view, tooltip_text, tray_state
+from stoker.core.tray_view import (EngineLine, menu_view, resident_keys, switch_does_something,
+                                   tooltip_text, tray_state)
 from stoker.ui.bridge import SnapshotBridge
 from stoker.ui.icons import state_icon
+from stoker.ui.services import model_key
 
 
 def _clock(at: float) -> str:
@@ -82,8 +88,8 @@ class TrayController(QObject):
         if reason == QSystemTrayIcon.ActivationReason.Trigger:  # left click
             self.open_status.emit()
 
-    def _info(self, text: str, name: str | None = None) -> QAction:
-        action = self.menu.addAction(_elide(text))
+    def _info(self, text: str, name: str | None = None, menu: QMenu | None = None) -> QAction:
+        action = (menu or self.menu).addAction(_elide(text))
         action.setEnabled(False)
         if name:
             action.setObjectName(name)
@@ -100,7 +106,10 @@ class TrayController(QObject):
     @Slot()
     def rebuild_menu(self) -> None:
         snap = self._bridge.latest()
-        view = menu_view(snap)
+        view = menu_view(snap, now=time.time())
+        for action in self.menu.actions():  # clear() keeps submenus alive: free the old ones
+            if action.menu() is not None:
+                action.menu().deleteLater()
         self.menu.clear()
         self._info(view.headline, "info-headline")
         if self.activity:
@@ -118,6 +127,11 @@ class TrayController(QObject):
             self._info("Recent incidents", "info-incidents")
             for at, kind, line in view.incidents:
                 self._info(f"{_clock(at)}  {kind}: {line}", "info-incident")
+        if view.engines:
+            self.menu.addSeparator()
+            self._info("Loaded models", "info-engines")
+            for line in view.engines:
+                self._add_engine_menu(line)
         self.menu.addSeparator()
         self._add_models_menu(snap)
         current = snap.model_path if snap else None
@@ -129,7 +143,8 @@ class TrayController(QObject):
         self._action("Stop", "action-stop", lambda: self._submit(Stop()), enabled=view.can_stop)
         self._action("Restart", "action-restart", lambda: self._submit(Restart()),
                      enabled=view.can_restart)
-        self._action("Copy endpoint", "action-copy-endpoint",
+        self._action(f"Copy endpoint ({view.endpoint})" if view.endpoint else "Copy endpoint",
+                     "action-copy-endpoint",
                      lambda: QGuiApplication.clipboard().setText(view.endpoint or ""),
                      enabled=bool(view.endpoint))
         self._action("Open logs folder", "action-open-logs", self._open_logs)
@@ -140,6 +155,26 @@ class TrayController(QObject):
         self.menu.addSeparator()
         self._action("Quit", "action-quit", self.quit_requested.emit)
 
+    def _add_engine_menu(self, line: EngineLine) -> None:
+        """One resident model: its line in the menu, and a submenu of what can be done."""
+        sub = self.menu.addMenu(_elide(line.title))
+        path = line.model_path
+        sub.menuAction().setObjectName(f"engine:{path or line.model_id}")
+        for detail in line.details:
+            self._info(detail, "info-engine-detail", menu=sub)
+        sub.addSeparator()
+        self._action("Load", f"load:{path}", lambda: self._submit(LoadModel(path)),
+                     enabled=bool(path) and line.can_load, menu=sub)
+        self._action("Unload", f"unload:{path}", lambda: self._submit(UnloadModel(path)),
+                     enabled=bool(path) and line.can_unload, menu=sub)
+        pin = self._action("Pin (keep loaded)", f"pin:{path}",
+                           lambda checked: self._submit(PinModel(path, bool(checked))),
+                           enabled=bool(path), menu=sub)
+        pin.setCheckable(True)
+        pin.setChecked(line.pinned)
+        self._action("Model settings…", f"engine-settings:{path}",
+                     lambda: self.open_model_settings.emit(path), enabled=bool(path), menu=sub)
+
     def _add_models_menu(self, snap: AppSnapshot | None) -> None:
         sub = self.menu.addMenu("Models")
         sub.setObjectName("menu-models")
@@ -147,37 +182,50 @@ class TrayController(QObject):
         if not models:
             sub.addAction("No models found; add a folder in Settings").setEnabled(False)
             return
+        self._info("Switch to (the others unload):", "info-switch", menu=sub)
         group = QActionGroup(sub)
-        current = snap.model_path if snap else None
+        current = model_key(snap.model_path) if snap and snap.model_path else None
+        resident = resident_keys(snap)
         for entry in models:
-            action = sub.addAction(entry.name)
+            key = model_key(entry.path)
+            action = sub.addAction(entry.name + ("  · loaded" if key in resident else ""))
             action.setObjectName("model:" + entry.path)
             action.setData(entry.path)
             action.setCheckable(True)
-            action.setChecked(entry.path == current)
+            action.setChecked(key == current)
             action.setActionGroup(group)
             if entry.problem:
                 action.setEnabled(False)
                 action.setToolTip(entry.problem)
             action.triggered.connect(lambda _=False, p=entry.path: self.switch_to(p))
+        sub.addSeparator()
+        beside = sub.addMenu("Load beside the others")
+        beside.menuAction().setObjectName("menu-load-beside")
+        for entry in models:
+            loaded = model_key(entry.path) in resident
+            action = self._action(entry.name + ("  · loaded" if loaded else ""),
+                                  "load-beside:" + entry.path,
+                                  lambda _=False, p=entry.path: self._submit(LoadModel(p)),
+                                  enabled=not (loaded or entry.problem), menu=beside)
+            if entry.problem:
+                action.setToolTip(entry.problem)
 
     def switch_to(self, model_path: str) -> None:
-        snap = self._bridge.latest()
-        if snap is not None and snap.model_path == model_path and snap.state.value in (
-                "ready", "starting"):
-            return  # already running it: a switch would only restart it
+        if not switch_does_something(self._bridge.latest(), model_key(model_path)):
+            return  # running it alone already: a switch would do nothing
         self._submit(SwitchModel(model_path))
 
     def _open_logs(self) -> None:
         QDesktopServices.openUrl(QUrl.fromLocalFile(str(self._logs_dir())))
 
-    def find_action(self, name: str) -> QAction | None:
-        """The action with this object name in the current menu (tests, screenshots)."""
-        for action in self.menu.actions():
+    def find_action(self, name: str, menu: QMenu | None = None) -> QAction | None:
+        """The action with this object name in the current menu or any submenu (tests,
+        screenshots)."""
+        for action in (menu or self.menu).actions():
             if action.objectName() == name:
                 return action
             if action.menu() is not None:
-                for inner in action.menu().actions():
-                    if inner.objectName() == name:
-                        return inner
+                found = self.find_action(name, action.menu())
+                if found is not None:
+                    return found
         return None

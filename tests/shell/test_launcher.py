@@ -9,7 +9,7 @@ import pytest
 from stoker.core.overrides import ModelOverrides
 from stoker.shell.launcher import RealPreparer, merge_overrides
 from stoker.shell.paths import stoker_paths
-from stoker.shell.store import SettingsStore
+from stoker.shell.store import OverridesStore, SettingsStore
 from stoker.shell.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
 
 
@@ -74,3 +74,22 @@ def test_idle_timeout_in_seconds_beats_the_model_and_settings(engine_binary, dem
     assert prep(str(demo_model), attempt()).idle_timeout_s == 2.5
     prep.idle_timeout_s = 0  # never, whatever the model and Settings say
     assert prep(str(demo_model), attempt()).idle_timeout_s is None
+
+
+@pytest.mark.engine
+def test_memory_budget_setting_caps_the_plan(engine_binary, demo_model, stoker_home):
+    """Settings' model_memory_gib is what every model's plan may use (None: the machine's);
+    a budget the model cannot fit in refuses it with the planner's sentence."""
+    store = SettingsStore(stoker_paths().config)
+    prep = RealPreparer(cli_overrides=ModelOverrides(ctx=1024, slots=1), engine=str(engine_binary),
+                        remember_last_model=False)
+    free = prep(str(demo_model), attempt())
+    machine_budget = sum(d.budget_bytes for d in free.plan.devices)
+    store.update(model_memory_gib=0.5)
+    capped = prep(str(demo_model), attempt())
+    assert isinstance(capped, PreparedLaunch), capped
+    capped_budget = sum(d.budget_bytes for d in capped.plan.devices)
+    assert capped_budget <= 0.5 * 1024 ** 3 < machine_budget
+    store.update(model_memory_gib=0.01)  # 10 MiB: not even the weights fit
+    refused = prep(str(demo_model), attempt())
+    assert isinstance(refused, PreparationRefused) and refused.reason

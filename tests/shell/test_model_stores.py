@@ -234,10 +234,15 @@ def test_run_an_ollama_model_by_its_ollama_name(user_home, demo_model, engine_bi
 
     ollama_store(user_home, demo_model, name=("library", "smollm2", "135m-instruct-q4_1"))
     run = Running("smollm2:135m-instruct-q4_1", "--headless", "--engine", str(engine_binary), "--ctx", "1024",
-                  "--slots", "1")
+                  "--slots", "1", "--port", "0")
     try:
-        endpoint = run.wait_line("endpoint:", timeout=120).split(" ", 1)[1]
-        assert chat(endpoint)
+        endpoint = run.wait_line("endpoint:", timeout=120).split()[1].removesuffix("/v1")
+        run.wait_line("ready: ", timeout=120)
+        assert chat(endpoint)  # through the gateway; the model answers under its store name too
+        import httpx
+
+        names = {m["id"]: m["aliases"] for m in httpx.get(endpoint + "/v1/models").json()["data"]}
+        assert "smollm2:135m-instruct-q4_1" in names
         (engine,) = engines_running(engine_binary)
         assert f"sha256-{sha256_of(demo_model)}" in " ".join(engine.cmdline())
         stopped = stoker("stop")

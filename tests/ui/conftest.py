@@ -92,6 +92,22 @@ class FakeSupervisor:
     def snapshot(self):
         return self._snap
 
+    def publish_engines(self, *engines, gateway_url="http://127.0.0.1:7857", **kw):
+        """A snapshot as the multi-model supervisor makes it: `engines` (EngineView) are the
+        resident models, the first one focused (its state and path are the snapshot's)."""
+        from stoker.core.snapshot import AppSnapshot, EngineState
+
+        focus = engines[0] if engines else None
+        base = dict(state=focus.state if focus else EngineState.STOPPED,
+                    model_path=focus.model_path if focus else None,
+                    model_id=focus.model_id if focus else None,
+                    backend=focus.backend if focus else None, ctx=focus.ctx if focus else None,
+                    gateway_url=gateway_url, endpoint=gateway_url, engines=tuple(engines))
+        base.update(kw)
+        snap = AppSnapshot(seq=self._snap.seq + 1, **base)
+        self.publish(snap)
+        return snap
+
     def join(self, timeout=None):
         return self._stopped.wait(timeout)
 

@@ -30,7 +30,8 @@ class FakeServices:
     def __init__(self, tmp: Path, models=()):
         self.tmp = tmp
         self.settings = {"engine": None, "model_folders": [], "memory_reserve_gib": 4.0,
-                         "idle_unload_minutes": 5, "start_at_login": False, "log_level": "info"}
+                         "idle_unload_minutes": 5, "gateway_port": 7857, "model_memory_gib": None,
+                         "cors_origins": (), "start_at_login": False, "log_level": "info"}
         self.overrides: dict[str, ModelOverrides] = {}
         self.model_list = tuple(models)
         self.plan_delay_s = 0.0
@@ -79,6 +80,13 @@ class FakeServices:
     def models(self):
         return self.model_list
 
+    def catalog(self):
+        """The fake library named as the gateway would name it."""
+        from stoker.core.model_ids import ModelKind, build_catalog
+
+        found = [(m.path, Path(m.path).name, ModelKind.CHAT, "library") for m in self.model_list]
+        return build_catalog(found, {k: v.aliases for k, v in self.overrides.items()})[0]
+
     def load_overrides(self, model_path):
         return self.overrides.get(model_path, ModelOverrides())
 
@@ -102,3 +110,15 @@ class FakeServices:
 
 def entries(*paths):
     return tuple(ModelEntry(str(p), Path(p).stem, 1) for p in paths)
+
+
+def grab_menus(*menus):
+    """A picture of open menus (a submenu is its own window): the screen around them."""
+    from PySide6.QtGui import QGuiApplication
+
+    area = menus[0].geometry()
+    for m in menus[1:]:
+        area = area.united(m.geometry())
+    area = area.adjusted(-4, -4, 4, 4)
+    return QGuiApplication.primaryScreen().grabWindow(0, area.x(), area.y(), area.width(),
+                                                      area.height())

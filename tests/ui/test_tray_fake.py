@@ -14,7 +14,7 @@ from tests.ui.fakes import FakeServices, entries
 
 def snap(seq, state=EngineState.READY, **kw):
     base = dict(model_path="/m/a.gguf", backend="cpu", ctx=2048, kv_type_k="f16",
-                kv_type_v="f16", endpoint="http://127.0.0.1:9")
+                kv_type_v="f16", endpoint="http://127.0.0.1:9", gateway_url="http://127.0.0.1:9")
     base.update(kw)
     return AppSnapshot(seq=seq, state=state, **base)
 
@@ -65,7 +65,7 @@ def test_tray_follows_snapshots_and_menu_sends_commands(qtbot, fake_supervisor, 
     stoker.tray.find_action("action-copy-endpoint").trigger()
     from PySide6.QtGui import QGuiApplication
 
-    assert QGuiApplication.clipboard().text() == "http://127.0.0.1:9"
+    assert QGuiApplication.clipboard().text() == "http://127.0.0.1:9/v1"
 
 
 def test_incident_is_notified_once(qtbot, fake_supervisor, tmp_path):

@@ -8,8 +8,11 @@ Screenshots of each window are written to artifacts/screenshots/.
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -18,11 +21,13 @@ import pytest
 
 from stoker.core.commands import StartModel
 from stoker.core.snapshot import EngineState
+from stoker.shell.instance import Instance
 from stoker.shell.launcher import RealPreparer
 from stoker.shell.store import SettingsStore
 from stoker.shell.supervisor import Supervisor
 from stoker.ui.app import StokerApp
 from stoker.ui.services import Services
+from tests.ui.fakes import grab_menus
 
 pytestmark = [pytest.mark.engine, pytest.mark.ui]
 
@@ -167,6 +172,7 @@ def test_menu_dialogs_and_quit_against_the_real_engine(qtbot, real_app, library,
     dialog = real_app.model_dialogs[snap.model_path]
     qtbot.waitUntil(lambda: not dialog.loading and dialog.previews_done >= 1, timeout=30_000)
     assert dialog.last_preview.ctx == snap.ctx
+    dialog.inputs["aliases"].setText("chat, gpt-4o-mini")
     dialog.inputs["ctx"].setText("1O24")  # a typo is caught as typed
     assert "whole number" in dialog.errors.text() and not dialog.apply_button.isEnabled()
     done = dialog.previews_done
@@ -185,6 +191,7 @@ def test_menu_dialogs_and_quit_against_the_real_engine(qtbot, real_app, library,
                       also=lambda s: argv_value(s.argv, "-c") == "1024")
     assert asked == [True] and snap.pid != old_pid and snap.ctx == 1024
     assert Services().load_overrides(str(second)).ctx == 1024
+    assert Services().load_overrides(str(second)).aliases == ("chat", "gpt-4o-mini")
 
     # Settings dialog: filled in from the store and the engine discovery.
     settings = real_app.open_settings()
@@ -213,3 +220,84 @@ def test_menu_dialogs_and_quit_against_the_real_engine(qtbot, real_app, library,
     with qtbot.waitSignal(real_app.finished, timeout=30_000):
         tray.find_action("action-quit").trigger()
     assert engines_of(engine_binary) == []
+
+
+@pytest.fixture
+def gateway_app(qtbot, library, engine_binary):
+    """The tray on what `stoker` runs: the gateway (on a free port) before a real supervisor."""
+    # Any free port: the documented one may be held by a Stoker (or a test) running beside.
+    instance = Instance(RealPreparer(remember_last_model=False), port=0, stop_grace_s=5.0)
+    stoker = StokerApp(instance.supervisor, Services())
+    instance.start()
+    assert stoker.show_tray()
+    yield stoker, instance
+    if not stoker.quitting:
+        stoker.quit()
+    try:
+        assert instance.supervisor.join(30)
+    finally:
+        instance.close()
+    assert engines_of(engine_binary) == []
+
+
+def test_two_models_side_by_side_from_the_tray(qtbot, gateway_app, library, screenshots):
+    from PySide6.QtGui import QGuiApplication
+
+    stoker, instance = gateway_app
+    first, second = (os.path.realpath(p) for p in library)
+    tray = stoker.tray
+    qtbot.waitUntil(lambda: latest(stoker) is not None, timeout=10_000)
+
+    # Nothing loaded yet, and the endpoint is already there: Copy endpoint gives a URL an
+    # OpenAI client can use as its base.
+    tray.rebuild_menu()
+    copy = tray.find_action("action-copy-endpoint")
+    assert copy.isEnabled()
+    copy.trigger()
+    base = QGuiApplication.clipboard().text()
+    assert base == instance.url + "/v1"
+    with urllib.request.urlopen(base + "/models", timeout=10) as resp:
+        ids = [m["id"] for m in json.load(resp)["data"]]
+    assert len(ids) == 2
+
+    stoker.submit(StartModel(str(library[0])))
+    wait_state(qtbot, stoker, EngineState.READY)
+    qtbot.waitUntil(lambda: len(stoker.models) == 2, timeout=10_000)
+    tray.rebuild_menu()
+    tray.find_action("load-beside:" + str(library[1])).trigger()
+
+    def both_ready(s):
+        return sorted(e.model_path for e in s.engines if e.state is EngineState.READY) == sorted(
+            (first, second))
+
+    snap = wait_state(qtbot, stoker, EngineState.READY, also=both_ready)
+    assert base == snap.gateway_url + "/v1"  # the endpoint did not move
+    tray.rebuild_menu()
+    for path in (first, second):
+        text = tray.find_action(f"engine:{path}").text()
+        assert ": ready · CPU " in text and " MiB" in text, text
+    assert "2 models loaded" in tray.tray.toolTip()
+
+    # The menu as a user opens it, with the second model's line open.
+    tray.menu.popup(QPoint(40, 40))
+    qtbot.waitUntil(tray.menu.isVisible, timeout=5000)
+    line = tray.find_action(f"engine:{second}")
+    tray.menu.setActiveAction(line)
+    qtbot.waitUntil(lambda: line.menu().isVisible(), timeout=5000)
+    qtbot.wait(200)
+    assert grab_menus(tray.menu, line.menu()).save(str(screenshots / "tray-menu-models.png"))
+    tray.menu.hide()
+
+    # Pin the second, unload the first: the pin shows, the first's engine goes.
+    tray.rebuild_menu()
+    tray.find_action(f"pin:{second}").trigger()
+    qtbot.waitUntil(lambda: any(e.pinned for e in latest(stoker).engines), timeout=10_000)
+    tray.rebuild_menu()
+    assert tray.find_action(f"pin:{second}").isChecked()
+    assert "pinned" in tray.find_action(f"engine:{second}").text()
+    tray.find_action(f"unload:{first}").trigger()
+    qtbot.waitUntil(lambda: [e.model_path for e in latest(stoker).engines] == [second],
+                    timeout=30_000)
+    with urllib.request.urlopen(base + "/models", timeout=10) as resp:
+        states = {m["id"]: m.get("status") for m in json.load(resp)["data"]}
+    assert sorted(states.values()) == ["loaded", "unloaded"], states
