@@ -71,6 +71,8 @@ def base_id(file_name: str) -> str:
     `Qwen3-30B-A3B-Q4_K_M-00001-of-00003.gguf` → `qwen3-30b-a3b:q4_k_m`; a name with no quant
     tag keeps its stem (`my-model.gguf` → `my-model`).
     """
+    if ":" in file_name and not file_name.lower().endswith(".gguf"):
+        return _clean(file_name) or "model"  # a store's own name with its tag (`llama3.2:3b`)
     stem = file_name.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
     if stem.lower().endswith(".gguf"):
         stem = stem[:-5]

@@ -21,6 +21,7 @@ def test_ids_come_from_the_file_name():
     assert base_id("/home/ann/models/Llama-3.1-8B-Instruct-IQ4_XS.gguf") == "llama-3.1-8b-instruct:iq4_xs"
     assert base_id("phi-4-f16.gguf") == "phi-4:f16"
     assert base_id("my model.gguf") == "my-model"
+    assert base_id("llama3.2:3b") == "llama3.2:3b"  # an Ollama blob is named by its store name
 
 
 def test_ids_are_unique_and_stable():
