@@ -24,9 +24,10 @@ def human_size(n: int | None) -> str:
     return f"{n} B"
 
 
-def model_row(m) -> dict:
+def model_row(m, ident: str | None = None) -> dict:
     s = m.summary
     return {
+        "id": ident,  # the gateway's name for it (the one clients send as "model")
         "name": m.name, "path": str(m.path), "size_bytes": m.size_bytes, "origin": str(m.origin),
         "origin_name": m.origin_name, "aliases": list(m.aliases),
         "folder": str(m.folder) if m.folder else None, "mmproj": m.mmproj,
@@ -45,14 +46,19 @@ def run(args) -> int:
     from stoker.shell.model_stores import scan_stores
     from stoker.shell.models import added_folders, library_folder, list_models
 
+    from stoker.shell.catalog import ModelCatalog
+
     models = list_models(include_hidden=args.all)
+    catalog = ModelCatalog()
+    catalog.refresh()
+    ids = {str(m.path): catalog.id_for(str(m.path)) for m in models}
     if args.json:
         scan = scan_stores()
-        print(json.dumps({"schema": 1, "library": str(library_folder()),
+        print(json.dumps({"schema": 2, "library": str(library_folder()),
                           "folders": [str(f) for f in added_folders()],
                           "stores": [{"origin": str(r.origin), "layout": str(r.layout), "path": r.path,
                                       "why": r.why} for r in scan.roots],
-                          "models": [model_row(m) for m in models],
+                          "models": [model_row(m, ids[str(m.path)]) for m in models],
                           "skipped": [{"path": str(s.path), "origin": str(s.origin), "origin_name": s.origin_name,
                                        "reason": s.reason} for s in scan.skipped]}, indent=2))
         return 0
@@ -60,12 +66,12 @@ def run(args) -> int:
         print(f"No models in {library_folder()}. Run `stoker setup` for the demo model, or add a folder "
               "in the settings (model_folders).")
         return 0
-    rows = [("NAME", "ORIGIN", "SIZE", "ARCH", "QUANT", "CONTEXT", "WHERE")]
+    rows = [("ID", "NAME", "ORIGIN", "SIZE", "ARCH", "QUANT", "CONTEXT", "WHERE")]
     for m in models:
         s = m.summary
         extra = f" +{m.split_parts - 1} parts" if m.split_parts > 1 else ""
         extra += " +vision" if m.vision_projector else ""
-        rows.append((m.label + extra, str(m.origin), human_size(m.size_bytes), getattr(s, "architecture", None) or "?",
+        rows.append((ids[str(m.path)] or "-", m.label + extra, str(m.origin), human_size(m.size_bytes), getattr(s, "architecture", None) or "?",
                      getattr(s, "file_type", None) or "?",
                      str(getattr(s, "n_ctx_train", None) or "?"), str(m.path.parent)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]

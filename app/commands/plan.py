@@ -228,7 +228,8 @@ def _mib(n: int) -> str:
 
 
 def plan_table(plan, spec, machine) -> str:
-    lines = [f"Plan for {Path(plan.model_path).name} on {machine.source}", ""]
+    lines = [f"Plan for {model_id_of(plan.model_path)} ({Path(plan.model_path).name}) on "
+             f"{machine.source}", ""]
     rows = [("context", f"{plan.ctx:,} ({plan.ctx_per_slot:,} per slot)"), ("slots", str(plan.slots)),
             ("KV cache", f"K {plan.kv_type_k}, V {plan.kv_type_v}" + (", unified" if plan.kv_unified else "")),
             ("flash attention", plan.flash_attn),
@@ -260,3 +261,14 @@ def _quote(a: str) -> str:
     import shlex
 
     return shlex.quote(a)
+
+
+def model_id_of(path: str) -> str:
+    """The gateway's id for the model (the catalog's, so a collision suffix or a store's name
+    is the same here as in `stoker models` and /v1/models)."""
+    from stoker.core.model_ids import base_id
+    from stoker.shell.catalog import ModelCatalog
+
+    catalog = ModelCatalog((path,))
+    catalog.refresh()
+    return catalog.id_for(path) or base_id(Path(path).name)

@@ -85,7 +85,7 @@ def test_models_command_lists_the_real_demo_model(stoker_home, demo_model, capsy
     touch(library / "broken.gguf", 64)
     assert main(["models", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["schema"] == 1
+    assert out["schema"] == 2
     rows = {r["name"]: r for r in out["models"]}
     demo = rows[demo_model.name]
     assert demo["architecture"] == "llama" and demo["n_layer"] == 30 and demo["file_type"] == "Q4_1"
@@ -105,7 +105,7 @@ def test_engines_command_json(stoker_home, engine_dir, capsys, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert main(["engines", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["schema"] == 1
+    assert out["schema"] == 2
     first = out["engines"][0]
     assert first["id"] == "b11434-cpu" and first["selected"] and first["build"] == 11434
     assert main(["engines"]) == 0
