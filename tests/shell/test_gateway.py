@@ -269,13 +269,16 @@ def test_a_crash_while_serving_is_a_502_naming_the_incident_and_the_next_request
 
     def long_request():
         try:
-            client.completions.create(model=DEMO_ID, prompt="Once upon a time", max_tokens=400)
+            # Long enough to be cut: up to the whole 1,024-token window, end-of-text ignored.
+            client.completions.create(model=DEMO_ID, prompt="Once upon a time", max_tokens=1000,
+                                      extra_body={"ignore_eos": True})
         except Exception as exc:  # noqa: BLE001
             out["error"] = exc
 
     t = threading.Thread(target=long_request)
     t.start()
-    time.sleep(1.5)
+    time.sleep(1.0)
+    assert t.is_alive()  # still generating when the engine dies
     os.kill(engine.pid, signal.SIGKILL)
     t.join(30)
     err = out.get("error")

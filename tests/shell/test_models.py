@@ -105,7 +105,7 @@ def test_engines_command_json(stoker_home, engine_dir, capsys, monkeypatch):
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     assert main(["engines", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["schema"] == 2
+    assert out["schema"] == 1
     first = out["engines"][0]
     assert first["id"] == "b11434-cpu" and first["selected"] and first["build"] == 11434
     assert main(["engines"]) == 0
