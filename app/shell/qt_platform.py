@@ -95,6 +95,10 @@ def problem_sentence(libraries: tuple[str, ...], platform: str, detail: str) -> 
 
 def qt_start_problem(env: dict | None = None, timeout_s: float = CHECK_TIMEOUT_S) -> str | None:
     """None when a child process could create a QApplication here, else the sentence."""
+    if getattr(sys, "frozen", False):
+        # A frozen bundle's sys.executable is Stoker itself, not a Python that runs `-c`; the
+        # bundle carries the xcb plugin and the libraries it needs (packaging/stoker.spec).
+        return None
     env = dict(os.environ if env is None else env)
     child_env = {**env, "QT_DEBUG_PLUGINS": "1"}
     platform = (env.get("QT_QPA_PLATFORM") or ("xcb" if sys.platform.startswith("linux") else "")).split(":")[0]
