@@ -47,7 +47,7 @@ def _stoker_once(model, engine, overrides, timeout_s: float = 300):
 
 def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
     from stoker.shell.health import wait_ready
-    from stoker.shell.process import clean_engine_env, free_loopback_port
+    from stoker.shell.process import clean_engine_env, end_process, free_loopback_port
     from stoker.shell.supervisor import STARTING_POLL_S
 
     port = free_loopback_port()
@@ -61,12 +61,7 @@ def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
         result = wait_ready(f"http://127.0.0.1:{port}", proc, timeout_s, interval_s=STARTING_POLL_S)
         elapsed = time.perf_counter() - t0
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        end_process(proc)
     if not result.ready:
         raise RuntimeError(f"bare llama-server did not become ready: {result.reason}")
     return elapsed

@@ -38,7 +38,7 @@ from stoker.shell.gguf_io import load_summary
 from stoker.shell.health import wait_ready
 from stoker.shell.paths import stoker_paths
 from stoker.shell.probe import binary_identity
-from stoker.shell.process import clean_engine_env, free_loopback_port
+from stoker.shell.process import clean_engine_env, end_process, free_loopback_port
 from stoker.shell.store import read_json, write_json_atomic
 
 CACHE_SCHEMA = 1
@@ -127,12 +127,7 @@ def engine_decode_rate(binary: str | Path, model: str | Path, *, threads: int | 
         except (httpx.HTTPError, ValueError) as exc:
             return None, None, f"the decode request failed ({exc})"
         finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            end_process(proc)
 
 
 def bytes_per_token_on_cpu(summary, *, ctx: int, context_tokens: int) -> int:

@@ -116,6 +116,17 @@ def die_with_parent_fn(then=None):
     return preexec
 
 
+def end_process(proc: subprocess.Popen, grace_s: float = 10.0) -> None:
+    """SIGTERM a short-lived helper process (a probe, a bench's bare engine), then kill it
+    if it has not gone within `grace_s`; returns once it is reaped."""
+    proc.terminate()
+    try:
+        proc.wait(grace_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def free_loopback_port() -> int:
     """A TCP port free on 127.0.0.1 right now (the engine binds it a moment later)."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
