@@ -323,10 +323,7 @@ class Gateway:
                 return None, resp
             result = await self._ensure(key)
             if result.error is not None:
-                resp = self._error(path, 503, result.error, request=request)
-                if result.retry_after_s:
-                    resp.headers["Retry-After"] = str(int(result.retry_after_s))
-                return None, resp
+                return None, self._error(path, 503, result.error, request=request)
             if key is None and result.route is not None:
                 key = result.route.key
         return None, self._error(path, 503, "the model was unloaded again while this request waited; "
@@ -443,6 +440,7 @@ class Gateway:
                          EngineState.STOPPING: "unloading"}.get(view.state, "loading" if view.queued else "unloaded")
             data.append({"id": entry.id, "object": "model", "created": 0, "owned_by": "stoker",
                          "status": state, "kind": entry.kind.value, "aliases": list(entry.aliases),
+                         "origin": entry.origin,
                          "pinned": bool(view.pinned) if view else False})
         return {"object": "list", "data": data}
 

@@ -59,7 +59,7 @@ from stoker.core.lifecycle import (
     StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
 from stoker.core.overrides import ModelOverrides
 from stoker.core.plan import LaunchPlan, plan_summary_line
-from stoker.core.residency import AdmissionKind, Resident, admit, expired
+from stoker.core.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.core.restart import RestartPolicy
 from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
 from stoker.shell.health import probe_health
@@ -174,7 +174,6 @@ class EnsureResult:
 
     route: Route | None = None
     error: str | None = None
-    retry_after_s: float | None = None  # set when it may work later (a full queue)
 
 
 class Routes:
@@ -448,6 +447,9 @@ class Supervisor:
                 wait = min(wait, max(0.0, e.state.retry_at - now))
         if self._pending or self.routes.changed.is_set():
             wait = min(wait, READY_POLL_S)
+        expiry = next_expiry([r for r in self._residents(exclude=None) if not r.busy])
+        if expiry is not None:  # wake for the next idle unload, not only at the next poll
+            wait = min(wait, max(0.0, expiry - now))
         return wait
 
     def _engine(self, key: str) -> _Engine:
