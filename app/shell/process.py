@@ -195,7 +195,7 @@ class Watchdog:
         read_end, self._write_end = os.pipe()
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", WATCHDOG_CODE, str(pgid)], stdin=read_end,
+                [helper_python(), "-I", "-S", "-c", WATCHDOG_CODE, str(pgid)], stdin=read_end,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                 close_fds=True)
         except BaseException:
@@ -225,9 +225,18 @@ class Watchdog:
             self._proc.kill()
 
 
+def helper_python() -> str | None:
+    """An interpreter that runs `-c CODE` for a small helper process, or None in a frozen
+    bundle, whose sys.executable is Stoker itself (it would parse `-c` as a command)."""
+    return None if getattr(sys, "frozen", False) else sys.executable
+
+
 def needs_watchdog() -> bool:
-    """POSIX without PR_SET_PDEATHSIG (macOS, BSDs); STOKER_FORCE_WATCHDOG=1 tests it on Linux."""
-    return POSIX and (not LINUX or os.environ.get("STOKER_FORCE_WATCHDOG") == "1")
+    """POSIX without PR_SET_PDEATHSIG (macOS, BSDs); STOKER_FORCE_WATCHDOG=1 tests it on Linux.
+    A frozen bundle has no Python to run the watchdog in: there the reaper at the next start
+    is the only line of defence."""
+    return POSIX and (not LINUX or os.environ.get("STOKER_FORCE_WATCHDOG") == "1") \
+        and helper_python() is not None
 
 
 class RotatingLog:

@@ -19,6 +19,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from stoker.shell.process import helper_python
+
 CHECK_TIMEOUT_S = 20.0
 CHILD_CODE = ("import sys\n"
               "from PySide6.QtWidgets import QApplication\n"
@@ -95,15 +97,14 @@ def problem_sentence(libraries: tuple[str, ...], platform: str, detail: str) -> 
 
 def qt_start_problem(env: dict | None = None, timeout_s: float = CHECK_TIMEOUT_S) -> str | None:
     """None when a child process could create a QApplication here, else the sentence."""
-    if getattr(sys, "frozen", False):
-        # A frozen bundle's sys.executable is Stoker itself, not a Python that runs `-c`; the
-        # bundle carries the xcb plugin and the libraries it needs (packaging/stoker.spec).
+    python = helper_python()
+    if python is None:  # a frozen bundle: it carries the xcb plugin and its libraries (stoker.spec)
         return None
     env = dict(os.environ if env is None else env)
     child_env = {**env, "QT_DEBUG_PLUGINS": "1"}
     platform = (env.get("QT_QPA_PLATFORM") or ("xcb" if sys.platform.startswith("linux") else "")).split(":")[0]
     try:
-        proc = subprocess.run([sys.executable, "-c", CHILD_CODE], capture_output=True, text=True,
+        proc = subprocess.run([python, "-c", CHILD_CODE], capture_output=True, text=True,
                               errors="replace", timeout=timeout_s, env=child_env,
                               stdin=subprocess.DEVNULL, start_new_session=True)
     except subprocess.TimeoutExpired:
