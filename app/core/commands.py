@@ -6,7 +6,7 @@ acts on them. Nothing here acts.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from stoker.core.overrides import ModelOverrides
@@ -61,20 +61,38 @@ class PinModel:
 
 
 @dataclass(frozen=True)
+class Route:
+    """Where the gateway sends a model's requests while its engine is READY."""
+
+    key: str  # the model's path
+    endpoint: str  # the engine's private loopback URL
+    engine_key: str | None  # Authorization for the engine; never shown
+    pid: int
+
+
+@dataclass(frozen=True)
+class EnsureResult:
+    """The answer to EnsureModel: a route, or the sentence why there is none."""
+
+    route: Route | None = None
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class EnsureModel:
     """The gateway needs this model resident: `answer(EnsureResult)` is called (on the
     supervisor thread) once it is READY or cannot be. `ticket` names this wait."""
 
-    model_path: str
-    ticket: object
-    answer: Callable[[object], None]
+    model_path: str | None
+    ticket: Hashable
+    answer: Callable[[EnsureResult], None]
 
 
 @dataclass(frozen=True)
 class CancelEnsure:
     """The request behind `ticket` has gone; with no waiter left an on-demand load stops."""
 
-    ticket: object
+    ticket: Hashable
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,26 @@ here means the JSON schema and the human text cannot drift apart. Pure: `now` is
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from stoker.core.snapshot import AppSnapshot, EngineView
 
 # 2: `gateway` (url, port) and `engines[]` (one entry per resident model); `endpoint` is the
 # gateway's URL where one runs (the engines' private ports are in `engines[].endpoint`).
 # Added within 2: `plan_decisions` and `blockers` (new keys only, nothing changed meaning).
 SCHEMA = 2
+
+
+def running_status(snap: AppSnapshot, now: float, *, instance_pid: int, tray_shown: bool | None,
+                   gateway_pid: int | None) -> dict:
+    """The running instance's answer to `stoker status --json` and `GET /stoker/v1/status`
+    (the control channel and the gateway process build it from the same snapshot)."""
+    status = status_object(replace(snap, tray_shown=tray_shown), now, instance_pid=instance_pid)
+    status["tray_shown"] = tray_shown
+    status["running"] = True
+    if status["gateway"] is not None:
+        status["gateway"]["pid"] = gateway_pid  # the endpoint's own process (None while it restarts)
+    return status
 
 
 def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = None) -> dict:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from stoker.core.model_ids import Catalog, ModelKind, build_catalog, model_kind
@@ -31,6 +32,12 @@ class ModelCatalog:
         self._extra = tuple(_real(p) for p in extra_paths if p)
         self._catalog = Catalog()
         self.problems: tuple[str, ...] = ()
+        self._listeners: list[Callable[[Catalog], None]] = []
+
+    def on_change(self, callback: Callable[[Catalog], None]) -> Callable[[], None]:
+        """Call `callback(catalog)` after each refresh that changed it; returns the unsubscriber."""
+        self._listeners.append(callback)
+        return lambda: callback in self._listeners and self._listeners.remove(callback)
 
     @property
     def current(self) -> Catalog:
@@ -84,7 +91,11 @@ class ModelCatalog:
         for p in problems:
             log.warning("%s", p)
         with self._lock:
+            changed = catalog != self._catalog
             self._catalog, self.problems = catalog, problems
+        if changed:
+            for callback in list(self._listeners):
+                callback(catalog)
         return catalog
 
     def id_for(self, path: str) -> str | None:

@@ -10,9 +10,12 @@ streamed back unbuffered (no compression, no Content-Length, `X-Accel-Buffering:
 read timeout); when the client goes away the upstream connection is closed at once. The
 rules (paths, Host/Origin checks, the API key, error shapes) are core/gateway_rules.py.
 
-It runs on its own asyncio loop in its own thread, never on the Qt thread, and binds
-127.0.0.1 and ::1 only. A taken port is `GatewayError` with one sentence; it never picks
-another port. It decides nothing about memory or lifecycles: the supervisor does.
+It runs in the gateway process (shell/gateway_child.py: mirrors of the supervisor's
+snapshot, routes and catalog fed over a pipe), on its own asyncio loop in its own thread,
+so nothing in Stoker's own process (the Qt thread, the planner) shares its interpreter. The
+sockets are bound by Stoker (`bind_sockets`, 127.0.0.1 and ::1 only) and handed over: a
+taken port is `GatewayError` with one sentence; it never picks another port. It decides
+nothing about memory or lifecycles: the supervisor does.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from aiohttp import ClientConnectionError, ClientSession, ClientTimeout, TCPConnector, web
 
@@ -39,6 +43,9 @@ from stoker.core.model_ids import CatalogEntry
 from stoker.core.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
 from stoker.core.snapshot import AppSnapshot, EngineState
 
+if TYPE_CHECKING:  # the mirrors import this module
+    from stoker.shell.gateway_child import CatalogMirror, SupervisorMirror
+
 log = logging.getLogger(__name__)
 
 HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
@@ -49,7 +56,6 @@ RESPONSE_DROP = frozenset({"connection", "keep-alive", "transfer-encoding", "con
                            "access-control-allow-credentials", "access-control-allow-headers",
                            "access-control-allow-methods"})
 MAX_BODY = 64 * 1024 * 1024  # images in chat requests are base64: allow generous bodies
-KEY_REFRESH_S = 2.0  # the keyring is re-read this often (a key saved in another process)
 CRASH_WAIT_S = 2.0  # how long a failed upstream waits for the supervisor to name the incident
 EVENT_KEEPALIVE_S = 15.0
 # An idle upstream connection is dropped after this long, well before llama-server's own
@@ -116,7 +122,7 @@ def bind_sockets(port: int, hosts: tuple[str, ...]) -> list[socket.socket]:
 class Gateway:
     """`start()` binds (GatewayError when it cannot) and serves from its own thread."""
 
-    def __init__(self, supervisor, catalog, config: GatewayConfig, *,
+    def __init__(self, supervisor: SupervisorMirror, catalog: CatalogMirror, config: GatewayConfig, *,
                  status: Callable[[], dict], api_key: Callable[[], str | None] | None = None,
                  sockets: list[socket.socket] | None = None) -> None:
         self._sup = supervisor
@@ -124,7 +130,6 @@ class Gateway:
         self._config = config
         self._status = status
         self._read_key = api_key or (lambda: None)
-        self._key: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -136,7 +141,6 @@ class Gateway:
         self._last_rescan = float("-inf")
         self._event_queues: set[asyncio.Queue] = set()
         self._unsubscribe: Callable[[], None] | None = None
-        self._stop_listening: Callable[[], None] | None = None
         self.port = config.port
 
     @property
@@ -149,37 +153,20 @@ class Gateway:
         if not self._sockets:
             self._sockets = bind_sockets(self._config.port, self._config.hosts)
         self.port = self._sockets[0].getsockname()[1]
-        self._key = self._safe_key()
         self._thread = threading.Thread(target=self._serve, name="stoker-gateway", daemon=True)
         self._thread.start()
         if not self._ready.wait(15):
             raise GatewayError("the endpoint did not start within 15 s; see stoker.log.")
-        from stoker.shell.secrets import on_api_key_change
-
-        self._stop_listening = on_api_key_change(self.refresh_key)
         self._unsubscribe = self._sup.subscribe(self._on_snapshot)
         return self
 
     def stop(self) -> None:
         if self._unsubscribe is not None:
             self._unsubscribe()
-        if self._stop_listening is not None:
-            self._stop_listening()
         if self._loop is not None and self._stopped is not None:
             self._loop.call_soon_threadsafe(self._stopped.set)
         if self._thread is not None:
             self._thread.join(10)
-
-    def refresh_key(self) -> None:
-        """Read the API key again now (it was just saved): it applies to the next request."""
-        self._key = self._safe_key()
-
-    def _safe_key(self) -> str | None:
-        try:
-            return self._read_key()
-        except Exception:  # noqa: BLE001 - a broken keyring reads as "no key", logged
-            log.warning("could not read the API key from the keyring", exc_info=True)
-            return None
 
     def _serve(self) -> None:
         loop = asyncio.new_event_loop()
@@ -206,22 +193,14 @@ class Gateway:
             auto_decompress=False, skip_auto_headers=("User-Agent",))
         for s in self._sockets:
             await web.SockSite(runner, s).start()
-        refresher = asyncio.create_task(self._refresh_key_forever())
         self._ready.set()
         try:
             await self._stopped.wait()
         finally:
-            refresher.cancel()
             for q in list(self._event_queues):
                 q.put_nowait(None)
             await self._session.close()
             await runner.cleanup()
-
-    async def _refresh_key_forever(self) -> None:
-        loop = asyncio.get_running_loop()
-        while True:
-            await asyncio.sleep(KEY_REFRESH_S)
-            self._key = await loop.run_in_executor(None, self._safe_key)
 
     # ------------------------------------------------------------------ snapshots → events
 
@@ -257,7 +236,7 @@ class Gateway:
     async def _route(self, request: web.Request, path: str) -> web.StreamResponse:
         if path in OPEN_PATHS:
             return self._json(request, {"status": "ok"})
-        if not key_matches(self._key, request.headers.get("Authorization"),
+        if not key_matches(self._read_key(), request.headers.get("Authorization"),
                            request.headers.get("x-api-key")):
             return self._error(path, 401, "A valid API key is required: send it as "
                                "`Authorization: Bearer <key>` or `x-api-key: <key>` (set it in Stoker's "
@@ -398,6 +377,7 @@ class Gateway:
 
     async def _crashed(self, request, path: str, route, exc) -> web.Response:
         """The engine went away under a request that has sent nothing yet: 502 with the incident."""
+        log.warning("%s %s: the engine at %s failed: %r", request.method, path, route.endpoint, exc)
         sentence = await self._incident_for(route)
         return self._error(path, 502, f"the model's engine stopped while answering: {sentence}",
                            request=request)

@@ -3,8 +3,10 @@ control channel may ask of them.
 
 `stoker run` (headless) and the tray build the same Instance, so the endpoint, the names and
 the answers to `stoker status / ps / load / unload` cannot differ between the two. The
-gateway is bound before anything else starts: a taken port is GatewayError (one sentence,
-exit 2), never a silent other port. Must not print, and never imports Qt or the CLI.
+gateway's sockets are bound before anything else starts: a taken port is GatewayError (one
+sentence, exit 2), never a silent other port. The gateway itself serves from its own
+process (shell/gateway_process.py) so the UI thread cannot slow a stream. Must not print,
+and never imports Qt or the CLI.
 """
 
 from __future__ import annotations
@@ -12,13 +14,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
 from stoker.core import commands as cmd
-from stoker.core.status_report import SCHEMA, status_object
+from stoker.core.status_report import SCHEMA, running_status
 from stoker.shell.catalog import ModelCatalog
-from stoker.shell.gateway import Gateway, GatewayConfig, GatewayError, bind_sockets
+from stoker.shell.gateway import GatewayConfig, GatewayError, bind_sockets
+from stoker.shell.gateway_process import GatewayProcess, RemoteRoutes
 from stoker.shell.supervisor import Supervisor
 
 __all__ = ["Instance", "GatewayError", "gateway_port"]
@@ -60,29 +62,28 @@ class Instance:
         sockets = bind_sockets(port, GatewayConfig(port).hosts)
         self.port = sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        routes = RemoteRoutes()
         self.supervisor = Supervisor(preparer, gateway_url=self.url, name_model=self.catalog.id_for,
-                                     **supervisor_options)
-        self.gateway = Gateway(self.supervisor, self.catalog,
-                               GatewayConfig(self.port, cors_origins=_cors_origins()),
-                               status=self.status, api_key=_api_key, sockets=sockets)
+                                     routes=routes, **supervisor_options)
+        self.gateway = GatewayProcess(self.supervisor, self.catalog, routes,
+                                      GatewayConfig(self.port, cors_origins=_cors_origins()),
+                                      sockets=sockets, tray_shown=tray_shown, api_key=_api_key)
         self._tray_shown = tray_shown
         self._on_stop = on_stop or (lambda: self.supervisor.submit(cmd.Shutdown()))
 
     def start(self) -> "Instance":
         self.catalog.refresh()
+        self.gateway.start()  # the gateway process imports while the supervisor starts
         self.supervisor.start()
-        self.gateway.start()
+        self.gateway.wait_ready()
         return self
 
     def close(self) -> None:
         self.gateway.stop()
 
     def status(self) -> dict:
-        snap = replace(self.supervisor.snapshot(), tray_shown=self._tray_shown())
-        status = status_object(snap, time.time(), instance_pid=os.getpid())
-        status["tray_shown"] = snap.tray_shown
-        status["running"] = True
-        return status
+        return running_status(self.supervisor.snapshot(), time.time(), instance_pid=os.getpid(),
+                              tray_shown=self._tray_shown(), gateway_pid=self.gateway.pid)
 
     def model_path(self, name: str) -> str:
         """A control request's model name → its path: an id, an alias or a file."""

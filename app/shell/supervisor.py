@@ -52,6 +52,7 @@ from typing import Protocol
 import httpx
 
 from stoker.core import commands as cmd
+from stoker.core.commands import EnsureResult, Route
 from stoker.core.launch_spec import LaunchSpec
 from stoker.core.lifecycle import (
     BecameReady, EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident,
@@ -66,6 +67,7 @@ from stoker.shell.health import probe_health
 from stoker.shell.incidents import IncidentLog
 from stoker.shell.paths import storage_sentence
 from stoker.shell.process import EngineProcess, free_loopback_port, host_os
+from stoker.shell.routes import Routes
 
 log = logging.getLogger(__name__)
 
@@ -155,90 +157,6 @@ class LaunchPreparer(Protocol):
 Subscriber = Callable[[AppSnapshot], None]
 
 
-# ---------------------------------------------------------------------- routes and leases
-
-
-@dataclass(frozen=True)
-class Route:
-    """Where the gateway sends a model's requests while its engine is READY."""
-
-    key: str  # the model's path
-    endpoint: str  # the engine's private loopback URL
-    engine_key: str | None  # Authorization for the engine; never shown
-    pid: int
-
-
-@dataclass(frozen=True)
-class EnsureResult:
-    """The answer to EnsureModel: a route, or the sentence why there is none."""
-
-    route: Route | None = None
-    error: str | None = None
-
-
-class Routes:
-    """READY engines the gateway may use, with in-flight counts, under one lock.
-
-    The gateway calls `acquire`/`release` from its own thread; the supervisor `open`s a
-    route when an engine becomes READY and `close`s it before stopping the engine.
-    `close_if_idle` is the only way an engine is taken away for room or idleness: it
-    succeeds only with nothing in flight, atomically with respect to `acquire`.
-    """
-
-    def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        self._lock = threading.Lock()
-        self._clock = clock
-        self._routes: dict[str, Route] = {}
-        self._in_flight: dict[str, int] = {}
-        self._last_used: dict[str, float] = {}
-        self.changed = threading.Event()  # a request ended: admission may decide anew
-
-    def acquire(self, key: str) -> Route | None:
-        with self._lock:
-            route = self._routes.get(key)
-            if route is not None:
-                self._in_flight[key] = self._in_flight.get(key, 0) + 1
-            return route
-
-    def release(self, route: Route) -> None:
-        with self._lock:
-            n = self._in_flight.get(route.key, 0) - 1
-            self._in_flight[route.key] = max(0, n)
-            self._last_used[route.key] = self._clock()
-        self.changed.set()
-
-    def open(self, route: Route, now: float) -> None:
-        with self._lock:
-            self._routes[route.key] = route
-            self._last_used.setdefault(route.key, now)
-            self._last_used[route.key] = max(self._last_used[route.key], now)
-
-    def close(self, key: str) -> None:
-        with self._lock:
-            self._routes.pop(key, None)
-
-    def close_if_idle(self, key: str) -> bool:
-        with self._lock:
-            if self._in_flight.get(key, 0) > 0:
-                return False
-            self._routes.pop(key, None)
-            return True
-
-    def usage(self, key: str) -> tuple[int, float | None]:
-        """(requests in flight, when the last one ended or the engine became READY)."""
-        with self._lock:
-            return self._in_flight.get(key, 0), self._last_used.get(key)
-
-    def forget(self, key: str) -> None:
-        with self._lock:
-            self._routes.pop(key, None)
-            self._last_used.pop(key, None)
-
-    def route(self, key: str) -> Route | None:
-        with self._lock:
-            return self._routes.get(key)
-
-
 # ---------------------------------------------------------------------- one model's engine
 
 
@@ -294,7 +212,8 @@ class Supervisor:
                  health_failures: int = HEALTH_FAILURES,
                  incident_log: IncidentLog | None = None,
                  gateway_url: str | None = None,
-                 name_model: Callable[[str], str | None] | None = None):
+                 name_model: Callable[[str], str | None] | None = None,
+                 routes: Routes | None = None):
         from stoker.shell.paths import stoker_paths
 
         paths = stoker_paths()
@@ -313,7 +232,7 @@ class Supervisor:
         self._subscribers: list[Subscriber] = []
         self._sub_lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self.routes = Routes(clock)
+        self.routes = routes or Routes(clock)  # the gateway process's mirror, in an Instance
         # Owned by the supervisor thread only:
         self._engines: dict[str, _Engine] = {}
         self._focus: str | None = None  # the model the top-level snapshot fields describe
