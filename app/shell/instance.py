@@ -12,6 +12,7 @@ and never imports Qt or the CLI.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,7 +65,8 @@ class Instance:
         self.url = f"http://127.0.0.1:{self.port}"
         routes = RemoteRoutes()
         self.supervisor = Supervisor(preparer, gateway_url=self.url, name_model=self.catalog.id_for,
-                                     routes=routes, **supervisor_options)
+                                     routes=routes, on_overrides=self._overrides_saved,
+                                     **supervisor_options)
         self.gateway = GatewayProcess(self.supervisor, self.catalog, routes,
                                       GatewayConfig(self.port, cors_origins=_cors_origins()),
                                       sockets=sockets, tray_shown=tray_shown, api_key=_api_key)
@@ -80,6 +82,11 @@ class Instance:
 
     def close(self) -> None:
         self.gateway.stop()
+
+    def _overrides_saved(self, model_path: str) -> None:
+        """On the supervisor thread: a model's aliases may have changed, so rescan off it
+        (the gateway process gets the new catalog as soon as it differs)."""
+        threading.Thread(target=self.catalog.refresh, name="stoker-catalog", daemon=True).start()
 
     def status(self) -> dict:
         return running_status(self.supervisor.snapshot(), time.time(), instance_pid=os.getpid(),

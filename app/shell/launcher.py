@@ -277,6 +277,11 @@ class RealPreparer:
                 self._told.add(problem)
                 log.warning("%s", problem)
 
+    def idle_timeout_for(self, overrides: ModelOverrides) -> float | None:
+        """The idle timeout new overrides give a model that is already running: it applies at
+        once, with no restart (the supervisor's ApplyOverrides hook)."""
+        return self._idle_timeout_s(self._settings(), overrides)
+
     def _idle_timeout_s(self, settings, overrides: ModelOverrides) -> float | None:
         """Seconds without a request before the engine is stopped: this preparer's
         idle_timeout_s, else the model's own idle_minutes, else Settings' default; 0 means

@@ -213,7 +213,8 @@ class Supervisor:
                  incident_log: IncidentLog | None = None,
                  gateway_url: str | None = None,
                  name_model: Callable[[str], str | None] | None = None,
-                 routes: Routes | None = None):
+                 routes: Routes | None = None,
+                 on_overrides: Callable[[str], None] | None = None):
         from stoker.shell.paths import stoker_paths
 
         paths = stoker_paths()
@@ -228,6 +229,7 @@ class Supervisor:
         self._health_failures = health_failures
         self._gateway_url = gateway_url
         self._name_model = name_model
+        self._on_overrides = on_overrides  # told (on this thread; must not block) of new overrides
         self._queue: queue.Queue = queue.Queue()
         self._subscribers: list[Subscriber] = []
         self._sub_lock = threading.Lock()
@@ -455,6 +457,12 @@ class Supervisor:
             key = self._key_for(command.model_path)
             self._overrides[key] = command.overrides
             engine = self._engines.get(key)
+            if self._on_overrides is not None:  # aliases name (or stop naming) the model at once
+                self._on_overrides(key)
+            idle_for = getattr(self._preparer, "idle_timeout_for", None)
+            if idle_for is not None and engine is not None and engine.launch is not None:
+                engine.launch = replace(engine.launch, idle_timeout_s=idle_for(command.overrides))
+                self._publish()
             if command.restart and engine is not None and engine.phase in (
                     EngineState.STARTING, EngineState.READY, EngineState.BACKOFF):
                 engine.after_failure = False

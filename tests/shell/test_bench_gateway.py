@@ -27,7 +27,8 @@ def test_a_tiny_run_reports_every_figure(engine_binary, demo_model, stoker_home)
         cwd=REPO, capture_output=True, text=True, timeout=900, env=os.environ.copy())
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert out["schema"] == 1 and out["bench"] == "gateway"
+    assert out["schema"] == 2 and out["bench"] == "gateway"
+    assert out["gateway_pid"] not in (None, out["stoker_pid"])  # the gateway serves from its own process
     assert out["model"] == "smollm2-135m-instruct:q4_1" and out["slots"] == 2
     argv = out["argv"]
     assert argv[argv.index("-np") + 1] == "2" and argv[argv.index("-t") + 1] == "1"

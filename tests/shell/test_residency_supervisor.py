@@ -105,3 +105,33 @@ def test_a_starting_load_is_cancelled_unless_pinned(sup):
     sup.submit(CancelEnsure(2))
     time.sleep(1.0)
     assert states(sup)["hang"][0] is S.STARTING  # pinned: its load goes on
+
+
+def test_new_overrides_apply_at_once_the_idle_timeout_and_the_hook(engine_binary, demo_model, stoker_home):
+    """A new idle time needs no restart: the running model takes it the moment it is saved
+    (the preparer's idle_timeout_for), and the instance hears of it to rescan the aliases."""
+    from stoker.core.commands import ApplyOverrides, LoadModel
+    from stoker.core.overrides import ModelOverrides
+
+    def prepare(model_path, attempt):
+        return PreparedLaunch(spec=demo_spec(engine_binary, demo_model, port=attempt.port),
+                              model_path=model_path, plan=plan_of(100, model_path), backend="cpu",
+                              build_id="b11434-cpu", startup_deadline_s=60)
+
+    prepare.idle_timeout_for = lambda overrides: overrides.idle_minutes * 60 / 100  # 0.6 s per "minute"
+    told: list[str] = []
+    s = Supervisor(prepare, stop_grace_s=3, on_overrides=told.append).start()
+    try:
+        s.submit(LoadModel("a"))
+        assert wait(lambda: states(s).get("a", (None,))[0] is S.READY)
+        assert s.snapshot().engines[0].idle_timeout_s is None  # the launch said never
+        s.submit(ApplyOverrides("a", ModelOverrides(idle_minutes=2), restart=False))
+        assert wait(lambda: s.snapshot().engines and s.snapshot().engines[0].idle_timeout_s == 1.2, 5)
+        assert told == ["a"]
+        started = time.monotonic()
+        assert wait(lambda: "a" not in states(s), 10), "the new idle time never unloaded the model"
+        assert time.monotonic() - started < 1.2 + 2.0
+    finally:
+        s.submit(Shutdown())
+        assert s.join(30)
+    assert engines_running(engine_binary) == []

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 import urllib.error
 import urllib.request
 
@@ -66,3 +67,42 @@ def test_a_saved_alias_names_the_model_after_a_rescan(stoker_home, demo_model):
     assert catalog.current.resolve("my-chat") == entry
     listed = json.dumps([e.aliases for e in catalog.current.entries])
     assert "my-chat" in listed
+
+
+def test_an_alias_saved_or_removed_in_the_dialog_reaches_the_gateway_at_once(stoker_home, demo_model):
+    """The dialog saves the overrides, then sends ApplyOverrides: the catalog is rescanned
+    then, so a removed alias stops naming the model without waiting for a request to miss."""
+    from stoker.core.commands import ApplyOverrides
+
+    models = stoker_home / "data" / "models"
+    models.mkdir(parents=True)
+    (models / demo_model.name).symlink_to(demo_model)
+    path = str(models / demo_model.name)
+    store = OverridesStore(stoker_paths().config)
+    instance = Instance(never_prepare, port=0).start()
+
+    def aliases() -> list[str]:
+        status, _headers, body = get(instance.url + "/v1/models")
+        assert status == 200
+        return [a for m in json.loads(body)["data"] for a in m["aliases"]]
+
+    def within(cond, seconds=5.0) -> bool:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if cond():
+                return True
+            time.sleep(0.05)
+        return False
+
+    try:
+        assert "my-chat" not in aliases()
+        store.set(path, ModelOverrides(aliases=("my-chat",)))
+        instance.supervisor.submit(ApplyOverrides(path, ModelOverrides(aliases=("my-chat",)), restart=False))
+        assert within(lambda: "my-chat" in aliases())
+        store.set(path, ModelOverrides())
+        instance.supervisor.submit(ApplyOverrides(path, ModelOverrides(), restart=False))
+        assert within(lambda: "my-chat" not in aliases()), "a removed alias still named the model"
+    finally:
+        instance.supervisor.submit(Shutdown())
+        instance.close()
+        instance.supervisor.join(10)
