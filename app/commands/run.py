@@ -241,7 +241,10 @@ def _run_headless(args, preparer, paths, holder: dict, stop_now: list) -> int:
         if stop_now:  # Ctrl-C before anything started: nothing to stop
             return 0
         holder["instance"] = instance
-        instance.start()
+        try:
+            instance.start()
+        except GatewayError as exc:
+            raise UserError(str(exc)) from None
         print(f"endpoint: {instance.url}/v1  (OpenAI and Anthropic APIs; models by id: "
               f"GET {instance.url}/v1/models)", flush=True)
         sup.submit(StartModel(args.model))

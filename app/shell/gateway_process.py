@@ -22,6 +22,7 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from functools import partial
+from typing import TYPE_CHECKING
 
 from stoker.core import commands as cmd
 from stoker.core.model_ids import Catalog
@@ -32,6 +33,10 @@ from stoker.shell.gateway_link import (CatalogChanged, CloseIfIdle, CommandWante
                                        Outbox, read_frame, RescanWanted, Rescanned, RouteClosed, RouteOpened,
                                        Shutdown, SnapshotChanged, UsageChanged)
 from stoker.shell.routes import Routes
+
+if TYPE_CHECKING:  # annotations only: the instance builds both and hands them over
+    from stoker.shell.catalog import ModelCatalog
+    from stoker.shell.supervisor import Supervisor
 
 log = logging.getLogger(__name__)
 
@@ -141,7 +146,8 @@ class RemoteRoutes(Routes):
 class GatewayProcess:
     """`start()` spawns the child on the bound sockets; `wait_ready()` until it listens."""
 
-    def __init__(self, supervisor, catalog, routes: RemoteRoutes, config: GatewayConfig, *,
+    def __init__(self, supervisor: Supervisor, catalog: ModelCatalog, routes: RemoteRoutes,
+                 config: GatewayConfig, *,
                  sockets: list, tray_shown: Callable[[], bool | None],
                  api_key: Callable[[], str | None]) -> None:
         self._sup = supervisor

@@ -77,7 +77,12 @@ class Instance:
         self.catalog.refresh()
         self.gateway.start()  # the gateway process imports while the supervisor starts
         self.supervisor.start()
-        self.gateway.wait_ready()
+        try:
+            self.gateway.wait_ready()
+        except GatewayError:
+            self.supervisor.submit(cmd.Shutdown())
+            self.gateway.stop()
+            raise
         return self
 
     def close(self) -> None:

@@ -252,7 +252,10 @@ def run_tray(model: str | None = None, *, preparer=None,
         holder["answer"] = control_handler(stoker, instance)
         stoker.finished.connect(app.quit)
         quit_on_session_end(app, stoker)
-        instance.start()
+        try:
+            instance.start()
+        except GatewayError as exc:
+            raise UserError(str(exc)) from None
         control.serve()
         if not stoker.show_tray():
             print(NO_TRAY_LINE, file=sys.stderr)  # the host vanished between check and show

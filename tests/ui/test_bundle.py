@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
@@ -81,6 +82,12 @@ def test_frozen_stoker_inspects_plans_and_shows_its_tray(bundle, env, demo_model
         assert Path(engine.exe()) == engine_binary.resolve()
         # The engine loads the system's libraries, not the ones frozen into the bundle.
         assert str(bundle.parent) not in engine.environ().get("LD_LIBRARY_PATH", "")
+        # The endpoint serves from its own process: the bundle's executable again (no Python).
+        gateway = psutil.Process(status["gateway"]["pid"])
+        assert "--stoker-gateway-process" in gateway.cmdline()
+        with urllib.request.urlopen(status["gateway"]["url"] + "/v1/models", timeout=10) as resp:
+            listed = json.loads(resp.read())
+        assert [m["status"] for m in listed["data"] if m["id"] == "smollm2-135m-instruct:q4_1"] == ["loaded"]
         stop = frozen(bundle, "stop", env=env, cwd=tmp_path)
         assert stop.returncode == 0, stop.stderr
         _out, err = tray.communicate(timeout=60)
@@ -91,6 +98,7 @@ def test_frozen_stoker_inspects_plans_and_shows_its_tray(bundle, env, demo_model
     assert tray.returncode == 0, err
     assert "Traceback" not in err
     assert not psutil.pid_exists(engine_pid) or psutil.Process(engine_pid).status() == "zombie"
+    assert not psutil.pid_exists(gateway.pid) or gateway.status() == "zombie"
 
 
 def test_frozen_setup_builds_installs_and_fetches_the_model(bundle, tmp_path, engine_dir):
