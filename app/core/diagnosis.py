@@ -398,7 +398,8 @@ _RULES = (
        r"|hipErrorNoBinaryForGpu|hipErrorInvalidDeviceFunction|No compatible code objects? found"
        # rocBLAS ships kernels per GPU architecture: a missing one reads as a Tensile file it
        # cannot open `for GPU arch : gfx1103`.
-       r"|Cannot read \S*TensileLibrary\S*|Illegal seek for GPU arch|rocBLAS error: Could not initialize Tensile"),
+       r"|rocBLAS error: Cannot read .*TensileLibrary|for GPU arch\s*:\s*gfx\w+\s*$"
+       r"|rocBLAS error: Could not initialize Tensile"),
     # An RPC worker (core/rpc.py) went away or never answered: ggml-rpc.cpp aborts with these.
     # Above the drafter and OOM rules: everything after a lost worker is its echo.
     _r("rpc-worker-lost", 88, r"Remote RPC server crashed or returned malformed response"
@@ -417,7 +418,9 @@ _RULES = (
     _r("metal-oom", 80, r"failed to allocate Metal buffer|ggml_metal_buffer_(init|map): error: failed to"
        r" allocate|ggml_metal_add_buffer: error: failed to allocate"
        r"|failed to allocate MTL\d+ buffer|kIOGPUCommandBufferCallbackErrorOutOfMemory"
-       r"|Insufficient Memory \(0+8"),
+       r"|Insufficient Memory \(0+8"
+       # 2023 engines: one Metal buffer may not exceed the device's maximum buffer length
+       r"|ggml_metal_add_buffer: buffer '\w+' size \d+ is larger than buffer maximum"),
     _r("host-oom", 79, r"Failed with result 'oom-kill'|killed by the OOM killer|invoked oom-killer"
        r"|Out of memory: Kill(ed)? process|Memory cgroup out of memory|oom-kill:constraint"
        r"|\"OOMKilled\":\s*true|Reason:\s*OOMKilled|\bOOMKilled\s*$|oom_reaper: reaped process"),
@@ -443,6 +446,7 @@ _RULES = (
     _r("missing-library", 75, r"error while loading shared libraries|cannot open shared object file"
        r"|dyld(\[\d+\])?: Library not loaded|The code execution cannot proceed because .*\.dll"
        r"|\.dll was not found|Could not find module .*\.dll|\[WinError 126\]"
+       r"|The specified module could not be found"
        r"|dyld(\[\d+\])?: image not found|Library not loaded: @rpath"),
     _r("bad-argument", 70, r"error: invalid argument:|error while handling argument|unknown argument"
        r"|error: unrecognized arguments?:"

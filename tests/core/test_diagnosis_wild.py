@@ -294,3 +294,13 @@ def test_priority_an_unnamed_allocation_beats_the_bad_model_wrapper_and_the_abor
         "terminate called after throwing an instance of 'std::runtime_error'"], signal="SIGABRT",
         backend="cuda"))
     assert inc.kind == "cuda-oom"
+
+
+def test_batch_six_wordings_an_old_metal_buffer_limit_a_spaced_rocblas_path_and_windows_126():
+    assert diagnose("ggml_metal_add_buffer: buffer 'data' size 18300780544 is larger than buffer "
+                    "maximum of 17179869184", os="darwin").kind == "metal-oom"
+    assert diagnose("rocBLAS error: Cannot read C:\\Program Files\\AMD\\ROCm\\5.7\\bin\\rocblas\\library\\"
+                    "/TensileLibrary.dat: No such file or directory for GPU arch : gfx1032",
+                    os="windows").kind == "no-kernel-image"
+    assert diagnose("E:\\llama-b7966-bin-win-cpu-x64\\ggml.dll: error loading library: The specified "
+                    "module could not be found.", os="windows").kind == "missing-library"
