@@ -10,7 +10,7 @@ backend given).
 
 A fifth of the corpus is held out from pattern writing: a file is held out when the first
 byte of sha256(file name) is divisible by 5. The rule was fixed before the logs were
-collected, and the held-out accuracy is reported on its own. Batches 2 and 3 (labels.tsv
+collected, and the held-out accuracy is reported on its own. Batches 2 and later (labels.tsv
 column `batch`) were each collected after the patterns were frozen; their first run is the
 strictest figure (README records it), though later tuning saw their training files.
 

@@ -369,23 +369,37 @@ def _r(kind: str, priority: int, pattern: str) -> _Rule:
 #  79  the kernel's OOM killer ended it (systemd, dmesg lines): the cause of the end,
 #      whatever normal line came last.
 #  78  system memory ran out inside the engine.
-#  76  the loader refused: another build's library shadows this one's (`undefined symbol`),
-#      or the system's C library is older than the build needs (`GLIBC_2.38 not found`).
+#  77  the system's C/C++ library is older than the build needs (`GLIBC_2.38 not found`;
+#      macOS: a missing symbol `Expected in: /usr/lib/libc++.1.dylib`): above the next rule,
+#      since dyld prints `Symbol not found` for that too.
+#  76  the loader refused: another build's library shadows this one's (`undefined symbol`).
 #  75  a library is missing; the port is taken.
-#  70  a bad argument (old and new wordings), 60 a bad model file.
-#  50  a wrapper gave up waiting for readiness (llama-swap, Ollama, ramalama).
+#  70  a bad argument (old and new wordings).
+#  65  an allocation failed on a device the line does not name (`unable to allocate backend
+#      buffer`, `failed to allocate buffer for kv cache`): memory, on the build's device;
+#      above bad-model because llama.cpp wraps it in `error loading model:`.
+#  60  a bad model file.
+#  50  a wrapper or service manager gave up waiting for readiness (llama-swap, Ollama,
+#      ramalama, systemd, Kubernetes); and, while starting only, any line that says a
+#      wait for the engine's start, readiness or health timed out (_START_TIMEOUT).
 #  45  a wrapper unloaded the model on purpose (llama-swap's TTL): a stop, even if by SIGKILL.
 #  40  any other GPU error, 30 an assertion: they are often the echo of an earlier cause.
 # With no line at all, the exit (given, or written by the wrapper) decides: _kind_from_exit.
 # "gpu-oom" rules are resolved to cuda/rocm by the ROCm signs in the whole log
-# (`cudaMalloc failed` and `CUDA error` also appear on HIP builds).
+# (`cudaMalloc failed` and `CUDA error` also appear on HIP builds); "device-oom" by the
+# buffer the line names, else by the build's backend (_device_oom_kind).
 _RULES = (
     _r("cuda-driver-too-old", 90, r"driver version is insufficient for (CUDA )?runtime version"
        r"|cudaErrorInsufficientDriver|forward compatibility was attempted on non supported HW"
-       r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"),
+       r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"
+       r"|CUDA_ERROR_UNSUPPORTED_PTX_VERSION"),
     _r("no-kernel-image", 90, r"no kernel image is available for execution on the device"
        r"|invalid device function|has no device code compatible with CUDA arch"
-       r"|hipErrorNoBinaryForGpu|hipErrorInvalidDeviceFunction|No compatible code objects? found"),
+       r"|hipErrorNoBinaryForGpu|hipErrorInvalidDeviceFunction|No compatible code objects? found"
+       # rocBLAS ships kernels per GPU architecture: a missing one reads as a Tensile file it
+       # cannot open `for GPU arch : gfx1103`.
+       r"|rocBLAS error: Cannot read .*TensileLibrary|for GPU arch\s*:\s*gfx\w+\s*$"
+       r"|rocBLAS error: Could not initialize Tensile"),
     # An RPC worker (core/rpc.py) went away or never answered: ggml-rpc.cpp aborts with these.
     # Above the drafter and OOM rules: everything after a lost worker is its echo.
     _r("rpc-worker-lost", 88, r"Remote RPC server crashed or returned malformed response"
@@ -394,7 +408,8 @@ _RULES = (
        r"|common_speculative_init\w*: failed|draft model vocab (type )?must match target model"
        r"|failed to process speculative batch"),
     _r("gpu-oom", 80, r"(CUDA|ROCm|MUSA) error:\s*(out of memory|memory allocation)"
-       r"|cudaMalloc failed:\s*out of memory|hipErrorOutOfMemory|ggml-cuda\.cu:\d+: out of memory"
+       r"|(cuda|hip)Malloc(Managed|Host)? failed:\s*out of memory|hipErrorOutOfMemory"
+       r"|cudaErrorMemoryAllocation|ggml-cuda\.cu:\d+: out of memory"
        r"|failed to allocate (CUDA|ROCm|MUSA)\d+ buffer|unable to allocate (CUDA|ROCm|MUSA)\d+ buffer"),
     _r("vulkan-oom", 80, r"ErrorOutOfDeviceMemory|OutOfDeviceMemoryError|VK_ERROR_OUT_OF_DEVICE_MEMORY"
        r"|ggml_vulkan:.*(allocation|memory).*failed|unable to allocate Vulkan\d+ buffer"
@@ -403,22 +418,36 @@ _RULES = (
     _r("metal-oom", 80, r"failed to allocate Metal buffer|ggml_metal_buffer_(init|map): error: failed to"
        r" allocate|ggml_metal_add_buffer: error: failed to allocate"
        r"|failed to allocate MTL\d+ buffer|kIOGPUCommandBufferCallbackErrorOutOfMemory"
-       r"|Insufficient Memory \(0+8"),
+       r"|Insufficient Memory \(0+8"
+       # 2023 engines: one Metal buffer may not exceed the device's maximum buffer length
+       r"|ggml_metal_add_buffer: buffer '\w+' size \d+ is larger than buffer maximum"),
     _r("host-oom", 79, r"Failed with result 'oom-kill'|killed by the OOM killer|invoked oom-killer"
        r"|Out of memory: Kill(ed)? process|Memory cgroup out of memory|oom-kill:constraint"
-       r"|\"OOMKilled\":\s*true"),
+       r"|\"OOMKilled\":\s*true|Reason:\s*OOMKilled|\bOOMKilled\s*$|oom_reaper: reaped process"),
     _r("host-oom", 78, r"failed to allocate CPU\w* buffer|ggml_aligned_malloc: insufficient memory"
        r"|ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate|std::bad_alloc"
-       r"|Cannot allocate memory|out of host memory|mmap failed.*ENOMEM"),
+       r"|Cannot allocate memory|out of host memory|mmap failed.*ENOMEM"
+       # Windows: the commit limit (RAM + page file) is reached
+       r"|paging file is too small|os error 1455|Not enough memory resources are available"),
     _r("stale-library", 76, r"symbol lookup error|undefined symbol|could not be located in the dynamic"
-       r" link library|Symbol not found: _"),
-    _r("system-too-old", 76, r"version `?'?(GLIBC|GLIBCXX|CXXABI)_[\d.]+'? not found"),
+       r" link library|Symbol not found: _"
+       # a copy of the library for another architecture, or another version, found first
+       r"|wrong ELF class|\[WinError 193\]|is not a valid Win32 application|\[WinError 127\]"
+       r"|The specified procedure could not be found|incompatible architecture \(have"),
+    _r("system-too-old", 77, r"version `?'?(GLIBC|GLIBCXX|CXXABI)_[\d.]+'? not found"
+       # macOS: a symbol the build expects in the system's own libraries (an older macOS), or
+       # dyld saying outright that the binary was built for a newer one
+       r"|Expected in:?\s*/usr/lib/|Expected in:?\s*/System/Library/"
+       r"|built for (newer )?macOS( version)? [\d.]+ which is newer than running OS"),
     _r("port-in-use", 75, r"couldn't bind (HTTP server|to server) socket|exiting due to HTTP server error"
        r"|address already in use|EADDRINUSE|error while attempting to bind on address"
-       r"|\[Errno (48|98|99)\]|cannot assign requested address"),
+       r"|\[Errno (48|98|99)\]|cannot assign requested address"
+       r"|only one usage of each socket address|WSAEADDRINUSE|\[WinError 10048\]"),
     _r("missing-library", 75, r"error while loading shared libraries|cannot open shared object file"
        r"|dyld(\[\d+\])?: Library not loaded|The code execution cannot proceed because .*\.dll"
-       r"|\.dll was not found|Could not find module .*\.dll"),
+       r"|\.dll was not found|Could not find module .*\.dll|\[WinError 126\]"
+       r"|The specified module could not be found"
+       r"|dyld(\[\d+\])?: image not found|Library not loaded: @rpath"),
     _r("bad-argument", 70, r"error: invalid argument:|error while handling argument|unknown argument"
        r"|error: unrecognized arguments?:"
        r"|error while handling environment variable|Unsupported cache type|unknown speculative type"
@@ -426,15 +455,28 @@ _RULES = (
        r"|quantized V cache requires flash_attn|K cache type \S+ with block size \d+ does not divide"
        r"|model does not support different K|SPLIT_MODE_TENSOR requires flash_attn"
        r"|invalid device:|Available buffer types:|^not a directory:|Unknown reasoning format"
-       r"|invalid value for main_gpu|invalid boolean value"),
+       r"|invalid value for main_gpu|invalid boolean value"
+       r"|unrecognized option '-|: invalid option -- |error: unrecognized command line option"),
+    # An allocation the line does not place on a device (or names only as a buffer type):
+    # llama-model.cpp's `unable to allocate %s buffer` (older builds: `backend buffer`),
+    # the KV, recurrent-state, compute and output buffers of llama-context.cpp.
+    _r("device-oom", 65, r"unable to allocate (\w+ )?buffer|failed to allocate buffer for (kv|rs) cache"
+       r"|failed to allocate compute (pp |tg )?buffers|failed to allocate output buffer"),
     # llama.cpp's own wording only: LM Studio's generic "Error loading model." and
     # "Failed to load model" say nothing about the file.
     _r("bad-model", 60, r"failed to open GGUF file|gguf_init_from_\w+: failed|error loading model:"
        r"|error loading model architecture|unknown model architecture|missing tensor"
        r"|not within the file bounds|model is corrupted or incomplete|(?-i:\w: failed to load model)"
-       r"|chat template parsing error|failed to load multimodal model|invalid magic"),
-    _r("startup-timeout", 50, r"health check failed after \d+|timed out waiting for llama runner to start"
-       r"|health check of container .* timed out"),
+       r"|chat template parsing error|failed to load multimodal model|invalid magic"
+       # pre-GGUF and early-GGUF engines
+       r"|unknown \(magic, version\) combination|this format is no longer supported"
+       r"|GGML files are no longer supported|tensor '[^']+' has wrong shape|wrong number of tensors"
+       r"|invalid model file|unexpectedly reached end of file|tensor data is not within"),
+    _r("startup-timeout", 50, r"health check (failed|timed out) after \d+|timed out waiting for llama runner to start"
+       r"|health check of container .* timed out"
+       # systemd's start timeout (Type=notify/forking units) and Kubernetes' startup probe
+       r"|start operation timed out\. Terminating|Failed with result 'timeout'"
+       r"|failed startup probe|Startup probe failed"),
     # A wrapper unloading the model on purpose (llama-swap's TTL): whatever signal follows
     # (llama-swap escalates to SIGKILL after its stop timeout) is its doing, not a crash.
     _r("stopped", 45, r"Unloading model, TTL of \d+s? reached"),
@@ -451,6 +493,30 @@ _KV_FAIL = re.compile(r"failed to allocate buffer for kv cache|failed to allocat
 # llama.cpp that is nearly always an allocation that failed, so it is read as memory on the
 # build's device, and the title says it is a reading, not a certainty.
 _CONTEXT_FAIL = re.compile(r"failed to create context with model", re.IGNORECASE)
+
+
+# While the engine is still starting, a wrapper's own words for giving up on it: a timeout
+# word and a start, readiness or health word in one line (Ollama, llama-swap, LocalAI,
+# launchers' `Timed out waiting for llama-server to become healthy`, a Dart or Python
+# `TimeoutException` around a health poll). A flag (`--timeout 600`, `timeout=30`) is not one.
+_TIMEOUT_WORD = re.compile(r"\btimed[ -]?out\b|(?<![-\w])time-?out\b(?!\s*[=:]?\s*\d)|Timeout(Exception|Error)"
+                           r"|deadline exceeded|took too long", re.IGNORECASE)
+_START_WORD = re.compile(r"\bstart(s|ed|ing|-?up)?\b|\bready\b|readiness|health|become available"
+                         r"|\bload(ing)?( the)? model|model load|\brunner\b|listening", re.IGNORECASE)
+# llama-swap's stop of its upstream (`cmdStopUpstreamProcess() initiating graceful stop`):
+# while the engine is still starting and nothing failed, a start-up timeout or a swap.
+_WRAPPER_STOP = re.compile(r"initiating graceful stop of upstream process|stopping upstream process",
+                           re.IGNORECASE)
+
+
+def start_timeout_from_log(lines) -> str | None:
+    """The line in which a wrapper says it gave up waiting for the engine to start, else None.
+    Only meaningful while the engine was still starting (the caller checks the phase)."""
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        if _TIMEOUT_WORD.search(line) and _START_WORD.search(line):
+            return line.strip()
+    return None
 
 
 @dataclass(frozen=True)
@@ -489,6 +555,35 @@ def _gpu_oom_kind(lines: tuple[str, ...], backend: str | None) -> tuple[str, boo
     return "cuda-oom", True  # ggml-cuda's words alone: a CUDA or a HIP build
 
 
+_BUFFER_NAMED = re.compile(r"allocate (\w+) buffer", re.IGNORECASE)
+
+
+def _device_oom_kind(line: str, lines: tuple[str, ...], backend: str | None) -> tuple[str, str | None]:
+    """(kind, unsure) for an allocation failure whose line names no device, or only a buffer
+    type: the buffer's name decides (`CUDA0`, `Vulkan0`, `Metal`, `CPU`, `CUDA_Host`), else
+    the build's backend; with neither, system memory, and the title says it is a reading."""
+    m = _BUFFER_NAMED.search(line)
+    name = m.group(1) if m else ""
+    if re.search(r"host|^CPU", name, re.IGNORECASE):
+        return "host-oom", None
+    if re.match(r"(CUDA|MUSA)\d", name):
+        kind, vendor_open = _gpu_oom_kind(lines, backend)
+        return kind, _UNSURE_GPU_VENDOR if vendor_open else None
+    by_name = {"ROCm": "rocm-oom", "Vulkan": "vulkan-oom", "Metal": "metal-oom", "MTL": "metal-oom"}
+    for prefix, kind in by_name.items():
+        if name.startswith(prefix):
+            return kind, None
+    b = backend or backend_from_log(lines)
+    if b in ("cuda", "rocm"):
+        kind, vendor_open = _gpu_oom_kind(lines, b)
+        return kind, None
+    if b in ("vulkan", "metal"):
+        return f"{b}-oom", None
+    if b == "cpu":
+        return "host-oom", None
+    return "host-oom", _UNSURE_DEVICE
+
+
 def _short(text: str, limit: int = 300) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -501,6 +596,8 @@ def _short(text: str, limit: int = 300) -> str:
 _UNSURE_SIGKILL = "sigkill-only"   # host-oom read from a bare SIGKILL
 _UNSURE_GPU_VENDOR = "gpu-vendor"  # ggml-cuda's words without saying CUDA or HIP
 _UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reason given
+_UNSURE_DEVICE = "device-unnamed"  # an allocation failed, on a device the log does not name
+_UNSURE_STOPPED_STARTING = "stopped-starting"  # a wrapper stopped it before it was ready
 
 
 def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[str, str]:
@@ -514,6 +611,9 @@ def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[st
         if unsure == _UNSURE_CONTEXT:
             title = ("The engine could not create its context and the log does not say why; most "
                      "likely the system memory (RAM) ran out.")
+        elif unsure == _UNSURE_DEVICE:
+            title = ("The engine could not allocate a memory buffer and the log does not say on "
+                     "which device; with no GPU build named, most likely the system memory (RAM).")
         elif unsure == _UNSURE_SIGKILL:
             when = "while loading the model" if starting else "while serving"
             title = (f"The engine was killed from outside (SIGKILL) {when}, with no error in its "
@@ -606,6 +706,12 @@ def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[st
                 "Check that the GPU driver is installed and working (nvidia-smi / rocminfo / "
                 "vulkaninfo), then restart the engine.")
     if kind == "startup-timeout":
+        if unsure == _UNSURE_STOPPED_STARTING:
+            return ("The program running the engine stopped it before it became ready, with no "
+                    "error in the log; most likely its start-up (health check) timeout ran out, "
+                    "though a model swap or an idle unload ends it the same way.",
+                    "Give the wrapper a longer start-up timeout (llama-swap: healthCheckTimeout) "
+                    "if the model loads slowly, e.g. from a network disk.")
         return ("The engine did not become ready in time and was stopped.",
                 "Look at the last log lines; a very large model on a slow disk may need a longer "
                 "start-up time, otherwise try a smaller context.")
@@ -692,6 +798,8 @@ def classify_exit(report: ExitReport) -> Incident:
         if kind == "gpu-oom":
             kind, vendor_open = _gpu_oom_kind(tail, report.backend)
             unsure = _UNSURE_GPU_VENDOR if vendor_open else None
+        elif kind == "device-oom":
+            kind, unsure = _device_oom_kind(evidence, tail, report.backend)
         if kind == "assertion-failed" and report.oom_killed:
             kind, evidence = "host-oom", "the kernel's out-of-memory killer ended the process"
     else:
@@ -712,6 +820,14 @@ def classify_exit(report: ExitReport) -> Incident:
                     break
         if evidence is None and exit_line is not None and kind != "unknown":
             evidence = exit_line
+    if (report.phase == "starting" and not report.signalled_by_us
+            and (match is None or match.priority < 50) and kind not in OOM_KINDS):
+        waited = start_timeout_from_log(tail)
+        stop = next((strip_log_prefix(x) for x in tail if _WRAPPER_STOP.search(x)), None)
+        if waited is not None:
+            kind, evidence, unsure = "startup-timeout", waited, None
+        elif stop is not None and match is None and kind in ("unknown", "stopped"):
+            kind, evidence, unsure = "startup-timeout", stop, _UNSURE_STOPPED_STARTING
     if kind in ("stopped", "unknown") and match is None:
         unused = gpu_unused_from_log(tail, report.backend or backend_from_log(tail),
                                      report.plan_wanted_gpu)

@@ -227,3 +227,80 @@ def test_a_ttl_unload_then_sigkill_is_a_stop():
     inc = diagnose("llama-swap: <m> Unloading model, TTL of 300s reached",
                    "llama-swap: <m> ExitError >> signal: killed, exit code: -1")
     assert inc.kind == "stopped" and not inc.counts_as_strike
+
+
+# ------------------------------------------------- wordings read from the wrappers' and engine's sources
+
+def test_start_timeouts_in_other_wrappers_words_while_starting():
+    # llama-swap's current wording, systemd's start timeout, a Kubernetes startup probe, a
+    # launcher's own sentence: each while the engine had not yet said it was listening.
+    for line in ("unable to start process: health check timed out after 120s",
+                 "llama.service: start operation timed out. Terminating.",
+                 "Warning  Unhealthy  kubelet  Startup probe failed: Get \"http://10.0.0.5:8080/health\"",
+                 "Error: Timed out waiting for llama-server to become healthy after 60s"):
+        inc = diagnose("srv    load_model: loading model '/m.gguf'", line)
+        assert inc.kind == "startup-timeout", (line, inc)
+
+
+def test_a_timeout_after_the_engine_was_ready_or_a_timeout_flag_is_not_a_start_timeout():
+    ready = diagnose("main: server is listening on http://127.0.0.1:8080 - starting the main loop",
+                     "httpx.ReadTimeout: timed out waiting for the model to start streaming", signal="SIGSEGV")
+    assert ready.kind != "startup-timeout"
+    flag = diagnose("main: launching ./llama-server --timeout 600 --model /m.gguf (start)", exit_code=1)
+    assert flag.kind != "startup-timeout"
+
+
+def test_a_wrapper_stopping_a_still_starting_engine_says_it_is_a_reading():
+    inc = diagnose("cmdStopUpstreamProcess() initiating graceful stop of upstream process")
+    assert inc.kind == "startup-timeout"
+    assert "most likely" in inc.title and "swap" in inc.title
+
+
+def test_an_allocation_on_an_unnamed_device_is_memory_on_the_builds_device():
+    # llama-model.cpp wraps the failure in `error loading model:`; it is memory, not the file.
+    line = "llama_model_load: error loading model: unable to allocate backend buffer"
+    assert classify_exit(report_from_log([line], backend="rocm")).kind == "rocm-oom"
+    assert classify_exit(report_from_log([line], backend="vulkan")).kind == "vulkan-oom"
+    unnamed = classify_exit(report_from_log([line]))
+    assert unnamed.kind == "host-oom" and "does not say on which device" in unnamed.title
+    # b11434 names the buffer type, and that decides before the backend does
+    named = "llama_model_load: error loading model: unable to allocate CUDA_Host buffer"
+    assert classify_exit(report_from_log([named], backend="cuda")).kind == "host-oom"
+
+
+def test_rocblas_without_kernels_for_this_gpu_is_no_kernel_image():
+    inc = diagnose("rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: "
+                   "Illegal seek for GPU arch : gfx1103", signal="SIGABRT")
+    assert inc.kind == "no-kernel-image"
+
+
+def test_windows_and_macos_loader_wordings():
+    assert diagnose("OSError: [WinError 193] %1 is not a valid Win32 application", os="windows").kind \
+        == "stale-library"
+    assert diagnose("FileNotFoundError: [WinError 126] The specified module could not be found",
+                    os="windows").kind == "missing-library"
+    assert diagnose("dyld[812]: Symbol not found: __ZNSt3__117bad_function_callD1Ev",
+                    "  Expected in:     /usr/lib/libc++.1.dylib", os="darwin").kind == "system-too-old"
+    assert diagnose("error: Only one usage of each socket address (protocol/network address/port) "
+                    "is normally permitted.", os="windows").kind == "port-in-use"
+    assert diagnose("RuntimeError: The paging file is too small for this operation to complete. "
+                    "(os error 1455)", os="windows").kind == "host-oom"
+
+
+def test_priority_an_unnamed_allocation_beats_the_bad_model_wrapper_and_the_abort_after_it():
+    inc = classify_exit(report_from_log([
+        "llama_model_load: error loading model: unable to allocate backend buffer",
+        "llama_load_model_from_file: failed to load model",
+        "terminate called after throwing an instance of 'std::runtime_error'"], signal="SIGABRT",
+        backend="cuda"))
+    assert inc.kind == "cuda-oom"
+
+
+def test_batch_six_wordings_an_old_metal_buffer_limit_a_spaced_rocblas_path_and_windows_126():
+    assert diagnose("ggml_metal_add_buffer: buffer 'data' size 18300780544 is larger than buffer "
+                    "maximum of 17179869184", os="darwin").kind == "metal-oom"
+    assert diagnose("rocBLAS error: Cannot read C:\\Program Files\\AMD\\ROCm\\5.7\\bin\\rocblas\\library\\"
+                    "/TensileLibrary.dat: No such file or directory for GPU arch : gfx1032",
+                    os="windows").kind == "no-kernel-image"
+    assert diagnose("E:\\llama-b7966-bin-win-cpu-x64\\ggml.dll: error loading library: The specified "
+                    "module could not be found.", os="windows").kind == "missing-library"
