@@ -307,7 +307,7 @@ def test_a_bad_override_value_is_told_and_the_planned_value_used(home, demo_mode
     key = str(demo_model.resolve())
     (config / "overrides.json").write_text(json.dumps(
         {"schema": 1, "models": {key: {"ctx": value, "slots": 1}}}))
-    run = Stoker("run", str(demo_model), "--headless")
+    run = Stoker("run", str(demo_model), "--headless", "--port", "0")
     try:
         run.wait_line("ready: ")
         line = run.wait_line("ctx must be a whole number", stream="err")
@@ -354,7 +354,7 @@ def test_a_read_only_or_full_config_folder_is_one_sentence_and_loses_nothing(hom
             finally:
                 os.close(fd)
         before = _snapshot(config)
-        run = Stoker("run", str(demo_model), "--headless", "--ctx", "1024")
+        run = Stoker("run", str(demo_model), "--headless", "--ctx", "1024", "--port", "0")
         try:
             run.wait_line("ready: ")
             line = run.wait_line("could not remember the last used model", stream="err")
@@ -428,7 +428,7 @@ def test_qt_that_cannot_load_xcb_names_the_library_and_runs_headless(home, demo_
     fake.mkdir()
     (fake / "libxcb-cursor.so.0").write_bytes(b"")  # the loader meets a broken copy first
     env["LD_LIBRARY_PATH"] = f"{fake}:{env.get('LD_LIBRARY_PATH', '')}".rstrip(":")
-    run = Stoker("run", str(demo_model), "--ctx", "1024", env=env)
+    run = Stoker("run", str(demo_model), "--ctx", "1024", "--port", "0", env=env)
     try:
         line = run.wait_line("libxcb-cursor.so.0", stream="err")
         assert "install libxcb-cursor0" in line and "Running headless" in line

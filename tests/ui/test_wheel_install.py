@@ -104,7 +104,7 @@ def test_installed_stoker_runs_outside_the_checkout(venv, demo_model, engine_bin
     assert Path(icons.stdout.strip()).is_relative_to(venv) and not Path(icons.stdout.strip()).is_relative_to(REPO)
 
     # The tray through the gui-scripts entry, for a few seconds under the test display.
-    tray = subprocess.Popen([str(venv / "bin" / "stoker-tray")], cwd=tmp_path, env=env,
+    tray = subprocess.Popen([str(venv / "bin" / "stoker-tray"), "--port", "0"], cwd=tmp_path, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         status = None
