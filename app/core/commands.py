@@ -105,6 +105,12 @@ class ShareWorker:
 
 
 @dataclass(frozen=True)
+class StartWorker:
+    """Start this machine's RPC worker again as it was last shared (the tray's Start on the
+    worker's line); nothing when none was ever shared."""
+
+
+@dataclass(frozen=True)
 class StopWorker:
     """Stop this machine's RPC worker (it stays stopped until a ShareWorker)."""
 
@@ -123,5 +129,5 @@ class Shutdown:
 
 
 Command = (StartModel | SwitchModel | Stop | Restart | LoadModel | UnloadModel | PinModel | EnsureModel
-           | CancelEnsure | ApplyOverrides | LiftQuarantine | ShareWorker | StopWorker | UseWorkerAgain
+           | CancelEnsure | ApplyOverrides | LiftQuarantine | ShareWorker | StartWorker | StopWorker | UseWorkerAgain
            | Shutdown)

@@ -265,6 +265,7 @@ class SharedWorker:
         self._thread: threading.Thread | None = None
         self._refused: WorkerView | None = None  # why the last start could not begin
         self.wanted: tuple[str, int, bool] | None = None  # (host, port, cache) of the last start
+        self._allow_remote = False  # the last start's consent to a non-loopback host
 
     def view(self) -> WorkerView | None:
         with self._lock:
@@ -276,10 +277,11 @@ class SharedWorker:
     def start(self, host: str, port: int, cache: bool = False, *, allow_remote: bool = False) -> None:
         from stoker.core.rpc import NO_AUTH_WARNING
 
-        running = self._thread is not None and self._thread.is_alive() and self._sup is not None
+        running = (self._thread is not None and self._thread.is_alive() and self._sup is not None
+                   and self._stop is not None and not self._stop.is_set())
         if running and self.wanted == (host, port, cache) and self._sup.state.phase is not EngineState.FAILED:
             return  # already sharing exactly this
-        self.wanted = (host, port, cache)
+        self.wanted, self._allow_remote = (host, port, cache), allow_remote
         why = None
         binary = rpc_server_binary()
         if not 0 < port < 65536:
@@ -316,6 +318,12 @@ class SharedWorker:
         self._thread = threading.Thread(target=run, name=f"stoker-rpc-worker-{port}", daemon=True)
         self._thread.start()
         self._on_change()
+
+    def start_again(self) -> None:
+        """Start as last shared (with the consent given then); nothing when never shared."""
+        if self.wanted is not None:
+            host, port, cache = self.wanted
+            self.start(host, port, cache, allow_remote=self._allow_remote)
 
     def stop(self) -> None:
         """Ask the running rpc-server to stop (it is gone once the view says stopped)."""

@@ -576,6 +576,9 @@ class Supervisor:
                                                    clock=self._clock)
             self._shared_worker.start(command.host, command.port, command.cache,
                                       allow_remote=command.allow_remote)
+        elif isinstance(command, cmd.StartWorker):
+            if self._shared_worker is not None:
+                self._shared_worker.start_again()
         elif isinstance(command, cmd.StopWorker):
             if self._shared_worker is not None:
                 self._shared_worker.stop()
