@@ -105,7 +105,7 @@ class WorkerSupervisor:
                  threads: int | None = None, log_allocations: bool = False,
                  policy: RestartPolicy | None = None, log_dir: Path | None = None,
                  incident_log: IncidentLog | None = None,
-                 on_status: Callable[[WorkerStatus], None] | None = None,
+                 on_status: Callable[[WorkerView], None] | None = None,
                  clock: Callable[[], float] = time.time):
         from stoker.shell.paths import stoker_paths
 
