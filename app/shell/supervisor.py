@@ -1034,8 +1034,8 @@ class Supervisor:
                 keys = tuple(hook(endpoint) or ())
             except Exception:  # noqa: BLE001 - the offer stays; the log says why
                 log.exception("the preparer's readmit_worker failed")
-        for key in keys:
-            engine = self._engines.get(key)
+        for path in keys:
+            engine = self._engines.get(self._key_for(path))  # the preparer's path, resolved as keys are
             if engine is None or engine.phase not in (EngineState.STARTING, EngineState.READY,
                                                       EngineState.BACKOFF):
                 continue  # not resident: its next start plans with the worker anyway
