@@ -54,8 +54,10 @@ def run(args) -> int:
     last: list[str] = []
 
     def on_status(st) -> None:
-        line = (worker_status_line(st.endpoint, st.phase.value, st.pid, st.restarts)
-                + (f" ({st.last_error})" if st.last_error and st.phase is not EngineState.READY else ""))
+        lends = tuple(f"{d.name} ({d.free_bytes / 2**30:.1f} GiB free)" for d in st.devices
+                      if d.free_bytes is not None)
+        line = (worker_status_line(st.endpoint, st.state.value, st.pid, st.restarts, lends)
+                + (f" ({st.last_error})" if st.last_error and st.state is not EngineState.READY else ""))
         if last != [line]:
             last[:] = [line]
             print(line, flush=True)

@@ -10,6 +10,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from stoker.core.overrides import ModelOverrides
+from stoker.core.rpc import DEFAULT_PORT
 
 
 @dataclass(frozen=True)
@@ -110,9 +111,41 @@ class LiftQuarantine:
 
 
 @dataclass(frozen=True)
+class ShareWorker:
+    """Run this machine's RPC worker (rpc-server) for engines on other machines: Settings'
+    "Share this machine as an RPC worker" and the tray's Start on the worker's line. A
+    worker already running with other values is stopped and started with these."""
+
+    host: str = "127.0.0.1"
+    port: int = DEFAULT_PORT
+    cache: bool = False  # rpc-server --cache
+    allow_remote: bool = False  # a host other machines can reach needs this (no authentication)
+
+
+@dataclass(frozen=True)
+class StartWorker:
+    """Start this machine's RPC worker again as it was last shared (the tray's Start on the
+    worker's line); nothing when none was ever shared."""
+
+
+@dataclass(frozen=True)
+class StopWorker:
+    """Stop this machine's RPC worker (it stays stopped until a ShareWorker)."""
+
+
+@dataclass(frozen=True)
+class UseWorkerAgain:
+    """An RPC worker that went away is back (snapshot.workers_back): re-plan the models that
+    were planned without it with it in again, and restart them."""
+
+    endpoint: str  # HOST:PORT
+
+
+@dataclass(frozen=True)
 class Shutdown:
     """Stop the engine cleanly and end the supervisor thread."""
 
 
 Command = (StartModel | SwitchModel | Stop | Restart | LoadModel | UnloadModel | PinModel | EnsureModel
-           | CancelEnsure | ApplyOverrides | LiftQuarantine | Shutdown)
+           | CancelEnsure | ApplyOverrides | LiftQuarantine | ShareWorker | StartWorker | StopWorker | UseWorkerAgain
+           | Shutdown)

@@ -2,8 +2,9 @@
 
 A notification interrupts the user, so it is sent only for things that changed and that
 a user would otherwise miss: a new incident, a build put in quarantine, a blocker found,
-a settings problem (a file moved aside, a bad override), the drafter left out, and a model
-that became ready after a long load. The same thing is
+a settings problem (a file moved aside, a bad override), the drafter left out, a model
+that became ready after a long load, an RPC worker that went away and is back (with the
+tray's "Use it again" offer), and this machine's own RPC worker stopping or giving up. The same thing is
 not repeated within `dedupe_s`, and no more than `max_per_window` go out per `window_s`
 (a crash loop must not flood the desktop). Pure: the time is passed in, the history is
 a value handed back; the UI shows what this returns and nothing else.
@@ -82,6 +83,7 @@ def _candidates(prev: AppSnapshot | None, snap: AppSnapshot,
         notes.append(Note(f"drafter:{snap.model_path}", f"{_model(snap)}: drafter left out",
                           snap.drafter_reason or "the speculative drafter was left out.",
                           "info"))
+    notes += _worker_notes(prev, snap)
     if (snap.state is EngineState.READY and prev is not None
             and prev.state is not EngineState.READY and history.starting_since is not None
             and now - history.starting_since >= policy.long_load_s):
@@ -90,6 +92,29 @@ def _candidates(prev: AppSnapshot | None, snap: AppSnapshot,
                           f"{_model(snap)} is ready",
                           f"Loaded in {took:.0f} s; listening at {snap.endpoint}."
                           if snap.endpoint else f"Loaded in {took:.0f} s.", "info"))
+    return notes
+
+
+def _worker_notes(prev: AppSnapshot | None, snap: AppSnapshot) -> list[Note]:
+    if prev is None:  # the baseline, as for incidents
+        return []
+    notes: list[Note] = []
+    for ep in snap.workers_back:
+        if ep not in prev.workers_back:
+            notes.append(Note(f"worker-back:{ep}", f"RPC worker {ep} is back",
+                              f"Choose \u201cUse {ep} again\u201d in Stoker's menu to spread "
+                              f"{_model(snap)} across it again.", "info"))
+    w, was = snap.worker, prev.worker
+    if w is None:
+        return notes
+    if w.state is EngineState.FAILED and (was is None or was.state is not EngineState.FAILED):
+        notes.append(Note(f"worker-failed:{w.endpoint}", f"This machine's RPC worker {w.endpoint} gave up",
+                          (w.last_error or "rpc-server kept stopping.")
+                          + " Start it again from its line in Stoker's menu.", "critical"))
+    elif w.last_incident is not None and (was is None or was.last_incident != w.last_incident):
+        inc = w.last_incident
+        notes.append(Note(f"worker-incident:{w.endpoint}:{inc.kind}", f"RPC worker {w.endpoint}: {inc.kind}",
+                          f"{inc.summary} {inc.action}".strip(), "warning"))
     return notes
 
 

@@ -3,8 +3,8 @@
 What is decided here, from values only: how a worker address is written and checked
 (`HOST:PORT`), which engine device belongs to which worker (the engine names them `RPC0`,
 `RPC1` … in `--rpc` order, with the worker's `host:port` as the description), which workers
-are left for the next attempt after one went away, how many bytes a worker's debug log says it allocated, and the
-warning for a worker bound beyond loopback. Running rpc-server and the TCP check are
+are left for the next attempt after one went away, how many bytes a worker's debug log says it allocated,
+which devices a worker's rpc-server says it lends, and the warning for a worker bound beyond loopback. Running rpc-server and the TCP check are
 `shell/rpc_worker.py` and `shell/probe.py`; placing layers is `core/planner.py`.
 """
 
@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from stoker.core.snapshot import WorkerDeviceView
 
 DEFAULT_PORT = 50052  # rpc-server's own default
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -117,6 +119,31 @@ def allocated_by_last_client(lines) -> int | None:
         if found is not None:
             return found
     return None
+
+
+# rpc-server's start-up banner lists what it lends, one device a line under `Devices:`:
+#   CPU: AMD EPYC (24105 MiB, 24105 MiB free)
+_DEVICE = re.compile(r"^\s+(?P<name>[A-Za-z][A-Za-z0-9_]*): (?P<desc>.*?) "
+                     r"\((?P<total>\d+) MiB, (?P<free>\d+) MiB free\)\s*$")
+
+
+def worker_devices(lines) -> tuple[WorkerDeviceView, ...]:
+    """The devices of the last `Devices:` block in a worker's log (its latest start); () when
+    the banner has not come through yet."""
+    found: list[WorkerDeviceView] = []
+    in_block = False
+    for line in lines:
+        if line.strip() == "Devices:":
+            found, in_block = [], True
+            continue
+        if in_block:
+            m = _DEVICE.match(line)
+            if m:
+                found.append(WorkerDeviceView(m["name"], m["desc"].strip(), int(m["total"]) * 2 ** 20,
+                                              int(m["free"]) * 2 ** 20))
+                continue
+            in_block = False
+    return tuple(found)
 
 
 def worker_status_line(endpoint: str, phase: str, pid: int | None, restarts: int,

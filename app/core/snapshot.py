@@ -70,6 +70,35 @@ class EngineView:
 
 
 @dataclass(frozen=True)
+class WorkerDeviceView:
+    """One device this machine's RPC worker lends, as its rpc-server listed it when it started."""
+
+    name: str  # the worker's own device name: CPU, CUDA0, Metal …
+    description: str
+    total_bytes: int | None
+    free_bytes: int | None  # free when the rpc-server started
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    """This machine's RPC worker (Settings' "Share this machine as an RPC worker"): an
+    rpc-server the supervisor runs for engines on other machines, as the tray and status show it."""
+
+    host: str
+    port: int
+    endpoint: str  # HOST:PORT, as other machines write it in their --rpc
+    state: EngineState
+    pid: int | None = None
+    restarts: int = 0  # automatic restarts since it was last started by a person
+    cache: bool = False  # rpc-server --cache: received tensors kept on this disk
+    loopback: bool = True  # False: other machines can reach it (no authentication)
+    devices: tuple[WorkerDeviceView, ...] = ()  # () until the rpc-server has listed them
+    next_retry_at: float | None = None  # while BACKOFF
+    last_error: str | None = None
+    last_incident: IncidentView | None = None
+
+
+@dataclass(frozen=True)
 class AppSnapshot:
     seq: int
     state: EngineState
@@ -102,6 +131,10 @@ class AppSnapshot:
     model_id: str | None = None  # the focused model's gateway id
     gateway_url: str | None = None  # Stoker's one endpoint, when a gateway runs
     engines: tuple[EngineView, ...] = ()  # every resident model, the focused one included
+    # RPC workers (HOST:PORT) a model was re-planned without when they went away, that accept
+    # a connection again: the tray offers "Use HOST:PORT again" (commands.UseWorkerAgain).
+    workers_back: tuple[str, ...] = ()
+    worker: WorkerView | None = None  # this machine's own RPC worker, when one was started
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def uptime(self, now: float) -> float | None:

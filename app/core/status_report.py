@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stoker.core.snapshot import AppSnapshot, EngineView
+from stoker.core.snapshot import AppSnapshot, EngineView, WorkerView
 
 # 2: `gateway` (url, port) and `engines[]` (one entry per resident model); `endpoint` is the
 # gateway's URL where one runs (the engines' private ports are in `engines[].endpoint`).
-# Added within 2: `plan_decisions` and `blockers` (new keys only, nothing changed meaning).
+# Added within 2: `plan_decisions` and `blockers`; `worker` (this machine's RPC worker) and
+# `rpc_workers_back` (workers that went away and are reachable again) — new keys only,
+# nothing changed meaning.
 SCHEMA = 2
 
 
@@ -65,6 +67,32 @@ def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = N
         # RPC workers), and what blocks or could improve a launch (a worker that is back).
         "plan_decisions": [{"what": what, "why": why} for what, why in snap.plan_decisions],
         "blockers": [{"kind": b.kind, "message": b.message, "advice": b.advice} for b in snap.blockers],
+        # HOST:PORT of each RPC worker a model was re-planned without that accepts connections
+        # again; the tray's "Use HOST:PORT again" re-plans with it (commands.UseWorkerAgain).
+        "rpc_workers_back": list(snap.workers_back),
+        "worker": None if snap.worker is None else worker_object(snap.worker),
+    }
+
+
+def worker_object(w: WorkerView) -> dict:
+    """This machine's RPC worker: where it listens, its state, what it lends (bytes)."""
+    inc = w.last_incident
+    return {
+        "endpoint": w.endpoint,
+        "host": w.host,
+        "port": w.port,
+        "state": w.state.value,
+        "pid": w.pid,
+        "restarts": w.restarts,
+        "cache": w.cache,
+        "loopback": w.loopback,
+        "devices": [{"name": d.name, "description": d.description, "total_bytes": d.total_bytes,
+                     "free_bytes": d.free_bytes} for d in w.devices],
+        "next_retry_at": w.next_retry_at,
+        "last_error": w.last_error,
+        "last_incident": None if inc is None else {
+            "at": inc.at, "kind": inc.kind, "summary": inc.summary, "evidence": inc.evidence,
+            "advice": inc.advice, "action": inc.action},
     }
 
 
@@ -137,6 +165,14 @@ def status_lines(obj: dict) -> list[str]:
         lines.append(f"error:     {obj['last_error']}")
     for problem in obj.get("problems") or ():
         lines.append(f"problem:   {problem}")
+    worker = obj.get("worker")
+    if worker:
+        lends = ", ".join(f"{d['name']} {d['free_bytes'] / 2**30:.1f} GiB free" for d in worker["devices"]
+                          if d.get("free_bytes") is not None)
+        lines.append(f"worker:    {worker['endpoint']} {worker['state']}" + (f", lends {lends}" if lends else "")
+                     + f", {worker['restarts']} restart(s)")
+    for ep in obj.get("rpc_workers_back") or ():
+        lines.append(f"back:      RPC worker {ep} is reachable again (the tray offers to use it again)")
     inc = obj.get("last_incident")
     if inc:
         lines.append(f"incident:  {inc['summary']} ({inc['kind']}); {inc['action']}")

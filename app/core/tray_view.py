@@ -3,7 +3,9 @@
 The tray must tell the truth at a glance, so the mapping from engine state, blockers and
 drafter status to one of five looks is decided here, once, where it can be tested without
 a display; so are each resident model's line (state, bytes per device, idle time) and
-which of Load / Unload / Pin / Switch would do something. Values in, values out: no Qt,
+which of Load / Unload / Pin / Switch would do something; so are this machine's RPC worker's
+line (state, address, what it lends, restarts, last incident, Start / Stop) and the offers to
+use a worker that came back. Values in, values out: no Qt,
 and no clock of its own (the UI passes `now` in and formats wall-clock times itself).
 """
 
@@ -12,7 +14,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from stoker.core.snapshot import AppSnapshot, EngineState, EngineView
+from stoker.core.snapshot import AppSnapshot, EngineState, EngineView, WorkerView
 
 # The five looks the icons are drawn for (stoker/resources/icons/<state>-<panel>.svg).
 TRAY_STATES = ("stopped", "loading", "ready", "degraded", "failed")
@@ -42,7 +44,8 @@ def tray_state(snap: AppSnapshot | None) -> str:
     if snap.state in (EngineState.STARTING, EngineState.BACKOFF, EngineState.STOPPING):
         return "loading"
     if snap.state is EngineState.READY:
-        if snap.blockers or snap.drafter_status in ("left-out", "broken"):
+        if (snap.blockers or snap.drafter_status in ("left-out", "broken")
+                or (snap.worker is not None and snap.worker.state is EngineState.FAILED)):
             return "degraded"
         return "ready"
     return "stopped"
@@ -94,6 +97,8 @@ def tooltip_text(snap: AppSnapshot | None) -> str:
             lines.append(f"drafter {snap.drafter_status}")
     elif state == "failed" and snap.last_error:
         lines.append(snap.last_error)
+    if snap.worker is not None and snap.worker.state is not EngineState.STOPPED:
+        lines.append(f"RPC worker {snap.worker.endpoint}: {_WORKER_WORDS[snap.worker.state]}")
     resident = len(resident_keys(snap))
     if resident > 1:
         lines.append(f"{resident} models loaded")
@@ -125,6 +130,8 @@ class MenuView:
     can_stop: bool
     can_restart: bool
     engines: tuple["EngineLine", ...] = ()  # every resident model, in the supervisor's order
+    worker: "WorkerLine | None" = None  # this machine's RPC worker, once one was started
+    offers: tuple["WorkerOffer", ...] = ()  # "Use HOST:PORT again", one per worker that is back
 
 
 def menu_view(snap: AppSnapshot | None, *, now: float | None = None,
@@ -152,6 +159,8 @@ def menu_view(snap: AppSnapshot | None, *, now: float | None = None,
         can_stop=running or any(e.state in _RESIDENT for e in snap.engines),
         can_restart=running or snap.state is EngineState.FAILED,
         engines=tuple(engine_line(e, now) for e in snap.engines),
+        worker=worker_line(snap.worker, now) if snap.worker is not None else None,
+        offers=worker_offers(snap),
     )
 
 
@@ -262,3 +271,86 @@ def switch_does_something(snap: AppSnapshot | None, key: str) -> bool:
     running = key in resident_keys(snap) or (
         snap.model_path == key and snap.state in (EngineState.READY, EngineState.STARTING))
     return bool(others) or not running
+
+
+# -- RPC workers -------------------------------------------------------------------------
+
+_WORKER_WORDS = {
+    EngineState.STOPPED: "stopped",
+    EngineState.STARTING: "starting",
+    EngineState.READY: "ready",
+    EngineState.BACKOFF: "restarting",
+    EngineState.STOPPING: "stopping",
+    EngineState.FAILED: "failed",
+}
+
+
+@dataclass(frozen=True)
+class WorkerLine:
+    """This machine's RPC worker in the menu: a title line and what its submenu offers."""
+
+    title: str  # "RPC worker 127.0.0.1:50052: ready · CPU 23.5 GiB free · 1 restart"
+    details: tuple[str, ...]  # what it lends, how it is bound, why it waits or failed
+    last_incident: tuple[float, str] | None  # (at, one line): the UI writes the time
+    can_start: bool
+    can_stop: bool
+
+
+def worker_line(w: WorkerView, now: float | None) -> WorkerLine:
+    """The worker's line for its state: STARTING / READY / BACKOFF (with the seconds to the
+    retry when `now` is given) / FAILED / STOPPING / STOPPED."""
+    state = _WORKER_WORDS.get(w.state, w.state.value)
+    if w.state is EngineState.BACKOFF and w.next_retry_at is not None and now is not None:
+        state = f"restarting in {max(0, round(w.next_retry_at - now))} s"
+    parts = [state]
+    running = w.state in (EngineState.STARTING, EngineState.READY)
+    if running:
+        parts += [f"{d.name} {format_bytes(d.free_bytes)} free" for d in w.devices]
+    if w.restarts:
+        parts.append(f"{w.restarts} restart{'s' if w.restarts != 1 else ''}")
+    details: list[str] = []
+    if w.state is EngineState.READY:
+        details.append(f"Other machines use it with --rpc {w.endpoint}")
+    for d in w.devices:
+        details.append(f"Lends {d.name} ({d.description}): {format_bytes(d.total_bytes)}, "
+                       f"{format_bytes(d.free_bytes)} free when it started")
+    if w.state is EngineState.READY and not w.devices:
+        details.append("Its devices are not listed yet (rpc-server had not written them)")
+    if w.last_error and w.state in (EngineState.BACKOFF, EngineState.FAILED):
+        details.append(w.last_error)
+    if w.state is EngineState.FAILED:
+        details.append("Start tries again; the worker log (Open logs folder) says why it stopped")
+    if not w.loopback:
+        details.append("Reachable from other machines: RPC has no authentication or encryption, "
+                       "so keep it on a trusted network")
+    elif w.state is not EngineState.STOPPED:
+        details.append("Bound to loopback: other machines reach it through an SSH tunnel")
+    if w.cache:
+        details.append("Keeps received tensors in a local file cache")
+    inc = w.last_incident
+    return WorkerLine(
+        title=f"RPC worker {w.endpoint}: {' · '.join(parts)}",
+        details=tuple(details),
+        last_incident=(inc.at, f"{inc.summary} {inc.action}".strip()) if inc is not None else None,
+        can_start=w.state in (EngineState.STOPPED, EngineState.FAILED),
+        can_stop=w.state in (EngineState.STARTING, EngineState.READY, EngineState.BACKOFF),
+    )
+
+
+@dataclass(frozen=True)
+class WorkerOffer:
+    """An RPC worker that went away is reachable again: the action that uses it again."""
+
+    endpoint: str  # what commands.UseWorkerAgain names
+    label: str  # "Use 192.168.1.20:50052 again"
+    detail: str
+
+
+def worker_offers(snap: AppSnapshot | None) -> tuple[WorkerOffer, ...]:
+    if snap is None:
+        return ()
+    model = model_label(snap) or "the model"
+    return tuple(WorkerOffer(
+        endpoint=ep, label=f"Use {ep} again",
+        detail=f"The RPC worker {ep} is reachable again; using it restarts {model} across the workers")
+        for ep in snap.workers_back)

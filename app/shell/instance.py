@@ -48,6 +48,20 @@ def _cors_origins() -> tuple[str, ...]:
         return ()
 
 
+def _shared_worker_command() -> cmd.ShareWorker | None:
+    """Settings' "Share this machine as an RPC worker", as the command that starts it."""
+    from stoker.shell.store import SettingsStore
+
+    try:
+        settings = SettingsStore().load()
+    except (OSError, ValueError):
+        return None
+    if not settings.worker_enabled:
+        return None
+    return cmd.ShareWorker(settings.worker_host, settings.worker_port, settings.worker_cache,
+                           allow_remote=settings.worker_allow_remote)
+
+
 def _api_key() -> str | None:
     from stoker.shell.secrets import get_api_key
 
@@ -83,6 +97,9 @@ class Instance:
             self.supervisor.submit(cmd.Shutdown())
             self.gateway.stop()
             raise
+        share = _shared_worker_command()
+        if share is not None:
+            self.supervisor.submit(share)
         return self
 
     def close(self) -> None:

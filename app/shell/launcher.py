@@ -24,7 +24,6 @@ from stoker.core.model_ids import model_kind
 from stoker.core.overrides import ModelOverrides
 from stoker.shell.planning import (DRAFT_SUFFIX, EngineChoice, auto_drafter, load_settings,
                                    plan_model, policy_from_settings)
-from stoker.core.snapshot import BlockerView
 from stoker.shell.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
                                   PreparedLaunch)
 
@@ -122,9 +121,11 @@ class RealPreparer:
         self._told: set[str] = set()
         # RPC workers (core/rpc.py): `stoker run --rpc` beats Settings' rpc_workers. A worker
         # that went away is dropped from the next attempts until a person starts the model
-        # again; while it is dropped and reachable, engine_health says it is back.
+        # again (or uses it again: readmit_worker); while it is dropped and reachable,
+        # engine_health says it is back.
         self.rpc_workers = tuple(rpc_workers)
         self._dropped_workers: tuple = ()
+        self._planned_without: dict = {}  # dropped RpcWorker -> model paths planned without it
         self._worker_notes: tuple[str, ...] = ()
 
     def __call__(self, model_path: str | None, attempt: AttemptContext
@@ -307,12 +308,15 @@ class RealPreparer:
         ledger = self._load_ledger()
         if not attempt.after_failure:
             self._dropped_workers = ()  # a person's start tries every worker again
+            self._planned_without = {}
         workers = self.workers()
         build = self._rpc_build() if workers else self.choose_engine(ledger)
         identity = binary_identity(build.binary)
         machine = self.machine or probe_machine(build.binary)
         if workers:
             machine = self._with_workers(machine, build.binary, workers)
+        for w in self._dropped_workers:  # what "Use it again" has to restart
+            self._planned_without.setdefault(w, set()).add(str(model))
         if attempt.overrides is not None:
             saved = attempt.overrides
         else:
@@ -430,6 +434,20 @@ class RealPreparer:
 
         return tuple(w for w in self._dropped_workers if reachable(w, timeout_s=0.3))
 
+    def readmit_worker(self, endpoint: str) -> tuple[str, ...]:
+        """Let a dropped worker back in (the tray's "Use HOST:PORT again"); the model paths
+        that were planned without it, for the supervisor to restart. Its devices are asked
+        afresh at the next plan (probe_workers forgot them when it went away)."""
+        from stoker.core.rpc import parse_worker
+
+        try:
+            worker = parse_worker(endpoint)
+        except ValueError as exc:
+            log.warning("Use the RPC worker again: %s", exc)
+            return ()
+        self._dropped_workers = tuple(w for w in self._dropped_workers if w != worker)
+        return tuple(sorted(self._planned_without.pop(worker, ())))
+
     # -- what failures and successes teach (the supervisor's hooks)
 
     def after_exit(self, launch: PreparedLaunch, incident, exit) -> ExitDecision:
@@ -449,7 +467,7 @@ class RealPreparer:
                     self._dropped_workers = tuple(dict.fromkeys(self._dropped_workers + lost))
                 names = ", ".join(w.endpoint for w in lost)
                 return ExitDecision(action=f"re-planning without the RPC worker {names} and restarting; "
-                                           "restart the model once it is back to use it again", retry=True)
+                                           "once it is back the tray offers to use it again", retry=True)
         drafter = getattr(plan, "drafter", None)
         if incident.kind == "drafter-failure" and drafter is not None and drafter.draft_path:
             if drafter.status == "forced":
@@ -528,16 +546,14 @@ class RealPreparer:
         ledger = self._load_ledger()
         quarantined = tuple((q.build_id, q.why) for q in ledger.quarantined)
         blockers = list(self._build_blockers)
-        for w in self.workers_back():
-            blockers.append(BlockerView("rpcWorkerBack", f"The RPC worker {w.endpoint} is reachable again.",
-                                        "Restart the model to spread it across the workers again."))
         for b in self._missing_runtime:
             ldd = "\n".join(f"{lib} => not found" for lib in b.missing_libraries)
             view = missing_runtime_from_ldd(ldd)
             if view is not None and view not in blockers:
                 blockers.append(view)
         return EngineHealth(blockers=tuple(blockers), quarantined=quarantined,
-                            problems=self.problems())
+                            problems=self.problems(),
+                            workers_back=tuple(w.endpoint for w in self.workers_back()))
 
     @staticmethod
     def _secrets(spec) -> tuple[tuple[str, str], ...]:

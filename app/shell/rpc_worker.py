@@ -8,12 +8,19 @@ rpc-server has no /health, no model, no plan and no gateway route, so READY here
 ledger (`<data>/incidents.jsonl`, kind `rpc-worker-exit`). The binary comes from
 `stoker setup --rpc` (`<data>/engines/rpc/b11434-cpu-rpc/rpc-server`).
 
+Two drivers use it: `stoker worker` (the foreground command) and `SharedWorker`, which runs
+one on a thread of its own for the app (Settings' "Share this machine as an RPC worker", the
+tray's worker line) and says when its view changed. Either way the state is a WorkerView
+(core/snapshot.py), the same value the tray and `stoker status --json` show.
+
 It never decides whether a non-loopback bind is allowed: the command asks for the flag.
 """
 
 from __future__ import annotations
 
+import os
 import socket
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -26,8 +33,8 @@ from stoker.core.lifecycle import (
     ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed, StartRequested, StartupTimedOut,
     StoppedClean, step)
 from stoker.core.restart import RestartPolicy
-from stoker.core.rpc import RpcWorker, allocated_bytes
-from stoker.core.snapshot import EngineState
+from stoker.core.rpc import RpcWorker, is_loopback, worker_devices
+from stoker.core.snapshot import EngineState, IncidentView, WorkerView
 from stoker.shell.incidents import IncidentLog
 from stoker.shell.process import EngineProcess
 from stoker.shell.setup import RPC_BUILD_ID, RPC_SERVER_NAME
@@ -66,14 +73,18 @@ def reachable(worker: RpcWorker, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
         return False
 
 
-@dataclass(frozen=True)
-class WorkerStatus:
-    endpoint: str
-    phase: EngineState
-    pid: int | None
-    restarts: int
-    last_error: str | None
-    allocated_bytes: int | None  # from the debug log, when --log-allocations is on
+# coreutils' stdbuf library: preloaded with _STDBUF_O=L it makes rpc-server's stdout line
+# buffered, so its start-up banner (the devices it lends) reaches the log while it runs
+# instead of when its pipe buffer fills. Where it is absent the devices stay unlisted.
+_LIBSTDBUF = ("/usr/libexec/coreutils/libstdbuf.so", "/usr/lib/coreutils/libstdbuf.so",
+              "/usr/lib64/coreutils/libstdbuf.so", "/usr/local/libexec/coreutils/libstdbuf.so")
+
+
+def line_buffered_env() -> tuple[tuple[str, str], ...]:
+    if not sys.platform.startswith("linux") or os.environ.get("LD_PRELOAD"):
+        return ()  # someone else's preload is not ours to replace
+    lib = next((p for p in _LIBSTDBUF if os.path.isfile(p)), None)
+    return (("LD_PRELOAD", lib), ("_STDBUF_O", "L")) if lib else ()
 
 
 @dataclass(frozen=True)
@@ -94,7 +105,7 @@ class WorkerSupervisor:
                  threads: int | None = None, log_allocations: bool = False,
                  policy: RestartPolicy | None = None, log_dir: Path | None = None,
                  incident_log: IncidentLog | None = None,
-                 on_status: Callable[[WorkerStatus], None] | None = None,
+                 on_status: Callable[[WorkerView], None] | None = None,
                  clock: Callable[[], float] = time.time):
         from stoker.shell.paths import stoker_paths
 
@@ -111,6 +122,8 @@ class WorkerSupervisor:
         self.clock = clock
         self.state = LifecycleState(policy=policy or RestartPolicy(), model_path=self.worker.endpoint)
         self.proc: EngineProcess | None = None
+        self.last_incident: IncidentView | None = None
+        self._devices_seen = False  # the banner came through: publish once more for it
         self._lock = threading.Lock()
 
     # -- what it runs
@@ -121,17 +134,21 @@ class WorkerSupervisor:
             argv += ["--threads", str(self.threads)]
         if self.cache:
             argv.append("--cache")
-        env: tuple[tuple[str, str], ...] = (("GGML_RPC_DEBUG", "1"),) if self.log_allocations else ()
+        env = line_buffered_env() + ((("GGML_RPC_DEBUG", "1"),) if self.log_allocations else ())
         return LaunchSpec(binary=str(self.binary), argv=tuple(argv), env=env,
                           drop_env_prefixes=("LLAMA_ARG_",), secret_env=(), host=self.worker.host,
                           port=self.worker.port)
 
-    def status(self) -> WorkerStatus:
+    def status(self) -> WorkerView:
         with self._lock:
-            proc = self.proc
-            return WorkerStatus(self.worker.endpoint, self.state.phase, self.state.pid,
-                                self.state.restarts, self.state.last_error,
-                                allocated_bytes(proc.tail()) if proc is not None else None)
+            st, proc = self.state, self.proc
+            devices = worker_devices(proc.tail()) if proc is not None else ()
+            return WorkerView(
+                host=self.worker.host, port=self.worker.port, endpoint=self.worker.endpoint,
+                state=st.phase, pid=st.pid, restarts=st.restarts, cache=self.cache,
+                loopback=is_loopback(self.worker.host), devices=devices,
+                next_retry_at=st.retry_at if st.phase is EngineState.BACKOFF else None,
+                last_error=st.last_error, last_incident=self.last_incident)
 
     # -- the loop
 
@@ -155,8 +172,12 @@ class WorkerSupervisor:
                         self.proc = None
                     self._feed(Exited(ex))
                     continue
+                if (self.state.phase is EngineState.READY and not self._devices_seen
+                        and worker_devices(proc.tail())):
+                    self._devices_seen = True
+                    self._publish()
                 if self.state.phase is EngineState.STARTING:
-                    # Its start-up lines sit in a pipe buffer until it writes more, so the
+                    # Its start-up lines may sit in a pipe buffer (no stdbuf here), so the
                     # port, not the log, says it is listening.
                     if _port_open(self.worker):
                         proc.mark_ready(now)
@@ -183,6 +204,7 @@ class WorkerSupervisor:
                 return
             with self._lock:
                 self.proc = proc
+                self._devices_seen = False
             self._feed(Spawned(proc.pid))
         elif isinstance(effect, Kill):
             proc = self.proc
@@ -193,10 +215,14 @@ class WorkerSupervisor:
             self._feed(StoppedClean())
         elif isinstance(effect, RecordIncident):
             self._record(effect)
-        elif isinstance(effect, Publish) and self.on_status is not None:
-            self.on_status(self.status())
+        elif isinstance(effect, Publish):
+            self._publish()
         elif isinstance(effect, (ScheduleRetry, Finish)):
             pass  # the loop polls retry_at and finished
+
+    def _publish(self) -> None:
+        if self.on_status is not None:
+            self.on_status(self.status())
 
     def _record(self, effect: RecordIncident) -> None:
         ex = effect.exit
@@ -209,11 +235,109 @@ class WorkerSupervisor:
             advice=("Engines using this worker lose its layers until it is back; Stoker restarts it. "
                     "If it keeps stopping, see the worker log " + str(self.log_dir / self.log_name) + "."),
             exit_description=ex.describe() if ex else effect.summary)
+        now = self.clock()
+        with self._lock:
+            self.last_incident = IncidentView(at=now, kind=incident.kind, summary=title,
+                                              evidence=incident.evidence or None, advice=incident.advice,
+                                              action=effect.action)
         try:
-            self.incidents.append(incident, at=self.clock(), model=None, build=RPC_BUILD_ID,
+            self.incidents.append(incident, at=now, model=None, build=RPC_BUILD_ID,
                                   action=effect.action)
         except OSError:
             pass
+
+
+class SharedWorker:
+    """This machine's RPC worker inside the app: one WorkerSupervisor at a time, each on a
+    thread of its own, started and stopped by the engine supervisor's commands
+    (ShareWorker / StopWorker). `view()` is what the snapshot shows; `on_change()` is called
+    (on the worker's thread; it must not block) whenever that changed. Changing the address
+    stops the old rpc-server first, on the new one's thread, so the caller never waits."""
+
+    def __init__(self, on_change: Callable[[], None], *, policy: RestartPolicy | None = None,
+                 clock: Callable[[], float] = time.time):
+        self._on_change = on_change
+        self._policy = policy
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sup: WorkerSupervisor | None = None
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._refused: WorkerView | None = None  # why the last start could not begin
+        self.wanted: tuple[str, int, bool] | None = None  # (host, port, cache) of the last start
+        self._allow_remote = False  # the last start's consent to a non-loopback host
+
+    def view(self) -> WorkerView | None:
+        with self._lock:
+            sup, refused = self._sup, self._refused
+        if refused is not None:
+            return refused
+        return sup.status() if sup is not None else None
+
+    def start(self, host: str, port: int, cache: bool = False, *, allow_remote: bool = False) -> None:
+        from stoker.core.rpc import NO_AUTH_WARNING
+
+        running = (self._thread is not None and self._thread.is_alive() and self._sup is not None
+                   and self._stop is not None and not self._stop.is_set())
+        if running and self.wanted == (host, port, cache) and self._sup.state.phase is not EngineState.FAILED:
+            return  # already sharing exactly this
+        self.wanted, self._allow_remote = (host, port, cache), allow_remote
+        why = None
+        binary = rpc_server_binary()
+        if not 0 < port < 65536:
+            why = f"{port} is not a port number; give 1 to 65535."
+        elif not is_loopback(host) and not allow_remote:
+            why = (f"{host} would let other machines reach this worker; {NO_AUTH_WARNING} Allow it "
+                   "in Settings to bind it anyway.")
+        elif binary is None:
+            why = "rpc-server is not installed; run `stoker setup --rpc` first."
+        if why is not None:
+            self.stop()
+            with self._lock:
+                self._refused = WorkerView(host=host, port=port, endpoint=RpcWorker(host, port).endpoint,
+                                           state=EngineState.FAILED, cache=cache, loopback=is_loopback(host),
+                                           last_error=why)
+            self._on_change()
+            return
+        sup = WorkerSupervisor(binary, host, port, cache=cache, policy=self._policy,
+                               on_status=lambda _view: self._on_change(), clock=self._clock)
+        old_thread, old_stop = self._thread, self._stop
+        if old_stop is not None:
+            old_stop.set()
+        stop = threading.Event()
+
+        def run() -> None:
+            if old_thread is not None:
+                old_thread.join()  # the old rpc-server lets go of its port first
+            if not stop.is_set():
+                sup.run_until(stop)
+            self._on_change()
+
+        with self._lock:
+            self._sup, self._stop, self._refused = sup, stop, None
+        self._thread = threading.Thread(target=run, name=f"stoker-rpc-worker-{port}", daemon=True)
+        self._thread.start()
+        self._on_change()
+
+    def start_again(self) -> None:
+        """Start as last shared (with the consent given then); nothing when never shared."""
+        if self.wanted is not None:
+            host, port, cache = self.wanted
+            self.start(host, port, cache, allow_remote=self._allow_remote)
+
+    def stop(self) -> None:
+        """Ask the running rpc-server to stop (it is gone once the view says stopped)."""
+        with self._lock:
+            self._refused = None
+        if self._stop is not None:
+            self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
 
 
 def _port_open(worker: RpcWorker) -> bool:

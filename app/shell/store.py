@@ -22,7 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from stoker.core.overrides import ModelOverrides, overrides_to_dict, validate_overrides
-from stoker.core.rpc import parse_workers
+from stoker.core.rpc import DEFAULT_PORT as DEFAULT_RPC_PORT, parse_worker, parse_workers
 
 SCHEMA = 1
 
@@ -208,6 +208,14 @@ class AppSettings:
     hidden_models: tuple[str, ...] = ()
     # RPC workers (`stoker worker` on other machines), HOST:PORT each; `stoker run --rpc` beats it.
     rpc_workers: tuple[str, ...] = ()
+    # This machine as an RPC worker for other machines' Stoker (the app runs rpc-server while
+    # it runs; the tray shows its line). A host other machines can reach also needs
+    # worker_allow_remote: RPC has no authentication and no encryption.
+    worker_enabled: bool = False
+    worker_host: str = "127.0.0.1"
+    worker_port: int = DEFAULT_RPC_PORT
+    worker_cache: bool = False
+    worker_allow_remote: bool = False
     # Keys a newer Stoker wrote; kept so saving from this version does not drop them.
     extra: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
@@ -280,10 +288,22 @@ def _check_setting(name: str, value, default):
         except ValueError as exc:
             return default, f"rpc_workers: {exc}"
         return default, "rpc_workers must be a list of HOST:PORT strings"
-    if name == "start_at_login":
+    if name in ("start_at_login", "worker_enabled", "worker_cache", "worker_allow_remote"):
         if isinstance(value, bool):
             return value, None
-        return default, "start_at_login must be true or false"
+        return default, f"{name} must be true or false"
+    if name == "worker_port":
+        if isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535:
+            return value, None
+        return default, "worker_port must be a port number from 1 to 65535"
+    if name == "worker_host":
+        try:
+            if isinstance(value, str):
+                host = value.strip().strip("[]")
+                return parse_worker(f"[{host}]:1" if ":" in host else f"{host}:1").host, None
+        except ValueError:
+            pass
+        return default, "worker_host must be an address such as 127.0.0.1 or 192.168.1.20"
     if name == "log_level":
         if isinstance(value, str) and value.lower() in LOG_LEVELS:
             return value.lower(), None

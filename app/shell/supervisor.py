@@ -30,6 +30,12 @@ the blockers and quarantined builds for the snapshot; `lift_quarantine(build_id)
 Incidents go to ONE ledger, `<data>/incidents.jsonl` (shell/incidents.py), and the latest of
 them are in every snapshot, also after Stoker restarts.
 
+RPC workers: the preparer's `workers_back` (in EngineHealth) says which dropped workers are
+reachable again, and `readmit_worker(endpoint)` (for UseWorkerAgain) lets one back in and
+names the models planned without it, which are then restarted. This machine's own worker
+(ShareWorker / StopWorker) is a shell/rpc_worker.SharedWorker on a thread of its own; its
+view is part of every snapshot, and its changes wake this thread to publish.
+
 Subscribers are called ON THE SUPERVISOR THREAD for every snapshot: they must not block
 (the Qt bridge re-emits through a queued signal; the CLI prints a line; the gateway hands
 it to its own loop). A subscriber that raises is logged and kept.
@@ -147,6 +153,13 @@ class EngineHealth:
     blockers: tuple[BlockerView, ...] = ()
     quarantined: tuple[tuple[str, str], ...] = ()  # (build id, why)
     problems: tuple[str, ...] = ()  # settings files moved aside, bad hand-written values
+    workers_back: tuple[str, ...] = ()  # dropped RPC workers (HOST:PORT) reachable again
+
+
+@dataclass(frozen=True)
+class _WorkerChanged:
+    """Internal: this machine's RPC worker changed (queued from its thread, so only this
+    thread publishes)."""
 
 
 class LaunchPreparer(Protocol):
@@ -250,6 +263,7 @@ class Supervisor:
             self._incidents = ()
         self._health = EngineHealth()
         self._next_worker_check = 0.0
+        self._shared_worker = None  # shell.rpc_worker.SharedWorker, made by the first ShareWorker
         self._overrides: dict[str, ModelOverrides] = {}
         self._http: httpx.Client | None = None
         self._probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stoker-health")
@@ -349,6 +363,9 @@ class Supervisor:
                     engine.proc.stop(grace_s=self._stop_grace_s)
                     engine.proc = None
                 self.routes.forget(engine.key)
+            if self._shared_worker is not None:
+                self._shared_worker.stop()
+                self._shared_worker.join(15)
             for _, answer in list(self._waiters.values()):
                 self._call(answer, EnsureResult(error="Stoker is shutting down"))
             self._waiters.clear()
@@ -475,9 +492,31 @@ class Supervisor:
                 lift(command.build_id)
             self._refresh_health()
             self._publish()
+        elif isinstance(command, cmd.UseWorkerAgain):
+            self._use_worker_again(command.endpoint)
+        elif isinstance(command, cmd.ShareWorker):
+            if self._shared_worker is None:
+                # Imported here: rpc_worker pulls in shell.setup, and most Stokers never share.
+                from stoker.shell.rpc_worker import SharedWorker
+
+                self._shared_worker = SharedWorker(lambda: self._queue.put(_WorkerChanged()),
+                                                   clock=self._clock)
+            self._shared_worker.start(command.host, command.port, command.cache,
+                                      allow_remote=command.allow_remote)
+        elif isinstance(command, cmd.StartWorker):
+            if self._shared_worker is not None:
+                self._shared_worker.start_again()
+        elif isinstance(command, cmd.StopWorker):
+            if self._shared_worker is not None:
+                self._shared_worker.stop()
+                self._publish()
+        elif isinstance(command, _WorkerChanged):
+            self._publish()
         elif isinstance(command, cmd.Shutdown):
             self._shutting_down = True
             self._pending.clear()
+            if self._shared_worker is not None:
+                self._shared_worker.stop()
             for engine in list(self._engines.values()):
                 self.routes.close(engine.key)
                 self._feed(engine, ShutdownRequested())
@@ -911,6 +950,29 @@ class Supervisor:
             except Exception:  # noqa: BLE001 - measuring is a bonus; the engine is READY anyway
                 log.exception("the preparer's after_ready failed")
 
+    def _use_worker_again(self, endpoint: str) -> None:
+        """A person chose "Use HOST:PORT again": the preparer lets the worker back in and
+        names the models planned without it; those that are resident restart (a person's
+        restart: planned afresh with every worker that answers)."""
+        hook = getattr(self._preparer, "readmit_worker", None)
+        keys: tuple[str, ...] = ()
+        if hook is not None:
+            try:
+                keys = tuple(hook(endpoint) or ())
+            except Exception:  # noqa: BLE001 - the offer stays; the log says why
+                log.exception("the preparer's readmit_worker failed")
+        for path in keys:
+            engine = self._engines.get(self._key_for(path))  # the preparer's path, resolved as keys are
+            if engine is None or engine.phase not in (EngineState.STARTING, EngineState.READY,
+                                                      EngineState.BACKOFF):
+                continue  # not resident: its next start plans with the worker anyway
+            engine.after_failure = False
+            engine.incident_blockers = ()
+            self.routes.close(engine.key)
+            self._feed(engine, RestartRequested(f"the RPC worker {endpoint} is back"))
+        self._refresh_health()
+        self._publish()
+
     def _watch_workers(self) -> None:
         """While the preparer has dropped an RPC worker, refresh the health (which says when
         it is back) every WORKER_CHECK_S and publish when that changed."""
@@ -951,7 +1013,9 @@ class Supervisor:
             snap = AppSnapshot(seq=self._seq, state=EngineState.STOPPED, incidents=self._incidents,
                                blockers=tuple(blockers), quarantined=self._health.quarantined)
         snap = replace(snap, engines=views, gateway_url=self._gateway_url, problems=self._health.problems,
-                       model_id=self._model_id(focus.key) if focus is not None and focus.key else None)
+                       model_id=self._model_id(focus.key) if focus is not None and focus.key else None,
+                       workers_back=self._health.workers_back,
+                       worker=self._shared_worker.view() if self._shared_worker is not None else None)
         if self._gateway_url:
             snap = replace(snap, endpoint=self._gateway_url)
         self._snapshot = snap

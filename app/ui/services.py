@@ -22,7 +22,8 @@ from stoker.shell.paths import stoker_paths
 
 # The settings the settings dialog edits (fields of stoker.shell.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
-                 "gateway_port", "model_memory_gib", "cors_origins", "start_at_login", "log_level")
+                 "gateway_port", "model_memory_gib", "cors_origins", "start_at_login", "log_level",
+                 "worker_enabled", "worker_host", "worker_port", "worker_cache", "worker_allow_remote")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 

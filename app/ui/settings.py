@@ -1,6 +1,9 @@
 """The settings dialog: engine build, quarantine, the endpoint (port, extra browser
 origins), model folders, memory (reserve, the budget models share), the default idle
-timeout, start at login, the applications-menu entry (Linux), API key, log level.
+timeout, start at login, the applications-menu entry (Linux), API key, log level, and
+sharing this machine as an RPC worker (address, port, cache; a non-loopback address needs
+an explicit consent, since RPC has no authentication). Saving a changed worker setting
+starts, moves or stops the worker at once (ShareWorker / StopWorker to the supervisor).
 
 Typed fields (the memory budget, the origins) are checked as typed by the store's own
 check (stoker.shell.store.check_setting), so Save is only offered for values it will take.
@@ -22,7 +25,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, 
                                QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit,
                                QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from stoker.core.commands import Command, LiftQuarantine
+from stoker.core.commands import Command, LiftQuarantine, ShareWorker, StopWorker
+from stoker.core.rpc import DEFAULT_PORT as DEFAULT_RPC_PORT, NO_AUTH_WARNING, is_loopback
 from stoker.core.snapshot import AppSnapshot
 from stoker.core.tray_view import client_base_url
 from stoker.shell.store import DEFAULT_GATEWAY_PORT, check_setting
@@ -57,6 +61,7 @@ class SettingsDialog(QDialog):
         self._engines_listed = False  # choose the current build only once the list is in
         self._listening: str | None = None  # the running gateway's client URL
         self.saved = False
+        self._saving: dict = {}  # the values being written (the worker applies once they are)
 
         # Engine build and quarantine
         engine_box = QGroupBox("Engine")
@@ -103,6 +108,35 @@ class SettingsDialog(QDialog):
         endpoint_form.addRow("", _note("Web pages on this machine (loopback) may always call "
                                        "the endpoint; others only when listed here, one origin "
                                        "a line. Read when Stoker starts.", 3))
+
+        # This machine as an RPC worker for other machines' Stoker
+        worker_box = QGroupBox("RPC worker")
+        worker_form = QFormLayout(worker_box)
+        self.worker_enabled = QCheckBox("Share this machine as an RPC worker")
+        self.worker_enabled.setObjectName("worker-enabled")
+        self.worker_enabled.toggled.connect(self._check_typed)
+        worker_form.addRow("", self.worker_enabled)
+        self.worker_host = QLineEdit("127.0.0.1")
+        self.worker_host.setObjectName("worker-host")
+        self.worker_host.textChanged.connect(self._check_typed)
+        worker_form.addRow("Address", self.worker_host)
+        self.worker_port = QSpinBox()
+        self.worker_port.setObjectName("worker-port")
+        self.worker_port.setRange(1, 65535)
+        self.worker_port.setGroupSeparatorShown(False)
+        self.worker_port.setValue(DEFAULT_RPC_PORT)
+        worker_form.addRow("Port", self.worker_port)
+        self.worker_cache = QCheckBox("Keep received tensors in a local file cache")
+        self.worker_cache.setObjectName("worker-cache")
+        worker_form.addRow("", self.worker_cache)
+        self.worker_allow_remote = QCheckBox("Let other machines reach it (no authentication, "
+                                             "no encryption)")
+        self.worker_allow_remote.setObjectName("worker-allow-remote")
+        self.worker_allow_remote.toggled.connect(self._check_typed)
+        worker_form.addRow("", self.worker_allow_remote)
+        self.worker_note = _note("", 4)
+        self.worker_note.setObjectName("worker-note")
+        worker_form.addRow("", self.worker_note)
 
         # Models and memory
         models_box = QGroupBox("Models and memory")
@@ -201,7 +235,7 @@ class SettingsDialog(QDialog):
         self.buttons.rejected.connect(self.reject)
 
         left, right = QVBoxLayout(), QVBoxLayout()
-        for w in (engine_box, endpoint_box):
+        for w in (engine_box, endpoint_box, worker_box):
             left.addWidget(w)
         for w in (models_box, app_box):
             right.addWidget(w)
@@ -242,6 +276,12 @@ class SettingsDialog(QDialog):
         self.login.setChecked(bool(values.get("start_at_login")))
         level = values.get("log_level") or "info"
         self.log_level.setCurrentIndex(max(0, self.log_level.findText(level)))
+        self.worker_enabled.setChecked(bool(values.get("worker_enabled")))
+        self.worker_host.setText(str(values.get("worker_host") or "127.0.0.1"))
+        self.worker_port.setValue(int(values.get("worker_port") or DEFAULT_RPC_PORT))
+        self.worker_cache.setChecked(bool(values.get("worker_cache")))
+        self.worker_allow_remote.setChecked(bool(values.get("worker_allow_remote")))
+        self._check_typed()
         if self._engines_listed:
             self._select_engine(values.get("engine"))
 
@@ -335,10 +375,30 @@ class SettingsDialog(QDialog):
             problems.append(why)
         else:
             out["cors_origins"] = list(value)
+        host, why = check_setting("worker_host", self.worker_host.text())
+        if why:
+            problems.append("The RPC worker's address must be an address such as 127.0.0.1 or "
+                            "192.168.1.20.")
+        else:
+            out["worker_host"] = host
+            if (self.worker_enabled.isChecked() and not is_loopback(host)
+                    and not self.worker_allow_remote.isChecked()):
+                problems.append(f"Sharing the RPC worker on {host} lets other machines reach it: tick "
+                                "\u201cLet other machines reach it\u201d to accept that, or use 127.0.0.1.")
         return out, tuple(problems)
+
+    def _describe_worker(self) -> None:
+        host = self.worker_host.text().strip()
+        if host and not is_loopback(host):
+            text = NO_AUTH_WARNING
+        else:
+            text = ("Other machines' Stoker use it with --rpc (or Settings' rpc_workers) through an "
+                    "SSH tunnel to this port; the tray shows its state. Applies when you save.")
+        self.worker_note.setText(text)
 
     @Slot()
     def _check_typed(self) -> None:
+        self._describe_worker()
         _values, problems = self.typed_values()
         self.error.setText("\n".join(problems))
         self.buttons.button(QDialogButtonBox.StandardButton.Save).setEnabled(not problems)
@@ -380,6 +440,10 @@ class SettingsDialog(QDialog):
             **typed,
             "start_at_login": self.login.isChecked(),
             "log_level": self.log_level.currentText(),
+            "worker_enabled": self.worker_enabled.isChecked(),
+            "worker_port": self.worker_port.value(),
+            "worker_cache": self.worker_cache.isChecked(),
+            "worker_allow_remote": self.worker_allow_remote.isChecked(),
         }
 
     @Slot()
@@ -408,7 +472,24 @@ class SettingsDialog(QDialog):
             return notes
 
         self.buttons.setEnabled(False)
+        self._saving = values
         run_in_background(work, self._saved)
+
+    _WORKER_DEFAULTS = {"worker_enabled": False, "worker_host": "127.0.0.1", "worker_port": DEFAULT_RPC_PORT,
+                        "worker_cache": False, "worker_allow_remote": False}
+
+    def _apply_worker(self, values: dict) -> None:
+        """A changed worker setting applies now: share with the new values, or stop sharing."""
+        before = {k: self._settings.get(k, d) for k, d in self._WORKER_DEFAULTS.items()}
+        after = {k: values.get(k, before[k]) for k in self._WORKER_DEFAULTS}
+        if after == before:
+            return
+        if after["worker_enabled"]:
+            self._submit(ShareWorker(after["worker_host"], after["worker_port"], after["worker_cache"],
+                                     allow_remote=after["worker_allow_remote"]))
+        elif before["worker_enabled"]:
+            self._submit(StopWorker())
+        self._settings.update(after)
 
     def _saved(self, result, error) -> None:
         self.buttons.setEnabled(True)
@@ -416,6 +497,7 @@ class SettingsDialog(QDialog):
             self.error.setText(f"Not saved: {error}")
             return
         self.saved = True
+        self._apply_worker(self._saving)
         failed = [o.sentence for o in result if not o.done]
         if failed:  # the settings are saved; say what the system would not take
             self.error.setText(" ".join(failed))

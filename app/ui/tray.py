@@ -4,7 +4,10 @@ The icon and tooltip follow every snapshot; the menu is rebuilt from the latest 
 each time it opens, so it can never show a state older than the icon. Each resident model
 (snapshot.engines) gets a line with its state, bytes per device and idle time, whose
 submenu loads, unloads, pins it or opens its settings; Models ▸ switches to one model or
-loads another beside the ones resident. Every action sends a command
+loads another beside the ones resident. This machine's RPC worker, once started, has a line
+too (state, address, what it lends, restarts) whose submenu shows its details and last
+incident and starts or stops it; an RPC worker that came back is offered as "Use HOST:PORT
+again". Every action sends a command
 (stoker.core.commands) or opens a window; nothing here waits for the engine.
 What to show is decided in stoker.core.tray_view; this module only lays it out.
 """
@@ -18,11 +21,11 @@ from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from stoker.core.commands import (Command, LoadModel, PinModel, Restart, StartModel, Stop,
-                                  SwitchModel, UnloadModel)
+from stoker.core.commands import (Command, LoadModel, PinModel, Restart, StartModel, StartWorker,
+                                  Stop, StopWorker, SwitchModel, UnloadModel, UseWorkerAgain)
 from stoker.core.snapshot import AppSnapshot
-from stoker.core.tray_view import (EngineLine, menu_view, resident_keys, switch_does_something,
-                                   tooltip_text, tray_state)
+from stoker.core.tray_view import (EngineLine, WorkerLine, menu_view, resident_keys,
+                                   switch_does_something, tooltip_text, tray_state)
 from stoker.ui.bridge import SnapshotBridge
 from stoker.ui.icons import state_icon
 from stoker.ui.services import model_key
@@ -91,6 +94,8 @@ class TrayController(QObject):
     def _info(self, text: str, name: str | None = None, menu: QMenu | None = None) -> QAction:
         action = (menu or self.menu).addAction(_elide(text))
         action.setEnabled(False)
+        if _elide(text) != text:
+            action.setToolTip(text)  # the whole line, where the menu shows it cut
         if name:
             action.setObjectName(name)
         return action
@@ -122,6 +127,10 @@ class TrayController(QObject):
             self._info(f"⚠ {message}", "info-blocker")
             if advice:
                 self._info(f"    {advice}", "info-blocker-advice")
+        for offer in view.offers:
+            self._action(offer.label, f"use-worker:{offer.endpoint}",
+                         lambda _=False, ep=offer.endpoint: self._submit(UseWorkerAgain(ep)))
+            self._info(f"    {offer.detail}", "info-offer")
         if view.incidents:
             self.menu.addSeparator()
             self._info("Recent incidents", "info-incidents")
@@ -132,6 +141,9 @@ class TrayController(QObject):
             self._info("Loaded models", "info-engines")
             for line in view.engines:
                 self._add_engine_menu(line)
+        if view.worker is not None:
+            self.menu.addSeparator()
+            self._add_worker_menu(view.worker)
         self.menu.addSeparator()
         self._add_models_menu(snap)
         current = snap.model_path if snap else None
@@ -174,6 +186,21 @@ class TrayController(QObject):
         pin.setChecked(line.pinned)
         self._action("Model settings…", f"engine-settings:{path}",
                      lambda: self.open_model_settings.emit(path), enabled=bool(path), menu=sub)
+
+    def _add_worker_menu(self, line: WorkerLine) -> None:
+        """This machine's RPC worker: its line, and a submenu with its details, Start, Stop."""
+        sub = self.menu.addMenu(_elide(line.title))
+        sub.menuAction().setObjectName("worker")
+        for detail in line.details:
+            self._info(detail, "info-worker-detail", menu=sub)
+        if line.last_incident is not None:
+            at, text = line.last_incident
+            self._info(f"Last incident {_clock(at)}: {text}", "info-worker-incident", menu=sub)
+        sub.addSeparator()
+        self._action("Start", "worker-start", lambda: self._submit(StartWorker()), enabled=line.can_start,
+                     menu=sub)
+        self._action("Stop", "worker-stop", lambda: self._submit(StopWorker()), enabled=line.can_stop,
+                     menu=sub)
 
     def _add_models_menu(self, snap: AppSnapshot | None) -> None:
         sub = self.menu.addMenu("Models")

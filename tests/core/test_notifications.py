@@ -99,3 +99,43 @@ def test_a_settings_problem_is_told_once_even_on_the_first_snapshot():
     assert [(n.title, n.body, n.level) for n in notes] == [("Stoker settings problem", problem, "warning")]
     again, _ = decide_notifications(snap, replace(snap, seq=2), history, now=101.0)
     assert again == ()
+
+
+# -- RPC workers: one that is back, and this machine's own --------------------------------
+
+def _worker(state, **kw):
+    from stoker.core.snapshot import WorkerView
+
+    return WorkerView(host="127.0.0.1", port=50052, endpoint="127.0.0.1:50052", state=state, **kw)
+
+
+def test_a_worker_that_is_back_is_told_once_with_the_offer():
+    back = replace(BASE, seq=2, workers_back=("192.168.1.20:50052",))
+    notes, hist = decide_notifications(BASE, back, NoteHistory(), now=10.0)
+    assert [(n.key, n.title, n.level) for n in notes] == [
+        ("worker-back:192.168.1.20:50052", "RPC worker 192.168.1.20:50052 is back", "info")]
+    assert "\u201cUse 192.168.1.20:50052 again\u201d" in notes[0].body and "spread a across it" in notes[0].body
+    still, _ = decide_notifications(back, replace(back, seq=3), hist, now=11.0)
+    assert still == ()
+    first, _ = decide_notifications(None, back, NoteHistory(), now=10.0)  # the baseline
+    assert not any(n.key.startswith("worker-back") for n in first)
+
+
+def test_this_machines_worker_tells_an_incident_and_giving_up_but_not_its_ordinary_states():
+    starting = replace(BASE, seq=2, worker=_worker(EngineState.STARTING))
+    ready = replace(BASE, seq=3, worker=_worker(EngineState.READY, pid=7))
+    assert decide_notifications(BASE, starting, NoteHistory(), now=1.0)[0] == ()
+    assert decide_notifications(starting, ready, NoteHistory(), now=2.0)[0] == ()
+    inc = IncidentView(at=3.0, kind="rpc-worker-exit", summary="The RPC worker on 127.0.0.1:50052 stopped.",
+                       evidence=None, advice="", action="restarting in 1 s")
+    backoff = replace(BASE, seq=4, worker=_worker(EngineState.BACKOFF, restarts=0, last_incident=inc))
+    notes, _ = decide_notifications(ready, backoff, NoteHistory(), now=3.0)
+    assert [(n.key, n.level) for n in notes] == [("worker-incident:127.0.0.1:50052:rpc-worker-exit", "warning")]
+    assert notes[0].body == "The RPC worker on 127.0.0.1:50052 stopped. restarting in 1 s"
+    failed = replace(BASE, seq=5, worker=_worker(EngineState.FAILED, last_error="gave up: 6 failures in 120 s",
+                                                 last_incident=replace(inc, at=9.0)))
+    notes, _ = decide_notifications(backoff, failed, NoteHistory(), now=9.0)
+    assert [(n.title, n.level) for n in notes] == [
+        ("This machine's RPC worker 127.0.0.1:50052 gave up", "critical")]
+    assert notes[0].body.startswith("gave up: 6 failures in 120 s") and "Start it again" in notes[0].body
+    assert decide_notifications(failed, replace(failed, seq=6), NoteHistory(), now=10.0)[0] == ()

@@ -115,3 +115,48 @@ def test_a_lost_worker_is_an_incident_of_its_own():
                                    uptime_s=30.0, log_tail=tail, backend="cpu"))
     assert inc.kind == "rpc-worker-lost" and not inc.counts_as_strike
     assert "stoker worker" in inc.advice
+
+
+# rpc-server b11434's start-up banner, as it reached a log (line-buffered stdout).
+RPC_SERVER_BANNER = """\
+Starting RPC server v7.0.0
+  endpoint       : 127.0.0.1:50998
+  local cache    : n/a
+Devices:
+  CPU: AMD EPYC (24105 MiB, 24105 MiB free)
+  transport      : TCP
+Accepted client connection""".splitlines()
+
+
+def test_the_devices_a_worker_lends_come_from_its_banner():
+    from stoker.core.rpc import worker_devices
+    from stoker.core.snapshot import WorkerDeviceView
+
+    assert worker_devices(RPC_SERVER_BANNER) == (
+        WorkerDeviceView("CPU", "AMD EPYC", 24105 * 2 ** 20, 24105 * 2 ** 20),)
+    assert worker_devices(RPC_SERVER_BANNER[:3]) == ()  # the banner has not come through yet
+    two = ["Devices:", "  CUDA0: NVIDIA GeForce RTX 4090 (24080 MiB, 23500 MiB free)",
+           "  CPU: Intel(R) Core(TM) i9 (64000 MiB, 50000 MiB free)", "  transport      : TCP"]
+    assert [d.name for d in worker_devices(RPC_SERVER_BANNER + two)] == ["CUDA0", "CPU"]  # the latest start
+    assert worker_devices(two)[1].description == "Intel(R) Core(TM) i9"
+
+
+def test_status_json_carries_this_machines_worker_and_the_workers_back():
+    from stoker.core.snapshot import AppSnapshot, EngineState, WorkerDeviceView, WorkerView
+    from stoker.core.status_report import SCHEMA, status_lines, status_object
+
+    w = WorkerView(host="127.0.0.1", port=50052, endpoint="127.0.0.1:50052", state=EngineState.READY, pid=7,
+                   restarts=1, devices=(WorkerDeviceView("CPU", "AMD EPYC", 2 ** 34, 2 ** 33),))
+    obj = status_object(AppSnapshot(seq=2, state=EngineState.READY, worker=w,
+                                    workers_back=("192.168.1.20:50052",)), now=0.0)
+    assert SCHEMA == 2  # new keys only
+    assert obj["rpc_workers_back"] == ["192.168.1.20:50052"]
+    assert obj["worker"] == {"endpoint": "127.0.0.1:50052", "host": "127.0.0.1", "port": 50052, "state": "ready",
+                             "pid": 7, "restarts": 1, "cache": False, "loopback": True,
+                             "devices": [{"name": "CPU", "description": "AMD EPYC", "total_bytes": 2 ** 34,
+                                          "free_bytes": 2 ** 33}],
+                             "next_retry_at": None, "last_error": None, "last_incident": None}
+    lines = status_lines(obj)
+    assert "worker:    127.0.0.1:50052 ready, lends CPU 8.0 GiB free, 1 restart(s)" in lines
+    assert any(ln.startswith("back:      RPC worker 192.168.1.20:50052") for ln in lines)
+    assert status_object(AppSnapshot(seq=1, state=EngineState.STOPPED), now=0.0)["worker"] is None

@@ -143,3 +143,91 @@ def test_menu_lists_every_resident_model_and_the_tooltip_counts_them():
     # Stop stops every engine: it is offered while any model is resident, focused or not.
     unfocused = AppSnapshot(seq=2, state=EngineState.STOPPED, engines=snap.engines)
     assert menu_view(unfocused).can_stop
+
+
+# -- this machine's RPC worker and workers that came back ---------------------------------
+
+def _worker(state, **kw):
+    from stoker.core.snapshot import WorkerDeviceView, WorkerView
+
+    base = dict(host="127.0.0.1", port=50052, endpoint="127.0.0.1:50052", state=state,
+                devices=(WorkerDeviceView("CPU", "AMD EPYC", 24105 * 2 ** 20, 20000 * 2 ** 20),))
+    base.update(kw)
+    return WorkerView(**base)
+
+
+def test_the_worker_line_for_every_state():
+    from stoker.core.tray_view import worker_line
+
+    ready = worker_line(_worker(EngineState.READY, pid=9, restarts=2), now=0.0)
+    assert ready.title == "RPC worker 127.0.0.1:50052: ready · CPU 19.5 GiB free · 2 restarts"
+    assert ready.details[0] == "Other machines use it with --rpc 127.0.0.1:50052"
+    assert "Lends CPU (AMD EPYC): 23.5 GiB, 19.5 GiB free when it started" in ready.details
+    assert "Bound to loopback: other machines reach it through an SSH tunnel" in ready.details
+    assert (ready.can_start, ready.can_stop) == (False, True)
+
+    starting = worker_line(_worker(EngineState.STARTING, devices=()), now=0.0)
+    assert starting.title == "RPC worker 127.0.0.1:50052: starting"
+    assert (starting.can_start, starting.can_stop) == (False, True)
+    unlisted = worker_line(_worker(EngineState.READY, devices=()), now=0.0)
+    assert "Its devices are not listed yet (rpc-server had not written them)" in unlisted.details
+
+    backoff = worker_line(_worker(EngineState.BACKOFF, restarts=1, next_retry_at=104.2,
+                                  last_error="rpc-server was ended by signal 9 while ready"), now=100.0)
+    assert backoff.title == "RPC worker 127.0.0.1:50052: restarting in 4 s · 1 restart"  # no devices while down
+    assert "rpc-server was ended by signal 9 while ready" in backoff.details
+    assert (backoff.can_start, backoff.can_stop) == (False, True)
+    assert worker_line(_worker(EngineState.BACKOFF), now=None).title.endswith(": restarting")
+
+    failed = worker_line(_worker(EngineState.FAILED, last_error="rpc-server is not installed; run "
+                                 "`stoker setup --rpc` first."), now=0.0)
+    assert failed.title == "RPC worker 127.0.0.1:50052: failed"
+    assert "Start tries again; the worker log (Open logs folder) says why it stopped" in failed.details
+    assert "rpc-server is not installed; run `stoker setup --rpc` first." in failed.details
+    assert (failed.can_start, failed.can_stop) == (True, False)
+
+    stopping = worker_line(_worker(EngineState.STOPPING), now=0.0)
+    assert stopping.title == "RPC worker 127.0.0.1:50052: stopping"
+    assert (stopping.can_start, stopping.can_stop) == (False, False)
+    stopped = worker_line(_worker(EngineState.STOPPED, devices=(), cache=True), now=0.0)
+    assert stopped.title == "RPC worker 127.0.0.1:50052: stopped"
+    assert stopped.details == ("Keeps received tensors in a local file cache",)
+    assert (stopped.can_start, stopped.can_stop) == (True, False)
+
+
+def test_a_worker_on_a_lan_address_says_it_has_no_authentication_and_its_last_incident():
+    from stoker.core.tray_view import worker_line
+
+    inc = IncidentView(at=50.0, kind="rpc-worker-exit", summary="The RPC worker on 192.168.1.20:50052 "
+                       "stopped.", evidence=None, advice="", action="restarting in 1 s")
+    line = worker_line(_worker(EngineState.READY, host="192.168.1.20", endpoint="192.168.1.20:50052",
+                               loopback=False, last_incident=inc), now=60.0)
+    assert any("no authentication or encryption" in d for d in line.details)
+    assert not any("loopback" in d for d in line.details)
+    assert line.last_incident == (50.0, "The RPC worker on 192.168.1.20:50052 stopped. restarting in 1 s")
+
+
+def test_the_menu_offers_each_worker_that_is_back_and_the_worker_line():
+    snap = AppSnapshot(seq=3, state=EngineState.READY, model_name="a", backend="cpu",
+                       workers_back=("192.168.1.20:50052", "192.168.1.21:50052"),
+                       worker=_worker(EngineState.READY))
+    view = menu_view(snap, now=0.0)
+    assert [(o.endpoint, o.label) for o in view.offers] == [
+        ("192.168.1.20:50052", "Use 192.168.1.20:50052 again"),
+        ("192.168.1.21:50052", "Use 192.168.1.21:50052 again")]
+    assert view.offers[0].detail == ("The RPC worker 192.168.1.20:50052 is reachable again; using it "
+                                     "restarts a across the workers")
+    assert view.worker is not None and view.worker.title.startswith("RPC worker 127.0.0.1:50052: ready")
+    assert tray_state(snap) == "ready"  # a worker that is back is an offer, not a fault
+    assert "RPC worker 127.0.0.1:50052: ready" in tooltip_text(snap)
+    none = menu_view(AppSnapshot(seq=1, state=EngineState.READY), now=0.0)
+    assert none.offers == () and none.worker is None
+
+
+def test_a_worker_that_gave_up_degrades_a_ready_machine():
+    from dataclasses import replace as _replace
+
+    snap = AppSnapshot(seq=3, state=EngineState.READY, model_name="a", worker=_worker(EngineState.FAILED))
+    assert tray_state(snap) == "degraded"
+    assert tray_state(_replace(snap, worker=_worker(EngineState.STOPPED))) == "ready"
+    assert "RPC worker" not in tooltip_text(_replace(snap, worker=_worker(EngineState.STOPPED)))

@@ -5,7 +5,9 @@ the demo model, `stoker run --rpc` with a memory budget too small for the model 
 plan puts layers on RPC0 and RPC1 and says so, `status --json` lists the devices, a chat
 answers through the gateway; a killed worker's rpc-server is restarted by `stoker worker`;
 a worker that is stopped gives the rpc-worker-lost incident, the model serves again on what
-is left, and once the worker is back the status says so.
+is left, and once the worker is back the status says so; the tray's "Use HOST:PORT again"
+(UseWorkerAgain, through the real Supervisor and RealPreparer) spreads it over both again.
+This machine's own worker (ShareWorker) runs under the supervisor with its own tray line.
 """
 
 from __future__ import annotations
@@ -20,9 +22,17 @@ import time
 import psutil
 import pytest
 
+from stoker.core.commands import ShareWorker, Shutdown, StartModel, StopWorker, UseWorkerAgain
+from stoker.core.overrides import ModelOverrides
+from stoker.core.restart import RestartPolicy
+from stoker.core.rpc import parse_workers
+from stoker.core.snapshot import EngineState as S
+from stoker.core.status_report import status_object
+from stoker.core.tray_view import menu_view
 from stoker.shell.process import free_loopback_port
+from stoker.shell.rpc_worker import reachable
 from tests.conftest import TEST_HOME, _missing
-from tests.shell.engine_helpers import chat
+from tests.shell.engine_helpers import chat, engine_key
 from tests.shell.test_run_cli import REPO, Running, status_json, wait_status
 
 pytestmark = pytest.mark.engine
@@ -114,8 +124,8 @@ def test_a_model_split_over_two_loopback_workers_survives_losing_one(rpc_home, d
 
         w2 = Worker(p2)
         w2.wait_for("ready")
-        back = wait_status(lambda s: any(b["kind"] == "rpcWorkerBack" for b in s["blockers"]), timeout=30)
-        assert any(f"127.0.0.1:{p2}" in b["message"] for b in back["blockers"])
+        back = wait_status(lambda s: f"127.0.0.1:{p2}" in s["rpc_workers_back"], timeout=30)
+        assert back["rpc_workers_back"] == [f"127.0.0.1:{p2}"]
 
         run.proc.send_signal(signal.SIGINT)
         assert run.proc.wait(30) == 0
@@ -124,3 +134,122 @@ def test_a_model_split_over_two_loopback_workers_survives_losing_one(rpc_home, d
             run.close()
         w1.stop()
         w2.stop()
+
+
+def _focused(snap):
+    return snap.engines[0] if snap.engines else None
+
+
+def _bytes(snap) -> dict:
+    e = _focused(snap)
+    return dict(e.bytes_by_device) if e is not None else {}
+
+
+def test_use_a_worker_again_once_it_is_back(rpc_home, demo_model):
+    """Kill one of two workers: the model serves on what is left; restart it: the snapshot
+    and the tray offer it; UseWorkerAgain re-plans with both (layers on RPC0 and RPC1)."""
+    from stoker.shell.launcher import RealPreparer
+    from stoker.shell.supervisor import Supervisor
+
+    p1, p2 = free_loopback_port(), free_loopback_port()
+    ep1, ep2 = f"127.0.0.1:{p1}", f"127.0.0.1:{p2}"
+    w1, w2 = Worker(p1), Worker(p2)
+    sup = None
+    try:
+        w1.wait_for("ready")
+        w2.wait_for("ready")
+        preparer = RealPreparer(remember_last_model=False, startup_deadline_s=120,
+                                cli_overrides=ModelOverrides(ctx=2048),
+                                memory_budget_bytes=int(0.08 * 1024 ** 3),
+                                rpc_workers=parse_workers(f"{ep1},{ep2}"))
+        sup = Supervisor(preparer, policy=RestartPolicy(first_delay_s=0.2, cap_s=2.0), stop_grace_s=5).start()
+        sup.submit(StartModel(str(demo_model)))
+        both = sup.wait_for(lambda s: s.state is S.READY and {"RPC0", "RPC1"} <= set(_bytes(s)), 180)
+        assert both is not None, sup.snapshot()
+        endpoint = _focused(both).endpoint
+        assert chat(endpoint, key=engine_key(sup))
+
+        w2.stop()
+        with pytest.raises(Exception):  # the engine dies under this request: the worker is gone
+            chat(endpoint, key=engine_key(sup))
+        left = sup.wait_for(lambda s: s.state is S.READY and s.restarts >= 1 and "RPC0" in _bytes(s)
+                            and "RPC1" not in _bytes(s), 180)
+        assert left is not None, sup.snapshot()
+        assert left.incidents[-1].kind == "rpc-worker-lost"
+        assert "the tray offers to use it again" in left.incidents[-1].action
+        assert left.workers_back == () and menu_view(left).offers == ()
+        assert chat(_focused(left).endpoint, key=engine_key(sup))
+
+        w2 = Worker(p2)
+        w2.wait_for("ready")
+        offered = sup.wait_for(lambda s: ep2 in s.workers_back, 30)
+        assert offered is not None, sup.snapshot()
+        offers = menu_view(offered).offers
+        assert [o.label for o in offers] == [f"Use {ep2} again"] and offers[0].endpoint == ep2
+        assert status_object(offered, time.time())["rpc_workers_back"] == [ep2]
+        pid_before = _focused(offered).pid
+
+        sup.submit(UseWorkerAgain(offers[0].endpoint))
+        again = sup.wait_for(lambda s: s.state is S.READY and _focused(s).pid != pid_before
+                             and {"RPC0", "RPC1"} <= set(_bytes(s)), 180)
+        assert again is not None, sup.snapshot()
+        assert again.workers_back == () and menu_view(again).offers == ()
+        split = next(what for what, _ in again.plan_decisions if what.startswith("split across"))
+        assert f"RPC0 ({ep1})" in split and f"RPC1 ({ep2})" in split
+        assert _bytes(again)["RPC1"] > 0
+        assert chat(_focused(again).endpoint, key=engine_key(sup))
+    finally:
+        if sup is not None:
+            sup.submit(Shutdown())
+            assert sup.join(60)
+        w1.stop()
+        w2.stop()
+
+
+def test_this_machine_shares_a_supervised_worker_with_its_own_line(rpc_home):
+    """ShareWorker runs rpc-server under the supervisor: the snapshot's worker view (and the
+    tray line decided from it) goes starting -> ready with the devices it lends, a kill -9 is
+    an incident and a restart, StopWorker stops it; a LAN address without consent is refused."""
+    from stoker.shell.supervisor import PreparationRefused, Supervisor
+
+    port = free_loopback_port()
+    sup = Supervisor(lambda path, attempt: PreparationRefused(path, "no model in this test"),
+                     stop_grace_s=5).start()
+    try:
+        sup.submit(ShareWorker(port=port))
+        ready = sup.wait_for(lambda s: s.worker is not None and s.worker.state is S.READY
+                             and s.worker.devices, 30)
+        assert ready is not None, sup.snapshot().worker
+        w = ready.worker
+        assert w.endpoint == f"127.0.0.1:{port}" and w.loopback and w.restarts == 0
+        assert w.devices[0].name == "CPU" and w.devices[0].free_bytes > 0
+        assert reachable(parse_workers(w.endpoint)[0])
+        line = menu_view(ready, now=time.time()).worker
+        assert line.title.startswith(f"RPC worker 127.0.0.1:{port}: ready · CPU ")
+        assert line.can_stop and not line.can_start
+        assert any(d.startswith(f"Other machines use it with --rpc 127.0.0.1:{port}") for d in line.details)
+        assert status_object(ready, time.time())["worker"]["devices"][0]["name"] == "CPU"
+
+        os.kill(w.pid, signal.SIGKILL)
+        back = sup.wait_for(lambda s: s.worker.state is S.READY and s.worker.restarts == 1, 30)
+        assert back is not None, sup.snapshot().worker
+        assert back.worker.pid != w.pid
+        inc = back.worker.last_incident
+        assert inc is not None and inc.kind == "rpc-worker-exit" and "signal 9" in inc.summary
+        assert "1 restart" in menu_view(back).worker.title
+        assert menu_view(back).worker.last_incident[1].startswith(f"The RPC worker on 127.0.0.1:{port} stopped")
+
+        sup.submit(StopWorker())
+        stopped = sup.wait_for(lambda s: s.worker.state is S.STOPPED and s.worker.pid is None, 30)
+        assert stopped is not None, sup.snapshot().worker
+        assert not psutil.pid_exists(back.worker.pid) or psutil.Process(back.worker.pid).status() == "zombie"
+        assert not reachable(parse_workers(f"127.0.0.1:{port}")[0])
+        line = menu_view(stopped).worker
+        assert line.can_start and not line.can_stop and "stopped" in line.title
+
+        sup.submit(ShareWorker(host="192.168.1.20", port=port))
+        refused = sup.wait_for(lambda s: s.worker.state is S.FAILED, 10)
+        assert refused is not None and "no authentication" in refused.worker.last_error
+    finally:
+        sup.submit(Shutdown())
+        assert sup.join(30)
