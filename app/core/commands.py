@@ -87,6 +87,17 @@ class ApplyOverrides:
 
 
 @dataclass(frozen=True)
+class CancelRender:
+    """Stop what this model's engine is working on. An engine that cannot cancel a request
+    it started (sd-server mid-render) is stopped, as an expected exit: no incident, no
+    strike, and the next request starts it again. Sent by the gateway when a client leaves
+    mid-request and by the tray's Cancel."""
+
+    model_path: str
+    reason: str = "the request was cancelled"
+
+
+@dataclass(frozen=True)
 class LiftQuarantine:
     build_id: str
 
@@ -97,4 +108,4 @@ class Shutdown:
 
 
 Command = (StartModel | SwitchModel | Stop | Restart | LoadModel | UnloadModel | PinModel | EnsureModel
-           | CancelEnsure | ApplyOverrides | LiftQuarantine | Shutdown)
+           | CancelEnsure | CancelRender | ApplyOverrides | LiftQuarantine | Shutdown)
