@@ -284,6 +284,31 @@ def test_the_gateway_renders_with_the_openai_client_and_a_client_that_leaves_sto
 
     assert IncidentLog.in_data_dir(stoker_paths().data).latest(5) == ()
 
+    # Cancel (the tray's CancelRender) while a client waits: the engine is stopped, that
+    # client hears the render was stopped, and nothing is recorded as an incident.
+    from stoker.core.commands import CancelRender
+
+    waiting: dict = {}
+
+    def render_and_wait() -> None:
+        try:
+            client.images.generate(model=image_id, prompt="another long render", size="256x256",
+                                   extra_body={"steps": 100})
+        except openai.APIError as exc:
+            waiting["error"] = exc
+
+    waiter = threading.Thread(target=render_and_wait, daemon=True)
+    waiter.start()
+    assert inst.supervisor.wait_for(lambda s: any(e.can_cancel for e in s.engines), 120)
+    pid = _image_engine(inst, "ready").pid
+    t0 = time.monotonic()
+    inst.supervisor.submit(CancelRender(_image_engine(inst).model_path, "cancelled in the tray"))
+    assert inst.supervisor.wait_for(lambda s: not any(e.pid == pid for e in s.engines), 10)
+    assert time.monotonic() - t0 < 2.0
+    waiter.join(15)
+    assert "the image engine stopped before the render finished" in str(waiting["error"])
+    assert len(inst.supervisor.snapshot().incidents) == incidents_before
+
     # The next request starts the engine again and renders.
     again = client.images.generate(model=image_id, prompt="a red fox", size="64x64",
                                    extra_body={"steps": 1})
