@@ -313,5 +313,10 @@ def test_the_gateway_renders_with_the_openai_client_and_a_client_that_leaves_sto
     again = client.images.generate(model=image_id, prompt="a red fox", size="64x64",
                                    extra_body={"steps": 1})
     assert png_size(decode_png(again.data[0].b64_json)) == (64, 64)
+    # sd-server's own A1111 route is passed through as it is, routed by `model`.
+    passed = httpx.post(inst.url + "/sdapi/v1/txt2img", timeout=600,
+                        json={"model": image_id, "prompt": "a fox", "width": 64, "height": 64, "steps": 1})
+    assert passed.status_code == 200
+    assert png_size(decode_png(passed.json()["images"][0])) == (64, 64)
     engine = _image_engine(inst, "ready")
     assert engine.pid != pid and engine.state is EngineState.READY and engine.restarts == 0
