@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from stoker.core.engine_kind import EngineKind
 from stoker.core.overrides import ModelOverrides
 from stoker.core.rpc import DEFAULT_PORT
 
@@ -69,6 +70,7 @@ class Route:
     endpoint: str  # the engine's private loopback URL
     engine_key: str | None  # Authorization for the engine; never shown
     pid: int
+    kind: EngineKind = EngineKind.LLAMA_SERVER  # the gateway's cancel and request mapping read it
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,17 @@ class ApplyOverrides:
     model_path: str
     overrides: ModelOverrides
     restart: bool = True
+
+
+@dataclass(frozen=True)
+class CancelRender:
+    """Stop what this model's engine is working on. An engine that cannot cancel a request
+    it started (sd-server mid-render) is stopped, as an expected exit: no incident, no
+    strike, and the next request starts it again. Sent by the gateway when a client leaves
+    mid-request and by the tray's Cancel."""
+
+    model_path: str
+    reason: str = "the request was cancelled"
 
 
 @dataclass(frozen=True)
@@ -147,5 +160,5 @@ class Shutdown:
 
 
 Command = (StartModel | SwitchModel | Stop | Restart | LoadModel | UnloadModel | PinModel | EnsureModel
-           | CancelEnsure | ApplyOverrides | LiftQuarantine | ShareWorker | StartWorker | StopWorker | UseWorkerAgain
-           | Shutdown)
+           | CancelEnsure | CancelRender | ApplyOverrides | LiftQuarantine | ShareWorker | StartWorker
+           | StopWorker | UseWorkerAgain | Shutdown)

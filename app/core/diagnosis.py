@@ -870,6 +870,15 @@ def classify_exit(report: ExitReport) -> Incident:
     )
 
 
+def incident_of_kind(kind: str, report: ExitReport, evidence: str) -> Incident:
+    """An incident whose kind another engine's own table found (core/engine_kind.failure_of_line
+    for ds4 and sd-server): the same words as llama-server's, no strike and no recovery step
+    (those belong to llama-server's builds and plans)."""
+    title, advice = _words(kind, report, None)
+    return Incident(kind=kind, title=title, evidence=_short(evidence), advice=advice,
+                    counts_as_strike=False, recoverable_by=None, exit_description=describe_exit(report))
+
+
 def phase_from_log(lines) -> str:
     """"ready" when the log shows the engine had finished loading, else "starting"."""
     for raw in lines:

@@ -308,6 +308,14 @@ def plan_ds4(model: Ds4Model, machine: Machine, overrides: ModelOverrides | None
                    reservation.measured, kv_disk_dir, KV_DISK_SPACE_MB, (device,), tuple(decisions))
 
 
+def ds4_summary_line(plan: Ds4Plan) -> str:
+    """The tray's one line for a ds4 plan: `ds4, context 131,072, SSD streaming with a 56 GiB
+    expert cache, metal`."""
+    mode = (f"SSD streaming with a {plan.cache_gb} GiB expert cache" if plan.ssd_streaming and plan.cache_gb
+            else "SSD streaming" if plan.ssd_streaming else "fully resident")
+    return f"ds4, context {plan.ctx:,}, {mode}, {plan.backend}"
+
+
 # --- argv --------------------------------------------------------------------------------------
 
 

@@ -17,6 +17,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import Iterable
+
+from stoker.core.ds4_launch import is_ds4_model, parse_ds4_output
+from stoker.core.model_ids import ModelKind
+from stoker.core.sd_server import parse_sd_output
 
 
 class EngineKind(Enum):
@@ -89,6 +94,16 @@ def describe(kind: EngineKind) -> EngineDescription:
     return DESCRIPTIONS[kind]
 
 
+def engine_kind_for(model_kind: ModelKind, architecture: str | None) -> EngineKind:
+    """The engine a model runs on: sd-server for an image model, ds4 for a DeepSeek-V4-class
+    model (architecture deepseek4, which llama-server does not load), llama-server else."""
+    if model_kind is ModelKind.IMAGE:
+        return EngineKind.SD_SERVER
+    if is_ds4_model(architecture):
+        return EngineKind.DS4
+    return EngineKind.LLAMA_SERVER
+
+
 def kinds_serving(capability: Capability) -> tuple[EngineKind, ...]:
     return tuple(k for k, d in DESCRIPTIONS.items() if capability in d.serves)
 
@@ -153,4 +168,37 @@ def failure_of_line(kind: EngineKind, line: str) -> str | None:
     for pattern, failure in _FAILURES.get(kind, ()):
         if pattern.search(line[:1000]):
             return failure
+    return None
+
+
+# --- progress --------------------------------------------------------------------------------
+
+
+def progress_text(kind: EngineKind, lines: Iterable[str]) -> str | None:
+    """What the engine is doing now, from its latest output, in words for the tray: sd-server's
+    `N/M - Xs/it` bar as "rendering step 3 of 20 (1.2 s per step)", ds4's prefill, generation
+    and start-up lines. None when its last lines say nothing about progress (llama-server's
+    progress is its slots, not its log)."""
+    if kind is EngineKind.SD_SERVER:
+        events = parse_sd_output(lines)
+        last = events[-1] if events else None
+        if last is None or last.phase == "ready":
+            return None
+        if last.phase == "loading":
+            return f"loading tensors {last.done}/{last.total}"
+        done = f"rendering step {last.done} of {last.total}"
+        return done + (f" ({last.seconds_per_step:.2f} s per step)" if last.seconds_per_step else "")
+    if kind is EngineKind.DS4:
+        events = [e for e in parse_ds4_output(lines) if e.phase != "memory"]
+        last = events[-1] if events else None
+        if last is None or last.phase == "ready":
+            return None
+        rate = f" ({last.tokens_per_s:g} tokens/s)" if last.tokens_per_s else ""
+        if last.phase in ("prefill", "rebuild") and last.done is not None and last.total:
+            return f"{'reading the prompt' if last.phase == 'prefill' else 'rebuilding'} {last.done:,}/{last.total:,}{rate}"
+        if last.phase == "generating" and last.done is not None:
+            return f"generating, {last.done:,} tokens{rate}"
+        if last.phase in ("mapping", "warming") and last.bytes:
+            return f"{'mapping' if last.phase == 'mapping' else 'warming'} {last.bytes / 1024 ** 3:.1f} GiB of weights"
+        return None
     return None

@@ -35,7 +35,13 @@ PASS_THROUGH: dict[str, ModelKind] = {
     "/rerank": ModelKind.RERANK,
     "/reranking": ModelKind.RERANK,
     "/v1/reranking": ModelKind.RERANK,
+    # sd-server's A1111 routes, passed through as they are; OpenAI's images route is mapped
+    # onto its txt2img (core/sd_server.py).
+    "/v1/images/generations": ModelKind.IMAGE,
+    "/sdapi/v1/txt2img": ModelKind.IMAGE,
+    "/sdapi/v1/img2img": ModelKind.IMAGE,
 }
+IMAGES_GENERATIONS = "/v1/images/generations"
 # Served by any model; they say nothing about a model's kind, so never refused for it.
 ANY_MODEL = frozenset({"/tokenize", "/detokenize", "/apply-template", "/props", "/slots", "/metrics"})
 ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
@@ -163,11 +169,13 @@ def unknown_model_message(name: str, closest: tuple[str, ...]) -> str:
 
 def wrong_kind_message(model_id: str, kind: ModelKind, path: str, able: tuple[str, ...]) -> str:
     want = {ModelKind.EMBEDDING: "embeddings", ModelKind.RERANK: "reranking",
-            ModelKind.CHAT: "text generation"}[PASS_THROUGH[path]]
+            ModelKind.CHAT: "text generation", ModelKind.IMAGE: "images"}[PASS_THROUGH[path]]
     what = {ModelKind.EMBEDDING: "an embedding model", ModelKind.RERANK: "a reranking model",
-            ModelKind.CHAT: "a chat model"}[kind]
+            ModelKind.CHAT: "a chat model", ModelKind.IMAGE: "an image model"}[kind]
     if able:
         return (f"{model_id} is {what} and cannot serve {path}; for {want} use "
                 f"{', '.join(able[:3])}.")
+    add = {ModelKind.IMAGE: "a diffusion model GGUF with its VAE and text encoder in one folder",
+           ModelKind.CHAT: "a chat model GGUF"}.get(PASS_THROUGH[path], "a GGUF with a pooling type")
     return (f"{model_id} is {what} and cannot serve {path}, and no model here can serve {want}; "
-            f"add one (a GGUF with a pooling type) to the library.")
+            f"add one ({add}) to the library.")

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field, fields
 from typing import Mapping, Union
 
+from stoker.core.image_parts import image_part_of
+
 # A metadata value as the reader keeps it. Arrays the summary needs are kept as tuples;
 # long arrays nobody reads (the tokenizer's) are replaced by `SkippedArray`.
 Scalar = Union[int, float, bool, str]
@@ -137,6 +139,9 @@ class ModelSummary:
     # `general.type`: what decides whether a model embeds, reranks or chats.
     pooling_type: int | None = None
     general_type: str | None = None
+    # What the file is to an image engine (core/sd_server.ImagePart value: diffusion, vae,
+    # t5xxl …), from its tensor names; None for a llama.cpp model.
+    image_part: str | None = None
 
     @property
     def is_moe(self) -> bool:
@@ -235,6 +240,11 @@ def classify_block_tensor(base: str) -> str:
     if stem.startswith(("ffn_", "channel_mix")):
         return "ffn_dense"
     return "other"
+
+
+def _image_part(arch: str, tensors) -> str | None:
+    part = image_part_of(arch, (t.name for t in tensors))
+    return part.value if part is not None else None
 
 
 def summarise(header: GGUFHeader) -> ModelSummary:
@@ -380,6 +390,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         repackable=tuple((b, ty, e, n) for (b, ty, e), n in sorted(repack.items())),
         pooling_type=_int(key("pooling_type")),
         general_type=md.get("general.type") if isinstance(md.get("general.type"), str) else None,
+        image_part=_image_part(arch, header.tensors),
     )
 
 

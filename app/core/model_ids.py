@@ -18,6 +18,8 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
+from stoker.core.sd_server import ImageModel
+
 # The quantisation tags llama.cpp writes into file names (llama-quantize's type names, plus
 # the float types), matched case-insensitively at the end of the stem.
 _QUANT_RE = re.compile(
@@ -33,6 +35,7 @@ class ModelKind(str, Enum):
     CHAT = "chat"  # text generation: chat, completions, responses, messages, infill
     EMBEDDING = "embedding"  # /v1/embeddings only
     RERANK = "rerank"  # /v1/rerank only
+    IMAGE = "image"  # a diffusion model: /v1/images/generations, /sdapi/v1/txt2img, img2img
 
 
 # Encoder architectures llama.cpp runs only as embedding models (src/llama-arch.cpp).
@@ -42,9 +45,13 @@ POOLING_RANK = 4  # LLAMA_POOLING_TYPE_RANK: a reranker's classification head
 POOLING_EMBEDDING = frozenset({1, 2, 3})  # mean, cls, last
 
 
-def model_kind(architecture: str, pooling_type: int | None, general_type: str | None) -> ModelKind:
-    """Chat, embedding or rerank, from the GGUF's own words (pooling beats architecture: a
-    Qwen3 embedding model is a `qwen3` with last-token pooling)."""
+def model_kind(architecture: str, pooling_type: int | None, general_type: str | None,
+               image_part: str | None = None) -> ModelKind:
+    """Chat, embedding, rerank or image, from the GGUF's own words (pooling beats
+    architecture: a Qwen3 embedding model is a `qwen3` with last-token pooling; a file whose
+    tensors are a diffusion model or a whole SD checkpoint is an image model)."""
+    if image_part in ("diffusion", "checkpoint"):
+        return ModelKind.IMAGE
     if pooling_type == POOLING_RANK or (general_type or "").lower() in ("rerank", "reranker"):
         return ModelKind.RERANK
     if pooling_type in POOLING_EMBEDDING or architecture in ENCODER_ARCHS \
@@ -62,6 +69,7 @@ class CatalogEntry:
     kind: ModelKind = ModelKind.CHAT
     aliases: tuple[str, ...] = ()
     origin: str = "library"  # where it was found: library, an added folder, a store
+    image: ImageModel | None = None  # an image model's files (kind IMAGE); None otherwise
 
 
 def base_id(file_name: str) -> str:
@@ -165,9 +173,11 @@ class Catalog:
 
 
 def build_catalog(models: list[tuple[str, str, ModelKind, str]],
-                  aliases: dict[str, tuple[str, ...]] | None = None) -> tuple[Catalog, tuple[str, ...]]:
-    """A catalog from `(path, file name, kind, origin)` and `{path: aliases}`; also the
-    sentences for aliases that could not be used (taken by another model's id or alias)."""
+                  aliases: dict[str, tuple[str, ...]] | None = None,
+                  images: dict[str, ImageModel] | None = None) -> tuple[Catalog, tuple[str, ...]]:
+    """A catalog from `(path, file name, kind, origin)`, `{path: aliases}` and the image
+    models' files by path; also the sentences for aliases that could not be used (taken by
+    another model's id or alias)."""
     ids = assign_ids([(path, name) for path, name, _, _ in models])
     taken = set(ids.values())
     problems: list[str] = []
@@ -191,7 +201,7 @@ def build_catalog(models: list[tuple[str, str, ModelKind, str]],
             used[alias] = ids[path]
             mine.append(alias)
         entries.append(CatalogEntry(id=ids[path], path=path, kind=kind, aliases=tuple(mine),
-                                    origin=origin))
+                                    origin=origin, image=(images or {}).get(path)))
     return Catalog(tuple(entries)), tuple(problems)
 
 

@@ -19,12 +19,15 @@ Pure: no files, no processes, no HTTP.
 from __future__ import annotations
 
 import base64
+import os
 import re
 import time
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
+from stoker.core.image_parts import ImagePart, image_part_of  # noqa: F401  (re-exported)
 from stoker.core.launch_spec import LaunchSpec
+from stoker.core.plan import Decision, DeviceMemory
 
 AUX_FLAGS = (("vae", "--vae"), ("clip_l", "--clip_l"), ("clip_g", "--clip_g"), ("t5xxl", "--t5xxl"),
              ("llm", "--llm"))
@@ -47,6 +50,52 @@ class ImageModel:
     llm: str | None = None
 
 
+    @property
+    def files(self) -> tuple[str, ...]:
+        return tuple(f for f in (self.checkpoint, self.diffusion_model, self.vae, self.clip_l, self.clip_g,
+                                 self.t5xxl, self.llm) if f)
+
+
+# --- which files make an image model ------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ImageFile:
+    path: str
+    part: ImagePart
+
+
+_MODEL_PARTS = (ImagePart.CHECKPOINT, ImagePart.DIFFUSION)
+_AUX_FIELDS = {ImagePart.VAE: "vae", ImagePart.CLIP_L: "clip_l", ImagePart.CLIP_G: "clip_g",
+               ImagePart.T5XXL: "t5xxl", ImagePart.LLM: "llm"}
+
+
+def _stem(path: str) -> str:
+    name = os.path.basename(path)
+    return name[:-5] if name.lower().endswith(".gguf") else name
+
+
+def image_models_from(files: Iterable[ImageFile]) -> tuple[ImageModel, ...]:
+    """The image models among some files: each checkpoint or diffusion model, with the
+    VAE and text encoders in its own folder (of several of one part, the one whose name
+    shares the longest start with the model's). Files are never shared across folders:
+    a folder is one model's set, as the model pages ship them."""
+    files = list(files)
+    out = []
+    for f in sorted((f for f in files if f.part in _MODEL_PARTS), key=lambda f: f.path):
+        folder, stem = os.path.dirname(f.path), _stem(f.path).lower()
+        fields: dict = {}
+        if f.part is not ImagePart.CHECKPOINT:
+            for part, field in _AUX_FIELDS.items():
+                here = [a.path for a in files if a.part is part and os.path.dirname(a.path) == folder]
+                if here:
+                    fields[field] = max(sorted(here), key=lambda p: len(os.path.commonprefix(
+                        [stem, _stem(p).lower()])))
+        key = "checkpoint" if f.part is ImagePart.CHECKPOINT else "diffusion_model"
+        out.append(ImageModel(name=_stem(f.path), **{key: f.path}, **fields))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class ImagePlan:
     model: ImageModel
@@ -55,6 +104,34 @@ class ImagePlan:
     vae_tiling: bool
     threads: int | None
     why: tuple[str, ...]
+    # What the launch holds, for admission beside the other resident models; () when the
+    # files' sizes were not given (a plan made for its argv alone).
+    devices: tuple[DeviceMemory, ...] = ()
+
+    @property
+    def decisions(self) -> tuple[Decision, ...]:
+        return tuple(Decision(w.split(":", 1)[0], w.split(":", 1)[1].strip() if ":" in w else w)
+                     for w in self.why)
+
+    def summary_line(self, backend: str | None) -> str:
+        parts = ["sd-server", f"{self.steps} steps" if self.steps else "20 steps (the server's default)"]
+        if self.cfg_scale is not None:
+            parts.append(f"CFG {self.cfg_scale:g}")
+        parts.append("VAE tiling" if self.vae_tiling else "no VAE tiling")
+        if backend:
+            parts.append(backend)
+        return ", ".join(parts)
+
+
+# sd.cpp holds every weight in the backend's memory and adds its compute buffers, which grow
+# with the image: a quarter of the weights, at least 512 MiB, covers a 1024x1024 SDXL render.
+COMPUTE_FLOOR_BYTES = 512 * 1024 ** 2
+
+
+def image_memory(weights_bytes: int, budget_bytes: int, device: str = "CPU") -> DeviceMemory:
+    """An estimate of what an sd-server launch holds: its files plus its compute buffers."""
+    return DeviceMemory(name=device, budget_bytes=budget_bytes, weights_bytes=weights_bytes, kv_bytes=0,
+                        compute_bytes=max(COMPUTE_FLOOR_BYTES, weights_bytes // 4))
 
 
 _DISTILLED = ((re.compile(r"krea[-_ ]?2", re.I), 8),
@@ -71,8 +148,10 @@ def distilled_steps(name: str) -> int | None:
     return None
 
 
-def plan_image_launch(model: ImageModel, *, threads: int | None = None) -> ImagePlan:
-    """Steps, CFG and tiling for one image model, each with its reason."""
+def plan_image_launch(model: ImageModel, *, threads: int | None = None,
+                      memory: DeviceMemory | None = None) -> ImagePlan:
+    """Steps, CFG and tiling for one image model, each with its reason; `memory` is what it
+    will hold (image_memory), for residency."""
     if (model.checkpoint is None) == (model.diffusion_model is None):
         raise ValueError(f"image model {model.name!r} needs exactly one of a checkpoint file or a "
                          "diffusion-model file")
@@ -86,7 +165,8 @@ def plan_image_launch(model: ImageModel, *, threads: int | None = None) -> Image
     krea = bool(_DISTILLED[0][0].search(model.name))
     why.append("no VAE tiling: Krea 2 decodes whole" if krea
                else "VAE tiling on: decoding in tiles keeps the VAE's memory flat at large sizes")
-    return ImagePlan(model, steps, cfg, not krea, threads, tuple(why))
+    devices = (memory,) if memory is not None else ()
+    return ImagePlan(model, steps, cfg, not krea, threads, tuple(why), devices)
 
 
 def sd_launch_spec(plan: ImagePlan, *, binary: str, port: int, log_file: str | None = None) -> LaunchSpec:

@@ -62,6 +62,10 @@ class EngineView:
     engine_build: str | None = None
     backend: str | None = None
     ctx: int | None = None
+    engine_kind: str | None = None  # llama-server | ds4 | sd-server (core/engine_kind.EngineKind)
+    progress: str | None = None  # what a working ds4 / sd-server says it is doing, in words
+    # Cancel would stop its work: it renders a request it cannot cancel inside (sd-server).
+    can_cancel: bool = False
 
     def idle_for(self, now: float) -> float | None:
         if self.state is not EngineState.READY or self.in_flight or self.last_used_at is None:

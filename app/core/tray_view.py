@@ -217,6 +217,8 @@ class EngineLine:
     can_load: bool  # Load would start it (failed, or unloading): else it is on its way already
     can_unload: bool
     pinned: bool
+    progress: str | None = None  # "rendering step 3 of 20 (1.20 s per step)"
+    can_cancel: bool = False  # Cancel stops the engine: it cannot cancel the render it is on
 
 
 def engine_line(e: EngineView, now: float | None) -> EngineLine:
@@ -230,6 +232,8 @@ def engine_line(e: EngineView, now: float | None) -> EngineLine:
         parts.append(f"idle {format_duration(idle)}")
     if e.pinned:
         parts.append("pinned")
+    if e.progress:
+        parts.append(e.progress)
     details = []
     if e.plan_summary:
         details.append(e.plan_summary)
@@ -250,6 +254,8 @@ def engine_line(e: EngineView, now: float | None) -> EngineLine:
         can_load=e.model_path is not None and e.state in (EngineState.FAILED, EngineState.STOPPING),
         can_unload=queued or e.state in _RESIDENT + (EngineState.FAILED,),
         pinned=e.pinned,
+        progress=e.progress,
+        can_cancel=e.can_cancel and e.model_path is not None,
     )
 
 

@@ -1,7 +1,8 @@
 """The models the gateway can serve, by id: the library scanned, named and kept current.
 
 Wraps shell/models (which files), shell/gguf_io (what each serves: chat, embedding,
-rerank) and the overrides store (aliases set per model) around core/model_ids, which
+rerank, image; an image model's VAE and text encoders are not listed, they go with the
+diffusion model in their folder) and the overrides store (aliases set per model) around core/model_ids, which
 decides the names. The catalog is an immutable value swapped in whole, so the gateway's
 thread and the supervisor's read it without locks; `refresh` rescans (the headers are
 cached by path, size and mtime, so a rescan costs milliseconds) and is called when a
@@ -17,7 +18,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from stoker.core.image_parts import ImagePart
 from stoker.core.model_ids import Catalog, ModelKind, build_catalog, model_kind
+from stoker.core.sd_server import ImageFile, image_models_from
 
 log = logging.getLogger(__name__)
 
@@ -57,6 +60,7 @@ class ModelCatalog:
         from stoker.shell.store import OverridesStore
 
         found: dict[str, tuple[str, str, ModelKind, str]] = {}
+        image_files: list[ImageFile] = []  # the parts of image models; only their models are listed
         store_names: dict[str, tuple[str, ...]] = {}  # the other tools' names: usable as aliases
         try:
             models = list(list_models(with_summary=True))
@@ -72,8 +76,13 @@ class ModelCatalog:
             s = m.summary
             if s is not None and s.is_vision_projector:
                 continue
-            kind = model_kind(s.architecture, s.pooling_type, s.general_type) if s else ModelKind.CHAT
             real = _real(m.path)
+            if s is not None and s.image_part:
+                image_files.append(ImageFile(real, ImagePart(s.image_part)))
+            kind = model_kind(s.architecture, s.pooling_type, s.general_type, s.image_part) if s \
+                else ModelKind.CHAT
+            if s is not None and s.image_part and kind is not ModelKind.IMAGE:
+                continue  # a VAE or a text encoder: it goes with the image model in its folder
             # An Ollama blob is named by its hash: its id comes from the store's own name.
             file_name = m.name if not m.name.startswith("sha256-") else (m.origin_name or m.name)
             if real not in found:
@@ -87,7 +96,8 @@ class ModelCatalog:
             aliases = {}
         for real, names in store_names.items():
             aliases[real] = tuple(aliases.get(real, ())) + names
-        catalog, problems = build_catalog(list(found.values()), aliases)
+        images = {m.checkpoint or m.diffusion_model: m for m in image_models_from(image_files)}
+        catalog, problems = build_catalog(list(found.values()), aliases, images)
         for p in problems:
             log.warning("%s", p)
         with self._lock:

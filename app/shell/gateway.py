@@ -39,9 +39,10 @@ from stoker.core import commands as cmd
 from stoker.core.gateway_rules import (ANTHROPIC_PATHS, ANY_MODEL, OPEN_PATHS, PASS_THROUGH,
                                        error_body, host_allowed, key_matches, origin_allowed,
                                        requested_model, unknown_model_message, wrong_kind_message)
-from stoker.core.model_ids import CatalogEntry
+from stoker.core.model_ids import CatalogEntry, ModelKind
 from stoker.core.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
 from stoker.core.snapshot import AppSnapshot, EngineState
+from stoker.shell.gateway_images import cancel_if_engine_cannot, serve_image_request
 
 if TYPE_CHECKING:  # the mirrors import this module
     from stoker.shell.gateway_child import CatalogMirror, SupervisorMirror
@@ -263,6 +264,8 @@ class Gateway:
             able = tuple(e.id for e in self._catalog.current.serving(PASS_THROUGH[path]))
             return self._error(path, 400, wrong_kind_message(entry.id, entry.kind, path, able),
                                param="model", request=request)
+        if PASS_THROUGH.get(path) is ModelKind.IMAGE:
+            return await serve_image_request(self, request, path, body, entry)
         return await self._forward(request, path, body, key)
 
     async def _resolve(self, name: str | None) -> CatalogEntry | None:
@@ -369,7 +372,10 @@ class Gateway:
                 return await self._crashed(request, path, route, exc)
             return web.Response(status=upstream.status, body=data, headers=out_headers)
         except (ConnectionResetError, asyncio.CancelledError):
-            raise  # the client left: `finally` closes the upstream request at once
+            # The client left: `finally` closes the upstream request at once, and an engine
+            # that cannot cancel it inside is stopped.
+            cancel_if_engine_cannot(self._sup, route, "the client left before the answer")
+            raise
         finally:
             if upstream is not None:
                 upstream.close()

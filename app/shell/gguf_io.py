@@ -512,7 +512,7 @@ def join_split_headers(headers: list[GGUFHeader], names: tuple[str, ...]) -> GGU
 
 # ---- summary cache: in memory and on disk, keyed by (resolved path, size, mtime_ns) ----
 
-CACHE_FORMAT = 1
+CACHE_FORMAT = 2  # 2: ModelSummary.image_part
 _memory_cache: dict[tuple, ModelSummary] = {}
 _lock = threading.Lock()
 

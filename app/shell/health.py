@@ -31,9 +31,11 @@ class ReadyResult:
 
 
 def probe_health(endpoint: str, *, timeout_s: float = 0.5,
-                 client: httpx.Client | None = None) -> int | None:
-    """The HTTP status of GET /health, or None when nothing answers (not bound, reset, timeout)."""
-    url = endpoint.rstrip("/") + "/health"
+                 client: httpx.Client | None = None, path: str = "/health") -> int | None:
+    """The HTTP status of GET `path` (llama-server's /health; another engine kind's own
+    readiness path, core/engine_kind.py), or None when nothing answers (not bound, reset,
+    timeout)."""
+    url = endpoint.rstrip("/") + path
     try:
         if client is not None:
             return client.get(url, timeout=timeout_s).status_code

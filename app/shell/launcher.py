@@ -20,10 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.core.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
+from stoker.core.engine_kind import EngineKind, engine_kind_for
 from stoker.core.model_ids import model_kind
 from stoker.core.overrides import ModelOverrides
 from stoker.shell.planning import (DRAFT_SUFFIX, EngineChoice, auto_drafter, load_settings,
-                                   plan_model, policy_from_settings)
+                                   memory_for_models, plan_model, policy_from_settings, projector_of)
 from stoker.shell.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
                                   PreparedLaunch)
 
@@ -305,6 +306,11 @@ class RealPreparer:
         paths = stoker_paths()
         settings = self._settings()
         model = self.choose_model(model_path)
+        head = load_summary(model)
+        kind = engine_kind_for(model_kind(head.architecture, head.pooling_type, head.general_type,
+                                          head.image_part), head.architecture)
+        if kind is not EngineKind.LLAMA_SERVER:
+            return self._prepare_other_kind(kind, model, attempt, settings)
         ledger = self._load_ledger()
         if not attempt.after_failure:
             self._dropped_workers = ()  # a person's start tries every worker again
@@ -335,7 +341,7 @@ class RealPreparer:
         engine = EngineChoice(build.binary, build.id, self.engine_choice)
         plan = plan_model(model, machine, overrides, engine=engine, settings=settings,
                           policy=policy, held_bytes=dict(attempt.held_bytes),
-                          memory_budget_bytes=self.memory_budget_bytes)
+                          memory_budget_bytes=self.memory_budget_bytes, mmproj=projector_of(model))
         summary = load_summary(model)  # cached: plan_model has just read it
         policy = policy if policy is not None else policy_from_settings(settings)
         if isinstance(plan, PlanRefusal):
@@ -370,6 +376,41 @@ class RealPreparer:
                 build.binary, identity, user_overrides, overrides, policy, summary.n_layer,
                 bool(summary.n_expert))}
         return prepared
+
+    def _prepare_other_kind(self, kind: EngineKind, model: Path, attempt: AttemptContext, settings):
+        """ds4 and sd-server: each kind's own shell module prepares its launch (shell/ds4.py,
+        shell/sd_server.py) on this machine, with the memory the other resident engines hold
+        added back, as a llama-server plan is."""
+        from stoker.shell.probe import probe_machine
+        from stoker.shell.paths import stoker_paths
+        from stoker.shell.store import OverridesStore
+
+        if attempt.overrides is not None:
+            saved = attempt.overrides
+        else:
+            store = OverridesStore(stoker_paths().config)
+            saved = store.get(model)
+            self._override_problems = tuple(store.problems)
+        self._tell_problems()
+        overrides = merge_overrides(saved, self.cli_overrides)
+        idle = self._idle_timeout_s(settings, overrides)
+        self.engine_choice = None
+        self._passed_over, self._build_blockers = (), ()
+        machine = self.machine or probe_machine(None)
+        if kind is EngineKind.DS4:
+            from stoker.shell.ds4 import prepare_ds4_launch
+
+            return prepare_ds4_launch(str(model), attempt, machine=machine, overrides=overrides,
+                                      idle_timeout_s=idle)
+        from stoker.core.planner import machine_budgets
+        from stoker.shell.sd_server import prepare_image_launch
+
+        policy = policy_from_settings(settings)
+        planned = memory_for_models(machine, policy, settings, dict(attempt.held_bytes),
+                                    self.memory_budget_bytes)
+        budgets = {p.name: p.budget for p in machine_budgets(planned, policy).pools}
+        return prepare_image_launch(str(model), attempt, machine=planned, budgets=budgets,
+                                    idle_timeout_s=idle)
 
     # -- RPC workers
 
@@ -516,6 +557,17 @@ class RealPreparer:
         from stoker.core.quarantine import mark_drafter_broken
         from stoker.shell import measurements
 
+        if launch.kind is EngineKind.DS4:
+            from stoker.shell.ds4 import after_ds4_ready
+
+            try:
+                if after_ds4_ready(launch, lines) is None:
+                    log.info("ds4's start-up output had no memory line; nothing measured")
+            except OSError as exc:
+                from stoker.shell.paths import storage_sentence
+
+                log.warning("could not save ds4's measured memory: %s", storage_sentence(exc))
+            return
         ctx = self._context.get(id(launch))
         if ctx is None or launch.plan is None:
             return

@@ -44,6 +44,26 @@ def auto_drafter(model: Path | str) -> str | None:
     return str(candidate) if candidate.is_file() and candidate != model else None
 
 
+def projector_of(model: Path | str) -> str | None:
+    """The vision projector (mmproj) the model list names for this model: one beside it in
+    its folder, or the one its store ships with it; None when it has none."""
+    from stoker.shell.models import list_models
+
+    real = Path(model).resolve()
+    try:
+        found = list_models(with_summary=False, include_hidden=True)
+    except OSError:
+        return None
+    for m in found:
+        try:
+            same = m.path.resolve() == real
+        except OSError:
+            continue
+        if same:
+            return m.mmproj
+    return None
+
+
 def policy_from_settings(settings) -> PlanPolicy:
     """The planner's policy with Settings' memory reserve (None settings: the default)."""
     reserve = None if settings is None else settings.memory_reserve_gib

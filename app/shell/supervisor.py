@@ -59,6 +59,8 @@ import httpx
 
 from stoker.core import commands as cmd
 from stoker.core.commands import EnsureResult, Route
+from stoker.core.ds4_launch import Ds4Plan, ds4_summary_line
+from stoker.core.engine_kind import EngineKind, describe, failure_of_line, is_ready_status, progress_text
 from stoker.core.launch_spec import LaunchSpec
 from stoker.core.lifecycle import (
     BecameReady, EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident,
@@ -68,6 +70,7 @@ from stoker.core.overrides import ModelOverrides
 from stoker.core.plan import LaunchPlan, plan_summary_line
 from stoker.core.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.core.restart import RestartPolicy
+from stoker.core.sd_server import ImagePlan
 from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
 from stoker.shell.health import probe_health
 from stoker.shell.incidents import IncidentLog
@@ -94,6 +97,7 @@ HEALTH_TIMEOUT_S = 1.0
 HUNG_GRACE_S = 1.0
 ADMIT_RETRY_S = 1.0  # a load waiting for room is decided again at least this often
 WORKER_CHECK_S = 5.0  # a dropped RPC worker is looked for this often (the preparer's hook)
+PROGRESS_PUBLISH_S = 0.25  # a working ds4 / sd-server's progress line is published at most this often
 
 
 @dataclass(frozen=True)
@@ -120,7 +124,8 @@ class AttemptContext:
 class PreparedLaunch:
     spec: LaunchSpec
     model_path: str
-    plan: LaunchPlan | None = None  # None for a hand-made launch
+    # The kind's own plan (core/planner, core/ds4_launch, core/sd_server); None for a hand-made launch.
+    plan: LaunchPlan | Ds4Plan | ImagePlan | None = None
     build_id: str | None = None  # e.g. "b11434-cpu"
     backend: str | None = None  # cpu | cuda | rocm | vulkan | metal
     secrets: tuple[tuple[str, str], ...] = ()  # env name -> value, read at spawn time, never logged
@@ -128,6 +133,9 @@ class PreparedLaunch:
     idle_timeout_s: float | None = None  # unload after this long without requests; None: never
     # The key the gateway sends the engine (it also reaches the engine as LLAMA_API_KEY).
     engine_key: str | None = None
+    # Which engine this is: where readiness is asked, which lines are progress and failure,
+    # whether a request can be cancelled inside it (core/engine_kind.py).
+    kind: EngineKind = EngineKind.LLAMA_SERVER
 
 
 @dataclass(frozen=True)
@@ -198,6 +206,9 @@ class _Engine:
         self.on_demand = False  # loaded for waiting requests: cancelled when they all leave
         self.unload_when_idle = False  # asked to unload: stop once nothing is in flight
         self.queued_reason: str | None = None  # waiting for room, and why
+        self.cancelling = False  # stopped to cancel its work: a short grace, no incident
+        self.progress: str | None = None  # what a working ds4 / sd-server says it is doing
+        self.progress_at = 0.0
 
     @property
     def phase(self) -> EngineState:
@@ -445,6 +456,8 @@ class Supervisor:
                 self._request_load(engine)
         elif isinstance(command, cmd.CancelEnsure):
             self._cancel_waiter(command.ticket)
+        elif isinstance(command, cmd.CancelRender):
+            self._cancel_work(self._engines.get(self._key_for(command.model_path)), command.reason)
         elif isinstance(command, cmd.PinModel):
             engine = self._target(command.model_path)
             if engine is not None:
@@ -651,6 +664,20 @@ class Supervisor:
             log.info("every request waiting for %s has gone; its load is cancelled", self._model_id(key))
             self._stop(engine)
 
+    def _cancel_work(self, engine: _Engine | None, reason: str) -> None:
+        """An engine that cannot cancel a request it started (core/engine_kind.py) is stopped,
+        at once and as an expected exit; the next request starts it again. One that can
+        cancel is left alone: closing the request's connection already cancels it there."""
+        if engine is None or engine.launch is None or engine.phase not in (EngineState.READY,
+                                                                            EngineState.STARTING):
+            return
+        if describe(engine.launch.kind).cancellable_in_engine:
+            return
+        log.info("stopping %s: %s (it cannot cancel a request it has started)", self._model_id(engine.key),
+                 reason)
+        engine.cancelling = True
+        self._stop(engine)
+
     def _answer_waiters(self) -> None:
         for ticket, (key, answer) in list(self._waiters.items()):
             engine = self._engines.get(key)
@@ -747,13 +774,17 @@ class Supervisor:
                 e.after_failure = not report.signalled_by_us
                 self._feed(e, Exited(report))
                 return
+        if proc is not None and e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER:
+            self._follow_progress(e, proc, now)
         if st.phase is EngineState.STARTING and proc is not None and e.launch is not None:
             if self._http is None:
                 # Made after the first spawn (it costs tens of ms), so it overlaps the model load.
                 self._http = httpx.Client()
-            status = probe_health(e.launch.spec.endpoint, client=self._http, timeout_s=0.5)
+            kind = e.launch.kind
+            status = probe_health(e.launch.spec.endpoint, client=self._http, timeout_s=0.5,
+                                  path=describe(kind).readiness_path)
             now = self._clock()
-            if status == 200:
+            if is_ready_status(kind, status):
                 proc.mark_ready(now)
                 self._on_ready(e, proc)
                 self._feed(e, BecameReady())
@@ -765,9 +796,25 @@ class Supervisor:
         elif st.phase is EngineState.READY and e.launch is not None:
             self._watch_health(e, now)
 
+    def _follow_progress(self, e: _Engine, proc: EngineProcess, now: float) -> None:
+        """Publish what a ds4 / sd-server says it is doing (its progress lines), while it
+        starts or serves a request, at most every PROGRESS_PUBLISH_S."""
+        if now - e.progress_at < PROGRESS_PUBLISH_S:
+            return
+        e.progress_at = now
+        working = e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0
+        text = progress_text(e.launch.kind, proc.tail(8)) if working else None
+        if text != e.progress:
+            e.progress = text
+            self._publish()
+
     def _watch_health(self, e: _Engine, now: float) -> None:
         """Probe a READY engine now and then, off this thread; several failures in a row mean
-        it hangs."""
+        it hangs. An engine that takes one request at a time is not asked while it works on
+        one: ds4 and sd-server may not answer then, and that is no hang."""
+        if describe(e.launch.kind).concurrency == 1 and self.routes.usage(e.key)[0] > 0:
+            e.probe, e.next_health_at, e.failed_probes, e.silent_since = None, None, 0, None
+            return
         if e.probe is not None:
             if not e.probe.done():
                 return
@@ -776,7 +823,7 @@ class Supervisor:
             except Exception:  # noqa: BLE001
                 status = None
             e.probe = None
-            if status == 200:
+            if is_ready_status(e.launch.kind, status):
                 e.failed_probes, e.silent_since = 0, None
             else:
                 e.failed_probes += 1
@@ -800,7 +847,7 @@ class Supervisor:
         if self._http is None:
             self._http = httpx.Client()
         e.probe = self._probes.submit(probe_health, e.launch.spec.endpoint, client=self._http,
-                                      timeout_s=timeout)
+                                      timeout_s=timeout, path=describe(e.launch.kind).readiness_path)
 
     def _feed(self, e: _Engine, event) -> None:
         e.events.append(event)
@@ -819,7 +866,8 @@ class Supervisor:
                 and not e.unload_when_idle:
             if self.routes.route(e.key) is None:
                 self.routes.open(Route(key=e.key, endpoint=e.launch.spec.endpoint,
-                                       engine_key=e.launch.engine_key, pid=e.proc.pid),
+                                       engine_key=e.launch.engine_key, pid=e.proc.pid,
+                                       kind=e.launch.kind),
                                  self._clock())
         else:
             self.routes.close(e.key)
@@ -858,6 +906,7 @@ class Supervisor:
     def _spawn(self, e: _Engine) -> None:
         e.ready_blockers = ()
         e.drafter_note = None
+        e.cancelling, e.progress = False, None
         prepared, e.prepared = e.prepared, None
         if prepared is None:  # a restart or a retry: planned afresh
             prepared = self._prepare(e, attempt=e.state.restarts)
@@ -883,7 +932,8 @@ class Supervisor:
         if proc is None:
             e.events.append(StoppedClean())
             return
-        grace = HUNG_GRACE_S if effect.hung else self._stop_grace_s
+        # A hung engine cannot act on SIGTERM anyway; a cancelled one must let go at once.
+        grace = HUNG_GRACE_S if effect.hung or e.cancelling else self._stop_grace_s
 
         def stop() -> None:
             try:
@@ -1040,7 +1090,11 @@ class Supervisor:
             last_error=e.state.last_error, queued=e.queued_reason,
             idle_timeout_s=launch.idle_timeout_s if launch is not None else None,
             engine_build=launch.build_id if launch else None,
-            backend=launch.backend if launch else None, ctx=facts.get("ctx"))
+            backend=launch.backend if launch else None, ctx=facts.get("ctx"),
+            engine_kind=launch.kind.value if launch else None,
+            progress=e.progress if e.phase in (EngineState.STARTING, EngineState.READY) else None,
+            can_cancel=bool(launch is not None and e.phase is EngineState.READY and in_flight
+                            and not describe(launch.kind).cancellable_in_engine))
 
     @staticmethod
     def _deliver(callback: Subscriber, snap: AppSnapshot) -> None:
@@ -1063,7 +1117,12 @@ def _argv_value(argv: tuple[str, ...], *names: str) -> str | None:
 def launch_facts(launch: PreparedLaunch) -> dict:
     """ctx, slots and KV types of a launch: from its plan when there is one, else from its argv."""
     plan = launch.plan
-    if plan is not None and hasattr(plan, "ctx"):
+    if isinstance(plan, (Ds4Plan, ImagePlan)):
+        return {"ctx": plan.ctx if isinstance(plan, Ds4Plan) else None,
+                "slots": describe(launch.kind).concurrency, "kv_type_k": None, "kv_type_v": None,
+                "drafter_status": None, "drafter_reason": None,
+                "plan_decisions": tuple((d.what, d.why) for d in plan.decisions)}
+    if plan is not None:
         facts = {"ctx": plan.ctx, "slots": plan.slots, "kv_type_k": plan.kv_type_k,
                  "kv_type_v": plan.kv_type_v}
         drafter = getattr(plan, "drafter", None)
@@ -1089,6 +1148,10 @@ def launch_facts(launch: PreparedLaunch) -> dict:
 def plan_summary(launch: PreparedLaunch) -> str:
     """"context 8,192, 1 slot, KV f16/f16, ~18 tok/s decode, cpu": the plan line the tray and
     the CLI show (core's line for a planned launch; the argv's facts for a hand-made one)."""
+    if isinstance(launch.plan, Ds4Plan):
+        return ds4_summary_line(launch.plan)
+    if isinstance(launch.plan, ImagePlan):
+        return launch.plan.summary_line(launch.backend)
     if launch.plan is not None:
         return plan_summary_line(launch.plan, launch.backend)
     facts = launch_facts(launch)
@@ -1176,6 +1239,12 @@ def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None):
             ex, backend=launch.backend if launch else None, plan_wanted_gpu=_plan_wanted_gpu(launch),
             has_drafter=has_drafter, drafter_forced=forced,
             os=host_os(), oom_killed=ex.oom_killed)
+        if launch is not None and launch.kind is not EngineKind.LLAMA_SERVER:
+            # ds4 and sd-server name their failures in lines of their own (core/engine_kind.py).
+            for line in reversed(ex.log_tail):
+                kind = failure_of_line(launch.kind, line)
+                if kind is not None:
+                    return diagnosis.incident_of_kind(kind, report, line)
         return diagnosis.classify_exit(report)
     except Exception:  # noqa: BLE001 - diagnosis is another module; never lose the incident
         log.warning("classify_exit failed; recording a plain incident", exc_info=True)

@@ -21,8 +21,8 @@ from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from stoker.core.commands import (Command, LoadModel, PinModel, Restart, StartModel, StartWorker,
-                                  Stop, StopWorker, SwitchModel, UnloadModel, UseWorkerAgain)
+from stoker.core.commands import (CancelRender, Command, LoadModel, PinModel, Restart, StartModel,
+                                  StartWorker, Stop, StopWorker, SwitchModel, UnloadModel, UseWorkerAgain)
 from stoker.core.snapshot import AppSnapshot
 from stoker.core.tray_view import (EngineLine, WorkerLine, menu_view, resident_keys,
                                    switch_does_something, tooltip_text, tray_state)
@@ -179,6 +179,9 @@ class TrayController(QObject):
                      enabled=bool(path) and line.can_load, menu=sub)
         self._action("Unload", f"unload:{path}", lambda: self._submit(UnloadModel(path)),
                      enabled=bool(path) and line.can_unload, menu=sub)
+        if line.can_cancel:  # an image engine mid-render: stopping it is the only way to cancel
+            self._action("Cancel render", f"cancel:{path}",
+                         lambda: self._submit(CancelRender(path, "cancelled in the tray")), menu=sub)
         pin = self._action("Pin (keep loaded)", f"pin:{path}",
                            lambda checked: self._submit(PinModel(path, bool(checked))),
                            enabled=bool(path), menu=sub)

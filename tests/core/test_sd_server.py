@@ -101,3 +101,72 @@ def test_txt2img_reply_maps_back_to_b64_json():
         txt2img_to_openai({"images": []})
     with pytest.raises(ValueError):
         decode_png(base64.b64encode(b"GIF89a").decode())
+
+
+# --- which files make an image model, and which engine runs what --------------------------
+
+from stoker.core.image_parts import ImagePart, image_part_of  # noqa: E402
+from stoker.core.sd_server import ImageFile, image_memory, image_models_from  # noqa: E402
+
+
+@pytest.mark.parametrize("arch, names, part", [
+    # sd.cpp's converted checkpoints and ComfyUI-GGUF (city96) files, by their tensor names
+    ("sd1", ["model.diffusion_model.input_blocks.0.0.weight", "first_stage_model.decoder.conv_in.weight",
+             "cond_stage_model.transformer.text_model.encoder.layers.0.mlp.fc1.weight"], ImagePart.CHECKPOINT),
+    ("flux", ["double_blocks.0.img_attn.qkv.weight", "single_blocks.0.linear1.weight"], ImagePart.DIFFUSION),
+    ("sd3", ["joint_blocks.0.x_block.attn.qkv.weight"], ImagePart.DIFFUSION),
+    ("wan", ["blocks.0.self_attn.q.weight", "patch_embedding.weight"], ImagePart.DIFFUSION),
+    ("flux", ["decoder.conv_in.weight", "encoder.conv_in.weight"], ImagePart.VAE),
+    ("t5", ["shared.weight", "encoder.block.0.layer.0.SelfAttention.q.weight"], ImagePart.T5XXL),
+    ("clip", [f"text_model.encoder.layers.{i}.mlp.fc1.weight" for i in range(12)], ImagePart.CLIP_L),
+    ("clip", [f"text_model.encoder.layers.{i}.mlp.fc1.weight" for i in range(32)], ImagePart.CLIP_G),
+    ("flux", ["model.embed_tokens.weight", "model.layers.0.self_attn.q_proj.weight"], ImagePart.LLM),
+    # llama.cpp models are never image parts, whatever else they hold
+    ("qwen3", ["token_embd.weight", "blk.0.attn_q.weight"], None),
+    ("llama", ["token_embd.weight", "blk.0.attn_q.weight", "output.weight"], None),
+])
+def test_tensor_names_say_which_part_of_an_image_model_a_file_is(arch, names, part):
+    assert image_part_of(arch, names) is part
+
+
+def test_an_image_model_takes_the_vae_and_encoders_of_its_own_folder():
+    files = [ImageFile("/a/flux2-klein-dit.gguf", ImagePart.DIFFUSION), ImageFile("/a/flux2-vae.gguf", ImagePart.VAE),
+             ImageFile("/a/qwen3-4b-encoder.gguf", ImagePart.LLM), ImageFile("/a/other-vae.gguf", ImagePart.VAE),
+             ImageFile("/b/sd15.gguf", ImagePart.CHECKPOINT), ImageFile("/b/taesd.gguf", ImagePart.VAE),
+             ImageFile("/c/lonely-vae.gguf", ImagePart.VAE)]
+    klein, sd15 = image_models_from(files)
+    assert klein == ImageModel("flux2-klein-dit", diffusion_model="/a/flux2-klein-dit.gguf",
+                               vae="/a/flux2-vae.gguf", llm="/a/qwen3-4b-encoder.gguf")
+    assert sd15 == ImageModel("sd15", checkpoint="/b/sd15.gguf")  # a checkpoint has its own VAE
+    memory = image_memory(100 * 2 ** 20, 8 * 2 ** 30)
+    assert memory.total_bytes == 100 * 2 ** 20 + 512 * 2 ** 20 and memory.name == "CPU"
+    plan = plan_image_launch(klein, memory=memory)
+    assert plan.devices == (memory,) and plan.summary_line("cpu") == "sd-server, 20 steps (the server's default), " \
+                                                                      "CFG 1, VAE tiling, cpu"
+
+
+def test_the_engine_kind_of_a_model_and_its_progress_in_words():
+    from stoker.core.engine_kind import engine_kind_for, progress_text
+    from stoker.core.model_ids import ModelKind, model_kind
+
+    assert model_kind("flux", None, None, "diffusion") is ModelKind.IMAGE
+    assert model_kind("flux", None, None, "vae") is ModelKind.CHAT  # a part, never served alone
+    assert engine_kind_for(ModelKind.IMAGE, "flux") is EngineKind.SD_SERVER
+    assert engine_kind_for(ModelKind.CHAT, "deepseek4") is EngineKind.DS4
+    assert engine_kind_for(ModelKind.CHAT, "llama") is EngineKind.LLAMA_SERVER
+    bar = "\r  |==>                 | 3/20 - 1.23s/it\x1b[K"
+    assert progress_text(EngineKind.SD_SERVER, [bar]) == "rendering step 3 of 20 (1.23 s per step)"
+    assert progress_text(EngineKind.SD_SERVER, ["listening on: 127.0.0.1:1234"]) is None
+    assert progress_text(EngineKind.LLAMA_SERVER, [bar]) is None
+
+
+def test_an_image_request_for_a_chat_model_and_a_chat_request_for_an_image_model_name_who_can():
+    from stoker.core.gateway_rules import wrong_kind_message
+    from stoker.core.model_ids import ModelKind
+
+    assert wrong_kind_message("smollm2:q4_1", ModelKind.CHAT, "/v1/images/generations", ("flux-dit",)) == (
+        "smollm2:q4_1 is a chat model and cannot serve /v1/images/generations; for images use flux-dit.")
+    assert "add one (a diffusion model GGUF" in wrong_kind_message("smollm2:q4_1", ModelKind.CHAT,
+                                                                    "/sdapi/v1/txt2img", ())
+    assert wrong_kind_message("flux-dit", ModelKind.IMAGE, "/v1/chat/completions", ("smollm2:q4_1",)) == (
+        "flux-dit is an image model and cannot serve /v1/chat/completions; for text generation use smollm2:q4_1.")

@@ -215,3 +215,69 @@ def test_the_dialogs_ds4_fields_change_the_preview(stoker_home, tmp_path, settin
         del os.environ["STOKER_DS4_SERVER"]
     assert isinstance(base, Ds4Plan) and base.cache_gb == 56 and changed.cache_gb == 20
     assert any(d.what == "expert cache 20 GiB" for d in changed.decisions)
+
+
+def test_stoker_launches_ds4_through_the_seam_and_the_gateway_routes_a_chat_to_it(stoker_home, tmp_path,
+                                                                                  monkeypatch):
+    """The supervisor and the gateway, as `stoker run` assembles them (shell/instance.py), with
+    the fake ds4-server found at STOKER_DS4_SERVER and a machine described as a 128 GiB Mac:
+    the deepseek4 model is listed, a chat request loads it through the ds4 seam (plan -> argv
+    -> READY on /v1/models), is answered, ds4's memory line is recorded at READY and the next
+    launch is planned from it (a bigger expert cache in its argv)."""
+    import httpx
+    import openai
+
+    from stoker.core.commands import Shutdown, Stop
+    from stoker.core.snapshot import EngineState
+    from stoker.shell.instance import Instance
+    from stoker.shell.launcher import RealPreparer
+    from stoker.shell.paths import stoker_paths
+
+    binary = install_fake(tmp_path / "ds4-build")
+    monkeypatch.setenv("STOKER_DS4_SERVER", str(binary))
+    stoker_paths().models.mkdir(parents=True, exist_ok=True)
+    model = ds4_model(stoker_paths().models / "DeepSeek-V4-Flash-IQ2XXS.gguf", 81)
+    record = tmp_path / "argv.jsonl"
+    monkeypatch.setenv("FAKE_DS4_RECORD", str(record))
+    inst = Instance(RealPreparer(machine=mac(128), remember_last_model=False), port=0, stop_grace_s=5).start()
+    try:
+        listed = {m["id"]: m for m in httpx.get(inst.url + "/v1/models").json()["data"]}
+        assert listed["deepseek-v4-flash-iq2xxs"]["kind"] == "chat"
+        client = openai.OpenAI(base_url=inst.url + "/v1", api_key="unused", max_retries=0, timeout=60)
+        out = client.chat.completions.create(model="deepseek-v4-flash-iq2xxs",
+                                             messages=[{"role": "user", "content": "hi"}])
+        assert out.choices[0].message.content == "Hello from ds4."
+        snap = inst.supervisor.snapshot()
+        engine = next(e for e in snap.engines if e.engine_kind == "ds4")
+        assert engine.state is EngineState.READY and engine.plan_summary == (
+            "ds4, context 131,072, SSD streaming with a 56 GiB expert cache, metal")
+        seen = json.loads(record.read_text().splitlines()[0])
+        assert seen["cwd"] == str(binary.parent)
+        assert seen["argv"][1:] == ["--model", str(model.resolve()), "--metal", "--ctx", "131072", "--host",
+                                    "127.0.0.1", "--port", str(seen["argv"][9]), "--kv-disk-dir",
+                                    str(kv_disk_dir()), "--kv-disk-space-mb", "16384", "--cors",
+                                    "--ssd-streaming", "--ssd-streaming-cache-experts", "56GB"]
+        measured = ds4_measurements(str(model.resolve()), str(binary))
+        assert len(measured) == 1 and measured[0].ssd_streaming and measured[0].ctx_tokens == 131072
+        # The next launch is planned from the measured line: the 64 GiB tier fits beside it.
+        inst.supervisor.submit(Stop())
+        assert inst.supervisor.wait_for(lambda s: not any(e.state is EngineState.READY for e in s.engines), 20)
+        again = client.chat.completions.create(model="deepseek-v4-flash-iq2xxs",
+                                               messages=[{"role": "user", "content": "hi"}])
+        assert again.choices[0].message.content == "Hello from ds4."
+        argv = json.loads(record.read_text().splitlines()[-1])["argv"]
+        assert argv[-1] == "64GB"
+        assert any(w.startswith("expert cache 64 GiB") for w, _ in inst.supervisor.snapshot().plan_decisions)
+        assert inst.supervisor.snapshot().incidents == ()
+    finally:
+        inst.supervisor.submit(Shutdown())
+        assert inst.supervisor.join(30)
+        inst.close()
+
+
+def test_ds4_progress_lines_read_as_words_for_the_tray():
+    from stoker.core.engine_kind import progress_text
+
+    lines = (Path(__file__).resolve().parents[1] / "data" / "ds4" / "prefill.log").read_text().splitlines()
+    text = progress_text(EngineKind.DS4, lines)
+    assert text is not None and ("reading the prompt" in text or "generating" in text)

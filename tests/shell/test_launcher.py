@@ -93,3 +93,33 @@ def test_memory_budget_setting_caps_the_plan(engine_binary, demo_model, stoker_h
     store.update(model_memory_gib=0.01)  # 10 MiB: not even the weights fit
     refused = prep(str(demo_model), attempt())
     assert isinstance(refused, PreparationRefused) and refused.reason
+
+
+@pytest.mark.engine
+def test_a_model_listed_with_a_projector_is_launched_with_it(engine_binary, demo_model, stoker_home):
+    """The model list pairs a model with the mmproj beside it; the launch passes it as --mmproj."""
+    import os
+    import shutil
+
+    import gguf
+
+    from stoker.shell.gguf_write import write_header_only_gguf
+    from stoker.shell.models import list_models
+
+    folder = stoker_paths().models / "vision"
+    folder.mkdir(parents=True)
+    model = folder / demo_model.name
+    try:
+        os.link(demo_model, model)  # the same file, no copy
+    except OSError:
+        shutil.copyfile(demo_model, model)
+    projector = write_header_only_gguf(folder / "mmproj-SmolLM2-135M-f16.gguf", "clip", {
+        "clip.has_vision_encoder": True, "clip.vision.block_count": 2},
+        [("v.patch_embd.weight", (14, 14, 3, 64), gguf.GGMLQuantizationType.F16)])
+    listed = next(m for m in list_models() if m.path == model)
+    assert listed.mmproj == str(projector)
+    out = RealPreparer(cli_overrides=ModelOverrides(ctx=1024, slots=1), engine=str(engine_binary),
+                       remember_last_model=False)(str(model), attempt())
+    assert isinstance(out, PreparedLaunch), out
+    argv = out.spec.argv
+    assert argv[argv.index("--mmproj") + 1] == str(projector) and out.plan.mmproj_path == str(projector)

@@ -140,7 +140,8 @@ def test_stop_command_ends_the_instance(run_args, engine_binary):
 
 
 def test_bad_model_is_one_sentence_and_exit_1(engine_binary, stoker_home, tmp_path):
-    result = stoker("run", str(tmp_path / "missing.gguf"), "--headless", "--engine", str(engine_binary))
+    result = stoker("run", str(tmp_path / "missing.gguf"), "--headless", "--port", "0",
+                    "--engine", str(engine_binary))
     assert result.returncode == 1
     assert "failed: no model named" in result.stderr, result.stderr  # failures go to stderr
     assert "failed:" not in result.stdout and "Traceback" not in result.stderr

@@ -193,3 +193,130 @@ def test_discovery_configured_then_own_builds_then_path(sd_server_binary, stoker
     assert (found.source, found.backend, found.path) == ("own", "cpu", str(installed.folder / "sd-server"))
     monkeypatch.setenv("STOKER_SD_SERVER", str(on_path))
     assert find_sd_server().source == "configured"
+
+
+# --- through Stoker: the catalog finds the image model, the supervisor launches sd-server
+# through the engine seam, the gateway serves OpenAI's images API and cancels by stopping.
+
+
+@pytest.fixture
+def image_instance(sd_server_binary, stoker_home, monkeypatch):
+    from stoker.core.commands import Shutdown
+    from stoker.shell.instance import Instance
+    from stoker.shell.launcher import RealPreparer
+    from stoker.shell.paths import stoker_paths
+
+    monkeypatch.setenv("STOKER_SD_SERVER", str(sd_server_binary))
+    model = write_tiny_flux2_klein(stoker_paths().models / "tiny-flux2-klein")
+    inst = Instance(RealPreparer(remember_last_model=False), port=0, stop_grace_s=5).start()
+    yield inst, model
+    inst.supervisor.submit(Shutdown())
+    assert inst.supervisor.join(30)
+    inst.close()
+
+
+def _image_engine(inst, state=None):
+    from stoker.core.snapshot import EngineState
+
+    for e in inst.supervisor.snapshot().engines:
+        if e.engine_kind == "sd-server" and (state is None or e.state is EngineState(state)):
+            return e
+    return None
+
+
+def test_the_gateway_renders_with_the_openai_client_and_a_client_that_leaves_stops_the_render(image_instance):
+    import httpx
+    import openai
+
+    from stoker.core.snapshot import EngineState
+
+    inst, model = image_instance
+    listed = {m["id"]: m for m in httpx.get(inst.url + "/v1/models").json()["data"]}
+    image_id = next(i for i, m in listed.items() if m["kind"] == "image")
+    assert image_id == "tiny-flux2-klein-dit" and len(listed) == 1  # its VAE and encoder are not models
+    client = openai.OpenAI(base_url=inst.url + "/v1", api_key="unused", max_retries=0, timeout=600)
+
+    # A chat request for the image model is the clear 400 naming what it is.
+    with pytest.raises(openai.BadRequestError) as refused:
+        client.chat.completions.create(model=image_id, messages=[{"role": "user", "content": "hi"}])
+    assert "is an image model and cannot serve /v1/chat/completions" in str(refused.value)
+
+    t0 = time.monotonic()
+    out = client.images.generate(model=image_id, prompt="a red fox in the snow", size="64x64",
+                                 response_format="b64_json", extra_body={"steps": 1, "seed": 42})
+    print(f"first render through the gateway (load + render): {time.monotonic() - t0:.1f} s")
+    assert png_size(decode_png(out.data[0].b64_json)) == (64, 64)
+    engine = _image_engine(inst, "ready")
+    assert engine is not None and engine.plan_summary.startswith("sd-server")
+    argv = inst.supervisor.snapshot().argv
+    assert argv[argv.index("--diffusion-model") + 1] == model.diffusion_model
+    assert argv[argv.index("--llm") + 1] == model.llm and argv[argv.index("--vae") + 1] == model.vae
+    incidents_before = len(inst.supervisor.snapshot().incidents)
+
+    # A long render whose client leaves mid-render (its socket closes): the engine is stopped
+    # within 2 s.
+    import socket
+
+    body = json.dumps({"model": image_id, "prompt": "a long render", "size": "256x256", "steps": 100}).encode()
+    leaving = socket.create_connection(("127.0.0.1", inst.port))
+    leaving.sendall(b"POST /v1/images/generations HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                    b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
+                    + b"\r\n\r\n" + body)
+    progress = inst.supervisor.wait_for(
+        lambda s: any(e.engine_kind == "sd-server" and e.progress and "of 100" in e.progress and e.can_cancel
+                      for e in s.engines), 120)
+    assert progress is not None, inst.supervisor.snapshot()
+    pid = _image_engine(inst, "ready").pid
+    t0 = time.monotonic()
+    leaving.shutdown(socket.SHUT_RDWR)  # the client goes away mid-render
+    leaving.close()
+    gone = inst.supervisor.wait_for(lambda s: not any(e.pid == pid for e in s.engines), 10)
+    stopped_in = time.monotonic() - t0
+    print(f"sd-server stopped {stopped_in:.2f} s after the client left mid-render")
+    assert gone is not None and stopped_in < 2.0
+    import psutil
+
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    snap = inst.supervisor.snapshot()
+    assert len(snap.incidents) == incidents_before  # an expected exit: no incident
+    from stoker.shell.incidents import IncidentLog
+    from stoker.shell.paths import stoker_paths
+
+    assert IncidentLog.in_data_dir(stoker_paths().data).latest(5) == ()
+
+    # Cancel (the tray's CancelRender) while a client waits: the engine is stopped, that
+    # client hears the render was stopped, and nothing is recorded as an incident.
+    from stoker.core.commands import CancelRender
+
+    waiting: dict = {}
+
+    def render_and_wait() -> None:
+        try:
+            client.images.generate(model=image_id, prompt="another long render", size="256x256",
+                                   extra_body={"steps": 100})
+        except openai.APIError as exc:
+            waiting["error"] = exc
+
+    waiter = threading.Thread(target=render_and_wait, daemon=True)
+    waiter.start()
+    assert inst.supervisor.wait_for(lambda s: any(e.can_cancel for e in s.engines), 120)
+    pid = _image_engine(inst, "ready").pid
+    t0 = time.monotonic()
+    inst.supervisor.submit(CancelRender(_image_engine(inst).model_path, "cancelled in the tray"))
+    assert inst.supervisor.wait_for(lambda s: not any(e.pid == pid for e in s.engines), 10)
+    assert time.monotonic() - t0 < 2.0
+    waiter.join(15)
+    assert "the image engine stopped before the render finished" in str(waiting["error"])
+    assert len(inst.supervisor.snapshot().incidents) == incidents_before
+
+    # The next request starts the engine again and renders.
+    again = client.images.generate(model=image_id, prompt="a red fox", size="64x64",
+                                   extra_body={"steps": 1})
+    assert png_size(decode_png(again.data[0].b64_json)) == (64, 64)
+    # sd-server's own A1111 route is passed through as it is, routed by `model`.
+    passed = httpx.post(inst.url + "/sdapi/v1/txt2img", timeout=600,
+                        json={"model": image_id, "prompt": "a fox", "width": 64, "height": 64, "steps": 1})
+    assert passed.status_code == 200
+    assert png_size(decode_png(passed.json()["images"][0])) == (64, 64)
+    engine = _image_engine(inst, "ready")
+    assert engine.pid != pid and engine.state is EngineState.READY and engine.restarts == 0

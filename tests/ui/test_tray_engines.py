@@ -146,3 +146,23 @@ def test_copy_endpoint_copies_the_gateway_base_url_whenever_a_gateway_runs(qtbot
                                            endpoint="http://127.0.0.1:40001")
     tray = published(qtbot, stoker, snap)
     assert not tray.find_action("action-copy-endpoint").isEnabled()
+
+
+def test_a_rendering_image_engine_shows_its_progress_and_cancel_stops_it(qtbot, fake_supervisor, tmp_path):
+    """sd-server cannot cancel a render it started: the tray's Cancel render sends
+    CancelRender, which the supervisor carries out by stopping that engine."""
+    from stoker.core.commands import CancelRender
+
+    img = model_key(str(tmp_path / "flux-dit.gguf"))
+    stoker = app(qtbot, fake_supervisor, tmp_path, img)
+    snap = fake_supervisor.publish_engines(
+        view(img, engine_kind="sd-server", in_flight=1, can_cancel=True,
+             progress="rendering step 3 of 20 (1.20 s per step)", plan_summary="sd-server, 4 steps, cpu"))
+    tray = published(qtbot, stoker, snap)
+    assert "rendering step 3 of 20" in tray.find_action(f"engine:{img}").text()
+    tray.find_action(f"cancel:{img}").trigger()
+    assert fake_supervisor.commands[-1] == CancelRender(img, "cancelled in the tray")
+    # Once it is no longer rendering there is nothing to cancel.
+    snap = fake_supervisor.publish_engines(view(img, engine_kind="sd-server"))
+    tray = published(qtbot, stoker, snap)
+    assert tray.find_action(f"cancel:{img}") is None
