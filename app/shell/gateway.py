@@ -259,7 +259,13 @@ class Gateway:
             catalog = self._catalog.current
             return self._error(path, 404, unknown_model_message(name, catalog.closest(name)),
                                code="model_not_found", param="model", request=request)
-        key = entry.path if entry is not None else self._default_model()
+        key = entry.path if entry is not None else self._default_model(PASS_THROUGH.get(path))
+        if key is None and path in PASS_THROUGH and self._sup.snapshot().model_path:
+            able = tuple(e.id for e in self._catalog.current.serving(PASS_THROUGH[path]))
+            return self._error(path, 400, "This request names no model, and no model that is loaded or was "
+                               f"last used can answer {path}; name one in `model`"
+                               + (f": {', '.join(able[:5])}." if able else " (none is installed)."),
+                               param="model", request=request)
         if entry is not None and path in PASS_THROUGH and PASS_THROUGH[path] is not entry.kind:
             able = tuple(e.id for e in self._catalog.current.serving(PASS_THROUGH[path]))
             return self._error(path, 400, wrong_kind_message(entry.id, entry.kind, path, able),
@@ -282,14 +288,21 @@ class Gateway:
             entry = self._catalog.current.resolve(name)
         return entry
 
-    def _default_model(self) -> str | None:
+    def _default_model(self, kind: ModelKind | None) -> str | None:
         """A request naming no model goes to the loaded one (the most recently used when
-        several are), else the last used one."""
+        several are), else the last used one; of the kind the path serves, when it names one
+        (a chat without a model never lands on a loaded image or embedding engine)."""
         snap = self._sup.snapshot()
-        ready = [e for e in snap.engines if e.state is EngineState.READY and e.model_path]
+        catalog = self._catalog.current
+
+        def serves(path: str | None) -> bool:
+            entry = catalog.by_path(path) if path else None
+            return kind is None or entry is None or entry.kind is kind
+
+        ready = [e for e in snap.engines if e.state is EngineState.READY and e.model_path and serves(e.model_path)]
         if ready:
             return max(ready, key=lambda e: e.last_used_at or 0.0).model_path
-        return snap.model_path
+        return snap.model_path if serves(snap.model_path) else None
 
     async def _lease(self, request: web.Request, path: str, key: str | None):
         """A route to a READY engine for `key`, loading it on demand; or an error response."""

@@ -249,3 +249,31 @@ def test_the_gateway_process_never_outlives_a_kill_9_of_stoker(home, demo_model)
         assert gone_within(gateway_pid, 5.0), "the gateway process outlived a kill -9 of Stoker"
     finally:
         run.close()
+
+
+def test_a_request_naming_no_model_goes_to_a_loaded_model_of_the_kind_it_needs():
+    """The most recently used READY engine answers a model-less request, but a chat never
+    lands on a loaded embedding (or image) engine, however recently that one was used."""
+    from stoker.core.model_ids import ModelKind, build_catalog
+    from stoker.core.snapshot import AppSnapshot, EngineState, EngineView
+    from stoker.shell.gateway import Gateway, GatewayConfig
+    from stoker.shell.gateway_child import CatalogMirror, SupervisorMirror
+    from stoker.shell.gateway_link import SnapshotChanged
+
+    box = Outbox(io.BytesIO(), "test-outbox")
+    sup, catalog = SupervisorMirror(box), CatalogMirror(box)
+    built, _ = build_catalog([("/m/chat.Q4_0.gguf", "chat.Q4_0.gguf", ModelKind.CHAT, "folder"),
+                              ("/m/bert.F16.gguf", "bert.F16.gguf", ModelKind.EMBEDDING, "folder")])
+    catalog.changed(built)
+    engines = (EngineView("chat:q4_0", "/m/chat.Q4_0.gguf", EngineState.READY, last_used_at=1.0),
+               EngineView("bert:f16", "/m/bert.F16.gguf", EngineState.READY, last_used_at=2.0))
+    sup.snapshot_changed(SnapshotChanged(AppSnapshot(seq=1, state=EngineState.READY, engines=engines,
+                                                     model_path="/m/bert.F16.gguf"), None))
+    gw = Gateway(sup, catalog, GatewayConfig(0), status=dict)
+    assert gw._default_model(ModelKind.CHAT) == "/m/chat.Q4_0.gguf"
+    assert gw._default_model(ModelKind.EMBEDDING) == "/m/bert.F16.gguf"
+    assert gw._default_model(None) == "/m/bert.F16.gguf"  # /tokenize, /props: any kind, the latest
+    sup.snapshot_changed(SnapshotChanged(AppSnapshot(seq=2, state=EngineState.STOPPED,
+                                                     model_path="/m/bert.F16.gguf"), None))
+    assert gw._default_model(ModelKind.CHAT) is None  # nothing loaded, the last used cannot chat
+    box.close()
