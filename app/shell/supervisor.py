@@ -12,10 +12,11 @@ injected collaborator, the `LaunchPreparer` (shell/launcher.py has the real one:
 argv + engine build), so tests can hand it a LaunchSpec built by hand.
 
 The gateway reaches a READY engine without a round trip through this thread: `routes`
-(a small lock-protected table) hands out leases on READY engines, counts the requests in
-flight and when each model was last used; an engine is only ever stopped for room or for
-idleness after its route is closed under that lock with nothing in flight, so a request
-can never be routed to an engine that is being stopped for it. `EnsureModel` asks for a
+(shell/routes.py, a small lock-protected table; in an Instance the gateway process holds
+the leases and this side is its RemoteRoutes mirror) hands out leases on READY engines,
+counts the requests in flight and when each model was last used; an engine is only ever
+stopped for room or for idleness after its route is closed with nothing in flight
+(`close_if_idle`), so a request can never be routed to an engine that is being stopped for it. `EnsureModel` asks for a
 model to be made resident and is answered through its callback once it is READY (a
 route) or cannot be (a sentence); when every waiter for an on-demand load has gone, the
 load is cancelled unless the model is pinned.
