@@ -259,6 +259,12 @@ class Gateway:
             catalog = self._catalog.current
             return self._error(path, 404, unknown_model_message(name, catalog.closest(name)),
                                code="model_not_found", param="model", request=request)
+        if entry is not None and path in PASS_THROUGH and PASS_THROUGH[path] is not entry.kind:
+            able = tuple(e.id for e in self._catalog.current.serving(PASS_THROUGH[path]))
+            return self._error(path, 400, wrong_kind_message(entry.id, entry.kind, path, able),
+                               param="model", request=request)
+        if PASS_THROUGH.get(path) is ModelKind.IMAGE:  # it chooses its own model when none is named
+            return await serve_image_request(self, request, path, body, entry)
         key = entry.path if entry is not None else self._default_model(PASS_THROUGH.get(path))
         if key is None and path in PASS_THROUGH and self._sup.snapshot().model_path:
             able = tuple(e.id for e in self._catalog.current.serving(PASS_THROUGH[path]))
@@ -266,12 +272,6 @@ class Gateway:
                                f"last used can answer {path}; name one in `model`"
                                + (f": {', '.join(able[:5])}." if able else " (none is installed)."),
                                param="model", request=request)
-        if entry is not None and path in PASS_THROUGH and PASS_THROUGH[path] is not entry.kind:
-            able = tuple(e.id for e in self._catalog.current.serving(PASS_THROUGH[path]))
-            return self._error(path, 400, wrong_kind_message(entry.id, entry.kind, path, able),
-                               param="model", request=request)
-        if PASS_THROUGH.get(path) is ModelKind.IMAGE:
-            return await serve_image_request(self, request, path, body, entry)
         return await self._forward(request, path, body, key)
 
     async def _resolve(self, name: str | None) -> CatalogEntry | None:
