@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -33,6 +34,7 @@ from stoker.shell.gateway_link import (CatalogChanged, CloseIfIdle, CommandWante
                                        Outbox, read_frame, RescanWanted, Rescanned, RouteClosed, RouteOpened,
                                        Shutdown, SnapshotChanged, UsageChanged)
 from stoker.shell.routes import Routes
+from stoker.shell.secrets import on_api_key_change
 
 if TYPE_CHECKING:  # annotations only: the instance builds both and hands them over
     from stoker.shell.catalog import ModelCatalog
@@ -148,7 +150,7 @@ class GatewayProcess:
 
     def __init__(self, supervisor: Supervisor, catalog: ModelCatalog, routes: RemoteRoutes,
                  config: GatewayConfig, *,
-                 sockets: list, tray_shown: Callable[[], bool | None],
+                 sockets: list[socket.socket], tray_shown: Callable[[], bool | None],
                  api_key: Callable[[], str | None]) -> None:
         self._sup = supervisor
         self._catalog = catalog
@@ -182,8 +184,6 @@ class GatewayProcess:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> "GatewayProcess":
-        from stoker.shell.secrets import on_api_key_change  # keyring's import is slow: only here
-
         self._key = self._safe_key()
         self._spawn()
         self._cleanups.append(self._sup.subscribe(self._on_snapshot))
