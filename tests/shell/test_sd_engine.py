@@ -320,3 +320,28 @@ def test_the_gateway_renders_with_the_openai_client_and_a_client_that_leaves_sto
     assert png_size(decode_png(passed.json()["images"][0])) == (64, 64)
     engine = _image_engine(inst, "ready")
     assert engine.pid != pid and engine.state is EngineState.READY and engine.restarts == 0
+
+
+def test_stoker_models_lists_an_image_model_with_its_kind_and_its_parts_as_its_own(stoker_home):
+    """`stoker models` agrees with the gateway: the diffusion model has the id and kind image,
+    its VAE and text encoder have no id and say whose part they are."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from stoker.shell.paths import stoker_paths
+
+    model = write_tiny_flux2_klein(stoker_paths().models / "tiny-flux2-klein")
+    out = subprocess.run([sys.executable, "-m", "stoker", "models", "--json"], capture_output=True,
+                         text=True, timeout=120, env=os.environ.copy())
+    assert out.returncode == 0, out.stderr
+    rows = {os.path.realpath(r["path"]): r for r in json.loads(out.stdout)["models"]}
+    dit = rows[os.path.realpath(model.diffusion_model)]
+    assert (dit["id"], dit["kind"]) == ("tiny-flux2-klein-dit", "image")
+    for part in (model.vae, model.llm):
+        assert (rows[os.path.realpath(part)]["id"], rows[os.path.realpath(part)]["kind"]) == (
+            None, "part of tiny-flux2-klein-dit")
+    table = subprocess.run([sys.executable, "-m", "stoker", "models"], capture_output=True, text=True,
+                           timeout=120, env=os.environ.copy())
+    assert table.returncode == 0 and "part of tiny-flux2-klein-dit" in table.stdout
