@@ -220,8 +220,8 @@ def validate_overrides(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
     return ModelOverrides(**clean), tuple(errors)
 
 
-# What the running engine never sees: the catalog reads aliases when it rescans the library,
-# and the idle timeout is taken from the overrides when the model next loads.
+# What the running engine never sees: the catalog reads the aliases (rescanned when they are
+# saved) and the supervisor the idle timeout (re-decided for a running model when it is saved).
 SERVING_FIELDS = ("aliases", "idle_minutes")
 
 
@@ -229,7 +229,8 @@ def needs_restart(before: ModelOverrides, after: ModelOverrides) -> bool:
     """Whether going from `before` to `after` changes how the engine is launched (its plan
     and argv), so a running engine must restart to honour it; alias and idle-timeout
     changes alone never interrupt the requests in flight."""
-    clear = {"aliases": (), "idle_minutes": None}
+    unset = ModelOverrides()
+    clear = {name: getattr(unset, name) for name in SERVING_FIELDS}
     return replace(before, **clear) != replace(after, **clear)
 
 
