@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import psutil
 
 from stoker.core.launch_spec import LaunchSpec
@@ -63,3 +65,13 @@ def chat(endpoint: str, text: str = "Say hi", key: str | None = None) -> str:
                       json={"messages": [{"role": "user", "content": text}], "max_tokens": 8})
     resp.raise_for_status()
     return resp.json()["choices"][0]["message"]["content"]
+
+
+def wait_until(cond, timeout: float = 60) -> bool:
+    """Poll `cond` every 50 ms; True as soon as it holds, False after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.05)
+    return False

@@ -14,6 +14,7 @@ from stoker.core.plan import DeviceMemory, DrafterChoice, LaunchPlan
 from stoker.core.snapshot import EngineState as S
 from stoker.shell.supervisor import PreparedLaunch, Supervisor
 from tests.shell.engine_helpers import demo_spec, engines_running
+from tests.shell.engine_helpers import wait_until as wait
 
 pytestmark = pytest.mark.engine
 MIB = 1024 ** 2
@@ -52,15 +53,6 @@ def ensure(s, model, ticket):
     got = []
     s.submit(EnsureModel(model_path=model, ticket=ticket, answer=got.append))
     return got
-
-
-def wait(cond, timeout=60):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def states(s):

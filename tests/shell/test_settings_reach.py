@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import urllib.error
 import urllib.request
 
@@ -19,6 +18,7 @@ from stoker.shell.instance import Instance, gateway_port
 from stoker.shell.paths import stoker_paths
 from stoker.shell.process import free_loopback_port
 from stoker.shell.store import OverridesStore, SettingsStore
+from tests.shell.engine_helpers import wait_until
 
 
 def never_prepare(model_path, attempt):
@@ -86,22 +86,14 @@ def test_an_alias_saved_or_removed_in_the_dialog_reaches_the_gateway_at_once(sto
         assert status == 200
         return [a for m in json.loads(body)["data"] for a in m["aliases"]]
 
-    def within(cond, seconds=5.0) -> bool:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            if cond():
-                return True
-            time.sleep(0.05)
-        return False
-
     try:
         assert "my-chat" not in aliases()
         store.set(path, ModelOverrides(aliases=("my-chat",)))
         instance.supervisor.submit(ApplyOverrides(path, ModelOverrides(aliases=("my-chat",)), restart=False))
-        assert within(lambda: "my-chat" in aliases())
+        assert wait_until(lambda: "my-chat" in aliases(), 5)
         store.set(path, ModelOverrides())
         instance.supervisor.submit(ApplyOverrides(path, ModelOverrides(), restart=False))
-        assert within(lambda: "my-chat" not in aliases()), "a removed alias still named the model"
+        assert wait_until(lambda: "my-chat" not in aliases(), 5), "a removed alias still named the model"
     finally:
         instance.supervisor.submit(Shutdown())
         instance.close()
