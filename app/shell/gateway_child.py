@@ -181,6 +181,8 @@ def _dispatch(message: object, sup: SupervisorMirror, catalog: CatalogMirror, ou
         sup.routes.open(message.route, message.at)
     elif isinstance(message, RouteClosed):
         (sup.routes.forget if message.forget else sup.routes.close)(message.key)
+        if message.asked is not None:
+            outbox.put(IdleAnswer(message.asked, True))
     elif isinstance(message, CloseIfIdle):
         outbox.put(IdleAnswer(message.asked, sup.routes.close_if_idle(message.key)))
     elif isinstance(message, EnsureAnswered):

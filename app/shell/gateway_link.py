@@ -75,6 +75,7 @@ class RouteOpened:
 class RouteClosed:
     key: str
     forget: bool = False  # also drop when it was last used (the model left the residents)
+    asked: int | None = None  # answer IdleAnswer(asked, True) once closed: the engine stops next
 
 
 @dataclass(frozen=True)

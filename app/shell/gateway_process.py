@@ -45,6 +45,7 @@ log = logging.getLogger(__name__)
 GATEWAY_CHILD_FLAG = "--stoker-gateway-process"  # the frozen bundle's entry runs the child on it
 START_TIMEOUT_S = 15.0
 IDLE_ANSWER_TIMEOUT_S = 5.0  # no answer: treat the model as busy, ask again on the next pass
+CLOSE_ACK_TIMEOUT_S = 1.0  # a stuck gateway process delays an engine's stop by no more than this
 KEY_REFRESH_S = 2.0  # the keyring is re-read this often (a key saved by another process)
 RESPAWN_DELAYS_S = (0.2, 1.0, 2.0, 5.0)
 STABLE_AFTER_S = 60.0  # a child up this long starts the respawn delays afresh
@@ -96,31 +97,40 @@ class RemoteRoutes(Routes):
         self._send(RouteOpened(route, now))
 
     def close(self, key: str) -> None:
+        """Closed here and, before this returns, in the gateway process: the supervisor stops
+        the engine next, and a request leased after that would meet a dying engine (a 502)
+        where it should have been held for the next load."""
         super().close(key)
-        self._send(RouteClosed(key))
+        if self._ask(lambda asked: RouteClosed(key, asked=asked), CLOSE_ACK_TIMEOUT_S) is None:
+            log.warning("the gateway process did not confirm that %s is closed", key)
 
     def forget(self, key: str) -> None:
         super().forget(key)
         self._send(RouteClosed(key, forget=True))
 
     def close_if_idle(self, key: str) -> bool:
+        closed = self._ask(lambda asked: CloseIfIdle(asked, key), IDLE_ANSWER_TIMEOUT_S)
+        if closed is None:
+            log.warning("the gateway process did not say whether %s is idle; it stays for now", key)
+            return False
+        if closed:
+            super().close(key)
+        return closed
+
+    def _ask(self, message: Callable[[int], object], timeout: float) -> bool | None:
+        """Send the gateway process a question and wait for its answer (None: none came).
+        With no gateway process there is nothing in flight: the answer is yes."""
         with self._lock:
             outbox = self._outbox
-            if outbox is None:  # no gateway process: nothing can be in flight
-                self._routes.pop(key, None)
+            if outbox is None:
                 return True
             asked = next(self._asked)
             slot = self._answers[asked] = [threading.Event(), False]
-        outbox.put(CloseIfIdle(asked, key))
-        answered = slot[0].wait(IDLE_ANSWER_TIMEOUT_S)
+        outbox.put(message(asked))
+        answered = slot[0].wait(timeout)
         with self._lock:
             self._answers.pop(asked, None)
-            closed = answered and slot[1]
-            if closed:
-                self._routes.pop(key, None)
-        if not answered:
-            log.warning("the gateway process did not say whether %s is idle; it stays for now", key)
-        return closed
+        return slot[1] if answered else None
 
     # on the link's reader thread
 

@@ -123,6 +123,8 @@ class _Link:
         if isinstance(message, CloseIfIdle) and self._answer is not None:
             threading.Timer(0.01, self._routes.idle_answered,
                             args=(IdleAnswer(message.asked, self._answer),)).start()
+        if isinstance(message, RouteClosed) and message.asked is not None and self._answer is not None:
+            threading.Timer(0.01, self._routes.idle_answered, args=(IdleAnswer(message.asked, True),)).start()
 
 
 def test_without_a_gateway_process_nothing_is_in_flight_so_close_if_idle_closes():
@@ -134,12 +136,32 @@ def test_without_a_gateway_process_nothing_is_in_flight_so_close_if_idle_closes(
 def test_attach_sends_every_open_route_and_opens_and_closes_follow():
     routes = RemoteRoutes()
     routes.open(ROUTE, 1.0)
-    link = _Link(routes, None)
+    link = _Link(routes, True)
     routes.attach(link)
     assert link.sent == [RouteOpened(ROUTE, 1.0)]
     routes.close(ROUTE.key)
     routes.forget(ROUTE.key)
-    assert link.sent[1:] == [RouteClosed(ROUTE.key), RouteClosed(ROUTE.key, forget=True)]
+    assert link.sent[1:] == [RouteClosed(ROUTE.key, asked=1), RouteClosed(ROUTE.key, forget=True)]
+
+
+def test_a_close_returns_once_the_gateway_process_has_closed_it_or_after_a_bound(monkeypatch):
+    """The supervisor stops the engine right after `close`: the gateway process must have
+    stopped leasing it by then (a request leased in between met a dying engine: a 502)."""
+    monkeypatch.setattr("stoker.shell.gateway_process.CLOSE_ACK_TIMEOUT_S", 0.3)
+    routes = RemoteRoutes()
+    routes.open(ROUTE, 1.0)
+    answered: list[float] = []
+    link = _Link(routes, True)
+    original = routes.idle_answered
+    routes.idle_answered = lambda m: (answered.append(time.monotonic()), original(m))
+    routes.attach(link)
+    routes.close(ROUTE.key)
+    assert answered and time.monotonic() >= answered[0] and routes.route(ROUTE.key) is None
+    routes.open(ROUTE, 2.0)
+    routes.attach(_Link(routes, None))  # a gateway process that never answers
+    started = time.monotonic()
+    routes.close(ROUTE.key)
+    assert 0.25 <= time.monotonic() - started < 2.0 and routes.route(ROUTE.key) is None
 
 
 @pytest.mark.parametrize("busy", [False, True])
