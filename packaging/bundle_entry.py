@@ -13,7 +13,7 @@ for _name in ("stdout", "stderr"):
         setattr(sys, _name, open(os.devnull, "w", encoding="utf-8"))
 
 if sys.argv[1:2] == ["--stoker-gateway-process"]:  # shell/gateway_process.GATEWAY_CHILD_FLAG
-    from stoker.shell.gateway_child import main as gateway_main
+    from stoker.gateway.child import main as gateway_main
 
     sys.exit(gateway_main())
 

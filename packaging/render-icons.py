@@ -16,7 +16,7 @@ from PySide6.QtSvg import QSvgRenderer
 
 from stoker.resources import APP_ICON_SIZES, APP_ICON_SVG, app_icon_png, read_resource
 
-ROOT = Path(__file__).resolve().parents[1] / "app" / "resources"
+ROOT = Path(__file__).resolve().parents[1] / "app" / "stoker" / "resources"
 
 
 def main() -> int:

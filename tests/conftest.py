@@ -64,7 +64,7 @@ def stoker_home(tmp_path, monkeypatch) -> Path:
     return home
 
 
-# The variables other tools' stores are found by (shell/model_stores.py): a test sees only
+# The variables other tools' stores are found by (stoker/library/stores.py): a test sees only
 # the stores it builds under its own HOME, never the developer's real ones.
 STORE_VARIABLES = ("OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
                    "LLAMA_CACHE", "HF_TOKEN", "HF_ENDPOINT")

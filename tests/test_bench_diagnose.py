@@ -9,7 +9,7 @@ from stoker.bench.diagnose import (
     CORPUS, TARGET_OVERALL, TARGET_PER_KIND, is_held_out, load_corpus, parse_exit, run_bench,
 )
 from stoker.cli import main
-from stoker.core.diagnosis import KINDS
+from stoker.diagnosis.classify import KINDS
 
 
 def test_training_accuracy_and_per_kind_floor_meet_the_targets():

@@ -88,11 +88,11 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     it and says so. A described machine (--machine) did not measure anything and stays estimated."""
     from dataclasses import replace
 
-    from stoker.commands import plan as plan_cmd
-    from stoker.core.engine_log import parse_memory_report
-    from stoker.shell import measurements
+    from stoker.cli.commands import plan as plan_cmd
+    from stoker.engines.engine_log import parse_memory_report
+    from stoker.planning import measurements
 
-    from stoker.shell.planning import EngineChoice
+    from stoker.planning.pipeline import EngineChoice
 
     monkeypatch.setattr(plan_cmd, "_engine_choice", lambda: (
         EngineChoice(str(engine_binary), "b11434-cpu"), str(engine_binary), "cpu"))
@@ -101,7 +101,7 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     before = json.loads(out)
     assert rc == 0 and before["memory"]["estimate_source"] == "estimated"
 
-    from stoker.core.plan import AnalyticMemory
+    from stoker.planning.plan import AnalyticMemory
 
     (est,) = before["memory"]["devices"]  # a CPU-only estimated plan: its figures are the analytic ones
     assert est["kv_bytes"] == 4096 * 23040  # the demo model's f16 KV, which the estimate gets exactly

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import io
 
-from stoker.commands.run import StatePrinter
-from stoker.core.snapshot import AppSnapshot, EngineState, IncidentView
+from stoker.cli.commands.run import StatePrinter
+from stoker.fleet.snapshot import AppSnapshot, EngineState, IncidentView
 
 
 def _incident(kind: str) -> IncidentView:

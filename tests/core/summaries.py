@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from stoker.core.gguf_summary import LayerBytes, MLAShape, ModelSummary, SSMShape
+from stoker.library.gguf_summary import LayerBytes, MLAShape, ModelSummary, SSMShape
 
 MIB = 1024 * 1024
 GIB = 1024 * MIB

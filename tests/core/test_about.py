@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stoker.core.about import AboutInfo, InstalledEngine, about_lines, version_line
+from stoker.engines.about import AboutInfo, InstalledEngine, about_lines, version_line
 
 FOLDERS = (("config", "/h/.config/stoker"), ("data", "/h/.local/share/stoker"),
            ("cache", "/h/.cache/stoker"), ("logs", "/h/.local/state/stoker/log"))

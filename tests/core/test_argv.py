@@ -6,8 +6,8 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.core.argv import CONFIG_DIR_MARKER, build_launch_spec
-from stoker.core.plan import DeviceMemory, DrafterChoice, LaunchPlan
+from stoker.engines.argv import CONFIG_DIR_MARKER, build_launch_spec
+from stoker.planning.plan import DeviceMemory, DrafterChoice, LaunchPlan
 
 NONE = DrafterChoice("none", None, None, "no drafter")
 
@@ -103,7 +103,7 @@ def test_prompt_cache_size_is_passed_when_the_plan_sized_it():
 
 
 def test_embedding_and_rerank_models_get_their_flags_and_nobody_sleeps():
-    from stoker.core.model_ids import ModelKind
+    from stoker.library.model_ids import ModelKind
 
     argv = build_launch_spec(plan(), binary="/e/llama-server", port=8080, serves=ModelKind.EMBEDDING).argv
     assert argv[-3:] == ("--embeddings", "--no-webui", "--metrics")

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from stoker.core.blockers import (
+from stoker.diagnosis.blockers import (
     VC_REDIST_URL, blocker_from_incident, cuda_blocker, cuda_driver_missing, gpu_unused_blocker,
     missing_runtime_from_ldd, rocm_visibility_env, rocm_visible_devices, windows_vc_runtime_missing,
 )
-from stoker.core.diagnosis import ExitReport, classify_exit
-from stoker.core.snapshot import BlockerView
+from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.fleet.snapshot import BlockerView
 
 
 def test_cuda_driver_below_the_build_runtime_blocks():
@@ -95,8 +95,8 @@ def test_gpu_unused_and_out_of_memory_from_incidents():
 
 
 def test_loader_incidents_become_health_blockers():
-    from stoker.core.blockers import blocker_from_incident
-    from stoker.core.diagnosis import classify_exit, report_from_log
+    from stoker.diagnosis.blockers import blocker_from_incident
+    from stoker.diagnosis.classify import classify_exit, report_from_log
 
     stale = classify_exit(report_from_log(
         ["./llama-server: symbol lookup error: ./llama-server: undefined symbol: mtmd_get_cap_from_file"]))

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.core.devices import (
+from stoker.planning.devices import (
     GIB,
     MIB,
     AmdGpu,
@@ -26,7 +26,7 @@ from stoker.core.devices import (
     parse_nvidia_smi_cuda_version,
     parse_rocminfo,
 )
-from stoker.core.machine import Device
+from stoker.planning.machine import Device
 
 MIXED = """\
 ggml_cuda_init: found 1 CUDA devices:

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.diagnosis import (
+from stoker.diagnosis.classify import (
     KINDS, ExitReport, Incident, classify_exit, describe_exit_code, gpu_unused_from_log,
     ntstatus_of, report_from_engine_exit, strip_log_prefix,
 )
-from stoker.core.lifecycle import EngineExit
+from stoker.fleet.lifecycle import EngineExit
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 CASES = json.loads((LOGS / "cases.json").read_text())

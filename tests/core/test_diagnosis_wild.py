@@ -7,7 +7,7 @@ systemd or kernel OOM line. The priority rules between them are tested at the en
 
 from __future__ import annotations
 
-from stoker.core.diagnosis import classify_exit, exit_from_log, report_from_log
+from stoker.diagnosis.classify import classify_exit, exit_from_log, report_from_log
 
 
 def diagnose(*lines, exit_code=None, signal=None, os="linux", phase=None):

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.core.ds4 import (
+from stoker.planning.ds4 import (
     EXPERT_CACHE_HEADROOM_BYTES,
     FULL_RESIDENCY_RESERVATION_BYTES,
     GIB,

@@ -7,7 +7,7 @@ from pathlib import Path
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.core.engines import (
+from stoker.engines.builds import (
     BACKEND_ORDER,
     EngineBuild,
     cmake_flags,
@@ -167,7 +167,7 @@ def test_a_build_folder_matches_only_the_flags_it_was_configured_with():
 
 
 def test_gpu_facts_for_the_manifest():
-    from stoker.core.engines import gfx_targets_from_flags, parse_nvcc_release
+    from stoker.engines.builds import gfx_targets_from_flags, parse_nvcc_release
 
     nvcc = ("nvcc: NVIDIA (R) Cuda compiler driver\nCuda compilation tools, release 13.0, V13.0.88\n"
             "Build cuda_13.0.r13.0/compiler.36424714_0")

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.core.gateway_rules import (error_body, host_allowed, key_matches, origin_allowed,
+from stoker.gateway.rules import (error_body, host_allowed, key_matches, origin_allowed,
                                        requested_model)
-from stoker.core.model_ids import ModelKind, assign_ids, base_id, build_catalog, model_kind
-from stoker.core.residency import AdmissionKind, Resident, admit, budget_machine, expired, next_expiry
-from stoker.core.machine import Device, Machine
+from stoker.library.model_ids import ModelKind, assign_ids, base_id, build_catalog, model_kind
+from stoker.fleet.residency import AdmissionKind, Resident, admit, budget_machine, expired, next_expiry
+from stoker.planning.machine import Device, Machine
 
 MIB = 1024 ** 2
 

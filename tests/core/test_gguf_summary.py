@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.core.gguf_summary import (
+from stoker.library.gguf_summary import (
     GGUFHeader,
     SkippedArray,
     TensorInfo,
@@ -33,7 +33,7 @@ def t(name, shape, nbytes=100, type_name="Q4_K"):
 
 
 def test_demo_model_facts(demo_model):
-    from stoker.shell.gguf_io import load_summary
+    from stoker.library.gguf_io import load_summary
 
     s = load_summary(demo_model)
     assert s.architecture == "llama"
@@ -125,7 +125,7 @@ def test_unknowns_are_none_not_zero():
 
 
 def test_summary_dict_round_trip(demo_model):
-    from stoker.shell.gguf_io import load_summary
+    from stoker.library.gguf_io import load_summary
 
     s = load_summary(demo_model)
     assert summary_from_dict(summary_to_dict(s)) == s
@@ -135,7 +135,7 @@ def test_summary_dict_round_trip(demo_model):
 
 @pytest.fixture(scope="session")
 def real(tmp_path_factory):
-    from stoker.shell.gguf_io import read_gguf_header
+    from stoker.library.gguf_io import read_gguf_header
     from tests.helpers.gguf_fixtures import REAL_SHAPE_BUILDERS
 
     d = tmp_path_factory.mktemp("real-shapes")

@@ -11,13 +11,13 @@ import itertools
 
 import pytest
 
-from stoker.core.lifecycle import (
+from stoker.fleet.lifecycle import (
     EVENT_TYPES, THEN_BACKOFF, THEN_FAIL, THEN_IDLE, THEN_SHUTDOWN, THEN_START, BecameReady,
     EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident, RestartRequested,
     RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed, StartRequested,
     StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
-from stoker.core.restart import RestartPolicy
-from stoker.core.snapshot import EngineState as S
+from stoker.fleet.restart import RestartPolicy
+from stoker.fleet.snapshot import EngineState as S
 
 NOW = 1000.0
 MODEL = "/m/a.gguf"

@@ -7,7 +7,7 @@ import plistlib
 
 import pytest
 
-from stoker.core.login_items import (APP_ID, desktop_entry, exec_line, launch_agent_plist,
+from stoker.integration.login_items import (APP_ID, desktop_entry, exec_line, launch_agent_plist,
                                      launch_command, launchctl_argv, launcher_icon_files,
                                      run_key_value)
 

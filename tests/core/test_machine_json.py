@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.machine import machine_from_json
+from stoker.planning.machine import machine_from_json
 
 GIB, MIB = 1 << 30, 1 << 20
 

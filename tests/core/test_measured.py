@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from stoker.core.measured import (MIN_ANALYTIC_SPREAD, MeasuredKey, MeasuredMemory, MeasuredPoint,
+from stoker.planning.measured import (MIN_ANALYTIC_SPREAD, MeasuredKey, MeasuredMemory, MeasuredPoint,
                                fit_line, kv_cells)
 
 MIB = 1 << 20

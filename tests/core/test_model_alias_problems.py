@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stoker.core.model_ids import ModelKind, alias_problems, build_catalog
+from stoker.library.model_ids import ModelKind, alias_problems, build_catalog
 
 MODELS = [("/m/SmolLM2-135M-Instruct.Q4_1.gguf", "SmolLM2-135M-Instruct.Q4_1.gguf", ModelKind.CHAT, "library"),
           ("/m/gemma-3-270m-it-Q8_0.gguf", "gemma-3-270m-it-Q8_0.gguf", ModelKind.CHAT, "library")]

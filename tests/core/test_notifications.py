@@ -6,8 +6,8 @@ from dataclasses import replace
 
 from hypothesis import given, strategies as st
 
-from stoker.core.notifications import NoteHistory, NotifyPolicy, decide_notifications
-from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
+from stoker.desktop.notifications import NoteHistory, NotifyPolicy, decide_notifications
+from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
 
 BASE = AppSnapshot(seq=1, state=EngineState.READY, model_path="/m/a.gguf", model_name="a",
                    endpoint="http://127.0.0.1:9")
@@ -104,7 +104,7 @@ def test_a_settings_problem_is_told_once_even_on_the_first_snapshot():
 # -- RPC workers: one that is back, and this machine's own --------------------------------
 
 def _worker(state, **kw):
-    from stoker.core.snapshot import WorkerView
+    from stoker.fleet.snapshot import WorkerView
 
     return WorkerView(host="127.0.0.1", port=50052, endpoint="127.0.0.1:50052", state=state, **kw)
 

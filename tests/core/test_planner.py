@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from stoker.core.machine import Device, Machine, machine_from_json
-from stoker.core.measured import MeasuredLine
-from stoker.core.overrides import ModelOverrides
-from stoker.core.plan import LaunchPlan, PlanRefusal
-from stoker.core.planner import PlanPolicy, plan_launch, takes_cheap_kv
+from stoker.planning.machine import Device, Machine, machine_from_json
+from stoker.planning.measured import MeasuredLine
+from stoker.planning.overrides import ModelOverrides
+from stoker.planning.plan import LaunchPlan, PlanRefusal
+from stoker.planning.planner import PlanPolicy, plan_launch, takes_cheap_kv
 from tests.core.summaries import (GIB, MIB, deepseek2_mla, demo, gemma3_swa, hybrid, llama_8b, llama_70b,
                                   mamba2, qwen3moe_30b)
 
@@ -295,7 +295,7 @@ class _Measured:
 def test_a_measured_line_calibrates_the_estimate():
     """The plan's own analytic components, off by what two launches measured, come back as the
     engine's bytes; the plan keeps the analytic figures for the launch to record."""
-    from stoker.core.measured import MeasuredPoint, fit_line
+    from stoker.planning.measured import MeasuredPoint, fit_line
 
     ov = ModelOverrides(ctx=4096, slots=1)
     est = plan_launch(demo(), cpu(24), ov)
@@ -319,7 +319,7 @@ def test_a_measured_line_calibrates_the_estimate():
 def test_a_sliding_window_model_is_calibrated_across_its_knee():
     """Gemma-3-like with 4 slots: measured below the knee (where the SWA cache still grows),
     planned above it. The estimate's knee is kept; a line in cells would have kept growing."""
-    from stoker.core.measured import MeasuredPoint, fit_line
+    from stoker.planning.measured import MeasuredPoint, fit_line
 
     def analytic(ctx):
         return plan_launch(gemma3_swa(), cpu(256), ModelOverrides(ctx=ctx, slots=4)).analytic_devices[0]
@@ -494,7 +494,7 @@ def test_prompt_cache_is_off_when_the_plan_fills_the_budget():
 # ---- speed first: every layer stays on the GPU when the weights fit there with a working window
 
 def _real_shape(tmp_path, name):
-    from stoker.shell.gguf_io import load_summary
+    from stoker.library.gguf_io import load_summary
     from tests.helpers.gguf_fixtures import REAL_SHAPE_BUILDERS
 
     path = tmp_path / f"{name}.gguf"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from stoker.core.gguf_summary import LayerBytes
-from stoker.core.machine import machine_from_json
-from stoker.core.planner import plan_launch
-from stoker.core.quant_choice import (Fit, QuantOption, RemoteFile, pick_quant, quant_options, verdict_from_size,
+from stoker.library.gguf_summary import LayerBytes
+from stoker.planning.machine import machine_from_json
+from stoker.planning.planner import plan_launch
+from stoker.library.quant_choice import (Fit, QuantOption, RemoteFile, pick_quant, quant_options, verdict_from_size,
                                       verdict_of_plan)
 from tests.core.summaries import MIB, llama_8b
 
@@ -63,7 +63,7 @@ def _opt(q):
 
 
 def test_the_pick_is_the_best_quality_that_runs_with_the_default_context():
-    from stoker.core.quant_choice import FitVerdict
+    from stoker.library.quant_choice import FitVerdict
 
     judged = [(_opt("Q8_0"), FitVerdict(Fit.RUNS_SLOWLY, "runs slowly: 20 of 33 layers fit")),
               (_opt("Q6_K"), FitVerdict(Fit.RUNS_SHORT, "runs with less context")),

@@ -6,11 +6,11 @@ from dataclasses import replace
 
 from hypothesis import given, strategies as st
 
-from stoker.core.diagnosis import ExitReport, classify_exit
-from stoker.core.overrides import ModelOverrides
-from stoker.core.plan import DrafterChoice, LaunchPlan
-from stoker.core.planner import PlanPolicy
-from stoker.core.recovery import MAX_ATTEMPTS, RecoveryInputs, next_recovery_step
+from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.planning.overrides import ModelOverrides
+from stoker.planning.plan import DrafterChoice, LaunchPlan
+from stoker.planning.planner import PlanPolicy
+from stoker.fleet.recovery import MAX_ATTEMPTS, RecoveryInputs, next_recovery_step
 
 NO_DRAFT = DrafterChoice("none", None, None, "no drafter for this model")
 

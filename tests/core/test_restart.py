@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.core.restart import RestartPolicy, next_retry
+from stoker.fleet.restart import RestartPolicy, next_retry
 
 P = RestartPolicy(first_delay_s=1, factor=2, cap_s=30, budget_failures=5, budget_window_s=120,
                   stable_after_s=60)

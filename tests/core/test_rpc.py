@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.argv import build_launch_spec
-from stoker.core.diagnosis import ExitReport, classify_exit
-from stoker.core.machine import machine_from_json
-from stoker.core.overrides import ModelOverrides
-from stoker.core.plan import LaunchPlan, PlanRefusal
-from stoker.core.planner import plan_launch
-from stoker.core.residency import budget_machine
-from stoker.core.rpc import (RpcWorker, allocated_bytes, parse_worker, parse_workers, remaining_workers,
+from stoker.engines.argv import build_launch_spec
+from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.planning.machine import machine_from_json
+from stoker.planning.overrides import ModelOverrides
+from stoker.planning.plan import LaunchPlan, PlanRefusal
+from stoker.planning.planner import plan_launch
+from stoker.fleet.residency import budget_machine
+from stoker.engines.rpc import (RpcWorker, allocated_bytes, parse_worker, parse_workers, remaining_workers,
                              rpc_argument, worker_of_device)
 from tests.core.summaries import GIB, MIB, llama_70b, llama_8b
 
@@ -129,8 +129,8 @@ Accepted client connection""".splitlines()
 
 
 def test_the_devices_a_worker_lends_come_from_its_banner():
-    from stoker.core.rpc import worker_devices
-    from stoker.core.snapshot import WorkerDeviceView
+    from stoker.engines.rpc import worker_devices
+    from stoker.fleet.snapshot import WorkerDeviceView
 
     assert worker_devices(RPC_SERVER_BANNER) == (
         WorkerDeviceView("CPU", "AMD EPYC", 24105 * 2 ** 20, 24105 * 2 ** 20),)
@@ -142,8 +142,8 @@ def test_the_devices_a_worker_lends_come_from_its_banner():
 
 
 def test_status_json_carries_this_machines_worker_and_the_workers_back():
-    from stoker.core.snapshot import AppSnapshot, EngineState, WorkerDeviceView, WorkerView
-    from stoker.core.status_report import SCHEMA, status_lines, status_object
+    from stoker.fleet.snapshot import AppSnapshot, EngineState, WorkerDeviceView, WorkerView
+    from stoker.fleet.status_report import SCHEMA, status_lines, status_object
 
     w = WorkerView(host="127.0.0.1", port=50052, endpoint="127.0.0.1:50052", state=EngineState.READY, pid=7,
                    restarts=1, devices=(WorkerDeviceView("CPU", "AMD EPYC", 2 ** 34, 2 ** 33),))

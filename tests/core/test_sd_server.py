@@ -6,8 +6,8 @@ import base64
 
 import pytest
 
-from stoker.core.engine_kind import EngineKind, failure_of_line
-from stoker.core.sd_server import (ImageModel, ImageRequestError, decode_png, distilled_steps, openai_to_txt2img,
+from stoker.engines.kind import EngineKind, failure_of_line
+from stoker.engines.sd_server import (ImageModel, ImageRequestError, decode_png, distilled_steps, openai_to_txt2img,
                                    parse_sd_output, plan_image_launch, sd_launch_spec, split_sd_output,
                                    txt2img_to_openai)
 
@@ -105,8 +105,8 @@ def test_txt2img_reply_maps_back_to_b64_json():
 
 # --- which files make an image model, and which engine runs what --------------------------
 
-from stoker.core.image_parts import ImagePart, image_part_of  # noqa: E402
-from stoker.core.sd_server import ImageFile, image_memory, image_models_from  # noqa: E402
+from stoker.library.image_parts import ImagePart, image_part_of  # noqa: E402
+from stoker.engines.sd_server import ImageFile, image_memory, image_models_from  # noqa: E402
 
 
 @pytest.mark.parametrize("arch, names, part", [
@@ -146,8 +146,8 @@ def test_an_image_model_takes_the_vae_and_encoders_of_its_own_folder():
 
 
 def test_the_engine_kind_of_a_model_and_its_progress_in_words():
-    from stoker.core.engine_kind import engine_kind_for, progress_text
-    from stoker.core.model_ids import ModelKind, model_kind
+    from stoker.engines.kind import engine_kind_for, progress_text
+    from stoker.library.model_ids import ModelKind, model_kind
 
     assert model_kind("flux", None, None, "diffusion") is ModelKind.IMAGE
     assert model_kind("flux", None, None, "vae") is ModelKind.CHAT  # a part, never served alone
@@ -161,8 +161,8 @@ def test_the_engine_kind_of_a_model_and_its_progress_in_words():
 
 
 def test_an_image_request_for_a_chat_model_and_a_chat_request_for_an_image_model_name_who_can():
-    from stoker.core.gateway_rules import wrong_kind_message
-    from stoker.core.model_ids import ModelKind
+    from stoker.gateway.rules import wrong_kind_message
+    from stoker.library.model_ids import ModelKind
 
     assert wrong_kind_message("smollm2:q4_1", ModelKind.CHAT, "/v1/images/generations", ("flux-dit",)) == (
         "smollm2:q4_1 is a chat model and cannot serve /v1/images/generations; for images use flux-dit.")

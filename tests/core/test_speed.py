@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core import memory as mem
-from stoker.core import speed
-from stoker.core.machine import Device, Machine, machine_from_json
-from stoker.core.plan import LaunchPlan, plan_summary_line
-from stoker.core.planner import plan_launch
+from stoker.planning import memory as mem
+from stoker.planning import speed
+from stoker.planning.machine import Device, Machine, machine_from_json
+from stoker.planning.plan import LaunchPlan, plan_summary_line
+from stoker.planning.planner import plan_launch
 from tests.core.summaries import GIB, demo, llama_8b, qwen3moe_30b
 
 MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stoker.core.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
-from stoker.core.tray_view import (TRAY_STATES, engine_line, format_bytes, format_duration,
+from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
+from stoker.desktop.tray_view import (TRAY_STATES, engine_line, format_bytes, format_duration,
                                    menu_view, plan_line, resident_keys, switch_does_something,
                                    tooltip_text, tray_state)
 
@@ -148,7 +148,7 @@ def test_menu_lists_every_resident_model_and_the_tooltip_counts_them():
 # -- this machine's RPC worker and workers that came back ---------------------------------
 
 def _worker(state, **kw):
-    from stoker.core.snapshot import WorkerDeviceView, WorkerView
+    from stoker.fleet.snapshot import WorkerDeviceView, WorkerView
 
     base = dict(host="127.0.0.1", port=50052, endpoint="127.0.0.1:50052", state=state,
                 devices=(WorkerDeviceView("CPU", "AMD EPYC", 24105 * 2 ** 20, 20000 * 2 ** 20),))
@@ -157,7 +157,7 @@ def _worker(state, **kw):
 
 
 def test_the_worker_line_for_every_state():
-    from stoker.core.tray_view import worker_line
+    from stoker.desktop.tray_view import worker_line
 
     ready = worker_line(_worker(EngineState.READY, pid=9, restarts=2), now=0.0)
     assert ready.title == "RPC worker 127.0.0.1:50052: ready · CPU 19.5 GiB free · 2 restarts"
@@ -196,7 +196,7 @@ def test_the_worker_line_for_every_state():
 
 
 def test_a_worker_on_a_lan_address_says_it_has_no_authentication_and_its_last_incident():
-    from stoker.core.tray_view import worker_line
+    from stoker.desktop.tray_view import worker_line
 
     inc = IncidentView(at=50.0, kind="rpc-worker-exit", summary="The RPC worker on 192.168.1.20:50052 "
                        "stopped.", evidence=None, advice="", action="restarting in 1 s")

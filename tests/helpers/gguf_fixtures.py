@@ -1,6 +1,6 @@
 """Header-only GGUF files with the real shapes of real models, for planning tests.
 
-The builders live in app/shell/real_shapes.py (the memory benchmark uses them too) and are
+The builders live in app/stoker/library/real_shapes.py (the memory benchmark uses them too) and are
 re-exported here; this module adds small builders of malformed files for the
 hostile-input tests.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 
-from stoker.shell.gguf_write import (  # noqa: F401  (re-exported for tests)
+from stoker.library.gguf_write import (  # noqa: F401  (re-exported for tests)
     Typed,
     _string,
     encode_value,
@@ -17,7 +17,7 @@ from stoker.shell.gguf_write import (  # noqa: F401  (re-exported for tests)
     write_header_only_gguf,
     write_vocab_heavy_gguf,
 )
-from stoker.shell.real_shapes import (  # noqa: F401  (re-exported for tests)
+from stoker.library.real_shapes import (  # noqa: F401  (re-exported for tests)
     LFM2_ATTENTION_LAYERS,
     REAL_SHAPE_BUILDERS,
     llama_8b_q4_k_m,

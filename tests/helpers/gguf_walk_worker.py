@@ -14,8 +14,8 @@ import resource
 import sys
 import time
 
-from stoker.core.gguf_summary import summarise
-from stoker.shell.gguf_io import GGUFError, read_gguf_header
+from stoker.library.gguf_summary import summarise
+from stoker.library.gguf_io import GGUFError, read_gguf_header
 
 BUDGET = 64 << 20
 

@@ -28,8 +28,8 @@ from pathlib import Path
 
 import gguf
 
-from stoker.core.sd_server import ImageModel
-from stoker.shell.gguf_write import write_header_only_gguf
+from stoker.engines.sd_server import ImageModel
+from stoker.library.gguf_write import write_header_only_gguf
 
 Q = gguf.GGMLQuantizationType
 NAME = "tiny-flux2-klein"

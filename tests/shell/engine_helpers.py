@@ -6,8 +6,8 @@ import time
 
 import psutil
 
-from stoker.core.launch_spec import LaunchSpec
-from stoker.shell.process import free_loopback_port
+from stoker.engines.launch_spec import LaunchSpec
+from stoker.engines.process import free_loopback_port
 
 
 def demo_spec(binary, model, *, ctx: int = 1024, port: int | None = None) -> LaunchSpec:

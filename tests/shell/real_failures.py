@@ -19,7 +19,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from stoker.shell.process import free_loopback_port
+from stoker.engines.process import free_loopback_port
 
 TIMEOUT_S = 60
 # A context far past what 300 MiB holds: the KV cache of the demo model at 65536 tokens is

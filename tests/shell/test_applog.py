@@ -2,9 +2,9 @@
 
 import logging
 
-from stoker.shell.applog import configure_logging
-from stoker.shell.paths import stoker_paths
-from stoker.shell.store import SettingsStore
+from stoker.base.applog import configure_logging
+from stoker.base.paths import stoker_paths
+from stoker.base.store import SettingsStore
 
 
 def test_level_from_settings_and_one_set_of_handlers(stoker_home):

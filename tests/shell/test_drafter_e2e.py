@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.commands import Shutdown, StartModel
-from stoker.core.overrides import ModelOverrides
-from stoker.core.snapshot import EngineState as S
-from stoker.shell.ledger import LedgerStore
-from stoker.shell.paths import stoker_paths
-from stoker.shell.supervisor import Supervisor
+from stoker.fleet.commands import Shutdown, StartModel
+from stoker.planning.overrides import ModelOverrides
+from stoker.fleet.snapshot import EngineState as S
+from stoker.fleet.ledger import LedgerStore
+from stoker.base.paths import stoker_paths
+from stoker.fleet.supervisor import Supervisor
 from tests.shell.engine_helpers import chat, engine_key, engines_running
 
 pytestmark = pytest.mark.engine
@@ -56,14 +56,14 @@ def _install_own(engine_dir: Path) -> None:
 
 
 def _supervisor(preparer, launches=None):
-    from stoker.core.restart import RestartPolicy
+    from stoker.fleet.restart import RestartPolicy
 
     return Supervisor(preparer, policy=RestartPolicy(first_delay_s=0.2, factor=2.0, cap_s=2.0),
                       stop_grace_s=5, on_launch=launches.append if launches is not None else None).start()
 
 
 def _preparer(**kw):
-    from stoker.shell.launcher import RealPreparer
+    from stoker.fleet.launcher import RealPreparer
 
     kw.setdefault("cli_overrides", ModelOverrides(ctx=1024, slots=1))
     return RealPreparer(remember_last_model=False, startup_deadline_s=60, **kw)

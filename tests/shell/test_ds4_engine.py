@@ -21,15 +21,15 @@ from pathlib import Path
 import gguf
 import pytest
 
-from stoker.core.ds4 import GIB
-from stoker.core.ds4_launch import Ds4Plan, ds4_launch_spec, parse_ds4_output
-from stoker.core.engine_kind import DS4, EngineKind, failure_of_line, is_ready_status
-from stoker.core.machine import Device, Machine
-from stoker.core.overrides import ModelOverrides
-from stoker.core.plan import PlanRefusal
-from stoker.shell.ds4 import ds4_measurements, find_ds4_binary, kv_disk_dir, plan_ds4_model, record_ds4_measurement
-from stoker.shell.gguf_write import write_header_only_gguf
-from stoker.shell.process import EngineProcess
+from stoker.planning.ds4 import GIB
+from stoker.engines.ds4_launch import Ds4Plan, ds4_launch_spec, parse_ds4_output
+from stoker.engines.kind import DS4, EngineKind, failure_of_line, is_ready_status
+from stoker.planning.machine import Device, Machine
+from stoker.planning.overrides import ModelOverrides
+from stoker.planning.plan import PlanRefusal
+from stoker.engines.ds4_files import ds4_measurements, find_ds4_binary, kv_disk_dir, plan_ds4_model, record_ds4_measurement
+from stoker.library.gguf_write import write_header_only_gguf
+from stoker.engines.process import EngineProcess
 
 FAKE = Path(__file__).resolve().parents[1] / "helpers" / "fake_ds4_server.py"
 
@@ -63,7 +63,7 @@ def linux_cuda(ram_gib: int) -> Machine:
 
 
 def free_port() -> int:
-    from stoker.shell.process import free_loopback_port  # the one free-port helper
+    from stoker.engines.process import free_loopback_port  # the one free-port helper
 
     return free_loopback_port()
 
@@ -88,7 +88,7 @@ def run_until_ready(spec, tmp_path: Path) -> tuple[EngineProcess, list]:
 
 
 def test_discovery_order_configured_then_path_then_stokers_folder(stoker_home, tmp_path, monkeypatch):
-    from stoker.shell.paths import stoker_paths
+    from stoker.base.paths import stoker_paths
 
     monkeypatch.delenv("STOKER_DS4_SERVER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -201,7 +201,7 @@ def test_not_safe_refusal_and_unknown_flags_end_with_ds4s_own_error(stoker_home,
 @pytest.mark.parametrize("setting", [None, True])
 def test_the_dialogs_ds4_fields_change_the_preview(stoker_home, tmp_path, setting):
     """Services.plan routes a deepseek4 file to the ds4 plan; the ds4 overrides change it."""
-    from stoker.ui.services import Services
+    from stoker.desktop.services import Services
 
     binary = install_fake(tmp_path / "ds4-build")
     os.environ["STOKER_DS4_SERVER"] = str(binary)
@@ -219,7 +219,7 @@ def test_the_dialogs_ds4_fields_change_the_preview(stoker_home, tmp_path, settin
 
 def test_stoker_launches_ds4_through_the_seam_and_the_gateway_routes_a_chat_to_it(stoker_home, tmp_path,
                                                                                   monkeypatch):
-    """The supervisor and the gateway, as `stoker run` assembles them (shell/instance.py), with
+    """The supervisor and the gateway, as `stoker run` assembles them (stoker/fleet/instance.py), with
     the fake ds4-server found at STOKER_DS4_SERVER and a machine described as a 128 GiB Mac:
     the deepseek4 model is listed, a chat request loads it through the ds4 seam (plan -> argv
     -> READY on /v1/models), is answered, ds4's memory line is recorded at READY and the next
@@ -227,11 +227,11 @@ def test_stoker_launches_ds4_through_the_seam_and_the_gateway_routes_a_chat_to_i
     import httpx
     import openai
 
-    from stoker.core.commands import Shutdown, Stop
-    from stoker.core.snapshot import EngineState
-    from stoker.shell.instance import Instance
-    from stoker.shell.launcher import RealPreparer
-    from stoker.shell.paths import stoker_paths
+    from stoker.fleet.commands import Shutdown, Stop
+    from stoker.fleet.snapshot import EngineState
+    from stoker.fleet.instance import Instance
+    from stoker.fleet.launcher import RealPreparer
+    from stoker.base.paths import stoker_paths
 
     binary = install_fake(tmp_path / "ds4-build")
     monkeypatch.setenv("STOKER_DS4_SERVER", str(binary))
@@ -276,7 +276,7 @@ def test_stoker_launches_ds4_through_the_seam_and_the_gateway_routes_a_chat_to_i
 
 
 def test_ds4_progress_lines_read_as_words_for_the_tray():
-    from stoker.core.engine_kind import progress_text
+    from stoker.engines.kind import progress_text
 
     lines = (Path(__file__).resolve().parents[1] / "data" / "ds4" / "prefill.log").read_text().splitlines()
     text = progress_text(EngineKind.DS4, lines)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import sys
 import time
 
-from stoker.core.launch_spec import LaunchSpec
-from stoker.shell.process import EngineProcess
+from stoker.engines.launch_spec import LaunchSpec
+from stoker.engines.process import EngineProcess
 
 CHILD = r"""
 import sys, time

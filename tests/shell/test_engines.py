@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from stoker.shell import engines as eng
-from stoker.shell.setup import install_build
+from stoker.engines import find as eng
+from stoker.engines.setup import install_build
 
 
 def fake_engine(path: Path, version_line: str = "version: 9999 (build 9999, commit abc1234)") -> Path:

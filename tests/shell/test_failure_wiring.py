@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.commands import LiftQuarantine, Shutdown, StartModel, Stop
-from stoker.core.overrides import ModelOverrides
-from stoker.core.snapshot import EngineState as S
-from stoker.shell.ledger import LedgerStore
-from stoker.shell.paths import stoker_paths
-from stoker.shell.supervisor import Supervisor
+from stoker.fleet.commands import LiftQuarantine, Shutdown, StartModel, Stop
+from stoker.planning.overrides import ModelOverrides
+from stoker.fleet.snapshot import EngineState as S
+from stoker.fleet.ledger import LedgerStore
+from stoker.base.paths import stoker_paths
+from stoker.fleet.supervisor import Supervisor
 from tests.shell.engine_helpers import chat, engine_key, engines_running
 
 pytestmark = pytest.mark.engine
@@ -29,7 +29,7 @@ GIB = 1024 * MIB
 
 
 def _supervisor(preparer, launches=None):
-    from stoker.core.restart import RestartPolicy
+    from stoker.fleet.restart import RestartPolicy
 
     policy = RestartPolicy(first_delay_s=0.2, factor=2.0, cap_s=2.0)
     return Supervisor(preparer, policy=policy, stop_grace_s=5,
@@ -80,7 +80,7 @@ def _install_crashing_vulkan(engine_dir: Path, model: Path) -> Path:
 
 
 def _real_preparer(**kw):
-    from stoker.shell.launcher import RealPreparer
+    from stoker.fleet.launcher import RealPreparer
 
     kw.setdefault("cli_overrides", ModelOverrides(ctx=1024, slots=1))
     return RealPreparer(remember_last_model=False, startup_deadline_s=60, **kw)
@@ -130,9 +130,9 @@ def test_three_sigill_starts_quarantine_the_build_and_the_next_one_serves(engine
 
 
 def test_a_failure_that_is_not_the_builds_never_counts_as_a_strike(engine_dir, demo_model, stoker_home):
-    from stoker.core.diagnosis import Incident
-    from stoker.core.lifecycle import EngineExit
-    from stoker.shell.supervisor import AttemptContext
+    from stoker.diagnosis.classify import Incident
+    from stoker.fleet.lifecycle import EngineExit
+    from stoker.fleet.supervisor import AttemptContext
 
     _install_own(engine_dir)
     prep = _real_preparer()
@@ -211,7 +211,7 @@ def _install_gpu_build(engine_dir: Path, backend: str, **manifest_facts) -> Path
 
 
 def _machine(*devices):
-    from stoker.core.machine import Machine
+    from stoker.planning.machine import Machine
 
     return Machine(os="linux", arch="x86_64", ram_total_bytes=32 * GIB, ram_available_bytes=28 * GIB,
                    physical_cores=8, logical_cores=16, devices=devices)
@@ -219,8 +219,8 @@ def _machine(*devices):
 
 def test_a_cuda_build_newer_than_the_driver_is_passed_over_before_launch(engine_dir, demo_model,
                                                                          stoker_home):
-    from stoker.core.machine import Device
-    from stoker.shell.supervisor import AttemptContext, PreparedLaunch
+    from stoker.planning.machine import Device
+    from stoker.fleet.supervisor import AttemptContext, PreparedLaunch
 
     _install_own(engine_dir)
     _install_gpu_build(engine_dir, "cuda", cuda_runtime="12.4")
@@ -241,8 +241,8 @@ def test_a_cuda_build_newer_than_the_driver_is_passed_over_before_launch(engine_
 
 def test_rocm_launch_hides_gpus_without_kernels_and_blocks_when_none_is_left(engine_dir, demo_model,
                                                                               stoker_home):
-    from stoker.core.machine import Device
-    from stoker.shell.supervisor import AttemptContext
+    from stoker.planning.machine import Device
+    from stoker.fleet.supervisor import AttemptContext
 
     _install_own(engine_dir)
     _install_gpu_build(engine_dir, "rocm", gfx_targets=["gfx1100"])

@@ -22,11 +22,11 @@ import keyring
 import openai
 import pytest
 
-from stoker.core.commands import ApplyOverrides, Restart, Shutdown, StartModel, SwitchModel
-from stoker.core.overrides import ModelOverrides
-from stoker.core.snapshot import EngineState as S
-from stoker.shell.instance import Instance
-from stoker.shell.launcher import RealPreparer
+from stoker.fleet.commands import ApplyOverrides, Restart, Shutdown, StartModel, SwitchModel
+from stoker.planning.overrides import ModelOverrides
+from stoker.fleet.snapshot import EngineState as S
+from stoker.fleet.instance import Instance
+from stoker.fleet.launcher import RealPreparer
 from tests.shell.engine_helpers import engines_running
 from tests.shell.test_secrets import MemoryKeyring
 
@@ -167,7 +167,7 @@ def _stream_long(client, model, out: dict) -> None:
 
 
 def _plan_bytes(engine_binary, model) -> int:
-    from stoker.shell.supervisor import AttemptContext
+    from stoker.fleet.supervisor import AttemptContext
 
     prep = RealPreparer(engine=str(engine_binary), remember_last_model=False,
                         cli_overrides=ModelOverrides(ctx=1024, slots=1))
@@ -225,7 +225,7 @@ def test_key_host_and_origin_are_checked(gateway, demo_model):
     keyring.set_keyring(MemoryKeyring())
     try:
         inst = gateway(demo_model)
-        from stoker.shell.secrets import set_api_key
+        from stoker.base.secrets import set_api_key
 
         body = {"model": DEMO_ID, "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
         assert httpx.post(inst.url + "/v1/chat/completions", json=body, timeout=60).status_code == 200

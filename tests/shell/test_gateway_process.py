@@ -1,4 +1,4 @@
-"""The gateway in a process of its own (shell/gateway_process.py, gateway_child.py,
+"""The gateway in a process of its own (stoker/gateway/process.py, gateway_child.py,
 gateway_link.py): the link's framing and outbox, every edge of the supervisor's remote route
 table, and the real child process: it serves, it is started again on the same port when it
 dies, and it never outlives Stoker. The requests themselves (clients, streams, residency)
@@ -19,12 +19,12 @@ import urllib.request
 import psutil
 import pytest
 
-from stoker.core.commands import Route, Shutdown
-from stoker.shell.gateway_link import (CloseIfIdle, IdleAnswer, LinkClosed, Outbox, RouteClosed,
+from stoker.fleet.commands import Route, Shutdown
+from stoker.gateway.link import (CloseIfIdle, IdleAnswer, LinkClosed, Outbox, RouteClosed,
                                        RouteOpened, UsageChanged, read_frame, write_frame)
-from stoker.shell.gateway_process import RemoteRoutes
-from stoker.shell.instance import Instance
-from stoker.shell.routes import Routes
+from stoker.gateway.process import RemoteRoutes
+from stoker.fleet.instance import Instance
+from stoker.gateway.routes import Routes
 
 from .test_faults import Stoker, gone_within, home, run_args, status_json  # noqa: F401 (fixture)
 
@@ -147,7 +147,7 @@ def test_attach_sends_every_open_route_and_opens_and_closes_follow():
 def test_a_close_returns_once_the_gateway_process_has_closed_it_or_after_a_bound(monkeypatch):
     """The supervisor stops the engine right after `close`: the gateway process must have
     stopped leasing it by then (a request leased in between met a dying engine: a 502)."""
-    monkeypatch.setattr("stoker.shell.gateway_process.CLOSE_ACK_TIMEOUT_S", 0.3)
+    monkeypatch.setattr("stoker.gateway.process.CLOSE_ACK_TIMEOUT_S", 0.3)
     routes = RemoteRoutes()
     routes.open(ROUTE, 1.0)
     answered: list[float] = []
@@ -174,7 +174,7 @@ def test_close_if_idle_asks_the_gateway_process_and_follows_its_answer(busy):
 
 
 def test_no_answer_counts_as_busy(monkeypatch):
-    monkeypatch.setattr("stoker.shell.gateway_process.IDLE_ANSWER_TIMEOUT_S", 0.05)
+    monkeypatch.setattr("stoker.gateway.process.IDLE_ANSWER_TIMEOUT_S", 0.05)
     routes = RemoteRoutes()
     routes.open(ROUTE, 1.0)
     routes.attach(_Link(routes, answer=None))
@@ -233,7 +233,7 @@ def test_the_gateway_serves_from_its_own_process_and_comes_back_on_the_same_port
     try:
         first = instance.gateway.pid
         assert first is not None and first != os.getpid()
-        assert "stoker.shell.gateway_child" in " ".join(psutil.Process(first).cmdline())
+        assert "stoker.gateway.child" in " ".join(psutil.Process(first).cmdline())
         assert _get(instance.url + "/health")[0] == 200
         status = json.loads(_get(instance.url + "/stoker/v1/status")[1])
         assert status["gateway"]["pid"] == first and status["running"] is True
@@ -276,11 +276,11 @@ def test_the_gateway_process_never_outlives_a_kill_9_of_stoker(home, demo_model)
 def test_a_request_naming_no_model_goes_to_a_loaded_model_of_the_kind_it_needs():
     """The most recently used READY engine answers a model-less request, but a chat never
     lands on a loaded embedding (or image) engine, however recently that one was used."""
-    from stoker.core.model_ids import ModelKind, build_catalog
-    from stoker.core.snapshot import AppSnapshot, EngineState, EngineView
-    from stoker.shell.gateway import Gateway, GatewayConfig
-    from stoker.shell.gateway_child import CatalogMirror, SupervisorMirror
-    from stoker.shell.gateway_link import SnapshotChanged
+    from stoker.library.model_ids import ModelKind, build_catalog
+    from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
+    from stoker.gateway.server import Gateway, GatewayConfig
+    from stoker.gateway.child import CatalogMirror, SupervisorMirror
+    from stoker.gateway.link import SnapshotChanged
 
     box = Outbox(io.BytesIO(), "test-outbox")
     sup, catalog = SupervisorMirror(box), CatalogMirror(box)

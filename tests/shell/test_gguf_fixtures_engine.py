@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from stoker.shell.process import free_loopback_port
+from stoker.engines.process import free_loopback_port
 from tests.helpers.gguf_fixtures import header_only_150k_vocab, lfm2_1_2b_q4_k_m
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 import shutil
 
-from stoker.core.diagnosis import ExitReport, classify_exit
-from stoker.core.quarantine import Ledger, is_quarantined, mark_drafter_broken, record_strike
-from stoker.shell.incidents import IncidentLog
-from stoker.shell.ledger import LedgerStore, binary_identity
+from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.fleet.quarantine import Ledger, is_quarantined, mark_drafter_broken, record_strike
+from stoker.diagnosis.incidents import IncidentLog
+from stoker.fleet.ledger import LedgerStore, binary_identity
 
 OOM = classify_exit(ExitReport(None, "SIGKILL", False, "ready", 60.0, (), "cpu", oom_killed=True))
 SEGV = classify_exit(ExitReport(None, "SIGSEGV", False, "starting", 1.0, (), "cuda"))

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.overrides import ModelOverrides
-from stoker.shell.launcher import RealPreparer, merge_overrides
-from stoker.shell.paths import stoker_paths
-from stoker.shell.store import OverridesStore, SettingsStore
-from stoker.shell.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.planning.overrides import ModelOverrides
+from stoker.fleet.launcher import RealPreparer, merge_overrides
+from stoker.base.paths import stoker_paths
+from stoker.base.store import OverridesStore, SettingsStore
+from stoker.fleet.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
 
 
 def attempt(port=40000, n=0):
@@ -45,8 +45,8 @@ def test_prepares_the_last_used_model_with_the_cli_context(engine_binary, demo_m
 @pytest.mark.engine
 def test_idle_timeout_comes_from_settings_and_the_models_override(engine_binary, demo_model, stoker_home):
     """The supervisor stops an idle engine itself; the engine never sleeps on its own."""
-    from stoker.core.argv import API_KEY_ENV
-    from stoker.shell.store import OverridesStore
+    from stoker.engines.argv import API_KEY_ENV
+    from stoker.base.store import OverridesStore
 
     store = SettingsStore(stoker_paths().config)
     store.update(idle_unload_minutes=7)
@@ -103,8 +103,8 @@ def test_a_model_listed_with_a_projector_is_launched_with_it(engine_binary, demo
 
     import gguf
 
-    from stoker.shell.gguf_write import write_header_only_gguf
-    from stoker.shell.models import list_models
+    from stoker.library.gguf_write import write_header_only_gguf
+    from stoker.library.models import list_models
 
     folder = stoker_paths().models / "vision"
     folder.mkdir(parents=True)

@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from stoker.shell.autostart import autostart_file, set_autostart
-from stoker.shell.log_tail import newest_log, read_tail
+from stoker.integration.autostart import autostart_file, set_autostart
+from stoker.base.log_tail import newest_log, read_tail
 
 
 def test_tail_of_a_large_log_is_the_last_whole_lines(tmp_path):

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.engine_log import MIB, parse_memory_report
-from stoker.core.plan import AnalyticMemory
-from stoker.shell import measurements
-from stoker.shell.memory_probe import measure_dry_run, run_probe
+from stoker.engines.engine_log import MIB, parse_memory_report
+from stoker.planning.plan import AnalyticMemory
+from stoker.planning import measurements
+from stoker.planning.memory_probe import measure_dry_run, run_probe
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "engine_logs"
 
@@ -157,7 +157,7 @@ def test_torn_store_file_is_treated_as_empty(files):
 def test_second_launch_uses_the_line_and_a_replaced_model_drops_it(engine_binary, demo_model,
                                                                    tmp_path, stoker_home):
     from stoker.bench.memory import estimate
-    from stoker.shell.gguf_io import load_summary
+    from stoker.library.gguf_io import load_summary
 
     model = tmp_path / demo_model.name
     shutil.copyfile(demo_model, model)
@@ -197,10 +197,10 @@ def test_planner_uses_the_measured_line_until_the_model_file_is_replaced(demo_mo
                                                                         stoker_home):
     """The must-show, through the planner seam: a second plan of the same file says
     "measured"; a replaced file is planned from the estimate again."""
-    from stoker.core.machine import Machine
-    from stoker.core.overrides import ModelOverrides
-    from stoker.core.planner import plan_launch
-    from stoker.shell.gguf_io import load_summary
+    from stoker.planning.machine import Machine
+    from stoker.planning.overrides import ModelOverrides
+    from stoker.planning.planner import plan_launch
+    from stoker.library.gguf_io import load_summary
 
     model = tmp_path / demo_model.name
     shutil.copyfile(demo_model, model)

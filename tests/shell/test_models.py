@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stoker.cli import UserError, main
-from stoker.shell import models as md
+from stoker.library import models as md
 
 
 def touch(path, size=10):
@@ -98,7 +98,7 @@ def test_models_command_lists_the_real_demo_model(stoker_home, demo_model, capsy
 
 @pytest.mark.engine
 def test_engines_command_json(stoker_home, engine_dir, capsys, monkeypatch):
-    from stoker.shell.setup import install_build
+    from stoker.engines.setup import install_build
 
     flags = tuple(json.loads((engine_dir / "manifest.json").read_text())["cmake_flags"])
     install_build(engine_dir, "cpu", flags, stoker_home / "data" / "engines" / "llama-server")

@@ -18,15 +18,15 @@ from pathlib import Path
 import pytest
 
 from stoker.cli import main
-from stoker.commands.plan import plan_json
-from stoker.core.machine import machine_from_json
-from stoker.core.overrides import ModelOverrides
-from stoker.shell.launcher import RealPreparer
-from stoker.shell.paths import stoker_paths
-from stoker.shell.process import free_loopback_port
-from stoker.shell.store import OverridesStore, SettingsStore
-from stoker.shell.supervisor import AttemptContext
-from stoker.ui.services import Services
+from stoker.cli.commands.plan import plan_json
+from stoker.planning.machine import machine_from_json
+from stoker.planning.overrides import ModelOverrides
+from stoker.fleet.launcher import RealPreparer
+from stoker.base.paths import stoker_paths
+from stoker.engines.process import free_loopback_port
+from stoker.base.store import OverridesStore, SettingsStore
+from stoker.fleet.supervisor import AttemptContext
+from stoker.desktop.services import Services
 
 pytestmark = pytest.mark.engine
 GIB = 1 << 30
@@ -93,7 +93,7 @@ def _comparable(doc: dict, with_engine: bool = True) -> dict:
 
 
 def _as_json(plan, machine) -> dict:
-    from stoker.core.argv import build_launch_spec
+    from stoker.engines.argv import build_launch_spec
 
     return plan_json(plan, build_launch_spec(plan, binary="llama-server", port=8080), machine)
 
@@ -136,12 +136,12 @@ def test_on_this_machine_measured_lines_and_broken_drafters_reach_all_three(mode
     """This machine, probed once (free RAM moves between probes, so all three get that one
     probe's value): lines measured here and a drafter the ledger marks broken with this
     build; saved overrides pin what the measured line was taken with."""
-    from stoker.core.engine_log import parse_memory_report
-    from stoker.core.quarantine import mark_drafter_broken
-    from stoker.shell import measurements
-    from stoker.shell.ledger import LedgerStore, binary_identity
-    from stoker.shell.planning import EngineChoice, plan_model
-    from stoker.shell.probe import probe_machine
+    from stoker.engines.engine_log import parse_memory_report
+    from stoker.fleet.quarantine import mark_drafter_broken
+    from stoker.planning import measurements
+    from stoker.fleet.ledger import LedgerStore, binary_identity
+    from stoker.planning.pipeline import EngineChoice, plan_model
+    from stoker.planning.probe import probe_machine
 
     model = model_dir / "SmolLM2-135M-Instruct.Q4_1.gguf"
     draft = model_dir / "SmolLM2-135M-Instruct.Q4_1.draft.gguf"
@@ -165,7 +165,7 @@ def test_on_this_machine_measured_lines_and_broken_drafters_reach_all_three(mode
             replace(b, bytes=ctx * 23040 + (1 << 20)) if b.kind == "kv" else b for b in real.buffers))
         assert measurements.record_launch(model, engine_binary, plan, report) == 1
 
-    from stoker.shell import probe
+    from stoker.planning import probe
 
     monkeypatch.setattr(probe, "probe_machine", lambda *a, **k: machine)
     launch = _launch_plan(model)

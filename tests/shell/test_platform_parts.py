@@ -20,9 +20,9 @@ import time
 import psutil
 import pytest
 
-from stoker.core.diagnosis import signal_name
-from stoker.shell import process
-from stoker.shell.process import (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, Watchdog, WindowsJob, host_os,
+from stoker.diagnosis.classify import signal_name
+from stoker.engines import process
+from stoker.engines.process import (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, Watchdog, WindowsJob, host_os,
                                   host_signal_name, job_structures)
 
 
@@ -145,7 +145,7 @@ def _gone(pid: int) -> bool:
 
 def test_the_macos_watchdog_kills_the_group_when_stoker_dies():
     code = ("import subprocess, time\n"
-            "from stoker.shell.process import Watchdog\n"
+            "from stoker.engines.process import Watchdog\n"
             "p = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
             "w = Watchdog(p.pid)\n"
             "print(p.pid, w.pid, flush=True)\n"

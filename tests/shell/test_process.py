@@ -12,10 +12,10 @@ import time
 import psutil
 import pytest
 
-from stoker.core.launch_spec import LaunchSpec
-from stoker.shell.health import wait_ready
-from stoker.shell.paths import stoker_paths
-from stoker.shell.process import EngineProcess, RotatingLog, engine_environment, reap_orphans
+from stoker.engines.launch_spec import LaunchSpec
+from stoker.engines.health import wait_ready
+from stoker.base.paths import stoker_paths
+from stoker.engines.process import EngineProcess, RotatingLog, engine_environment, reap_orphans
 from tests.shell.engine_helpers import chat, demo_spec
 
 pytestmark = pytest.mark.engine
@@ -120,8 +120,8 @@ def test_engine_dies_with_its_stoker_and_the_reaper_cleans_up(engine_binary, dem
     spec = demo_spec(engine_binary, demo_model)
     code = (
         "import sys,time; from pathlib import Path\n"
-        "from stoker.core.launch_spec import LaunchSpec\n"
-        "from stoker.shell.process import EngineProcess\n"
+        "from stoker.engines.launch_spec import LaunchSpec\n"
+        "from stoker.engines.process import EngineProcess\n"
         f"spec = LaunchSpec({spec.binary!r}, {spec.argv!r}, (), ('LLAMA_ARG_',), (), '127.0.0.1', {spec.port})\n"
         f"p = EngineProcess.start(spec, log_dir=Path({str(tmp_path)!r}))\n"
         "print(p.pid, flush=True); time.sleep(60)\n")
@@ -153,7 +153,7 @@ def test_engine_dies_with_its_stoker_and_the_reaper_cleans_up(engine_binary, dem
 def test_reaper_stops_an_engine_left_behind(engine_binary, demo_model, stoker_home, record):
     """The second line of defence: an engine whose Stoker is gone (a pid file naming a dead
     owner, or only the pending record written before the spawn) is found and stopped."""
-    from stoker.shell import process
+    from stoker.engines import process
 
     run_dir = stoker_paths().run
     run_dir.mkdir(parents=True)
@@ -210,7 +210,7 @@ def test_stale_pid_file_of_a_reused_pid_is_ignored(stoker_home):
 def test_a_failed_pid_file_write_leaves_the_engine_owned_and_drained(started, monkeypatch):
     """The pending record written before the spawn stays when the pid file cannot be written,
     and the output reader runs from the first instant, so the engine's pipe never fills."""
-    from stoker.shell import process
+    from stoker.engines import process
 
     def fail(*a, **k):
         raise OSError(28, "No space left on device")
@@ -226,7 +226,7 @@ def test_a_failed_pid_file_write_leaves_the_engine_owned_and_drained(started, mo
 
 
 def test_no_record_means_no_engine(engine_binary, demo_model, stoker_home, monkeypatch):
-    from stoker.shell import process
+    from stoker.engines import process
 
     def fail(*a, **k):
         raise OSError(30, "Read-only file system", str(stoker_paths().run))

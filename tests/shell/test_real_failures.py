@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from stoker.core.diagnosis import ExitReport, classify_exit
+from stoker.diagnosis.classify import ExitReport, classify_exit
 from tests.shell import real_failures as rf
 
 
@@ -87,7 +87,7 @@ def test_ldd_of_the_binary_copied_alone_is_a_missing_runtime_blocker(engine_bina
     import shutil
     import subprocess
 
-    from stoker.core.blockers import missing_runtime_from_ldd
+    from stoker.diagnosis.blockers import missing_runtime_from_ldd
 
     if shutil.which("ldd") is None:
         pytest.skip("no ldd on this machine")
@@ -106,7 +106,7 @@ def test_ldd_of_the_binary_copied_alone_is_a_missing_runtime_blocker(engine_bina
 def test_oom_watch_sees_the_kernel_kill(engine_binary, demo_model, work):
     import subprocess
 
-    from stoker.shell.oom_evidence import OomWatch
+    from stoker.diagnosis.oom_evidence import OomWatch
 
     group = rf.memory_cgroup(f"stoker-watch-{__import__('os').getpid()}", 300 * 1024 * 1024)
     if group is None:
@@ -133,7 +133,7 @@ def test_oom_watch_of_a_process_that_ends_normally():
     import subprocess
     import sys
 
-    from stoker.shell.oom_evidence import OomWatch
+    from stoker.diagnosis.oom_evidence import OomWatch
 
     p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
     watch = OomWatch(p.pid)

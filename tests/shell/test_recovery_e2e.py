@@ -16,12 +16,12 @@ import sys
 
 import pytest
 
-from stoker.core.commands import Shutdown, StartModel
-from stoker.core.overrides import ModelOverrides
-from stoker.core.snapshot import EngineState as S
-from stoker.shell import memory_cgroup
-from stoker.shell.process import EngineProcess
-from stoker.shell.supervisor import Supervisor
+from stoker.fleet.commands import Shutdown, StartModel
+from stoker.planning.overrides import ModelOverrides
+from stoker.fleet.snapshot import EngineState as S
+from stoker.diagnosis import memory_cgroup
+from stoker.engines.process import EngineProcess
+from stoker.fleet.supervisor import Supervisor
 from tests.shell.engine_helpers import chat, engine_key, demo_spec, engines_running
 
 pytestmark = [pytest.mark.engine,
@@ -33,7 +33,7 @@ LIMIT = 160 * MIB  # between ctx 4,096 (113 MiB peak) and ctx 8,192 (204 MiB pea
 
 
 def _install_own(engine_dir):
-    from stoker.shell.paths import stoker_paths
+    from stoker.base.paths import stoker_paths
 
     root = stoker_paths().engines / "llama-server"
     root.mkdir(parents=True, exist_ok=True)
@@ -56,9 +56,9 @@ def test_the_cgroup_limit_really_oom_kills_the_engine_and_leaves_no_group(engine
 
 
 def _supervisor_on_a_claimed_big_machine(engine_dir, limit, launches):
-    from stoker.core.restart import RestartPolicy
-    from stoker.shell.launcher import RealPreparer
-    from stoker.shell.probe import probe_machine
+    from stoker.fleet.restart import RestartPolicy
+    from stoker.fleet.launcher import RealPreparer
+    from stoker.planning.probe import probe_machine
 
     _install_own(engine_dir)
     real = probe_machine(str(engine_dir / "llama-server"))

@@ -22,15 +22,15 @@ import time
 import psutil
 import pytest
 
-from stoker.core.commands import ShareWorker, Shutdown, StartModel, StopWorker, UseWorkerAgain
-from stoker.core.overrides import ModelOverrides
-from stoker.core.restart import RestartPolicy
-from stoker.core.rpc import parse_workers
-from stoker.core.snapshot import EngineState as S
-from stoker.core.status_report import status_object
-from stoker.core.tray_view import menu_view
-from stoker.shell.process import free_loopback_port
-from stoker.shell.rpc_worker import reachable
+from stoker.fleet.commands import ShareWorker, Shutdown, StartModel, StopWorker, UseWorkerAgain
+from stoker.planning.overrides import ModelOverrides
+from stoker.fleet.restart import RestartPolicy
+from stoker.engines.rpc import parse_workers
+from stoker.fleet.snapshot import EngineState as S
+from stoker.fleet.status_report import status_object
+from stoker.desktop.tray_view import menu_view
+from stoker.engines.process import free_loopback_port
+from stoker.engines.rpc_worker import reachable
 from tests.conftest import TEST_HOME, _missing
 from tests.shell.engine_helpers import chat, engine_key
 from tests.shell.test_run_cli import REPO, Running, status_json, wait_status
@@ -148,8 +148,8 @@ def _bytes(snap) -> dict:
 def test_use_a_worker_again_once_it_is_back(rpc_home, demo_model):
     """Kill one of two workers: the model serves on what is left; restart it: the snapshot
     and the tray offer it; UseWorkerAgain re-plans with both (layers on RPC0 and RPC1)."""
-    from stoker.shell.launcher import RealPreparer
-    from stoker.shell.supervisor import Supervisor
+    from stoker.fleet.launcher import RealPreparer
+    from stoker.fleet.supervisor import Supervisor
 
     p1, p2 = free_loopback_port(), free_loopback_port()
     ep1, ep2 = f"127.0.0.1:{p1}", f"127.0.0.1:{p2}"
@@ -210,7 +210,7 @@ def test_this_machine_shares_a_supervised_worker_with_its_own_line(rpc_home):
     """ShareWorker runs rpc-server under the supervisor: the snapshot's worker view (and the
     tray line decided from it) goes starting -> ready with the devices it lends, a kill -9 is
     an incident and a restart, StopWorker stops it; a LAN address without consent is refused."""
-    from stoker.shell.supervisor import PreparationRefused, Supervisor
+    from stoker.fleet.supervisor import PreparationRefused, Supervisor
 
     port = free_loopback_port()
     sup = Supervisor(lambda path, attempt: PreparationRefused(path, "no model in this test"),

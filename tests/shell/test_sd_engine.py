@@ -21,10 +21,10 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.engine_kind import SD_SERVER, EngineKind, is_ready_status
-from stoker.core.sd_server import (decode_png, openai_to_txt2img, parse_sd_output, plan_image_launch,
+from stoker.engines.kind import SD_SERVER, EngineKind, is_ready_status
+from stoker.engines.sd_server import (decode_png, openai_to_txt2img, parse_sd_output, plan_image_launch,
                                    sd_launch_spec, txt2img_to_openai)
-from stoker.shell.process import EngineProcess, free_loopback_port
+from stoker.engines.process import EngineProcess, free_loopback_port
 from tests.conftest import TEST_HOME
 from tests.helpers.tiny_diffusion import write_tiny_flux2_klein
 
@@ -137,7 +137,7 @@ def test_a_stopped_render_ends_within_2_s_and_a_fresh_start_renders_again(sd_ser
 
 def test_the_installed_build_is_manifested(sd_server_binary):
     manifest = json.loads((sd_server_binary.parent / "manifest.json").read_text())
-    from stoker.shell.engines import file_sha256
+    from stoker.engines.find import file_sha256
 
     assert manifest["engine"] == "sd-server" and manifest["source"] == "pypi:stable-diffusion-cpp-python==0.4.7"
     assert manifest["sha256"] == file_sha256(sd_server_binary)
@@ -149,9 +149,9 @@ def test_install_is_atomic_and_an_intact_install_is_reused(sd_server_binary, sto
     setup_image_engine finds it intact and does nothing; a changed binary is not reused."""
     import shutil
 
-    from stoker.core.engines import sd_build_id, sd_cmake_flags
-    from stoker.shell.paths import stoker_paths
-    from stoker.shell.setup import install_sd_build, installed_sd_build, setup_image_engine
+    from stoker.engines.builds import sd_build_id, sd_cmake_flags
+    from stoker.base.paths import stoker_paths
+    from stoker.engines.setup import install_sd_build, installed_sd_build, setup_image_engine
 
     build_bin = tmp_path / "build" / "bin"
     build_bin.mkdir(parents=True)
@@ -172,10 +172,10 @@ def test_install_is_atomic_and_an_intact_install_is_reused(sd_server_binary, sto
 def test_discovery_configured_then_own_builds_then_path(sd_server_binary, stoker_home, tmp_path, monkeypatch):
     import shutil
 
-    from stoker.core.engines import sd_cmake_flags
-    from stoker.shell.paths import stoker_paths
-    from stoker.shell.sd_server import find_sd_server
-    from stoker.shell.setup import install_sd_build
+    from stoker.engines.builds import sd_cmake_flags
+    from stoker.base.paths import stoker_paths
+    from stoker.engines.sd_files import find_sd_server
+    from stoker.engines.setup import install_sd_build
 
     monkeypatch.delenv("STOKER_SD_SERVER", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
@@ -201,10 +201,10 @@ def test_discovery_configured_then_own_builds_then_path(sd_server_binary, stoker
 
 @pytest.fixture
 def image_instance(sd_server_binary, stoker_home, monkeypatch):
-    from stoker.core.commands import Shutdown
-    from stoker.shell.instance import Instance
-    from stoker.shell.launcher import RealPreparer
-    from stoker.shell.paths import stoker_paths
+    from stoker.fleet.commands import Shutdown
+    from stoker.fleet.instance import Instance
+    from stoker.fleet.launcher import RealPreparer
+    from stoker.base.paths import stoker_paths
 
     monkeypatch.setenv("STOKER_SD_SERVER", str(sd_server_binary))
     model = write_tiny_flux2_klein(stoker_paths().models / "tiny-flux2-klein")
@@ -216,7 +216,7 @@ def image_instance(sd_server_binary, stoker_home, monkeypatch):
 
 
 def _image_engine(inst, state=None):
-    from stoker.core.snapshot import EngineState
+    from stoker.fleet.snapshot import EngineState
 
     for e in inst.supervisor.snapshot().engines:
         if e.engine_kind == "sd-server" and (state is None or e.state is EngineState(state)):
@@ -228,7 +228,7 @@ def test_the_gateway_renders_with_the_openai_client_and_a_client_that_leaves_sto
     import httpx
     import openai
 
-    from stoker.core.snapshot import EngineState
+    from stoker.fleet.snapshot import EngineState
 
     inst, model = image_instance
     listed = {m["id"]: m for m in httpx.get(inst.url + "/v1/models").json()["data"]}
@@ -279,14 +279,14 @@ def test_the_gateway_renders_with_the_openai_client_and_a_client_that_leaves_sto
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     snap = inst.supervisor.snapshot()
     assert len(snap.incidents) == incidents_before  # an expected exit: no incident
-    from stoker.shell.incidents import IncidentLog
-    from stoker.shell.paths import stoker_paths
+    from stoker.diagnosis.incidents import IncidentLog
+    from stoker.base.paths import stoker_paths
 
     assert IncidentLog.in_data_dir(stoker_paths().data).latest(5) == ()
 
     # Cancel (the tray's CancelRender) while a client waits: the engine is stopped, that
     # client hears the render was stopped, and nothing is recorded as an incident.
-    from stoker.core.commands import CancelRender
+    from stoker.fleet.commands import CancelRender
 
     waiting: dict = {}
 
@@ -330,7 +330,7 @@ def test_stoker_models_lists_an_image_model_with_its_kind_and_its_parts_as_its_o
     import subprocess
     import sys
 
-    from stoker.shell.paths import stoker_paths
+    from stoker.base.paths import stoker_paths
 
     model = write_tiny_flux2_klein(stoker_paths().models / "tiny-flux2-klein")
     out = subprocess.run([sys.executable, "-m", "stoker", "models", "--json"], capture_output=True,

@@ -7,7 +7,7 @@ import pytest
 from keyring.backend import KeyringBackend
 from keyring.backends import chainer, fail
 
-from stoker.shell import secrets
+from stoker.base import secrets
 
 
 class MemoryKeyring(KeyringBackend):

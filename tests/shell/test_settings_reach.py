@@ -11,13 +11,13 @@ import os
 import urllib.error
 import urllib.request
 
-from stoker.core.commands import Shutdown
-from stoker.core.overrides import ModelOverrides
-from stoker.shell.catalog import ModelCatalog
-from stoker.shell.instance import Instance, gateway_port
-from stoker.shell.paths import stoker_paths
-from stoker.shell.process import free_loopback_port
-from stoker.shell.store import OverridesStore, SettingsStore
+from stoker.fleet.commands import Shutdown
+from stoker.planning.overrides import ModelOverrides
+from stoker.library.catalog import ModelCatalog
+from stoker.fleet.instance import Instance, gateway_port
+from stoker.base.paths import stoker_paths
+from stoker.engines.process import free_loopback_port
+from stoker.base.store import OverridesStore, SettingsStore
 from tests.shell.engine_helpers import wait_until
 
 
@@ -72,7 +72,7 @@ def test_a_saved_alias_names_the_model_after_a_rescan(stoker_home, demo_model):
 def test_an_alias_saved_or_removed_in_the_dialog_reaches_the_gateway_at_once(stoker_home, demo_model):
     """The dialog saves the overrides, then sends ApplyOverrides: the catalog is rescanned
     then, so a removed alias stops naming the model without waiting for a request to miss."""
-    from stoker.core.commands import ApplyOverrides
+    from stoker.fleet.commands import ApplyOverrides
 
     models = stoker_home / "data" / "models"
     models.mkdir(parents=True)

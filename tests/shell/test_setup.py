@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from stoker.cli import main
-from stoker.core.engines import cmake_flags
-from stoker.shell import setup as st
-from stoker.shell.paths import stoker_paths
+from stoker.engines.builds import cmake_flags
+from stoker.engines import setup as st
+from stoker.base.paths import stoker_paths
 
 FLAGS = cmake_flags("cpu", native=False)
 
@@ -128,7 +128,7 @@ def test_streaming_build_reports_progress_and_the_failing_line(tmp_path):
     fractions = []
 
     def on_line(line):
-        from stoker.core.engines import parse_build_progress
+        from stoker.engines.builds import parse_build_progress
         f = parse_build_progress(line)
         if f is not None:
             fractions.append(f)
@@ -181,7 +181,7 @@ def test_installed_demo_model_matches_the_pinned_sha256(demo_model):
 
 
 def test_terminal_reporter_plain_lines_every_five_percent_and_a_tty_bar():
-    from stoker.commands.setup import TerminalReporter
+    from stoker.cli.commands.setup import TerminalReporter
 
     plain = io.StringIO()
     r = TerminalReporter(plain, tty=False)

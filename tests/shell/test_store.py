@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.overrides import ModelOverrides
-from stoker.shell import store
-from stoker.shell.store import AppSettings, OverridesStore, SettingsStore, model_key, read_json, write_json_atomic
+from stoker.planning.overrides import ModelOverrides
+from stoker.base import store
+from stoker.base.store import AppSettings, OverridesStore, SettingsStore, model_key, read_json, write_json_atomic
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -50,7 +50,7 @@ def test_process_killed_between_write_and_rename_leaves_the_old_file(tmp_path):
     script = textwrap.dedent(f"""
         import os, sys
         sys.path.insert(0, {str(REPO)!r})
-        from stoker.shell import store
+        from stoker.base import store
         store.os.replace = lambda src, dst: os._exit(9)
         store.write_json_atomic({str(path)!r}, {{"version": "new"}})
     """)

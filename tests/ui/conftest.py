@@ -58,10 +58,10 @@ def screenshots() -> Path:
 
 
 class FakeSupervisor:
-    """submit/subscribe/snapshot like stoker.shell.supervisor.Supervisor, driven by the test."""
+    """submit/subscribe/snapshot like stoker.fleet.supervisor.Supervisor, driven by the test."""
 
     def __init__(self):
-        from stoker.core.snapshot import AppSnapshot, EngineState
+        from stoker.fleet.snapshot import AppSnapshot, EngineState
 
         self.commands = []
         self._subs = []
@@ -72,7 +72,7 @@ class FakeSupervisor:
         return self
 
     def submit(self, command):
-        from stoker.core.commands import Shutdown
+        from stoker.fleet.commands import Shutdown
 
         self.commands.append(command)
         if isinstance(command, Shutdown):
@@ -95,7 +95,7 @@ class FakeSupervisor:
     def publish_engines(self, *engines, gateway_url="http://127.0.0.1:7857", **kw):
         """A snapshot as the multi-model supervisor makes it: `engines` (EngineView) are the
         resident models, the first one focused (its state and path are the snapshot's)."""
-        from stoker.core.snapshot import AppSnapshot, EngineState
+        from stoker.fleet.snapshot import AppSnapshot, EngineState
 
         focus = engines[0] if engines else None
         base = dict(state=focus.state if focus else EngineState.STOPPED,

@@ -1,14 +1,14 @@
-"""A stand-in for stoker.ui.services.Services: no files, no engine, answers set by the test."""
+"""A stand-in for stoker.desktop.services.Services: no files, no engine, answers set by the test."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from stoker.core.login_items import Outcome
-from stoker.core.overrides import ModelOverrides
-from stoker.core.plan import Decision, DeviceMemory, DrafterChoice, LaunchPlan
-from stoker.ui.services import ModelEntry
+from stoker.integration.login_items import Outcome
+from stoker.planning.overrides import ModelOverrides
+from stoker.planning.plan import Decision, DeviceMemory, DrafterChoice, LaunchPlan
+from stoker.desktop.services import ModelEntry
 
 GIB = 1024 ** 3
 
@@ -82,7 +82,7 @@ class FakeServices:
 
     def catalog(self):
         """The fake library named as the gateway would name it."""
-        from stoker.core.model_ids import ModelKind, build_catalog
+        from stoker.library.model_ids import ModelKind, build_catalog
 
         found = [(m.path, Path(m.path).name, ModelKind.CHAT, "library") for m in self.model_list]
         return build_catalog(found, {k: v.aliases for k, v in self.overrides.items()})[0]
@@ -102,7 +102,7 @@ class FakeServices:
         return self.tmp
 
     def log_tail(self, log_file, max_lines=300):
-        from stoker.shell.log_tail import read_tail
+        from stoker.base.log_tail import read_tail
 
         path = Path(log_file) if log_file else self.log
         return (str(path), read_tail(path)) if path.exists() else ("", ())

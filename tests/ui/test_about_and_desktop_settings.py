@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stoker.core.login_items import Outcome
-from stoker.ui.app import StokerApp
+from stoker.integration.login_items import Outcome
+from stoker.desktop.app import StokerApp
 from tests.ui.fakes import FakeServices
 
 
@@ -20,8 +20,8 @@ def test_about_entry_shows_version_engine_and_folders(qtbot, fake_supervisor, tm
 
 
 def test_about_lines_from_the_real_services_name_the_folders(qtbot, stoker_home):
-    from stoker.ui.about import AboutDialog
-    from stoker.ui.services import Services
+    from stoker.desktop.about_box import AboutDialog
+    from stoker.desktop.services import Services
 
     dialog = AboutDialog(Services())
     qtbot.waitUntil(lambda: dialog.pending == 0, timeout=5000)

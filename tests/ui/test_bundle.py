@@ -19,7 +19,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from stoker.shell.store import SettingsStore
+from stoker.base.store import SettingsStore
 
 pytestmark = [pytest.mark.engine, pytest.mark.ui]
 REPO = Path(__file__).resolve().parents[2]

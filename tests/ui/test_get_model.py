@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from stoker.core.commands import StartModel
+from stoker.fleet.commands import StartModel
 from tests.helpers.fake_hub import COMMIT, FakeHub, HubRepo, sha256_of
 
 GEMMA = "stoker-test/gemma-3-270m-it-GGUF"
@@ -29,9 +29,9 @@ def hub(stoker_home, demo_model, demo_q8_model, gemma_model, tmp_path, monkeypat
 
 
 def test_get_a_model_shows_verdicts_downloads_and_runs(qtbot, hub, demo_q8_model, screenshots):
-    from stoker.ui.bridge import SnapshotBridge
-    from stoker.ui.services import Services
-    from stoker.ui.settings import SettingsDialog
+    from stoker.desktop.bridge import SnapshotBridge
+    from stoker.desktop.services import Services
+    from stoker.desktop.settings import SettingsDialog
 
     commands, lines = [], []
     settings = SettingsDialog(Services(), SnapshotBridge(), commands.append, on_progress=lines.append)
@@ -66,8 +66,8 @@ def test_get_a_model_shows_verdicts_downloads_and_runs(qtbot, hub, demo_q8_model
 
 
 def test_a_bad_repository_is_one_sentence_in_the_dialog(qtbot, hub):
-    from stoker.ui.get_model import GetModelDialog
-    from stoker.ui.services import Services
+    from stoker.desktop.get_model import GetModelDialog
+    from stoker.desktop.services import Services
 
     dialog = GetModelDialog(Services(), lambda c: None)
     qtbot.addWidget(dialog)

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QDialogButtonBox
 
-from stoker.core.commands import ApplyOverrides
-from stoker.core.overrides import ModelOverrides
-from stoker.core.snapshot import AppSnapshot, EngineState, EngineView
-from stoker.shell.paths import stoker_paths
-from stoker.shell.store import OverridesStore, SettingsStore
-from stoker.ui.app import StokerApp
-from stoker.ui.services import Services
+from stoker.fleet.commands import ApplyOverrides
+from stoker.planning.overrides import ModelOverrides
+from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
+from stoker.base.paths import stoker_paths
+from stoker.base.store import OverridesStore, SettingsStore
+from stoker.desktop.app import StokerApp
+from stoker.desktop.services import Services
 from tests.ui.fakes import FakeServices, entries
 
 

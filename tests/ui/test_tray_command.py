@@ -12,7 +12,7 @@ import time
 import psutil
 import pytest
 
-from stoker.shell.store import SettingsStore
+from stoker.base.store import SettingsStore
 
 pytestmark = [pytest.mark.engine, pytest.mark.ui]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

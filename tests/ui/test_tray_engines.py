@@ -8,10 +8,10 @@ import time
 
 from PySide6.QtGui import QGuiApplication
 
-from stoker.core.commands import LoadModel, PinModel, SwitchModel, UnloadModel
-from stoker.core.snapshot import EngineState, EngineView
-from stoker.ui.app import StokerApp
-from stoker.ui.services import model_key
+from stoker.fleet.commands import LoadModel, PinModel, SwitchModel, UnloadModel
+from stoker.fleet.snapshot import EngineState, EngineView
+from stoker.desktop.app import StokerApp
+from stoker.desktop.services import model_key
 from tests.ui.fakes import FakeServices, entries, grab_menus
 
 MIB = 2 ** 20
@@ -151,7 +151,7 @@ def test_copy_endpoint_copies_the_gateway_base_url_whenever_a_gateway_runs(qtbot
 def test_a_rendering_image_engine_shows_its_progress_and_cancel_stops_it(qtbot, fake_supervisor, tmp_path):
     """sd-server cannot cancel a render it started: the tray's Cancel render sends
     CancelRender, which the supervisor carries out by stopping that engine."""
-    from stoker.core.commands import CancelRender
+    from stoker.fleet.commands import CancelRender
 
     img = model_key(str(tmp_path / "flux-dit.gguf"))
     stoker = app(qtbot, fake_supervisor, tmp_path, img)

@@ -19,14 +19,14 @@ import psutil
 from PySide6.QtCore import QPoint
 import pytest
 
-from stoker.core.commands import StartModel
-from stoker.core.snapshot import EngineState
-from stoker.shell.instance import Instance
-from stoker.shell.launcher import RealPreparer
-from stoker.shell.store import SettingsStore
-from stoker.shell.supervisor import Supervisor
-from stoker.ui.app import StokerApp
-from stoker.ui.services import Services
+from stoker.fleet.commands import StartModel
+from stoker.fleet.snapshot import EngineState
+from stoker.fleet.instance import Instance
+from stoker.fleet.launcher import RealPreparer
+from stoker.base.store import SettingsStore
+from stoker.fleet.supervisor import Supervisor
+from stoker.desktop.app import StokerApp
+from stoker.desktop.services import Services
 from tests.ui.fakes import grab_menus
 
 pytestmark = [pytest.mark.engine, pytest.mark.ui]

@@ -1,6 +1,6 @@
 """This machine's RPC worker in the tray and in Settings, and the offer to use a worker that
 came back: against a fake supervisor that publishes snapshots the way the real one does.
-The lines themselves are decided (and tested state by state) in stoker.core.tray_view; here
+The lines themselves are decided (and tested state by state) in stoker.desktop.tray_view; here
 the menu shows them and its actions send ShareWorker / StartWorker / StopWorker /
 UseWorkerAgain."""
 
@@ -11,12 +11,12 @@ import time
 from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QDialogButtonBox
 
-from stoker.core.commands import ShareWorker, StartWorker, StopWorker, UseWorkerAgain
-from stoker.core.snapshot import EngineState, EngineView, IncidentView, WorkerDeviceView, WorkerView
-from stoker.shell.paths import stoker_paths
-from stoker.shell.store import SettingsStore
-from stoker.ui.app import StokerApp
-from stoker.ui.services import model_key
+from stoker.fleet.commands import ShareWorker, StartWorker, StopWorker, UseWorkerAgain
+from stoker.fleet.snapshot import EngineState, EngineView, IncidentView, WorkerDeviceView, WorkerView
+from stoker.base.paths import stoker_paths
+from stoker.base.store import SettingsStore
+from stoker.desktop.app import StokerApp
+from stoker.desktop.services import model_key
 from tests.ui.fakes import FakeServices, entries, grab_menus
 from tests.ui.test_settings_gateway import StoreServices
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from stoker.shell.store import SettingsStore
+from stoker.base.store import SettingsStore
 
 pytestmark = [pytest.mark.engine, pytest.mark.ui]
 REPO = Path(__file__).resolve().parents[2]
@@ -28,8 +28,8 @@ import sys
 from PySide6.QtWidgets import QApplication
 app = QApplication(sys.argv[:1])
 import stoker
-from stoker.core.tray_view import TRAY_STATES
-from stoker.ui.icons import app_icon, render_pixmap, state_icon
+from stoker.desktop.tray_view import TRAY_STATES
+from stoker.desktop.icons import app_icon, render_pixmap, state_icon
 for state in TRAY_STATES:
     for panel in ("light", "dark"):
         img = render_pixmap(state, panel, 22).toImage()
@@ -72,7 +72,7 @@ def test_the_wheel_holds_the_package_and_its_icons_and_no_top_level_app(wheel):
     tops = {n.split("/")[0] for n in names}
     assert tops == {"stoker", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info"}
     assert "app" not in tops
-    shipped = {"stoker/" + str(p.relative_to(REPO / "app")) for p in (REPO / "app" / "resources").rglob("*")
+    shipped = {str(p.relative_to(REPO / "app")) for p in (REPO / "app" / "stoker" / "resources").rglob("*")
                if p.is_file() and p.suffix in (".svg", ".png")}
     assert len(shipped) >= 20 and shipped <= set(names)  # every icon travels in the wheel
     entry_points = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt")))

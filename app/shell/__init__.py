@@ -1,1 +1,0 @@
-"""Effects: each module wraps one library or OS concern. Never imports Qt."""

@@ -1,0 +1,257 @@
+"""`stoker bench diagnose`: how often the classifier names real users' failures right.
+
+The corpus is tests/data/wild: real failure logs copied from public issue threads (the
+machine output only), each labelled in labels.tsv with the cause the thread shows, the exit
+as the user reported it, the OS and the wrapper. Every log is classified the way
+`stoker diagnose LOG --exit-code N` would (core.diagnosis.report_from_log with the
+reported exit, OS and build backend, and the drafter when the thread shows one in the
+launch: facts the supervisor always has), and once more from the log alone (no exit, no
+backend given).
+
+A fifth of the corpus is held out from pattern writing: a file is held out when the first
+byte of sha256(file name) is divisible by 5. The rule was fixed before the logs were
+collected, and the held-out accuracy is reported on its own. Batches 2 and later (labels.tsv
+column `batch`) were each collected after the patterns were frozen; their first run is the
+strictest figure (README records it), though later tuning saw their training files.
+
+This module reads files and prints; the deciding is core.diagnosis's. It never edits the
+corpus.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log
+
+CORPUS = Path(__file__).resolve().parents[3] / "tests" / "data" / "wild"
+TARGET_OVERALL = 0.95
+TARGET_PER_KIND = 0.85
+_SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
+            "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
+
+
+def is_held_out(file_name: str) -> bool:
+    """The fixed hold-out rule: sha256(file name)[0] % 5 == 0 (about a fifth of the files)."""
+    return hashlib.sha256(file_name.encode("utf-8")).digest()[0] % 5 == 0
+
+
+@dataclass(frozen=True)
+class WildCase:
+    file: str
+    kind: str  # the cause the thread shows
+    source: str
+    exit_code: int | None  # as reported; None when not reported or a signal
+    signal: str | None
+    os: str
+    wrapper: str
+    note: str
+    batch: int  # 1: collected before the patterns were written; 2: after they were frozen
+    drafter: bool  # the thread shows a draft model or MTP head in the launch (Stoker knows this)
+    backend: str | None  # the build's backend as the thread states it (Stoker knows it); None: unstated
+    lines: tuple[str, ...]
+
+    @property
+    def held_out(self) -> bool:
+        return is_held_out(self.file)
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    case: WildCase
+    predicted: str
+    predicted_log_only: str  # the same log with no exit given
+    evidence: str  # the line (or exit) that decided it
+    exit_description: str
+    title: str
+
+    @property
+    def correct(self) -> bool:
+        return self.predicted == self.case.kind
+
+
+@dataclass(frozen=True)
+class Score:
+    n: int
+    correct: int
+
+    @property
+    def accuracy(self) -> float | None:
+        return self.correct / self.n if self.n else None
+
+
+@dataclass(frozen=True)
+class BenchResult:
+    results: tuple[CaseResult, ...]
+
+    def score(self, *, held_out: bool | None = None, kind: str | None = None,
+              log_only: bool = False, batch: int | None = None) -> Score:
+        rows = [r for r in self.results
+                if (held_out is None or r.case.held_out == held_out)
+                and (kind is None or r.case.kind == kind)
+                and (batch is None or r.case.batch == batch)]
+        hits = sum(1 for r in rows if (r.predicted_log_only if log_only else r.predicted) == r.case.kind)
+        return Score(len(rows), hits)
+
+    def batches(self) -> tuple[int, ...]:
+        return tuple(sorted({r.case.batch for r in self.results}))
+
+    def kinds(self) -> tuple[str, ...]:
+        seen = {r.case.kind for r in self.results}
+        return tuple(k for k in KINDS if k in seen) + tuple(sorted(seen - set(KINDS)))
+
+    def confusion(self, *, held_out: bool | None = None) -> tuple[tuple[str, str, int], ...]:
+        """(labelled kind, predicted kind, count) for every miss, most frequent first."""
+        pairs = Counter((r.case.kind, r.predicted) for r in self.results
+                        if not r.correct and (held_out is None or r.case.held_out == held_out))
+        return tuple((a, b, n) for (a, b), n in sorted(pairs.items(), key=lambda x: (-x[1], x[0])))
+
+    def misses(self, *, held_out: bool | None = None) -> tuple[CaseResult, ...]:
+        return tuple(r for r in self.results if not r.correct
+                     and (held_out is None or r.case.held_out == held_out))
+
+
+def parse_exit(text: str) -> tuple[int | None, str | None]:
+    """A labels.tsv exit cell ("null", "137", "0xc0000135", "SIGKILL") as (code, signal)."""
+    t = text.strip()
+    if t in ("", "null", "None"):
+        return None, None
+    if t.upper() in _SIGNALS:
+        return None, t.upper()
+    try:
+        return int(t, 0), None
+    except ValueError:
+        raise ValueError(f"exit {text!r} is neither null, a number nor a signal name") from None
+
+
+def load_corpus(directory: Path = CORPUS) -> tuple[WildCase, ...]:
+    """Every labelled log of the corpus; a label without its log (or the reverse) is an error."""
+    labels = directory / "labels.tsv"
+    with open(labels, newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f, delimiter="\t"))
+    cases = []
+    for row in rows:
+        code, sig = parse_exit(row["exit"])
+        text = (directory / row["file"]).read_text(encoding="utf-8")
+        cases.append(WildCase(file=row["file"], kind=row["kind"], source=row["source"],
+                              exit_code=code, signal=sig, os=row["os"], wrapper=row["wrapper"],
+                              note=row["note"], batch=int(row.get("batch") or 1),
+                              drafter=row.get("drafter") == "1", backend=row.get("backend") or None,
+                              lines=tuple(text.splitlines())))
+    logs = {p.name for p in directory.glob("*.log")}
+    unlabelled = logs - {c.file for c in cases}
+    if unlabelled:
+        raise ValueError(f"{len(unlabelled)} logs have no label, e.g. {sorted(unlabelled)[0]}")
+    return tuple(cases)
+
+
+def evaluate(cases) -> BenchResult:
+    """Classify every case as `stoker diagnose` would: with the reported exit, and without."""
+    results = []
+    for c in cases:
+        drafter = True if c.drafter else None  # else: whatever the log shows
+        inc = classify_exit(report_from_log(c.lines, exit_code=c.exit_code, signal=c.signal, os=c.os,
+                                            has_drafter=drafter, backend=c.backend))
+        alone = classify_exit(report_from_log(c.lines, os=c.os, has_drafter=drafter))
+        results.append(CaseResult(case=c, predicted=inc.kind, predicted_log_only=alone.kind,
+                                  evidence=inc.evidence, exit_description=inc.exit_description,
+                                  title=inc.title))
+    return BenchResult(tuple(results))
+
+
+def run_bench(directory: Path = CORPUS) -> BenchResult:
+    return evaluate(load_corpus(directory))
+
+
+# ------------------------------------------------------------------------------ printing
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--json", action="store_true", help="print a JSON object (schema 1)")
+    parser.add_argument("--corpus", metavar="DIR", help="a corpus folder with labels.tsv "
+                        "(default: tests/data/wild)")
+    parser.add_argument("--training-only", action="store_true",
+                        help="list only the misses outside the held-out fifth (for pattern work, "
+                             "so the held-out logs stay unseen)")
+
+
+def _pct(score: Score) -> str:
+    return "-" if score.accuracy is None else f"{100 * score.accuracy:5.1f} %"
+
+
+def _as_json(res: BenchResult, show_held: bool) -> dict:
+    def s(score: Score) -> dict:
+        return {"n": score.n, "correct": score.correct, "accuracy": score.accuracy}
+
+    return {
+        "schema": 1,
+        "hold_out_rule": "sha256(file name)[0] % 5 == 0",
+        "targets": {"overall": TARGET_OVERALL, "per_kind": TARGET_PER_KIND},
+        "overall": s(res.score()), "training": s(res.score(held_out=False)),
+        "held_out": s(res.score(held_out=True)),
+        "batches": {str(b): s(res.score(batch=b)) for b in res.batches()},
+        "log_only": {"overall": s(res.score(log_only=True)),
+                     "held_out": s(res.score(held_out=True, log_only=True))},
+        "per_kind": {k: {"all": s(res.score(kind=k)), "training": s(res.score(kind=k, held_out=False)),
+                         "held_out": s(res.score(kind=k, held_out=True))} for k in res.kinds()},
+        "confusion": [{"label": a, "predicted": b, "n": n} for a, b, n in res.confusion()],
+        "misses": [{"file": r.case.file, "label": r.case.kind, "predicted": r.predicted,
+                    "held_out": r.case.held_out, "evidence": r.evidence, "exit": r.exit_description,
+                    "source": r.case.source}
+                   for r in res.misses(held_out=None if show_held else False)],
+    }
+
+
+def run(args) -> int:
+    from stoker.cli import UserError
+
+    directory = Path(args.corpus).expanduser() if args.corpus else CORPUS
+    if not (directory / "labels.tsv").is_file():
+        raise UserError(f"{directory} has no labels.tsv; give --corpus the folder of a labelled corpus.")
+    try:
+        res = run_bench(directory)
+    except (OSError, ValueError, KeyError) as exc:
+        raise UserError(f"the corpus in {directory} could not be read ({exc}); fix labels.tsv.") from None
+    show_held = not args.training_only
+    if args.json:
+        print(json.dumps(_as_json(res, show_held), indent=2))
+        return 0
+    overall, train, held = res.score(), res.score(held_out=False), res.score(held_out=True)
+    print(f"Diagnosis of {overall.n} real failure logs ({directory}), each with the exit its "
+          f"reporter gave; held out: sha256(file name)[0] % 5 == 0.")
+    print(f"{'set':<22} {'logs':>5} {'right':>6} {'accuracy':>9}  target")
+    later = tuple((f"batch {b} (after freeze)", res.score(batch=b)) for b in res.batches() if b > 1)
+    for label, score in (("all", overall), ("training (patterns)", train), ("held-out fifth", held),
+                         *later):
+        verdict = "met" if score.accuracy is not None and score.accuracy >= TARGET_OVERALL else "NOT met"
+        print(f"{label:<22} {score.n:>5} {score.correct:>6} {_pct(score):>9}  >= 95 %: {verdict}")
+    alone, alone_held = res.score(log_only=True), res.score(held_out=True, log_only=True)
+    print(f"{'log alone, no exit':<22} {alone.n:>5} {alone.correct:>6} {_pct(alone):>9}  "
+          f"(held-out {_pct(alone_held).strip()}; for information)")
+    print()
+    print(f"{'kind':<22} {'logs':>5} {'right':>6} {'accuracy':>9} {'held-out':>9}  >= 85 %")
+    for k in res.kinds():
+        sc, sh = res.score(kind=k), res.score(kind=k, held_out=True)
+        held_txt = f"{sh.correct}/{sh.n}" if sh.n else "-"
+        verdict = "ok" if sc.accuracy is not None and sc.accuracy >= TARGET_PER_KIND else "BELOW"
+        print(f"{k:<22} {sc.n:>5} {sc.correct:>6} {_pct(sc):>9} {held_txt:>9}  {verdict}")
+    pairs = res.confusion(held_out=None if show_held else False)
+    print()
+    print("confusion (label -> predicted):" + ("" if pairs else " none"))
+    for a, b, n in pairs:
+        print(f"  {a} -> {b}: {n}")
+    misses = res.misses(held_out=None if show_held else False)
+    if misses:
+        print()
+        print("misses and the lines that decided them:" + ("" if show_held else " (training set only)"))
+    for r in misses:
+        tag = " [held out]" if r.case.held_out else ""
+        tag += f" [batch {r.case.batch}]" if r.case.batch > 1 else ""
+        print(f"  {r.case.file}{tag}: labelled {r.case.kind}, read as {r.predicted} ({r.case.source})")
+        print(f"      decided by: {r.evidence}")
+        print(f"      exit:       {r.exit_description}")
+    return 0

@@ -1,0 +1,91 @@
+"""`stoker pull hf.co/ORG/REPO[:QUANT]` or `stoker pull ORG/REPO --file NAME`: get a model.
+
+Lists the repository, plans every quantisation for this machine from its remote header and
+prints the verdicts, picks one (the asked one, else the best quality that runs with the
+default context), checks the free disk space, then downloads it with its split parts and
+the repository's mmproj into the standard Hugging Face cache, where `stoker models` and
+every other tool find it. Progress is a bar on a terminal and a line per 10 % otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("reference", metavar="hf.co/ORG/REPO[:QUANT]",
+                        help="a Hugging Face repository, with a quantisation to skip the choice")
+    parser.add_argument("--file", metavar="NAME", help="exactly this file of the repository")
+    parser.add_argument("--revision", metavar="REV", default=None, help="a branch, tag or commit (main)")
+    parser.add_argument("--dry-run", action="store_true", help="print the verdicts and the pick, download nothing")
+    parser.add_argument("--all", action="store_true",
+                        help="judge every quantisation even when one is named (slower: a header read each)")
+
+
+def _size(n: int | None) -> str:
+    if n is None:
+        return "?"
+    return f"{n / (1 << 30):.2f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.0f} MiB"
+
+
+class ProgressPrinter:
+    """A bar on a terminal, else one line per tenth of each file."""
+
+    def __init__(self, stream=sys.stderr):
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last: dict[str, int] = {}
+        self.shown = 0.0
+
+    def __call__(self, name: str, done: int, total: int | None) -> None:
+        if total:
+            tenth = done * 10 // total
+            if self.tty:
+                now = time.monotonic()
+                if now - self.shown < 0.1 and done < total:
+                    return
+                self.shown = now
+                filled = done * 30 // total
+                self.stream.write(f"\r  {name} [{'#' * filled}{'-' * (30 - filled)}] "
+                                  f"{_size(done)} of {_size(total)}")
+                if done >= total:
+                    self.stream.write("\n")
+                self.stream.flush()
+            elif self.last.get(name) != tenth:
+                self.last[name] = tenth
+                print(f"downloading {name}: {_size(done)} of {_size(total)} ({tenth * 10}%)",
+                      file=self.stream, flush=True)
+
+
+def run(args) -> int:
+    from stoker.cli import UserError
+    from stoker.library.store_layouts import parse_hf_reference
+    from stoker.library import pull as model_pull
+
+    ref = parse_hf_reference(args.reference, args.file)
+    if isinstance(ref, str):
+        raise UserError(ref)
+    if args.revision:
+        ref = replace(ref, revision=args.revision)
+    machine = model_pull.this_machine()
+    only = None if args.all else (ref.quant or None)
+    judged = model_pull.judge_repo(ref, machine, only=only)
+    print(f"{ref.repo} at {judged.listing.commit[:12]}:")
+    width = max(len(o.label) for o, _ in judged.judged)
+    for option, verdict in judged.judged:
+        parts = f" ({len(option.files)} parts)" if len(option.files) > 1 else ""
+        print(f"  {option.label:<{width}}  {_size(option.size_bytes):>9}{parts}  {verdict.text}")
+    pick = model_pull.choose(judged, ref)
+    source = "planned from its header" if pick.verdict.source == "header" else "estimated from its size"
+    print(f"picked {pick.reason} ({source}: {pick.verdict.text})")
+    if pick.option.mmproj:
+        print(f"with the vision projector {pick.option.mmproj.name} ({_size(pick.option.mmproj.size_bytes)})")
+    if args.dry_run:
+        return 0
+    path = model_pull.download(judged, pick.option, ProgressPrinter())
+    print(f"ready: {path}")
+    name = f"{ref.repo}:{pick.option.label}"
+    print(f"run it with: stoker run {name}")
+    return 0

@@ -1,0 +1,931 @@
+"""Name an engine failure in one sentence: what happened, the line that shows it, what to do.
+
+`classify_exit(ExitReport) -> Incident` reads the exit code or signal, who sent the signal,
+the phase (starting / ready / stopping), the uptime and the log tail of one llama-server
+process, and decides the kind of failure, whether it counts as a strike against the engine
+build (stoker/fleet/quarantine.py) and which recovery, if any, can help (stoker/fleet/recovery.py).
+The patterns are the real lines of llama.cpp b11434 (shared/reference/llama-server.md §3.3),
+the seed's panic regexes (gezel-behaviours.md §2), and what real users' logs show
+(tests/data/wild, measured by `stoker bench diagnose`): older and newer engine wordings,
+HIP builds speaking CUDA's words, loader messages, and the exit and OOM lines that Ollama,
+LM Studio, llama-swap, docker, systemd and shells write around the engine. When the caller
+does not know how the process ended, such a wrapper line stands in for the exit.
+
+Pure: no files, no clock, no processes. The shell gathers the facts (including whether the
+kernel's OOM killer fired, from cgroup memory.events or the kernel log) and passes them in.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+# Every kind classify_exit can return; the README lists them for users.
+KINDS = (
+    "host-oom", "cuda-oom", "vulkan-oom", "metal-oom", "rocm-oom",
+    "cuda-driver-too-old", "no-kernel-image", "missing-library", "stale-library",
+    "system-too-old", "illegal-instruction",
+    "bad-model", "port-in-use", "bad-argument", "drafter-failure", "gpu-unused",
+    "startup-timeout", "assertion-failed", "gpu-error", "stopped", "unknown",
+    "rpc-worker-lost",
+)
+OOM_KINDS = frozenset({"host-oom", "cuda-oom", "vulkan-oom", "metal-oom", "rocm-oom"})
+# Faults of the build on this machine: they would happen again with the same binary.
+BUILD_FAULT_KINDS = frozenset({"cuda-driver-too-old", "no-kernel-image", "missing-library",
+                               "stale-library", "system-too-old", "illegal-instruction"})
+# Crashes that count as a strike only when they happen while starting.
+STARTUP_CRASH_KINDS = frozenset({"assertion-failed", "gpu-error", "unknown"})
+GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "opencl"})
+PHASES = ("starting", "ready", "stopping")
+
+VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
+
+
+@dataclass(frozen=True)
+class ExitReport:
+    exit_code: int | None  # the process's exit status; None when a signal ended it or unknown
+    signal: str | None  # "SIGKILL" …; None when it exited by itself or unknown
+    signalled_by_us: bool
+    phase: str  # starting | ready | stopping
+    uptime_s: float | None
+    log_tail: tuple[str, ...]
+    backend: str | None  # cuda | rocm | vulkan | metal | cpu; None when unknown
+    plan_wanted_gpu: bool = False
+    has_drafter: bool = False
+    drafter_forced: bool = False  # the user chose the drafter, not the catalog
+    os: str = "linux"  # linux | darwin | windows
+    oom_killed: bool | None = None  # the kernel OOM killer fired for it; None when unknown
+    timed_out: bool = False  # we killed it because it never became ready in time
+
+
+@dataclass(frozen=True)
+class Incident:
+    kind: str  # one of KINDS
+    title: str  # one sentence
+    evidence: str  # the log line that shows it, or the exit description
+    advice: str  # what a person can do
+    counts_as_strike: bool
+    recoverable_by: str | None  # smaller-plan | drop-drafter | next-build | None
+    exit_description: str
+
+
+# ------------------------------------------------------------------ exit codes and signals
+
+# Linux numbering; darwin differs for a few (below).
+_LINUX_SIGNALS = {
+    1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 4: "SIGILL", 5: "SIGTRAP", 6: "SIGABRT",
+    7: "SIGBUS", 8: "SIGFPE", 9: "SIGKILL", 10: "SIGUSR1", 11: "SIGSEGV", 12: "SIGUSR2",
+    13: "SIGPIPE", 14: "SIGALRM", 15: "SIGTERM", 24: "SIGXCPU", 25: "SIGXFSZ", 31: "SIGSYS",
+}
+_DARWIN_SIGNALS = {**_LINUX_SIGNALS, 7: "SIGEMT", 10: "SIGBUS", 12: "SIGSYS", 30: "SIGUSR1",
+                   31: "SIGUSR2"}
+_SIGNAL_MEANING = {
+    "SIGILL": "an instruction this CPU (or GPU library) cannot run",
+    "SIGABRT": "the engine aborted itself after an error",
+    "SIGKILL": "killed outright",
+    "SIGSEGV": "a crash (invalid memory access)",
+    "SIGBUS": "a crash (bad memory access, e.g. a model file that shrank while mapped)",
+    "SIGTERM": "asked to stop",
+    "SIGINT": "interrupted",
+    "SIGFPE": "an arithmetic fault",
+    "SIGTRAP": "a trap (a GPU kernel without code for this device, or a debugger)",
+}
+
+# NTSTATUS codes a Windows process ends with, and what they mean to a user.
+NTSTATUS = {
+    0xC0000005: ("STATUS_ACCESS_VIOLATION", "a crash (invalid memory access)"),
+    0xC0000409: ("STATUS_STACK_BUFFER_OVERRUN", "a fast-fail abort: the engine stopped itself "
+                 "after an error it could not handle"),
+    0xC000001D: ("STATUS_ILLEGAL_INSTRUCTION", "an instruction this CPU cannot run"),
+    0xC0000135: ("STATUS_DLL_NOT_FOUND", "a DLL the engine needs was not found"),
+    0xC0000142: ("STATUS_DLL_INIT_FAILED", "a DLL failed to initialise (often a missing or "
+                 "mismatched Visual C++ runtime)"),
+    0xC00000FD: ("STATUS_STACK_OVERFLOW", "a stack overflow"),
+    0xC0000017: ("STATUS_NO_MEMORY", "Windows could not give it more memory"),
+    0xC000012D: ("STATUS_COMMITMENT_LIMIT", "the system ran out of memory (page file full)"),
+    0xC0000374: ("STATUS_HEAP_CORRUPTION", "heap corruption"),
+    0xC0000094: ("STATUS_INTEGER_DIVIDE_BY_ZERO", "an integer division by zero"),
+    0xC000013A: ("STATUS_CONTROL_C_EXIT", "stopped with Ctrl+C"),
+    0xC0000139: ("STATUS_ENTRYPOINT_NOT_FOUND", "a DLL is the wrong version (missing entry point)"),
+    0xE06D7363: ("an uncaught C++ exception", "the engine stopped on an error it did not catch"),
+    0xC0000006: ("STATUS_IN_PAGE_ERROR", "a mapped file could not be read (disk or network error)"),
+    0xC000007B: ("STATUS_INVALID_IMAGE_FORMAT", "a DLL of the wrong architecture (often a 32-bit copy "
+                 "found first on PATH) or a damaged one was loaded"),
+}
+_NTSTATUS_KIND = {
+    0xC000001D: "illegal-instruction", 0xC0000135: "missing-library",
+    0xC0000142: "missing-library",
+    # The DLL was found but lacks an entry point: another version of it shadows the build's own.
+    0xC0000139: "stale-library", 0xC000007B: "stale-library",
+    0xC0000017: "host-oom", 0xC000012D: "host-oom",
+}
+# Error-severity NTSTATUS values (and 0xE06D7363, an uncaught C++ exception); the range
+# stops short of 0xFFFFFFxx so a POSIX -9 read as unsigned is never taken for one.
+_NT_LOW, _NT_HIGH = 0xC0000000, 0xEFFFFFFF
+_U64_BASE = 2**64 - 2**32  # a 32-bit NTSTATUS sign-extended, then read as unsigned 64-bit
+# Values like 18446744072635812000 went through a double on their way to the user
+# (spacing 4096 at that size), so they are matched to a known code within half a step.
+_FLOAT_SLACK = 2048
+
+
+def ntstatus_of(code: int) -> int | None:
+    """The NTSTATUS a Windows exit code carries, from any of the forms it reaches us in.
+
+    Unsigned 32-bit (3221226505), signed 32-bit (-1073740791), sign-extended unsigned
+    64-bit (18446744072635810825) and that number rounded through a double
+    (18446744072635812000) all give 0xC0000409. None when the code is not an NTSTATUS.
+    """
+    if -(2**31) <= code < 0:
+        code &= 0xFFFFFFFF
+    if _NT_LOW <= code <= _NT_HIGH:
+        return code
+    if code > 0xFFFFFFFF:
+        low = code - _U64_BASE
+        if low in NTSTATUS:
+            return low
+        near = [k for k in NTSTATUS if abs(low - k) <= _FLOAT_SLACK]
+        if near:
+            return min(near, key=lambda k: abs(low - k))
+        if _NT_LOW <= low <= _NT_HIGH:
+            return low
+    return None
+
+
+def signal_name(number: int, os: str = "linux") -> str:
+    """`9` -> "SIGKILL" (numbers differ between Linux and macOS)."""
+    table = _DARWIN_SIGNALS if os == "darwin" else _LINUX_SIGNALS
+    return table.get(number, f"signal {number}")
+
+
+def describe_exit_code(code: int | None, os: str = "linux") -> str:
+    """One phrase for an exit status: decodes NTSTATUS forms, negative POSIX returncodes
+    (a signal) and a shell's 128+N."""
+    if code is None:
+        return "the exit status is unknown"
+    status = ntstatus_of(code)
+    if status is not None:
+        name, meaning = NTSTATUS.get(status, ("an NTSTATUS error", "a Windows error"))
+        return f"exit code 0x{status:08X} ({name}: {meaning})"
+    if code < 0 and os != "windows":
+        sig = signal_name(-code, os)
+        meaning = _SIGNAL_MEANING.get(sig)
+        return f"ended by {sig}" + (f" ({meaning})" if meaning else "")
+    if code == 0:
+        return "exit code 0 (a normal exit)"
+    if code == 127 and os != "windows":
+        return "exit code 127 (the program or one of its shared libraries could not be loaded)"
+    if 128 < code < 160 and os != "windows":
+        sig = signal_name(code - 128, os)
+        return f"exit code {code} (a shell's way of saying it was ended by {sig})"
+    if code == 3 and os == "windows":
+        return "exit code 3 (the engine aborted itself after an error)"
+    return f"exit code {code}"
+
+
+def describe_exit(report: ExitReport) -> str:
+    if report.signal:
+        meaning = _SIGNAL_MEANING.get(report.signal)
+        who = " sent by Stoker" if report.signalled_by_us else ""
+        text = f"ended by {report.signal}{who}" + (f" ({meaning})" if meaning else "")
+    else:
+        text = describe_exit_code(report.exit_code, report.os)
+    when = {"starting": "while starting", "ready": "while serving",
+            "stopping": "while stopping"}.get(report.phase, "")
+    if report.uptime_s is not None:
+        when += f" after {report.uptime_s:.1f} s"
+    return f"{text} {when}".strip()
+
+
+def _effective_signal(report: ExitReport) -> str | None:
+    if report.signal:
+        return report.signal
+    code = report.exit_code
+    if code is None or report.os == "windows":
+        return None
+    if code < 0 and ntstatus_of(code) is None:
+        return signal_name(-code, report.os)
+    if 128 < code < 160:
+        return signal_name(code - 128, report.os)  # a shell's or docker's way (137 = SIGKILL)
+    return None
+
+
+# ------------------------------------------------------------------------- log lines
+
+_PREFIX = re.compile(r"^\s*(?:\[\d+\]\s+)?\d+\.\d+\.\d+\.\d+\s+[IWED]\s+")
+
+
+def strip_log_prefix(line: str) -> str:
+    """`0.00.204.629 E msg` -> `msg` (llama-server's time-since-start and level; a router
+    child's `[pid] ` in front of it too)."""
+    return _PREFIX.sub("", line.rstrip("\r\n"))
+
+
+_BUFFER_DEVICE = re.compile(r"\b(CUDA|ROCm|MUSA|Vulkan|MTL|Metal|SYCL|CPU)\d*(?:_\w+)?\s+buffer\b")
+# HIP builds reuse ggml-cuda's code and many of its words (`ggml_cuda_init`, `cudaMalloc`,
+# `CUDA error`), so a ROCm sign anywhere in the log outweighs a CUDA word.
+_ROCM_SIGN = re.compile(r"\bROCm\d*\b|\bhip[A-Z]\w*|\bHIP\b|\bgfx\d{3,4}\b|rocBLAS")
+
+
+def backend_from_log(lines) -> str | None:
+    """The GPU backend a log shows was built in, else None (CPU build or unknown)."""
+    lines = [strip_log_prefix(raw) for raw in lines]
+    if any(re.search(r"found \d+ ROCm devices|loaded ROCm backend|\bROCm error\b|ROCm\d+:|ROCm\s*:"
+                     r"|failed to initialize (ROCm|HIP)|built with HIP|\bhipError", line)
+           for line in lines):
+        return "rocm"
+    for line in lines:
+        if re.search(r"ggml_cuda_init|ggml_init_cublas|CUDA\s*:\s*ARCHS|loaded CUDA backend"
+                     r"|\bCUDA error\b", line):
+            return "cuda"
+        if re.search(r"ggml_vulkan|loaded Vulkan backend|Vulkan\d+:", line):
+            return "vulkan"
+        if re.search(r"ggml_metal|loaded Metal backend|MTL\d+:", line):
+            return "metal"
+    return None
+
+
+def gpu_unused_from_log(lines, backend: str | None, plan_wanted_gpu: bool) -> str | None:
+    """The line showing that a GPU build runs without its GPU, else None.
+
+    A CPU build printing `no usable GPU found` is normal, so that line only counts for a
+    GPU backend; `offloaded 0/N layers to GPU` counts when the plan asked for the GPU.
+    """
+    gpu_build = backend in GPU_BACKENDS
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        if re.search(r"not compiled with GPU offload support", line, re.IGNORECASE):
+            return line  # layers were asked of a build that has no GPU code at all
+        if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
+                                   r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
+                                   r"|ggml_vulkan: No devices found", line):
+            return line
+        m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
+        if m and (plan_wanted_gpu or gpu_build):
+            return line
+    return None
+
+
+def drafter_dropped_from_log(lines) -> str | None:
+    """Why a READY engine serves without the drafter it was given, else None.
+
+    b11434 does not fail a start whose draft model it cannot use for speculation (for
+    example another vocabulary type): it logs `failed to initialize speculative decoding
+    context: <why>` and serves without it. Without this check the tray would say the
+    drafter is in while every token is decoded without it.
+    """
+    for raw in lines:
+        m = re.search(r"failed to initialize speculative decoding context:?\s*(.*)", strip_log_prefix(raw))
+        if m:
+            return m.group(1).strip() or "the engine did not say why"
+    return None
+
+
+# How the process ended, as the wrapper around it (Ollama, LM Studio, llama-swap, tabby,
+# docker, systemd, a shell) wrote it into the same log. Each pattern's group is the code
+# or the signal word; `_exit_from_words` turns it into (exit_code, signal).
+_SIGNAL_WORDS = {
+    "killed": "SIGKILL", "kill": "SIGKILL", "aborted": "SIGABRT", "abort": "SIGABRT",
+    "segmentation fault": "SIGSEGV", "terminated": "SIGTERM", "term": "SIGTERM",
+    "illegal instruction": "SIGILL", "bus error": "SIGBUS", "interrupt": "SIGINT",
+    "int": "SIGINT", "segv": "SIGSEGV", "ill": "SIGILL", "trace/breakpoint trap": "SIGTRAP",
+}
+_WRAPPER_EXIT = (
+    # Go's os/exec (Ollama, llama-swap): `exit status 0xc0000135`, `signal: killed`
+    re.compile(r"\bexit status (0x[0-9a-fA-F]+|-?\d+)"),
+    re.compile(r"\bsignal: (killed|aborted|segmentation fault|terminated|illegal instruction"
+               r"|bus error|interrupt|trace/breakpoint trap)", re.IGNORECASE),
+    # older Ollama: `llama runner process no longer running: 3221226505`
+    re.compile(r"process no longer running: (-?\d+)"),
+    # LM Studio: `(Exit code: 18446744072635812000)`; launchers: `exited with code 137`,
+    # `Process exited with code 1`, tabby: `exited with status code -1`
+    re.compile(r"\bexit(?:ed)? (?:with )?(?:status )?code:? (-?\d+)", re.IGNORECASE),
+    # systemd: `Main process exited, code=killed, status=9/KILL`, `status=1/FAILURE`
+    re.compile(r"code=(?:killed|dumped), status=\d+/(KILL|ABRT|SEGV|ILL|TERM|INT)"),
+    re.compile(r"code=exited, status=(\d+)/"),
+    # a shell: `Illegal instruction (core dumped)`, `Aborted (core dumped)`, `Killed`,
+    # `./entrypoint.sh: line 28:  7 Killed  ...`, zsh's `[1]  71063 abort  ./server`
+    re.compile(r"^\s*(Illegal instruction|Aborted|Segmentation fault|Killed|Bus error)"
+               r"(?: \(core dumped\))?\s*$"),
+    re.compile(r"line \d+:\s+\d+ (Killed|Aborted|Illegal instruction|Segmentation fault)\s"),
+    re.compile(r"^\[\d+\]\s+\d+ (abort|killed|segmentation fault|illegal)\w*\s"),
+    # the kernel log: `traps: python3[213941] trap invalid opcode ip:...`
+    re.compile(r"traps: \S+ trap (invalid opcode)"),
+)
+
+
+def _exit_from_words(word: str) -> tuple[int | None, str | None]:
+    w = word.strip().lower()
+    if w == "invalid opcode":
+        return None, "SIGILL"
+    if w.startswith("0x"):
+        return int(w, 16), None
+    if re.fullmatch(r"-?\d+", w):
+        return int(w), None
+    if w.upper() in ("KILL", "ABRT", "SEGV", "ILL", "TERM", "INT"):
+        return None, "SIG" + w.upper()
+    for key, sig in _SIGNAL_WORDS.items():
+        if w.startswith(key):
+            return None, sig
+    return None, None
+
+
+def exit_from_log(lines) -> tuple[int | None, str | None, str | None]:
+    """(exit code, signal, the line) of the last exit a wrapper or shell wrote into the log.
+
+    Used only when the caller does not know how the process ended (a log pasted into
+    `stoker diagnose`): Ollama's `exit status 0xc0000135`, LM Studio's `(Exit code: N)`,
+    llama-swap's `signal: terminated`, docker's `exited with code 137`, systemd's
+    `status=9/KILL` and a shell's `Illegal instruction (core dumped)` all say it.
+    """
+    found: tuple[int | None, str | None, str | None] = (None, None, None)
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        for pattern in _WRAPPER_EXIT:
+            m = pattern.search(line)
+            if m:
+                code, sig = _exit_from_words(m.group(1))
+                if code is not None or sig is not None:
+                    found = (code, sig, line.strip())
+                break
+    return found
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern
+    priority: int  # higher wins; equal priority: the earlier line wins
+
+
+def _r(kind: str, priority: int, pattern: str) -> _Rule:
+    return _Rule(kind, re.compile(pattern, re.IGNORECASE), priority)
+
+
+# The priority rules, highest first (tests/core/test_diagnosis.py holds one case per rule):
+#  90  the build cannot run on this GPU at all (driver older than the toolkit, no kernel
+#      for this architecture): every later line is a consequence of it.
+#  85  the drafter broke the start: it names the culprit even when an OOM follows.
+#  80  a device ran out of memory (CUDA/ROCm/Vulkan/Metal), decided by the device named.
+#  79  the kernel's OOM killer ended it (systemd, dmesg lines): the cause of the end,
+#      whatever normal line came last.
+#  78  system memory ran out inside the engine.
+#  77  the system's C/C++ library is older than the build needs (`GLIBC_2.38 not found`;
+#      macOS: a missing symbol `Expected in: /usr/lib/libc++.1.dylib`): above the next rule,
+#      since dyld prints `Symbol not found` for that too.
+#  76  the loader refused: another build's library shadows this one's (`undefined symbol`).
+#  75  a library is missing; the port is taken.
+#  70  a bad argument (old and new wordings).
+#  65  an allocation failed on a device the line does not name (`unable to allocate backend
+#      buffer`, `failed to allocate buffer for kv cache`): memory, on the build's device;
+#      above bad-model because llama.cpp wraps it in `error loading model:`.
+#  60  a bad model file.
+#  50  a wrapper or service manager gave up waiting for readiness (llama-swap, Ollama,
+#      ramalama, systemd, Kubernetes); and, while starting only, any line that says a
+#      wait for the engine's start, readiness or health timed out (_START_TIMEOUT).
+#  45  a wrapper unloaded the model on purpose (llama-swap's TTL): a stop, even if by SIGKILL.
+#  40  any other GPU error, 30 an assertion: they are often the echo of an earlier cause.
+# With no line at all, the exit (given, or written by the wrapper) decides: _kind_from_exit.
+# "gpu-oom" rules are resolved to cuda/rocm by the ROCm signs in the whole log
+# (`cudaMalloc failed` and `CUDA error` also appear on HIP builds); "device-oom" by the
+# buffer the line names, else by the build's backend (_device_oom_kind).
+_RULES = (
+    _r("cuda-driver-too-old", 90, r"driver version is insufficient for (CUDA )?runtime version"
+       r"|cudaErrorInsufficientDriver|forward compatibility was attempted on non supported HW"
+       r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"
+       r"|CUDA_ERROR_UNSUPPORTED_PTX_VERSION"),
+    _r("no-kernel-image", 90, r"no kernel image is available for execution on the device"
+       r"|invalid device function|has no device code compatible with CUDA arch"
+       r"|hipErrorNoBinaryForGpu|hipErrorInvalidDeviceFunction|No compatible code objects? found"
+       # rocBLAS ships kernels per GPU architecture: a missing one reads as a Tensile file it
+       # cannot open `for GPU arch : gfx1103`.
+       r"|rocBLAS error: Cannot read .*TensileLibrary|for GPU arch\s*:\s*gfx\w+\s*$"
+       r"|rocBLAS error: Could not initialize Tensile"),
+    # An RPC worker (stoker/engines/rpc.py) went away or never answered: ggml-rpc.cpp aborts with these.
+    # Above the drafter and OOM rules: everything after a lost worker is its echo.
+    _r("rpc-worker-lost", 88, r"Remote RPC server crashed or returned malformed response"
+       r"|Failed to connect to \S+:\d+|RPC handshake failed for|RPC server version mismatch"),
+    _r("drafter-failure", 85, r"failed to load draft model|failed to create MTP context"
+       r"|common_speculative_init\w*: failed|draft model vocab (type )?must match target model"
+       r"|failed to process speculative batch"),
+    _r("gpu-oom", 80, r"(CUDA|ROCm|MUSA) error:\s*(out of memory|memory allocation)"
+       r"|(cuda|hip)Malloc(Managed|Host)? failed:\s*out of memory|hipErrorOutOfMemory"
+       r"|cudaErrorMemoryAllocation|ggml-cuda\.cu:\d+: out of memory"
+       r"|failed to allocate (CUDA|ROCm|MUSA)\d+ buffer|unable to allocate (CUDA|ROCm|MUSA)\d+ buffer"),
+    _r("vulkan-oom", 80, r"ErrorOutOfDeviceMemory|OutOfDeviceMemoryError|VK_ERROR_OUT_OF_DEVICE_MEMORY"
+       r"|ggml_vulkan:.*(allocation|memory).*failed|unable to allocate Vulkan\d+ buffer"
+       r"|failed to allocate Vulkan\d+ buffer|Requested buffer size exceeds device buffer size limit"
+       r"|^Device memory allocation of size \d+ failed"),
+    _r("metal-oom", 80, r"failed to allocate Metal buffer|ggml_metal_buffer_(init|map): error: failed to"
+       r" allocate|ggml_metal_add_buffer: error: failed to allocate"
+       r"|failed to allocate MTL\d+ buffer|kIOGPUCommandBufferCallbackErrorOutOfMemory"
+       r"|Insufficient Memory \(0+8"
+       # 2023 engines: one Metal buffer may not exceed the device's maximum buffer length
+       r"|ggml_metal_add_buffer: buffer '\w+' size \d+ is larger than buffer maximum"),
+    _r("host-oom", 79, r"Failed with result 'oom-kill'|killed by the OOM killer|invoked oom-killer"
+       r"|Out of memory: Kill(ed)? process|Memory cgroup out of memory|oom-kill:constraint"
+       r"|\"OOMKilled\":\s*true|Reason:\s*OOMKilled|\bOOMKilled\s*$|oom_reaper: reaped process"),
+    _r("host-oom", 78, r"failed to allocate CPU\w* buffer|ggml_aligned_malloc: insufficient memory"
+       r"|ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate|std::bad_alloc"
+       r"|Cannot allocate memory|out of host memory|mmap failed.*ENOMEM"
+       # Windows: the commit limit (RAM + page file) is reached
+       r"|paging file is too small|os error 1455|Not enough memory resources are available"),
+    _r("stale-library", 76, r"symbol lookup error|undefined symbol|could not be located in the dynamic"
+       r" link library|Symbol not found: _"
+       # a copy of the library for another architecture, or another version, found first
+       r"|wrong ELF class|\[WinError 193\]|is not a valid Win32 application|\[WinError 127\]"
+       r"|The specified procedure could not be found|incompatible architecture \(have"),
+    _r("system-too-old", 77, r"version `?'?(GLIBC|GLIBCXX|CXXABI)_[\d.]+'? not found"
+       # macOS: a symbol the build expects in the system's own libraries (an older macOS), or
+       # dyld saying outright that the binary was built for a newer one
+       r"|Expected in:?\s*/usr/lib/|Expected in:?\s*/System/Library/"
+       r"|built for (newer )?macOS( version)? [\d.]+ which is newer than running OS"),
+    _r("port-in-use", 75, r"couldn't bind (HTTP server|to server) socket|exiting due to HTTP server error"
+       r"|address already in use|EADDRINUSE|error while attempting to bind on address"
+       r"|\[Errno (48|98|99)\]|cannot assign requested address"
+       r"|only one usage of each socket address|WSAEADDRINUSE|\[WinError 10048\]"),
+    _r("missing-library", 75, r"error while loading shared libraries|cannot open shared object file"
+       r"|dyld(\[\d+\])?: Library not loaded|The code execution cannot proceed because .*\.dll"
+       r"|\.dll was not found|Could not find module .*\.dll|\[WinError 126\]"
+       r"|The specified module could not be found"
+       r"|dyld(\[\d+\])?: image not found|Library not loaded: @rpath"),
+    _r("bad-argument", 70, r"error: invalid argument:|error while handling argument|unknown argument"
+       r"|error: unrecognized arguments?:"
+       r"|error while handling environment variable|Unsupported cache type|unknown speculative type"
+       r"|invalid parameter for argument|unk?nown value for --"
+       r"|quantized V cache requires flash_attn|K cache type \S+ with block size \d+ does not divide"
+       r"|model does not support different K|SPLIT_MODE_TENSOR requires flash_attn"
+       r"|invalid device:|Available buffer types:|^not a directory:|Unknown reasoning format"
+       r"|invalid value for main_gpu|invalid boolean value"
+       r"|unrecognized option '-|: invalid option -- |error: unrecognized command line option"),
+    # An allocation the line does not place on a device (or names only as a buffer type):
+    # llama-model.cpp's `unable to allocate %s buffer` (older builds: `backend buffer`),
+    # the KV, recurrent-state, compute and output buffers of llama-context.cpp.
+    _r("device-oom", 65, r"unable to allocate (\w+ )?buffer|failed to allocate buffer for (kv|rs) cache"
+       r"|failed to allocate compute (pp |tg )?buffers|failed to allocate output buffer"),
+    # llama.cpp's own wording only: LM Studio's generic "Error loading model." and
+    # "Failed to load model" say nothing about the file.
+    _r("bad-model", 60, r"failed to open GGUF file|gguf_init_from_\w+: failed|error loading model:"
+       r"|error loading model architecture|unknown model architecture|missing tensor"
+       r"|not within the file bounds|model is corrupted or incomplete|(?-i:\w: failed to load model)"
+       r"|chat template parsing error|failed to load multimodal model|invalid magic"
+       # pre-GGUF and early-GGUF engines
+       r"|unknown \(magic, version\) combination|this format is no longer supported"
+       r"|GGML files are no longer supported|tensor '[^']+' has wrong shape|wrong number of tensors"
+       r"|invalid model file|unexpectedly reached end of file|tensor data is not within"),
+    _r("startup-timeout", 50, r"health check (failed|timed out) after \d+|timed out waiting for llama runner to start"
+       r"|health check of container .* timed out"
+       # systemd's start timeout (Type=notify/forking units) and Kubernetes' startup probe
+       r"|start operation timed out\. Terminating|Failed with result 'timeout'"
+       r"|failed startup probe|Startup probe failed"),
+    # A wrapper unloading the model on purpose (llama-swap's TTL): whatever signal follows
+    # (llama-swap escalates to SIGKILL after its stop timeout) is its doing, not a crash.
+    _r("stopped", 45, r"Unloading model, TTL of \d+s? reached"),
+    _r("gpu-error", 40, r"\b(CUDA|ROCm|MUSA) error\b|ggml_vulkan: device lost|vk::\w+.*Error"
+       r"|ErrorDeviceLost|ggml_metal_synchronize: error|Exception caught at file"),
+    _r("assertion-failed", 30, r"GGML_ASSERT|GGML_ABORT|assert(ion)? failed|Assertion .{1,200} failed"
+       r"|terminate called"),
+)
+
+# The KV line alone says nothing about the device; the device line before it does.
+_KV_FAIL = re.compile(r"failed to allocate buffer for kv cache|failed to allocate compute buffers",
+                      re.IGNORECASE)
+# A context that could not be created, with no reason given anywhere in the log: in
+# llama.cpp that is nearly always an allocation that failed, so it is read as memory on the
+# build's device, and the title says it is a reading, not a certainty.
+_CONTEXT_FAIL = re.compile(r"failed to create context with model", re.IGNORECASE)
+
+
+# While the engine is still starting, a wrapper's own words for giving up on it: a timeout
+# word and a start, readiness or health word in one line (Ollama, llama-swap, LocalAI,
+# launchers' `Timed out waiting for llama-server to become healthy`, a Dart or Python
+# `TimeoutException` around a health poll). A flag (`--timeout 600`, `timeout=30`) is not one.
+_TIMEOUT_WORD = re.compile(r"\btimed[ -]?out\b|(?<![-\w])time-?out\b(?!\s*[=:]?\s*\d)|Timeout(Exception|Error)"
+                           r"|deadline exceeded|took too long", re.IGNORECASE)
+_START_WORD = re.compile(r"\bstart(s|ed|ing|-?up)?\b|\bready\b|readiness|health|become available"
+                         r"|\bload(ing)?( the)? model|model load|\brunner\b|listening", re.IGNORECASE)
+# llama-swap's stop of its upstream (`cmdStopUpstreamProcess() initiating graceful stop`):
+# while the engine is still starting and nothing failed, a start-up timeout or a swap.
+_WRAPPER_STOP = re.compile(r"initiating graceful stop of upstream process|stopping upstream process",
+                           re.IGNORECASE)
+
+
+def start_timeout_from_log(lines) -> str | None:
+    """The line in which a wrapper says it gave up waiting for the engine to start, else None.
+    Only meaningful while the engine was still starting (the caller checks the phase)."""
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        if _TIMEOUT_WORD.search(line) and _START_WORD.search(line):
+            return line.strip()
+    return None
+
+
+@dataclass(frozen=True)
+class _Match:
+    kind: str
+    line: str
+    priority: int
+
+
+def _scan(lines: tuple[str, ...]) -> _Match | None:
+    best: _Match | None = None
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        if not line.strip():
+            continue
+        for rule in _RULES:
+            if rule.pattern.search(line):
+                if best is None or rule.priority > best.priority:
+                    best = _Match(rule.kind, line, rule.priority)
+                break
+    return best
+
+
+def _gpu_oom_kind(lines: tuple[str, ...], backend: str | None) -> tuple[str, bool]:
+    """(cuda-oom | rocm-oom, whether the log left it open which of the two it was)."""
+    if backend == "rocm" or any(_ROCM_SIGN.search(raw) for raw in lines):
+        return "rocm-oom", False
+    if backend == "cuda":
+        return "cuda-oom", False
+    for raw in lines:
+        m = _BUFFER_DEVICE.search(raw)
+        if m and m.group(1) in ("CUDA", "MUSA"):
+            return "cuda-oom", False
+        if re.search(r"ggml_cuda_init|ggml_init_cublas|found \d+ CUDA devices|\bNVIDIA\b|cudaMalloc", raw):
+            return "cuda-oom", False
+    return "cuda-oom", True  # ggml-cuda's words alone: a CUDA or a HIP build
+
+
+_BUFFER_NAMED = re.compile(r"allocate (\w+) buffer", re.IGNORECASE)
+
+
+def _device_oom_kind(line: str, lines: tuple[str, ...], backend: str | None) -> tuple[str, str | None]:
+    """(kind, unsure) for an allocation failure whose line names no device, or only a buffer
+    type: the buffer's name decides (`CUDA0`, `Vulkan0`, `Metal`, `CPU`, `CUDA_Host`), else
+    the build's backend; with neither, system memory, and the title says it is a reading."""
+    m = _BUFFER_NAMED.search(line)
+    name = m.group(1) if m else ""
+    if re.search(r"host|^CPU", name, re.IGNORECASE):
+        return "host-oom", None
+    if re.match(r"(CUDA|MUSA)\d", name):
+        kind, vendor_open = _gpu_oom_kind(lines, backend)
+        return kind, _UNSURE_GPU_VENDOR if vendor_open else None
+    by_name = {"ROCm": "rocm-oom", "Vulkan": "vulkan-oom", "Metal": "metal-oom", "MTL": "metal-oom"}
+    for prefix, kind in by_name.items():
+        if name.startswith(prefix):
+            return kind, None
+    b = backend or backend_from_log(lines)
+    if b in ("cuda", "rocm"):
+        kind, vendor_open = _gpu_oom_kind(lines, b)
+        return kind, None
+    if b in ("vulkan", "metal"):
+        return f"{b}-oom", None
+    if b == "cpu":
+        return "host-oom", None
+    return "host-oom", _UNSURE_DEVICE
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+
+# ------------------------------------------------------------------------ the sentences
+
+# What made a title less than certain; the title says so rather than guessing.
+_UNSURE_SIGKILL = "sigkill-only"   # host-oom read from a bare SIGKILL
+_UNSURE_GPU_VENDOR = "gpu-vendor"  # ggml-cuda's words without saying CUDA or HIP
+_UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reason given
+_UNSURE_DEVICE = "device-unnamed"  # an allocation failed, on a device the log does not name
+_UNSURE_STOPPED_STARTING = "stopped-starting"  # a wrapper stopped it before it was ready
+
+
+def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[str, str]:
+    starting = report.phase == "starting"
+    if kind == "rpc-worker-lost":
+        when = "while loading the model" if starting else "while serving"
+        return (f"An RPC worker the engine was using went away or stopped answering {when}.",
+                "Check that `stoker worker` still runs on that machine (and its SSH tunnel, if any); "
+                "Stoker re-plans without it and restarts, and offers to use it again once it is back.")
+    if kind == "host-oom":
+        if unsure == _UNSURE_CONTEXT:
+            title = ("The engine could not create its context and the log does not say why; most "
+                     "likely the system memory (RAM) ran out.")
+        elif unsure == _UNSURE_DEVICE:
+            title = ("The engine could not allocate a memory buffer and the log does not say on "
+                     "which device; with no GPU build named, most likely the system memory (RAM).")
+        elif unsure == _UNSURE_SIGKILL:
+            when = "while loading the model" if starting else "while serving"
+            title = (f"The engine was killed from outside (SIGKILL) {when}, with no error in its "
+                     "log; most likely the system ran out of memory (RAM) and the kernel's "
+                     "out-of-memory killer ended it.")
+        elif starting:
+            title = "The engine ran out of system memory (RAM) while loading the model."
+        else:
+            title = "The engine was stopped for lack of system memory (RAM) while serving."
+        advice = ("Close other memory-hungry programs, or give this model a smaller context or a "
+                  "cheaper KV cache type (q8_0); Stoker retries with a plan that leaves more room.")
+        return title, advice
+    if kind in ("cuda-oom", "rocm-oom", "vulkan-oom", "metal-oom"):
+        gpu = {"cuda-oom": "NVIDIA (CUDA)", "rocm-oom": "AMD (ROCm)", "vulkan-oom": "Vulkan",
+               "metal-oom": "Apple (Metal)"}[kind]
+        if unsure == _UNSURE_GPU_VENDOR:
+            gpu = "NVIDIA (CUDA) or AMD (ROCm): the log does not say which,"
+        when = "while loading the model" if starting else "while serving"
+        if unsure == _UNSURE_CONTEXT:
+            return (f"The engine could not create its context and the log does not say why; most "
+                    f"likely the {gpu} GPU ran out of graphics memory.",
+                    "Lower the context, use a cheaper KV cache type or put fewer layers on the GPU; "
+                    "Stoker retries with a smaller plan.")
+        return (f"The {gpu} GPU ran out of graphics memory {when}.",
+                "Close other programs using the GPU, or lower the context, use a cheaper KV cache "
+                "type or put fewer layers on the GPU; Stoker retries with a smaller plan.")
+    if kind == "cuda-driver-too-old":
+        return ("The NVIDIA driver is too old for this CUDA build of the engine (the build was made "
+                "with a newer CUDA toolkit than the driver supports).",
+                "Update the NVIDIA driver; until then Stoker uses the next build in line "
+                "(Vulkan or CPU).")
+    if kind == "no-kernel-image":
+        gpu = "AMD" if report.backend == "rocm" else "GPU"
+        return (f"This engine build has no code for this {gpu}'s architecture.",
+                "Use a build compiled for this GPU (Stoker falls back to the next build in line: "
+                "Vulkan, then CPU), or rebuild with this GPU's architecture included.")
+    if kind == "missing-library":
+        advice = ("Reinstall the engine build with all its libraries next to the binary "
+                  "(`stoker setup`), or install the runtime it names.")
+        if report.os == "windows":
+            advice = ("Install the Microsoft Visual C++ Redistributable (" + VC_REDIST_URL + ") and "
+                      "keep the build's DLLs next to llama-server.exe, then start again.")
+        return "The engine could not start because a library it needs is missing.", advice
+    if kind == "stale-library":
+        if report.os == "windows":
+            advice = ("Another program's DLL of the same name is found before the build's own (on "
+                      "PATH or in System32): keep the build's DLLs next to llama-server.exe and "
+                      "remove or rename the other copy, then start again.")
+        else:
+            advice = ("Remove or move the older copy (often in /usr/local/lib or a directory on "
+                      "LD_LIBRARY_PATH; `ldd llama-server` shows which file is loaded), or keep "
+                      "the build's own libraries next to the binary.")
+        return ("The engine could not start because it loaded a shared library from another "
+                "llama.cpp build, which lacks a symbol this build needs."), advice
+    if kind == "system-too-old":
+        return ("The engine build needs a newer C/C++ runtime (glibc or libstdc++) than this "
+                "system has.",
+                "Use a build compiled on this machine (`stoker setup` builds one) or a release "
+                "made for older systems; Stoker falls back to the next build in line.")
+    if kind == "illegal-instruction":
+        return ("The engine build uses instructions this CPU (or its GPU library) cannot run.",
+                "Use a build made for this machine (`stoker setup` compiles one here); Stoker "
+                "falls back to the next build in line.")
+    if kind == "bad-model":
+        return ("The model file could not be loaded: it is damaged, incomplete or not supported "
+                "by this engine build.",
+                "Download the model again (check its size and checksum), or update the engine if "
+                "the model's architecture is newer than the build.")
+    if kind == "port-in-use":
+        return ("The engine could not listen on its address: another program already uses the "
+                "port (or the host address is not one of this machine's).",
+                "Stop the other program or choose another port; this does not count against the "
+                "engine build.")
+    if kind == "bad-argument":
+        return ("The engine refused its command line: an option or value is not valid for this "
+                "build (an older build may not know a newer option).",
+                "Remove or correct the option in this model's extra arguments or overrides (the "
+                "evidence line names it), or update the engine build.")
+    if kind == "drafter-failure":
+        if report.drafter_forced:
+            return ("The speculative drafter you chose broke the launch.",
+                    "Choose another draft model (formats change between engine releases) or turn "
+                    "speculative decoding off for this model.")
+        return ("The speculative drafter broke the launch, so Stoker leaves it out with this "
+                "engine build.",
+                "Nothing to do: the model runs without the drafter. A drafter made for this "
+                "engine release brings the speed-up back.")
+    if kind == "gpu-unused":
+        return ("The GPU engine build is running without its GPU, on the CPU (slower).",
+                "Check that the GPU driver is installed and working (nvidia-smi / rocminfo / "
+                "vulkaninfo), then restart the engine.")
+    if kind == "startup-timeout":
+        if unsure == _UNSURE_STOPPED_STARTING:
+            return ("The program running the engine stopped it before it became ready, with no "
+                    "error in the log; most likely its start-up (health check) timeout ran out, "
+                    "though a model swap or an idle unload ends it the same way.",
+                    "Give the wrapper a longer start-up timeout (llama-swap: healthCheckTimeout) "
+                    "if the model loads slowly, e.g. from a network disk.")
+        return ("The engine did not become ready in time and was stopped.",
+                "Look at the last log lines; a very large model on a slow disk may need a longer "
+                "start-up time, otherwise try a smaller context.")
+    if kind == "assertion-failed":
+        return ("The engine stopped on an internal check (an assertion) "
+                + ("while starting." if starting else "while serving."),
+                "This is usually an engine bug or an unsupported setting: try another engine "
+                "build or remove unusual options, and report the evidence line upstream.")
+    if kind == "gpu-error":
+        return ("The GPU reported an error and the engine stopped.",
+                "Update the GPU driver; if it repeats, lower the GPU load (fewer layers) or use "
+                "the next build in line.")
+    if kind == "stopped":
+        who = "Stoker stopped the engine." if report.signalled_by_us else \
+            "The engine was stopped by something other than Stoker."
+        return who, "Nothing to do unless this was unexpected."
+    if report.exit_code is None and report.signal is None and not report.oom_killed:
+        return ("The log shows no failure, and how the engine ended is not known.",
+                "If it did stop, give the exit code or signal (`stoker diagnose LOG --exit-code N`); "
+                "a log that ends mid-load may also mean it was killed.")
+    return ("The engine stopped unexpectedly and the log does not say why.",
+            "Look at the log around the end; if it repeats, try another engine build or a "
+            "smaller plan.")
+
+
+# --------------------------------------------------------------------------- classify
+
+_STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"})
+
+
+def _kind_from_exit(report: ExitReport, sig: str | None) -> tuple[str, str | None]:
+    """Kind from the exit shape alone (no telling line), with the evidence if any."""
+    if report.timed_out and report.signalled_by_us:
+        return "startup-timeout", None
+    if report.oom_killed:
+        return "host-oom", "the kernel's out-of-memory killer ended the process"
+    code = report.exit_code
+    status = ntstatus_of(code) if code is not None else None
+    if status in _NTSTATUS_KIND:
+        return _NTSTATUS_KIND[status], None
+    if status == 0xC000013A:
+        return "stopped", None
+    if sig == "SIGILL":
+        return "illegal-instruction", None
+    if report.signalled_by_us:
+        return "stopped", None
+    if sig == "SIGKILL" and report.oom_killed is None:
+        # A SIGKILL nobody here sent, with nothing in the log: on Linux almost always
+        # the kernel's OOM killer (it writes no line into the engine's log).
+        return "host-oom", "killed by SIGKILL from outside Stoker with no error in the log " \
+                           "(the usual sign of the kernel's out-of-memory killer)"
+    if sig in _STOP_SIGNALS:
+        return "stopped", None  # asked to stop by a service manager, a wrapper or a user
+    if code == 127 and report.os != "windows":
+        return "missing-library", None
+    if code == 0 and sig is None:
+        return "stopped", None
+    return "unknown", None
+
+
+def _with_exit_from_log(report: ExitReport) -> tuple[ExitReport, str | None]:
+    """The report with the exit a wrapper wrote into the log, when the caller knew none."""
+    if report.exit_code is not None or report.signal is not None:
+        return report, None
+    code, sig, line = exit_from_log(report.log_tail)
+    if line is None:
+        return report, None
+    os_name = "windows" if code is not None and ntstatus_of(code) is not None else report.os
+    return replace(report, exit_code=code, signal=sig, os=os_name), line
+
+
+def classify_exit(report: ExitReport) -> Incident:
+    """The kind of failure, its evidence, the advice, and what it means for the build."""
+    report, exit_line = _with_exit_from_log(report)
+    sig = _effective_signal(report)
+    exit_text = describe_exit(report)
+    tail = tuple(report.log_tail)
+    match = _scan(tail)
+    kind: str
+    unsure: str | None = None
+    evidence: str | None = None
+    if match is not None:
+        kind, evidence = match.kind, match.line
+        if kind == "gpu-oom":
+            kind, vendor_open = _gpu_oom_kind(tail, report.backend)
+            unsure = _UNSURE_GPU_VENDOR if vendor_open else None
+        elif kind == "device-oom":
+            kind, unsure = _device_oom_kind(evidence, tail, report.backend)
+        if kind == "assertion-failed" and report.oom_killed:
+            kind, evidence = "host-oom", "the kernel's out-of-memory killer ended the process"
+    else:
+        kind, evidence = _kind_from_exit(report, sig)
+        if kind == "host-oom" and not report.oom_killed:
+            unsure = _UNSURE_SIGKILL
+        # A KV/compute allocation failure line without a device line: the backend decides.
+        if kind in ("unknown", "stopped") and not report.signalled_by_us:
+            for raw in tail:
+                line = strip_log_prefix(raw)
+                kv, context = _KV_FAIL.search(line), _CONTEXT_FAIL.search(line)
+                if kv or (context and kind == "unknown"):
+                    b = report.backend
+                    kind = {"cuda": "cuda-oom", "rocm": "rocm-oom", "vulkan": "vulkan-oom",
+                            "metal": "metal-oom"}.get(b or "", "host-oom")
+                    evidence = line
+                    unsure = None if kv else _UNSURE_CONTEXT
+                    break
+        if evidence is None and exit_line is not None and kind != "unknown":
+            evidence = exit_line
+    if (report.phase == "starting" and not report.signalled_by_us
+            and (match is None or match.priority < 50) and kind not in OOM_KINDS):
+        waited = start_timeout_from_log(tail)
+        stop = next((strip_log_prefix(x) for x in tail if _WRAPPER_STOP.search(x)), None)
+        if waited is not None:
+            kind, evidence, unsure = "startup-timeout", waited, None
+        elif stop is not None and match is None and kind in ("unknown", "stopped"):
+            kind, evidence, unsure = "startup-timeout", stop, _UNSURE_STOPPED_STARTING
+    if kind in ("stopped", "unknown") and match is None:
+        unused = gpu_unused_from_log(tail, report.backend or backend_from_log(tail),
+                                     report.plan_wanted_gpu)
+        if unused is not None and (kind == "stopped" or report.exit_code is None and sig is None):
+            kind, evidence = "gpu-unused", unused
+    # A start-up crash without a telling line while a catalog drafter was loaded: the
+    # drafter is the likeliest culprit (formats change between releases), so it is
+    # blamed instead of the build.
+    if (report.has_drafter and not report.drafter_forced and report.phase == "starting"
+            and kind in ("unknown", "assertion-failed", "gpu-error", "illegal-instruction")
+            and not report.signalled_by_us):
+        kind = "drafter-failure"
+        evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
+
+    title, advice = _words(kind, report, unsure)
+    counts = (kind in BUILD_FAULT_KINDS
+              or (kind in STARTUP_CRASH_KINDS and report.phase == "starting"
+                  and not report.signalled_by_us))
+    if kind == "unknown" and report.exit_code is None and sig is None:
+        counts = False  # nothing ended: a log with no failure in it is not a crash
+    if kind in OOM_KINDS:
+        recover = "smaller-plan"
+    elif kind == "drafter-failure":
+        recover = None if report.drafter_forced else "drop-drafter"
+    elif kind in BUILD_FAULT_KINDS:
+        recover = "next-build"
+    else:
+        recover = None
+    if report.has_drafter and not report.drafter_forced and kind in OOM_KINDS \
+            and report.phase == "starting":
+        recover = "drop-drafter"  # the drafter's memory is the cheapest thing to give back
+    return Incident(
+        kind=kind,
+        title=title,
+        evidence=_short(evidence or exit_text),
+        advice=advice,
+        counts_as_strike=counts,
+        recoverable_by=recover,
+        exit_description=exit_text,
+    )
+
+
+def incident_of_kind(kind: str, report: ExitReport, evidence: str) -> Incident:
+    """An incident whose kind another engine's own table found (core/engine_kind.failure_of_line
+    for ds4 and sd-server): the same words as llama-server's, no strike and no recovery step
+    (those belong to llama-server's builds and plans)."""
+    title, advice = _words(kind, report, None)
+    return Incident(kind=kind, title=title, evidence=_short(evidence), advice=advice,
+                    counts_as_strike=False, recoverable_by=None, exit_description=describe_exit(report))
+
+
+def phase_from_log(lines) -> str:
+    """"ready" when the log shows the engine had finished loading, else "starting"."""
+    for raw in lines:
+        if re.search(r"llama_server: model loaded|listening on http|server is listening on"
+                     r"|starting the main loop|llama runner started in", strip_log_prefix(raw)):
+            return "ready"
+    return "starting"
+
+
+def drafter_in_log(lines) -> bool:
+    """Whether the log shows a draft model (or an MTP head) was part of the launch."""
+    return any(re.search(r"(-md|--spec-draft-model|--model-draft)\s|draft model|MTP context", raw)
+               for raw in lines)
+
+
+def report_from_log(lines, *, exit_code: int | None = None, signal: str | None = None,
+                    phase: str | None = None, backend: str | None = None,
+                    os: str = "linux", has_drafter: bool | None = None) -> ExitReport:
+    """An ExitReport for a log from anywhere (`stoker diagnose`, the wild corpus): what the
+    caller does not know (None) is read from the log (phase, backend, drafter; the exit,
+    later, from wrapper lines), and a Metal log is taken to come from macOS."""
+    lines = tuple(lines)
+    if any(re.search(r"ggml_metal|MTL\d", x) for x in lines):
+        os = "darwin"
+    if exit_code is not None and ntstatus_of(exit_code) is not None:
+        os = "windows"
+    return ExitReport(
+        exit_code=exit_code, signal=signal, signalled_by_us=False,
+        phase=phase or phase_from_log(lines), uptime_s=None, log_tail=lines,
+        backend=backend or backend_from_log(lines), plan_wanted_gpu=False,
+        has_drafter=drafter_in_log(lines) if has_drafter is None else has_drafter, os=os,
+    )
+
+
+
+def report_from_engine_exit(ex, *, backend: str | None, plan_wanted_gpu: bool = False,
+                            has_drafter: bool = False, drafter_forced: bool = False,
+                            os: str = "linux", oom_killed: bool | None = None,
+                            timed_out: bool = False) -> ExitReport:
+    """The supervisor's `core.lifecycle.EngineExit` (signal as a number) as an ExitReport."""
+    sig = signal_name(ex.signal, os) if ex.signal is not None else None
+    code = ex.exit_code
+    if sig is None and code is not None and code < 0 and os != "windows" and ntstatus_of(code) is None:
+        sig, code = signal_name(-code, os), None
+    return ExitReport(
+        exit_code=code, signal=sig, signalled_by_us=ex.signalled_by_us, phase=ex.phase,
+        uptime_s=ex.uptime_s, log_tail=tuple(ex.log_tail), backend=backend,
+        plan_wanted_gpu=plan_wanted_gpu, has_drafter=has_drafter, drafter_forced=drafter_forced,
+        os=os, oom_killed=oom_killed, timed_out=timed_out,
+    )

@@ -1,0 +1,346 @@
+"""Run one llama.cpp `rpc-server` on this machine and keep it running: `stoker worker`.
+
+It is the engine supervisor's lifecycle on a smaller process: the same pure reducer
+(stoker/fleet/lifecycle.py `step`) and restart policy (stoker/fleet/restart.py) decide every transition,
+and this module only carries out the effects. It is not the multi-model Supervisor: an
+rpc-server has no /health, no model, no plan and no gateway route, so READY here means
+"its port accepts a TCP connection". Incidents (an exit, a crash loop) go to the same
+ledger (`<data>/incidents.jsonl`, kind `rpc-worker-exit`). The binary comes from
+`stoker setup --rpc` (`<data>/engines/rpc/b11434-cpu-rpc/rpc-server`).
+
+Two drivers use it: `stoker worker` (the foreground command) and `SharedWorker`, which runs
+one on a thread of its own for the app (Settings' "Share this machine as an RPC worker", the
+tray's worker line) and says when its view changed. Either way the state is a WorkerView
+(stoker/fleet/snapshot.py), the same value the tray and `stoker status --json` show.
+
+It never decides whether a non-loopback bind is allowed: the command asks for the flag.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from stoker.engines.launch_spec import LaunchSpec
+from stoker.fleet.lifecycle import (
+    BecameReady, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident, RetryDue,
+    ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed, StartRequested, StartupTimedOut,
+    StoppedClean, step)
+from stoker.fleet.restart import RestartPolicy
+from stoker.engines.rpc import RpcWorker, is_loopback, worker_devices
+from stoker.fleet.snapshot import EngineState, IncidentView, WorkerView
+from stoker.diagnosis.incidents import IncidentLog
+from stoker.engines.process import EngineProcess
+from stoker.engines.setup import RPC_BUILD_ID, RPC_SERVER_NAME
+
+POLL_S = 0.1
+CONNECT_TIMEOUT_S = 1.0
+STARTUP_DEADLINE_S = 30.0
+
+
+def rpc_build_folder() -> Path:
+    from stoker.base.paths import stoker_paths
+
+    return stoker_paths().engines / "rpc" / RPC_BUILD_ID
+
+
+def rpc_server_binary() -> Path | None:
+    p = rpc_build_folder() / RPC_SERVER_NAME
+    return p if p.is_file() else None
+
+
+def rpc_llama_server() -> Path | None:
+    """The llama-server built with GGML_RPC=ON (the plain builds cannot take --rpc)."""
+    from stoker.engines.find import BINARY_NAME
+
+    p = rpc_build_folder() / BINARY_NAME
+    return p if p.is_file() else None
+
+
+def reachable(worker: RpcWorker, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
+    """A TCP connect within `timeout_s`: the check before the engine is asked (it would hang
+    or abort on a worker that is not there)."""
+    try:
+        with socket.create_connection((worker.host, worker.port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+# coreutils' stdbuf library: preloaded with _STDBUF_O=L it makes rpc-server's stdout line
+# buffered, so its start-up banner (the devices it lends) reaches the log while it runs
+# instead of when its pipe buffer fills. Where it is absent the devices stay unlisted.
+_LIBSTDBUF = ("/usr/libexec/coreutils/libstdbuf.so", "/usr/lib/coreutils/libstdbuf.so",
+              "/usr/lib64/coreutils/libstdbuf.so", "/usr/local/libexec/coreutils/libstdbuf.so")
+
+
+def line_buffered_env() -> tuple[tuple[str, str], ...]:
+    if not sys.platform.startswith("linux") or os.environ.get("LD_PRELOAD"):
+        return ()  # someone else's preload is not ours to replace
+    lib = next((p for p in _LIBSTDBUF if os.path.isfile(p)), None)
+    return (("LD_PRELOAD", lib), ("_STDBUF_O", "L")) if lib else ()
+
+
+@dataclass(frozen=True)
+class _WorkerIncident:
+    """What the ledger records for a worker exit (the fields IncidentLog reads)."""
+
+    kind: str
+    title: str
+    evidence: str
+    advice: str
+    exit_description: str
+
+
+class WorkerSupervisor:
+    """One rpc-server, restarted with backoff; `run_until(stop)` blocks, `status()` any time."""
+
+    def __init__(self, binary: Path, host: str, port: int, *, cache: bool = False,
+                 threads: int | None = None, log_allocations: bool = False,
+                 policy: RestartPolicy | None = None, log_dir: Path | None = None,
+                 incident_log: IncidentLog | None = None,
+                 on_status: Callable[[WorkerView], None] | None = None,
+                 clock: Callable[[], float] = time.time):
+        from stoker.base.paths import stoker_paths
+
+        paths = stoker_paths()
+        self.binary = Path(binary)
+        self.worker = RpcWorker(host, port)
+        self.cache = cache
+        self.threads = threads
+        self.log_allocations = log_allocations
+        self.log_dir = Path(log_dir or paths.logs)
+        self.log_name = f"rpc-worker-{port}.log"
+        self.incidents = incident_log or IncidentLog.in_data_dir(paths.data)
+        self.on_status = on_status
+        self.clock = clock
+        self.state = LifecycleState(policy=policy or RestartPolicy(), model_path=self.worker.endpoint)
+        self.proc: EngineProcess | None = None
+        self.last_incident: IncidentView | None = None
+        self._devices_seen = False  # the banner came through: publish once more for it
+        self._lock = threading.Lock()
+
+    # -- what it runs
+
+    def spec(self) -> LaunchSpec:
+        argv = [str(self.binary), "--host", self.worker.host, "--port", str(self.worker.port)]
+        if self.threads:
+            argv += ["--threads", str(self.threads)]
+        if self.cache:
+            argv.append("--cache")
+        env = line_buffered_env() + ((("GGML_RPC_DEBUG", "1"),) if self.log_allocations else ())
+        return LaunchSpec(binary=str(self.binary), argv=tuple(argv), env=env,
+                          drop_env_prefixes=("LLAMA_ARG_",), secret_env=(), host=self.worker.host,
+                          port=self.worker.port)
+
+    def status(self) -> WorkerView:
+        with self._lock:
+            st, proc = self.state, self.proc
+            devices = worker_devices(proc.tail()) if proc is not None else ()
+            return WorkerView(
+                host=self.worker.host, port=self.worker.port, endpoint=self.worker.endpoint,
+                state=st.phase, pid=st.pid, restarts=st.restarts, cache=self.cache,
+                loopback=is_loopback(self.worker.host), devices=devices,
+                next_retry_at=st.retry_at if st.phase is EngineState.BACKOFF else None,
+                last_error=st.last_error, last_incident=self.last_incident)
+
+    # -- the loop
+
+    def run_until(self, stop: threading.Event) -> EngineState:
+        """Start it, keep it up until `stop` is set (or the restart budget is spent)."""
+        self._feed(StartRequested(self.worker.endpoint))
+        asked_stop = False
+        while not self.state.finished:
+            now = self.clock()
+            if stop.is_set() and not asked_stop:
+                asked_stop = True
+                self._feed(ShutdownRequested())
+                continue
+            if self.state.phase is EngineState.FAILED and not asked_stop:
+                break
+            proc = self.proc
+            if proc is not None and self.state.phase in (EngineState.STARTING, EngineState.READY):
+                if proc.poll() is not None:
+                    ex = proc.exit_report(now)
+                    with self._lock:
+                        self.proc = None
+                    self._feed(Exited(ex))
+                    continue
+                if (self.state.phase is EngineState.READY and not self._devices_seen
+                        and worker_devices(proc.tail())):
+                    self._devices_seen = True
+                    self._publish()
+                if self.state.phase is EngineState.STARTING:
+                    # Its start-up lines may sit in a pipe buffer (no stdbuf here), so the
+                    # port, not the log, says it is listening.
+                    if _port_open(self.worker):
+                        proc.mark_ready(now)
+                        self._feed(BecameReady())
+                    elif now - (self.state.spawned_at or now) > STARTUP_DEADLINE_S:
+                        self._feed(StartupTimedOut(STARTUP_DEADLINE_S))
+            if self.state.phase is EngineState.BACKOFF and self.state.retry_at and now >= self.state.retry_at:
+                self._feed(RetryDue())
+            time.sleep(POLL_S)
+        return self.state.phase
+
+    def _feed(self, event) -> None:
+        with self._lock:
+            self.state, effects = step(self.state, event, self.clock())
+        for effect in effects:
+            self._carry_out(effect)
+
+    def _carry_out(self, effect) -> None:
+        if isinstance(effect, Spawn):
+            try:
+                proc = EngineProcess.start(self.spec(), log_dir=self.log_dir, log_name=self.log_name)
+            except OSError as exc:
+                self._feed(SpawnFailed(str(exc)))
+                return
+            with self._lock:
+                self.proc = proc
+                self._devices_seen = False
+            self._feed(Spawned(proc.pid))
+        elif isinstance(effect, Kill):
+            proc = self.proc
+            if proc is not None:
+                proc.stop(grace_s=1.0 if effect.hung else 5.0)
+                with self._lock:
+                    self.proc = None
+            self._feed(StoppedClean())
+        elif isinstance(effect, RecordIncident):
+            self._record(effect)
+        elif isinstance(effect, Publish):
+            self._publish()
+        elif isinstance(effect, (ScheduleRetry, Finish)):
+            pass  # the loop polls retry_at and finished
+
+    def _publish(self) -> None:
+        if self.on_status is not None:
+            self.on_status(self.status())
+
+    def _record(self, effect: RecordIncident) -> None:
+        ex = effect.exit
+        tail = [ln for ln in (ex.log_tail if ex else ()) if ln.strip()]
+        evidence = tail[-1] if tail else effect.summary
+        title = (f"The RPC worker on {self.worker.endpoint} stopped: "
+                 f"{ex.describe().replace('the engine', 'rpc-server') if ex else effect.summary}.")
+        incident = _WorkerIncident(
+            kind=effect.kind or "rpc-worker-exit", title=title, evidence=evidence[:300],
+            advice=("Engines using this worker lose its layers until it is back; Stoker restarts it. "
+                    "If it keeps stopping, see the worker log " + str(self.log_dir / self.log_name) + "."),
+            exit_description=ex.describe() if ex else effect.summary)
+        now = self.clock()
+        with self._lock:
+            self.last_incident = IncidentView(at=now, kind=incident.kind, summary=title,
+                                              evidence=incident.evidence or None, advice=incident.advice,
+                                              action=effect.action)
+        try:
+            self.incidents.append(incident, at=now, model=None, build=RPC_BUILD_ID,
+                                  action=effect.action)
+        except OSError:
+            pass
+
+
+class SharedWorker:
+    """This machine's RPC worker inside the app: one WorkerSupervisor at a time, each on a
+    thread of its own, started and stopped by the engine supervisor's commands
+    (ShareWorker / StopWorker). `view()` is what the snapshot shows; `on_change()` is called
+    (on the worker's thread; it must not block) whenever that changed. Changing the address
+    stops the old rpc-server first, on the new one's thread, so the caller never waits."""
+
+    def __init__(self, on_change: Callable[[], None], *, policy: RestartPolicy | None = None,
+                 clock: Callable[[], float] = time.time):
+        self._on_change = on_change
+        self._policy = policy
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._sup: WorkerSupervisor | None = None
+        self._stop: threading.Event | None = None
+        self._thread: threading.Thread | None = None
+        self._refused: WorkerView | None = None  # why the last start could not begin
+        self.wanted: tuple[str, int, bool] | None = None  # (host, port, cache) of the last start
+        self._allow_remote = False  # the last start's consent to a non-loopback host
+
+    def view(self) -> WorkerView | None:
+        with self._lock:
+            sup, refused = self._sup, self._refused
+        if refused is not None:
+            return refused
+        return sup.status() if sup is not None else None
+
+    def start(self, host: str, port: int, cache: bool = False, *, allow_remote: bool = False) -> None:
+        from stoker.engines.rpc import NO_AUTH_WARNING
+
+        running = (self._thread is not None and self._thread.is_alive() and self._sup is not None
+                   and self._stop is not None and not self._stop.is_set())
+        if running and self.wanted == (host, port, cache) and self._sup.state.phase is not EngineState.FAILED:
+            return  # already sharing exactly this
+        self.wanted, self._allow_remote = (host, port, cache), allow_remote
+        why = None
+        binary = rpc_server_binary()
+        if not 0 < port < 65536:
+            why = f"{port} is not a port number; give 1 to 65535."
+        elif not is_loopback(host) and not allow_remote:
+            why = (f"{host} would let other machines reach this worker; {NO_AUTH_WARNING} Allow it "
+                   "in Settings to bind it anyway.")
+        elif binary is None:
+            why = "rpc-server is not installed; run `stoker setup --rpc` first."
+        if why is not None:
+            self.stop()
+            with self._lock:
+                self._refused = WorkerView(host=host, port=port, endpoint=RpcWorker(host, port).endpoint,
+                                           state=EngineState.FAILED, cache=cache, loopback=is_loopback(host),
+                                           last_error=why)
+            self._on_change()
+            return
+        sup = WorkerSupervisor(binary, host, port, cache=cache, policy=self._policy,
+                               on_status=lambda _view: self._on_change(), clock=self._clock)
+        old_thread, old_stop = self._thread, self._stop
+        if old_stop is not None:
+            old_stop.set()
+        stop = threading.Event()
+
+        def run() -> None:
+            if old_thread is not None:
+                old_thread.join()  # the old rpc-server lets go of its port first
+            if not stop.is_set():
+                sup.run_until(stop)
+            self._on_change()
+
+        with self._lock:
+            self._sup, self._stop, self._refused = sup, stop, None
+        self._thread = threading.Thread(target=run, name=f"stoker-rpc-worker-{port}", daemon=True)
+        self._thread.start()
+        self._on_change()
+
+    def start_again(self) -> None:
+        """Start as last shared (with the consent given then); nothing when never shared."""
+        if self.wanted is not None:
+            host, port, cache = self.wanted
+            self.start(host, port, cache, allow_remote=self._allow_remote)
+
+    def stop(self) -> None:
+        """Ask the running rpc-server to stop (it is gone once the view says stopped)."""
+        with self._lock:
+            self._refused = None
+        if self._stop is not None:
+            self._stop.set()
+
+    def join(self, timeout: float | None = None) -> bool:
+        thread = self._thread
+        if thread is not None:
+            thread.join(timeout)
+            return not thread.is_alive()
+        return True
+
+
+def _port_open(worker: RpcWorker) -> bool:
+    # rpc-server serves one client at a time and a probe connection is dropped at once
+    # (no HELLO), so this check does not disturb an engine that is connected.
+    return reachable(worker, timeout_s=0.3)

@@ -1,0 +1,621 @@
+"""The real LaunchPreparer: model → summary → machine → plan → argv, on the best engine build.
+
+The supervisor calls it before every attempt (a restart may see less free memory and plan
+smaller). It wires the modules other parts own: shell/models (which file), shell/gguf_io
+(its header), shell/engines (which build), shell/probe (this machine), shell/store (saved
+overrides and the last used model), shell/secrets (the API key), core/planner and
+core/argv. They are imported when first needed so `stoker status` never pays for them.
+It decides nothing itself; a problem comes back as a PreparationRefused sentence.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import threading
+import time
+from secrets import token_urlsafe
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
+from stoker.engines.kind import EngineKind, engine_kind_for
+from stoker.library.model_ids import model_kind
+from stoker.planning.overrides import ModelOverrides
+from stoker.planning.pipeline import (DRAFT_SUFFIX, EngineChoice, auto_drafter, load_settings,
+                                   memory_for_models, plan_model, policy_from_settings, projector_of)
+from stoker.fleet.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
+                                  PreparedLaunch)
+
+log = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+# A drafter Stoker chooses by itself (shell.planning.auto_drafter): `<model stem>.draft.gguf`
+# beside the model. Only a file put there on purpose for this model counts, so a wrong
+# vocabulary is the owner's choice, and it is still "chosen" (not forced): when it breaks a
+# launch it is left out, not kept.
+__all__ = ["DRAFT_SUFFIX", "RealPreparer", "auto_drafter", "merge_overrides"]
+
+
+@dataclass(frozen=True)
+class _LaunchContext:
+    """How a PreparedLaunch was made, for the decisions after it ends."""
+
+    binary: str
+    identity: str | None
+    user_overrides: ModelOverrides  # what the user pinned: the ladder never changes these
+    overrides: ModelOverrides  # what this launch used (user's + recovery steps)
+    policy: object  # core.planner.PlanPolicy
+    n_layers: int | None
+    is_moe: bool
+
+
+def _step_words(step) -> str:
+    """"retrying with context 16,384" and the like: what the next attempt changes."""
+    ov = step.overrides
+    if step.rung == "smaller-context" and ov.ctx:
+        return f"retrying with context {ov.ctx:,}"
+    if step.rung == "cheaper-kv":
+        return f"retrying with a {ov.kv_type_k}/{ov.kv_type_v} KV cache"
+    if step.rung == "drop-drafter":
+        return "retrying without the drafter"
+    if step.rung == "more-headroom":
+        return "restarting with more memory left free"
+    return "retrying with a smaller plan"
+
+
+def merge_overrides(base: ModelOverrides | None, top: ModelOverrides | None) -> ModelOverrides:
+    """`top`'s set fields over `base` (the CLI's --ctx beats a saved ctx)."""
+    base = base or ModelOverrides()
+    if top is None:
+        return base
+    changes = {f.name: getattr(top, f.name) for f in dataclasses.fields(ModelOverrides)
+               if getattr(top, f.name) not in (None, ())}
+    return dataclasses.replace(base, **changes)
+
+
+class RealPreparer:
+    """Callable `(model_path, attempt) -> PreparedLaunch | PreparationRefused`.
+
+    It also owns what failures teach about the next launch (the supervisor's hooks):
+    strikes and quarantine of engine builds and broken (build, drafter) pairs in the
+    ledger (`<data>/quarantine.json`), the OOM recovery ladder for the model being started,
+    and the measured memory lines (`<data>/measurements.json`).
+
+    `machine` (a core.machine.Machine) and `memory_limit_bytes` (a memory cgroup around the
+    engine, Linux) are test knobs: planning for a machine claimed larger than the real
+    limit makes a first plan that really cannot fit, so the recovery ladder runs on the
+    real engine.
+
+    `idle_timeout_s` (seconds) beats the model's idle_minutes and Settings' default for
+    every launch it prepares from then on (0: never unloaded, as idle_minutes 0 is): whole
+    minutes are too coarse for tests and `stoker bench gateway`, which watch an idle model
+    go. None leaves it to those two.
+    """
+
+    def __init__(self, *, cli_overrides: ModelOverrides | None = None, engine: str | None = None,
+                 startup_deadline_s: float = 180.0, remember_last_model: bool = True,
+                 machine=None, memory_limit_bytes: int | None = None,
+                 memory_budget_bytes: int | None = None, idle_timeout_s: float | None = None,
+                 rpc_workers: tuple = (), clock: Callable[[], float] = time.time):
+        self.cli_overrides = cli_overrides
+        self.engine = engine
+        self.startup_deadline_s = startup_deadline_s
+        self.remember_last_model = remember_last_model
+        self.machine = machine
+        self.memory_limit_bytes = memory_limit_bytes
+        self.memory_budget_bytes = memory_budget_bytes  # what all models together may use
+        self.idle_timeout_s = idle_timeout_s  # seconds; see the docstring
+        self.clock = clock
+        self._lock = threading.Lock()
+        # model path -> the recovery steps taken since a person last started it
+        self._recovery: dict[str, tuple] = {}
+        self._context: dict[int, _LaunchContext] = {}  # id(PreparedLaunch) -> how it was made
+        self._passed_over: tuple[tuple[str, str], ...] = ()
+        self._missing_runtime = ()
+        self._build_blockers: tuple = ()  # cudaBlocker / rocmBlocker of builds passed over
+        self._gpu_env: dict[str, tuple[tuple[str, str], ...]] = {}  # build id -> env (ROCm hiding)
+        self.engine_choice: str | None = None  # which build runs and why (choose_engine)
+        self._settings_problems: tuple[str, ...] = ()
+        self._override_problems: tuple[str, ...] = ()
+        self._told: set[str] = set()
+        # RPC workers (stoker/engines/rpc.py): `stoker run --rpc` beats Settings' rpc_workers. A worker
+        # that went away is dropped from the next attempts until a person starts the model
+        # again (or uses it again: readmit_worker); while it is dropped and reachable,
+        # engine_health says it is back.
+        self.rpc_workers = tuple(rpc_workers)
+        self._dropped_workers: tuple = ()
+        self._planned_without: dict = {}  # dropped RpcWorker -> model paths planned without it
+        self._worker_notes: tuple[str, ...] = ()
+
+    def __call__(self, model_path: str | None, attempt: AttemptContext
+                 ) -> PreparedLaunch | PreparationRefused:
+        from stoker.cli import UserError
+
+        try:
+            return self._prepare(model_path, attempt)
+        except UserError as exc:
+            return PreparationRefused(model_path, str(exc))
+        except (OSError, ValueError) as exc:
+            return PreparationRefused(model_path, f"could not prepare the launch: {exc}")
+
+    # -- ledgers
+
+    @staticmethod
+    def _ledger_store():
+        from stoker.fleet.ledger import LedgerStore
+        from stoker.base.paths import stoker_paths
+
+        return LedgerStore.in_data_dir(stoker_paths().data)
+
+    def _load_ledger(self):
+        ledger, problems = self._ledger_store().load()
+        for problem in problems:
+            log.warning("%s", problem)
+        return ledger
+
+    def _save_ledger(self, ledger) -> None:
+        """Save what a failure taught; a read-only or full data folder costs the memory of it
+        across restarts of Stoker, never the launch (one sentence, no traceback)."""
+        from stoker.base.paths import storage_sentence
+
+        try:
+            self._ledger_store().save(ledger)
+        except OSError as exc:
+            log.warning("could not save the engine ledger: %s", storage_sentence(exc))
+
+    def lift_quarantine(self, build_id: str) -> None:
+        """The user's word: use this build again (saved, so a restart of Stoker keeps it)."""
+        from stoker.fleet.quarantine import lift
+
+        with self._lock:
+            self._ledger_store().save(lift(self._load_ledger(), build_id))
+
+    # -- steps
+
+    def choose_model(self, model_path: str | None) -> Path:
+        from stoker.library.models import resolve_model
+        from stoker.base.paths import stoker_paths
+        from stoker.base.store import SettingsStore
+
+        if model_path is None:
+            last = SettingsStore(stoker_paths().config).load().last_model
+            if last and Path(last).is_file():
+                return Path(last)
+        return resolve_model(model_path)
+
+    def choose_engine(self, ledger=None):
+        """The build to run: the one the user named (`--engine`, or the engine path in
+        Settings), else the best usable one that is not quarantined (the next in line:
+        vendor GPU, then Vulkan, then CPU). A named build that cannot run is refused with
+        its reason: falling back is only for builds Stoker chose itself. `engine_choice`
+        says afterwards which build runs and why."""
+        from stoker.cli import UserError
+        from stoker.fleet.quarantine import choose_build
+        from stoker.engines.find import discover_engines
+        from stoker.fleet.ledger import binary_identity
+
+        builds = discover_engines(self.engine) if self.engine else discover_engines()
+        self._missing_runtime = tuple(b for b in builds if b.status == "missing-library")
+        named = [b for b in builds if b.source == "configured"]
+        if named:  # the user's own choice beats quarantine, and is never swapped silently
+            build = named[0]
+            where = "--engine" if self.engine else "the engine path in Settings"
+            if not build.usable:
+                raise UserError(f"the engine you named with {where}, {build.binary}, cannot run: "
+                                f"{(build.status_reason or build.status).rstrip('.')}; fix it or "
+                                f"name another build (no other build was started).")
+            self._passed_over = ()
+            self.engine_choice = f"{build.id}: the build you named with {where}"
+            return build
+        usable = [b for b in builds if b.usable]
+        if not usable:
+            why = f" ({builds[0].status_reason})" if builds and builds[0].status_reason else ""
+            raise UserError(f"no usable llama-server build was found{why}; run `stoker setup` or "
+                            "set the engine path in the settings.")
+        ledger = ledger if ledger is not None else self._load_ledger()
+        identities = {b.id: binary_identity(b.binary) for b in usable}
+        blocked = self._gpu_blockers(usable)
+        build, passed = choose_build(usable, ledger, identities, blocked=blocked)
+        self._passed_over = tuple((b.id, why) for b, why in passed)
+        if build is None:
+            raise UserError("every llama-server build here is quarantined after start-up crashes ("
+                            + "; ".join(why for _, why in self._passed_over)
+                            + "); lift the quarantine in the tray or run `stoker setup --force`.")
+        unusable = [b for b in builds if not b.usable]
+        reasons = [f"{b.id} passed over: {why.rstrip('.')}" for b, why in passed]
+        reasons += [f"{b.id} cannot run: {(b.status_reason or b.status).rstrip('.')}" for b in unusable]
+        self.engine_choice = (f"{build.id}: chosen by Stoker, the best usable build here"
+                              + (f" ({'; '.join(reasons)})" if reasons else ""))
+        return build
+
+    def _gpu_blockers(self, builds) -> dict[str, str]:
+        """Builds this machine's GPUs cannot run, found before launch: a CUDA build newer
+        than the driver (cudaBlocker), a ROCm build with no kernels for any AMD GPU here
+        (rocmBlocker). AMD GPUs without kernels are hidden from a ROCm launch instead."""
+        from stoker.diagnosis.blockers import cuda_blocker, rocm_visibility_env, rocm_visible_devices
+        from stoker.planning.probe import probe_machine
+
+        gpu_builds = [b for b in builds if b.backend in ("cuda", "rocm")]
+        views, blocked, self._gpu_env = [], {}, {}
+        if not gpu_builds:
+            self._build_blockers = ()
+            return blocked
+        machine = self.machine or probe_machine(None)
+        nvidia = [d for d in machine.devices if d.driver_cuda_version]
+        amd = [d for d in machine.devices if d.backend in ("rocm", "amd") or d.gfx_target]
+        for b in gpu_builds:
+            view = None
+            if b.backend == "cuda" and nvidia:
+                view = cuda_blocker(b.cuda_runtime, nvidia[0].driver_cuda_version)
+            elif b.backend == "rocm" and amd:
+                visible, view = rocm_visible_devices(b.gfx_targets, [d.gfx_target for d in amd])
+                self._gpu_env[b.id] = rocm_visibility_env(visible, len(amd))
+            if view is not None:
+                blocked[b.id] = f"{view.message} {view.advice}"
+                views.append(view)
+        self._build_blockers = tuple(views)
+        return blocked
+
+    def _settings(self):
+        """The app settings (defaults when unreadable); their problems are kept for the snapshot."""
+        settings, problems = load_settings()
+        self._settings_problems = problems
+        return settings
+
+    def problems(self) -> tuple[str, ...]:
+        """Every settings problem of this session, one sentence each: files moved aside and bad
+        values in settings.json or overrides.json (the launch went on with the value named)."""
+        from stoker.base.store import moved_aside_problems
+
+        found = (*moved_aside_problems(), *self._settings_problems, *self._override_problems)
+        return tuple(dict.fromkeys(found))
+
+    def _tell_problems(self) -> None:
+        """Each problem once on stderr and in stoker.log (the logger does both)."""
+        for problem in self.problems():
+            if problem not in self._told:
+                self._told.add(problem)
+                log.warning("%s", problem)
+
+    def idle_timeout_for(self, overrides: ModelOverrides) -> float | None:
+        """The idle timeout new overrides give a model that is already running: it applies at
+        once, with no restart (the supervisor's ApplyOverrides hook)."""
+        return self._idle_timeout_s(self._settings(), overrides)
+
+    def _idle_timeout_s(self, settings, overrides: ModelOverrides) -> float | None:
+        """Seconds without a request before the engine is stopped: this preparer's
+        idle_timeout_s, else the model's own idle_minutes, else Settings' default; 0 means
+        never (None)."""
+        if self.idle_timeout_s is not None:
+            return float(self.idle_timeout_s) if self.idle_timeout_s > 0 else None
+        minutes = overrides.idle_minutes
+        if minutes is None:
+            minutes = getattr(settings, "idle_unload_minutes", None)
+        return float(minutes * 60) if isinstance(minutes, int) and minutes > 0 else None
+
+    def _prepare(self, model_path: str | None, attempt: AttemptContext):
+        from stoker.planning.plan import PlanRefusal
+        from stoker.library.gguf_io import load_summary
+        from stoker.fleet.ledger import binary_identity
+        from stoker.base.paths import stoker_paths
+        from stoker.planning.probe import probe_machine
+        from stoker.base.store import OverridesStore
+
+        paths = stoker_paths()
+        settings = self._settings()
+        model = self.choose_model(model_path)
+        head = load_summary(model)
+        kind = engine_kind_for(model_kind(head.architecture, head.pooling_type, head.general_type,
+                                          head.image_part), head.architecture)
+        if kind is not EngineKind.LLAMA_SERVER:
+            return self._prepare_other_kind(kind, model, attempt, settings)
+        ledger = self._load_ledger()
+        if not attempt.after_failure:
+            self._dropped_workers = ()  # a person's start tries every worker again
+            self._planned_without = {}
+        workers = self.workers()
+        build = self._rpc_build() if workers else self.choose_engine(ledger)
+        identity = binary_identity(build.binary)
+        machine = self.machine or probe_machine(build.binary)
+        if workers:
+            machine = self._with_workers(machine, build.binary, workers)
+        for w in self._dropped_workers:  # what "Use it again" has to restart
+            self._planned_without.setdefault(w, set()).add(str(model))
+        if attempt.overrides is not None:
+            saved = attempt.overrides
+        else:
+            store = OverridesStore(paths.config)
+            saved = store.get(model)
+            self._override_problems = tuple(store.problems)
+        self._tell_problems()
+        user_overrides = merge_overrides(saved, self.cli_overrides)
+        overrides, policy = user_overrides, None
+        with self._lock:
+            if not attempt.after_failure:
+                self._recovery.pop(str(model), None)  # a person's start begins afresh
+            steps = self._recovery.get(str(model), ())
+        if steps:
+            overrides, policy = steps[-1].overrides, steps[-1].policy
+        engine = EngineChoice(build.binary, build.id, self.engine_choice)
+        plan = plan_model(model, machine, overrides, engine=engine, settings=settings,
+                          policy=policy, held_bytes=dict(attempt.held_bytes),
+                          memory_budget_bytes=self.memory_budget_bytes, mmproj=projector_of(model))
+        summary = load_summary(model)  # cached: plan_model has just read it
+        policy = policy if policy is not None else policy_from_settings(settings)
+        if isinstance(plan, PlanRefusal):
+            hint = f" Try: {plan.suggestions[0]}" if plan.suggestions else ""
+            return PreparationRefused(str(model), plan.reason + hint)
+        serves = model_kind(summary.architecture, summary.pooling_type, summary.general_type)
+        spec = build_launch_spec(plan, binary=build.binary, port=attempt.port, host=HOST,
+                                 log_file=None, api_key_entry=PER_LAUNCH_KEY, backend=build.backend,
+                                 serves=serves, alias=attempt.model_id)
+        if self._gpu_env.get(build.id):
+            spec = dataclasses.replace(spec, env=spec.env + self._gpu_env[build.id])
+        if self.memory_limit_bytes:
+            spec = dataclasses.replace(spec, memory_limit_bytes=self.memory_limit_bytes)
+        secrets = self._secrets(spec)
+        if self.remember_last_model and attempt.attempt == 0:
+            from stoker.base.paths import storage_sentence
+            from stoker.base.store import SettingsStore
+
+            try:
+                SettingsStore(paths.config).update(last_model=str(model))
+            except OSError as exc:  # the launch goes on; the stored settings stay as they were
+                log.warning("could not remember the last used model: %s", storage_sentence(exc))
+            except ValueError as exc:
+                log.warning("could not remember the last used model: %s", exc)
+        prepared = PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.id,
+                                  backend=build.backend, secrets=secrets,
+                                  startup_deadline_s=self.startup_deadline_s,
+                                  idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
+                                  engine_key=dict(secrets).get(API_KEY_ENV))
+        with self._lock:
+            self._context = {id(prepared): _LaunchContext(
+                build.binary, identity, user_overrides, overrides, policy, summary.n_layer,
+                bool(summary.n_expert))}
+        return prepared
+
+    def _prepare_other_kind(self, kind: EngineKind, model: Path, attempt: AttemptContext, settings):
+        """ds4 and sd-server: each kind's own shell module prepares its launch (stoker/engines/ds4_files.py,
+        stoker/engines/sd_files.py) on this machine, with the memory the other resident engines hold
+        added back, as a llama-server plan is."""
+        from stoker.planning.probe import probe_machine
+        from stoker.base.paths import stoker_paths
+        from stoker.base.store import OverridesStore
+
+        if attempt.overrides is not None:
+            saved = attempt.overrides
+        else:
+            store = OverridesStore(stoker_paths().config)
+            saved = store.get(model)
+            self._override_problems = tuple(store.problems)
+        self._tell_problems()
+        overrides = merge_overrides(saved, self.cli_overrides)
+        idle = self._idle_timeout_s(settings, overrides)
+        self.engine_choice = None
+        self._passed_over, self._build_blockers = (), ()
+        machine = self.machine or probe_machine(None)
+        if kind is EngineKind.DS4:
+            from stoker.engines.ds4_files import prepare_ds4_launch
+
+            return prepare_ds4_launch(str(model), attempt, machine=machine, overrides=overrides,
+                                      idle_timeout_s=idle)
+        from stoker.planning.planner import machine_budgets
+        from stoker.engines.sd_files import prepare_image_launch
+
+        policy = policy_from_settings(settings)
+        planned = memory_for_models(machine, policy, settings, dict(attempt.held_bytes),
+                                    self.memory_budget_bytes)
+        budgets = {p.name: p.budget for p in machine_budgets(planned, policy).pools}
+        return prepare_image_launch(str(model), attempt, machine=planned, budgets=budgets,
+                                    idle_timeout_s=idle)
+
+    # -- RPC workers
+
+    def workers(self) -> tuple:
+        """The workers this attempt may use: the command line's, else Settings', less those gone."""
+        from stoker.engines.rpc import parse_workers, remaining_workers
+
+        configured = self.rpc_workers
+        if not configured:
+            try:
+                configured = parse_workers(getattr(self._settings(), "rpc_workers", ()) or ())
+            except ValueError as exc:
+                log.warning("Settings' rpc_workers: %s", exc)
+                configured = ()
+        return remaining_workers(configured, self._dropped_workers)
+
+    def _rpc_build(self):
+        """The llama-server that can take --rpc (`stoker setup --rpc`)."""
+        from stoker.cli import UserError
+        from stoker.engines.find import discover_engines
+        from stoker.engines.rpc_worker import rpc_llama_server
+        from stoker.engines.setup import RPC_BUILD_ID
+
+        binary = rpc_llama_server()
+        if binary is None:
+            raise UserError("RPC workers are set but the engine that can use them is not installed; run "
+                            "`stoker setup --rpc`, or remove the workers (--rpc, Settings' rpc_workers).")
+        usable = [b for b in discover_engines(str(binary)) if b.source == "configured" and b.usable]
+        if not usable:
+            raise UserError(f"the RPC engine {binary} cannot run here; run `stoker setup --rpc --force`.")
+        return dataclasses.replace(usable[0], id=RPC_BUILD_ID, backend="cpu")
+
+    def _with_workers(self, machine, binary: str, workers):
+        """This machine plus the devices the reachable workers lend; the others are a note."""
+        from stoker.planning.probe import probe_workers
+
+        devices, gone, notes = probe_workers(binary, workers)
+        self._worker_notes = notes
+        for note in notes:
+            log.warning("%s", note)
+        if gone:
+            self._dropped_workers = tuple(dict.fromkeys(self._dropped_workers + tuple(gone)))
+        return dataclasses.replace(machine, devices=tuple(d for d in machine.devices if d.backend != "rpc")
+                                   + devices, notes=machine.notes + notes)
+
+    def _workers_lost(self, launch: PreparedLaunch) -> tuple:
+        """The workers of this launch that no longer accept a connection."""
+        from stoker.engines.rpc import parse_workers
+        from stoker.engines.rpc_worker import reachable
+
+        plan = launch.plan
+        used = parse_workers(list(plan.rpc_endpoints)) if plan is not None else ()
+        return tuple(w for w in used if not reachable(w))
+
+    def watching_workers(self) -> bool:
+        """Whether a worker was dropped, so the supervisor should look for it coming back."""
+        return bool(self._dropped_workers)
+
+    def workers_back(self) -> tuple:
+        """Dropped workers that accept a connection again (the tray offers to use them)."""
+        from stoker.engines.rpc_worker import reachable
+
+        return tuple(w for w in self._dropped_workers if reachable(w, timeout_s=0.3))
+
+    def readmit_worker(self, endpoint: str) -> tuple[str, ...]:
+        """Let a dropped worker back in (the tray's "Use HOST:PORT again"); the model paths
+        that were planned without it, for the supervisor to restart. Its devices are asked
+        afresh at the next plan (probe_workers forgot them when it went away)."""
+        from stoker.engines.rpc import parse_worker
+
+        try:
+            worker = parse_worker(endpoint)
+        except ValueError as exc:
+            log.warning("Use the RPC worker again: %s", exc)
+            return ()
+        self._dropped_workers = tuple(w for w in self._dropped_workers if w != worker)
+        return tuple(sorted(self._planned_without.pop(worker, ())))
+
+    # -- what failures and successes teach (the supervisor's hooks)
+
+    def after_exit(self, launch: PreparedLaunch, incident, exit) -> ExitDecision:
+        """Strikes and quarantine, broken drafters, the OOM recovery ladder."""
+        from stoker.fleet.quarantine import is_quarantined, mark_drafter_broken, record_strike
+        from stoker.fleet.recovery import CTX_FLOOR, RecoveryInputs, next_recovery_step
+
+        ctx = self._context.get(id(launch))
+        plan = launch.plan
+        if ctx is None or plan is None:
+            return ExitDecision()
+        now = self.clock()
+        if getattr(plan, "rpc_endpoints", ()):
+            lost = self._workers_lost(launch)
+            if lost:
+                with self._lock:
+                    self._dropped_workers = tuple(dict.fromkeys(self._dropped_workers + lost))
+                names = ", ".join(w.endpoint for w in lost)
+                return ExitDecision(action=f"re-planning without the RPC worker {names} and restarting; "
+                                           "once it is back the tray offers to use it again", retry=True)
+        drafter = getattr(plan, "drafter", None)
+        if incident.kind == "drafter-failure" and drafter is not None and drafter.draft_path:
+            if drafter.status == "forced":
+                return ExitDecision(action=f"kept {Path(drafter.draft_path).name}, the drafter set for "
+                                           f"this model; it is the likely cause", retry=False)
+            with self._lock:
+                ledger = mark_drafter_broken(
+                    self._load_ledger(), launch.build_id, drafter.draft_path, now, ctx.identity,
+                    f"{incident.title} ({incident.evidence})")
+                self._save_ledger(ledger)
+            return ExitDecision(action=f"marked the drafter {Path(drafter.draft_path).name} broken with "
+                                       f"{launch.build_id}; retrying without it", retry=True)
+        if incident.counts_as_strike and launch.build_id:
+            with self._lock:
+                ledger, now_quarantined = record_strike(self._load_ledger(), launch.build_id,
+                                                        ctx.identity, now, incident)
+                self._save_ledger(ledger)
+            if now_quarantined:
+                return ExitDecision(action=f"quarantined {launch.build_id}; the next build in line "
+                                           f"is used", retry=True)
+            if is_quarantined(ledger, launch.build_id, ctx.identity):
+                return ExitDecision()
+            n = sum(1 for s in ledger.strikes if s.build_id == launch.build_id)
+            return ExitDecision(action=f"strike {n} of 3 against {launch.build_id}", retry=True)
+        if incident.recoverable_by in ("smaller-plan", "drop-drafter"):
+            with self._lock:
+                steps = self._recovery.get(launch.model_path, ())
+            step = next_recovery_step(RecoveryInputs(
+                plan=plan, overrides=ctx.overrides, user_overrides=ctx.user_overrides,
+                policy=ctx.policy, phase=exit.phase, n_layers=ctx.n_layers, is_moe=ctx.is_moe,
+                # the planner's own floor: a smaller context is one it would not keep anyway
+                min_ctx=getattr(ctx.policy, "min_ctx", CTX_FLOOR)),
+                incident, steps)
+            if step is None:
+                return ExitDecision(action="no smaller plan is left to try")
+            with self._lock:
+                self._recovery[launch.model_path] = steps + (step,)
+            return ExitDecision(action=f"{_step_words(step)}: {step.reason}", retry=True)
+        return ExitDecision()
+
+    def after_ready(self, launch: PreparedLaunch, lines) -> None:
+        """Record this launch's real buffers, so the next plan uses the measured line; remember
+        a chosen drafter the engine refused, so the next launch does not load it for nothing."""
+        from stoker.diagnosis.classify import drafter_dropped_from_log
+        from stoker.engines.engine_log import parse_memory_report
+        from stoker.fleet.quarantine import mark_drafter_broken
+        from stoker.planning import measurements
+
+        if launch.kind is EngineKind.DS4:
+            from stoker.engines.ds4_files import after_ds4_ready
+
+            try:
+                if after_ds4_ready(launch, lines) is None:
+                    log.info("ds4's start-up output had no memory line; nothing measured")
+            except OSError as exc:
+                from stoker.base.paths import storage_sentence
+
+                log.warning("could not save ds4's measured memory: %s", storage_sentence(exc))
+            return
+        ctx = self._context.get(id(launch))
+        if ctx is None or launch.plan is None:
+            return
+        drafter = launch.plan.drafter
+        why = drafter_dropped_from_log(lines) if drafter.status == "in" and drafter.draft_path else None
+        if why is not None:
+            with self._lock:
+                ledger = mark_drafter_broken(self._load_ledger(), launch.build_id, drafter.draft_path,
+                                             self.clock(), ctx.identity,
+                                             f"the engine started without it: {why}")
+                self._save_ledger(ledger)
+        report = parse_memory_report(lines)
+        try:
+            recorded = measurements.record_launch(launch.model_path, ctx.binary, launch.plan, report)
+        except OSError as exc:
+            from stoker.base.paths import storage_sentence
+
+            log.warning("could not save the measured memory: %s", storage_sentence(exc))
+            return
+        if recorded == 0:
+            log.info("the engine's start-up log had no complete memory report; nothing measured")
+
+    def engine_health(self) -> EngineHealth:
+        """Quarantined builds (from the saved ledger), builds blocked for this machine's GPUs,
+        missing runtimes and the settings problems of this session, for the snapshot."""
+        from stoker.diagnosis.blockers import missing_runtime_from_ldd
+
+        ledger = self._load_ledger()
+        quarantined = tuple((q.build_id, q.why) for q in ledger.quarantined)
+        blockers = list(self._build_blockers)
+        for b in self._missing_runtime:
+            ldd = "\n".join(f"{lib} => not found" for lib in b.missing_libraries)
+            view = missing_runtime_from_ldd(ldd)
+            if view is not None and view not in blockers:
+                blockers.append(view)
+        return EngineHealth(blockers=tuple(blockers), quarantined=quarantined,
+                            problems=self.problems(),
+                            workers_back=tuple(w.endpoint for w in self.workers_back()))
+
+    @staticmethod
+    def _secrets(spec) -> tuple[tuple[str, str], ...]:
+        """Values for the spec's secret variables: a fresh random key for a per-launch one
+        (only the gateway knows it), else the keyring entry's value."""
+        from stoker.base import secrets
+
+        out = []
+        for env_name, entry in spec.secret_env:
+            value = token_urlsafe(24) if entry == PER_LAUNCH_KEY else secrets.get_api_key(entry)
+            if value:
+                out.append((env_name, value))
+        return tuple(out)

@@ -1,0 +1,170 @@
+"""Which models stay resident: admission by planned bytes, LRU eviction, idle expiry.
+
+More than one model may run at once when the planner says they fit together. The gateway
+asks for a model; the supervisor asks `admit` whether its plan fits beside the resident
+ones on every device. If not, idle unpinned models are unloaded, least recently used first;
+if the ones that would have to go are busy (a request in flight, or still loading), the
+load waits its turn (FIFO) and work in flight is never killed to make room. A model that
+could not fit even with every unpinned model gone is refused with a sentence.
+`expired` says which idle models have outlived their idle timeout (the clock starts when a
+model's last request ends, never during a load; pinned models never expire).
+
+The budget a plan is checked against is what Stoker could use with none of its own engines
+running (free memory now plus what its resident engines hold, capped by the user's memory
+budget): `budget_machine` makes that machine for the planner, so the candidate is planned
+as if alone and its bytes are then added to the residents'.
+
+Pure: bytes, times and flags in, decisions out; the clock is passed in.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from stoker.planning.machine import Machine
+
+GIB = 1024 ** 3
+# Requests held while their model loads or waits for room, across all models; beyond it a
+# request is answered 503 with Retry-After (Ollama's OLLAMA_MAX_QUEUE is 512; a desktop
+# with a few chat clients never comes near this, a runaway script does).
+MAX_WAITING_REQUESTS = 256
+RETRY_AFTER_S = 5
+
+
+@dataclass(frozen=True)
+class Resident:
+    """A model the supervisor holds an engine for (starting, ready, or backing off)."""
+
+    key: str  # the model's path
+    model_id: str
+    bytes_by_device: tuple[tuple[str, int], ...]  # its plan's totals per device
+    busy: bool  # requests in flight, or still loading: never evicted
+    pinned: bool = False
+    last_used_at: float | None = None  # when its last request ended (or it became ready)
+    idle_timeout_s: float | None = None  # None: never expires
+
+
+class AdmissionKind(str, Enum):
+    FITS = "fits"  # load it now, beside the resident ones
+    EVICT = "evict"  # unload `evict` (idle, least recently used first), then load it
+    WAIT = "wait"  # the models in the way are busy: wait for them, then decide again
+    REFUSE = "refuse"  # cannot fit beside the pinned models, whatever else goes
+
+
+@dataclass(frozen=True)
+class Admission:
+    kind: AdmissionKind
+    reason: str  # a sentence a person can read, also for FITS
+    evict: tuple[str, ...] = ()  # keys to unload first (EVICT)
+    blocking: tuple[str, ...] = ()  # model ids it waits for (WAIT) or that pin it out (REFUSE)
+
+
+def _sum(residents: Sequence[Resident]) -> dict[str, int]:
+    used: dict[str, int] = {}
+    for r in residents:
+        for dev, b in r.bytes_by_device:
+            used[dev] = used.get(dev, 0) + b
+    return used
+
+
+def _over(need: Mapping[str, int], budget: Mapping[str, int], used: Mapping[str, int]) -> dict[str, int]:
+    """Bytes over budget per device (only devices that are over)."""
+    out = {}
+    for dev, b in need.items():
+        if b <= 0:
+            continue
+        room = budget.get(dev)
+        if room is None:
+            continue  # the plan put nothing there that the budget knows of
+        excess = used.get(dev, 0) + b - room
+        if excess > 0:
+            out[dev] = excess
+    return out
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.2f} GiB" if n < 10 * GIB else f"{n / GIB:.1f} GiB"
+
+
+def admit(model_id: str, need: Mapping[str, int], budget: Mapping[str, int],
+          residents: Sequence[Resident]) -> Admission:
+    """Whether a model whose plan needs `need` bytes per device may load beside `residents`,
+    given the per-device `budget` its plan was made for."""
+    residents = [r for r in residents if r.model_id != model_id]
+    over = _over(need, budget, _sum(residents))
+    if not over:
+        if residents:
+            return Admission(AdmissionKind.FITS, f"{model_id} fits beside "
+                             + ", ".join(r.model_id for r in residents))
+        return Admission(AdmissionKind.FITS, f"{model_id} is the only model loaded")
+    idle = sorted((r for r in residents if not r.busy and not r.pinned),
+                  key=lambda r: (r.last_used_at is not None, r.last_used_at or 0.0, r.model_id))
+    evict: list[str] = []
+    keep = list(residents)
+    for r in idle:
+        evict.append(r.key)
+        keep.remove(r)
+        if not _over(need, budget, _sum(keep)):
+            gone = ", ".join(x.model_id for x in residents if x.key in evict)
+            return Admission(AdmissionKind.EVICT, f"{model_id} needs room: unloading idle {gone} "
+                             "(least recently used first)", evict=tuple(evict))
+    busy = [r for r in keep if not r.pinned]
+    pinned = [r for r in keep if r.pinned]
+    if busy and not _over(need, budget, _sum(pinned)):
+        names = tuple(r.model_id for r in busy)
+        return Admission(AdmissionKind.WAIT, f"{model_id} waits for {', '.join(names)} to finish "
+                         "the requests in flight; they are unloaded then", blocking=names)
+    dev, excess = max(over.items(), key=lambda kv: kv[1])
+    names = tuple(r.model_id for r in pinned)
+    return Admission(AdmissionKind.REFUSE,
+                     f"{model_id} does not fit beside the pinned {', '.join(names)} "
+                     f"({_gib(excess)} short on {dev}); unpin one or unload it first",
+                     blocking=names)
+
+
+def expired(residents: Sequence[Resident], now: float) -> tuple[str, ...]:
+    """Keys of idle, unpinned models whose idle timeout has passed."""
+    out = []
+    for r in residents:
+        if r.busy or r.pinned or r.idle_timeout_s is None or r.last_used_at is None:
+            continue
+        if now - r.last_used_at >= r.idle_timeout_s:
+            out.append(r.key)
+    return tuple(out)
+
+
+def next_expiry(residents: Sequence[Resident]) -> float | None:
+    """When the next idle model would expire, for the supervisor's wait (None: none will)."""
+    times = [r.last_used_at + r.idle_timeout_s for r in residents
+             if not r.busy and not r.pinned and r.idle_timeout_s is not None
+             and r.last_used_at is not None]
+    return min(times) if times else None
+
+
+def budget_machine(machine: Machine, held: Mapping[str, int], cap_bytes: int | None,
+                   reserve_bytes: int, device_margin_bytes: int) -> Machine:
+    """The machine as a candidate is planned on: free memory plus what Stoker's own resident
+    engines hold (`held`, per device name; "CPU" is host RAM), each pool capped at the
+    user's memory budget when one is set (`cap_bytes`, what the plan may use, before the
+    planner's own reserve and margins are taken off)."""
+    ram = machine.ram_available_bytes if machine.ram_available_bytes is not None else machine.ram_total_bytes
+    ram = min(machine.ram_total_bytes, ram + held.get("CPU", 0))
+    if machine.unified_memory and machine.devices:
+        # One pool: the GPU's name carries the held bytes and CPU RAM is the same memory.
+        ram = min(machine.ram_total_bytes, ram + sum(b for d, b in held.items() if d != "CPU"))
+    if cap_bytes is not None:
+        ram = min(ram, cap_bytes + reserve_bytes)
+    devices = []
+    for d in machine.devices:
+        free = d.free_bytes if d.free_bytes is not None else d.total_bytes
+        if free is not None:
+            free += held.get(d.name, 0)
+            if d.total_bytes is not None:
+                free = min(free, d.total_bytes)
+            if cap_bytes is not None and d.backend != "rpc":  # a worker's memory is not this machine's
+                free = min(free, cap_bytes + device_margin_bytes)
+        devices.append(dataclasses.replace(d, free_bytes=free))
+    return dataclasses.replace(machine, ram_available_bytes=ram, devices=tuple(devices))

@@ -1,0 +1,181 @@
+"""What the gateway decides about a request before it is forwarded: pure rules, tested alone.
+
+Which paths are passed through and which kind of model serves them, where the request names
+its model (JSON body, form field, `?model=`), whether the Host header is a loopback name
+(DNS rebinding), whether a browser Origin is allowed, whether the API key matches, and the
+error bodies in OpenAI's and Anthropic's shapes. Nothing here touches a socket.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import re
+from urllib.parse import parse_qs, urlsplit
+
+from stoker.library.model_ids import ModelKind
+
+# Every llama-server b11434 endpoint the gateway passes through, with the kind of model that
+# serves it. The Anthropic ones answer errors in Anthropic's shape.
+PASS_THROUGH: dict[str, ModelKind] = {
+    "/v1/chat/completions": ModelKind.CHAT,
+    "/chat/completions": ModelKind.CHAT,
+    "/v1/completions": ModelKind.CHAT,
+    "/completions": ModelKind.CHAT,
+    "/v1/responses": ModelKind.CHAT,
+    "/v1/messages": ModelKind.CHAT,
+    "/v1/messages/count_tokens": ModelKind.CHAT,
+    "/infill": ModelKind.CHAT,
+    "/completion": ModelKind.CHAT,
+    "/v1/embeddings": ModelKind.EMBEDDING,
+    "/embeddings": ModelKind.EMBEDDING,
+    "/embedding": ModelKind.EMBEDDING,
+    "/v1/rerank": ModelKind.RERANK,
+    "/rerank": ModelKind.RERANK,
+    "/reranking": ModelKind.RERANK,
+    "/v1/reranking": ModelKind.RERANK,
+    # sd-server's A1111 routes, passed through as they are; OpenAI's images route is mapped
+    # onto its txt2img (stoker/engines/sd_server.py).
+    "/v1/images/generations": ModelKind.IMAGE,
+    "/sdapi/v1/txt2img": ModelKind.IMAGE,
+    "/sdapi/v1/img2img": ModelKind.IMAGE,
+}
+IMAGES_GENERATIONS = "/v1/images/generations"
+# Served by any model; they say nothing about a model's kind, so never refused for it.
+ANY_MODEL = frozenset({"/tokenize", "/detokenize", "/apply-template", "/props", "/slots", "/metrics"})
+ANTHROPIC_PATHS = frozenset({"/v1/messages", "/v1/messages/count_tokens"})
+OPEN_PATHS = frozenset({"/health", "/v1/health"})
+
+_LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost", "ip6-loopback"})
+
+
+def host_name(host_header: str | None) -> str | None:
+    """The name in a Host header without its port ("[::1]:7857" → "::1")."""
+    if not host_header:
+        return None
+    h = host_header.strip().lower()
+    if h.startswith("["):
+        end = h.find("]")
+        return h[1:end] if end > 0 else None
+    if h.count(":") == 1:
+        h = h.split(":", 1)[0]
+    return h
+
+
+def is_loopback_name(name: str | None) -> bool:
+    if not name:
+        return False
+    if name in _LOOPBACK_NAMES or name.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(name).is_loopback
+    except ValueError:
+        return False
+
+
+def host_allowed(host_header: str | None) -> bool:
+    """A request must name a loopback host: a web page on another name that resolves to
+    127.0.0.1 (DNS rebinding) is refused, as Ollama does."""
+    return is_loopback_name(host_name(host_header))
+
+
+def origin_allowed(origin: str | None, extra: tuple[str, ...] = ()) -> bool:
+    """No Origin (not a browser), a loopback origin, or one the user added in Settings."""
+    if not origin:
+        return True
+    if origin.rstrip("/") in extra:
+        return True
+    try:
+        parts = urlsplit(origin)
+    except ValueError:
+        return False
+    return parts.scheme in ("http", "https") and is_loopback_name(parts.hostname)
+
+
+def key_matches(expected: str | None, authorization: str | None, x_api_key: str | None) -> bool:
+    """True when no key is set, or the request carries it (`Authorization: Bearer …` as
+    OpenAI clients send, or `x-api-key` as Anthropic's do); compared in constant time."""
+    if not expected:
+        return True
+    given = []
+    if authorization and authorization[:7].lower() == "bearer ":
+        given.append(authorization[7:].strip())
+    if x_api_key:
+        given.append(x_api_key.strip())
+    return any(hmac.compare_digest(g.encode(), expected.encode()) for g in given)
+
+
+_FORM_NAME_RE = re.compile(rb'name="model"\r?\n?', re.IGNORECASE)
+
+
+def requested_model(body: bytes, content_type: str | None, query: str) -> str | None:
+    """The model a request names: `model` in a JSON body, a form field, or `?model=`."""
+    ctype = (content_type or "").lower()
+    # JSON also when the client forgot the header (`curl -d '{…}'` says form-urlencoded).
+    if body and ("json" in ctype or body.lstrip()[:1] == b"{"):
+        try:
+            obj = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            obj = None
+        if isinstance(obj, dict) and isinstance(obj.get("model"), str) and obj["model"].strip():
+            return obj["model"].strip()
+    elif body and "x-www-form-urlencoded" in ctype:
+        try:
+            values = parse_qs(body.decode("utf-8", "replace")).get("model")
+        except ValueError:
+            values = None
+        if values and values[0].strip():
+            return values[0].strip()
+    elif body and "multipart/form-data" in ctype:
+        found = _multipart_field(body, content_type or "", "model")  # the boundary keeps its case
+        if found:
+            return found
+    values = parse_qs(query).get("model")
+    return values[0].strip() if values and values[0].strip() else None
+
+
+def _multipart_field(body: bytes, ctype: str, name: str) -> str | None:
+    m = re.search(r'boundary="?([^";]+)"?', ctype)
+    if not m:
+        return None
+    for part in body.split(b"--" + m.group(1).encode()):
+        head, sep, value = part.partition(b"\r\n\r\n")
+        if sep and re.search(rb'name="' + name.encode() + rb'"(;|\r|$)', head, re.IGNORECASE):
+            text = value.rstrip(b"\r\n-").decode("utf-8", "replace").strip()
+            return text or None
+    return None
+
+
+def error_body(path: str, status: int, message: str, *, code: str | None = None,
+               param: str | None = None) -> dict:
+    """An error in the shape the client for `path` parses: Anthropic's for /v1/messages,
+    OpenAI's everywhere else."""
+    if path in ANTHROPIC_PATHS:
+        kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+                404: "not_found_error", 429: "rate_limit_error", 502: "api_error",
+                503: "overloaded_error"}.get(status, "api_error")
+        return {"type": "error", "error": {"type": kind, "message": message}}
+    kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+            404: "invalid_request_error", 429: "rate_limit_exceeded", 502: "server_error",
+            503: "server_error"}.get(status, "server_error")
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def unknown_model_message(name: str, closest: tuple[str, ...]) -> str:
+    hint = f" The closest: {', '.join(closest)}." if closest else " No models are installed; run `stoker setup`."
+    return f"The model '{name}' does not exist here.{hint} `GET /v1/models` lists them all."
+
+
+def wrong_kind_message(model_id: str, kind: ModelKind, path: str, able: tuple[str, ...]) -> str:
+    want = {ModelKind.EMBEDDING: "embeddings", ModelKind.RERANK: "reranking",
+            ModelKind.CHAT: "text generation", ModelKind.IMAGE: "images"}[PASS_THROUGH[path]]
+    what = {ModelKind.EMBEDDING: "an embedding model", ModelKind.RERANK: "a reranking model",
+            ModelKind.CHAT: "a chat model", ModelKind.IMAGE: "an image model"}[kind]
+    if able:
+        return (f"{model_id} is {what} and cannot serve {path}; for {want} use "
+                f"{', '.join(able[:3])}.")
+    add = {ModelKind.IMAGE: "a diffusion model GGUF with its VAE and text encoder in one folder",
+           ModelKind.CHAT: "a chat model GGUF"}.get(PASS_THROUGH[path], "a GGUF with a pooling type")
+    return (f"{model_id} is {what} and cannot serve {path}, and no model here can serve {want}; "
+            f"add one ({add}) to the library.")

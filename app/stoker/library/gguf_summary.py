@@ -1,0 +1,415 @@
+"""What a GGUF model needs, decided from its header alone.
+
+`stoker/library/gguf_io.py` walks the file and hands over a `GGUFHeader` (metadata values and
+tensor infos, byte sizes already computed with the gguf package's tables). This module
+turns that into a `ModelSummary`: the facts the memory model and the planner read.
+It must not open files or import gguf; unknown facts are `None`, never 0.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Mapping, Union
+
+from stoker.library.image_parts import image_part_of
+
+# A metadata value as the reader keeps it. Arrays the summary needs are kept as tuples;
+# long arrays nobody reads (the tokenizer's) are replaced by `SkippedArray`.
+Scalar = Union[int, float, bool, str]
+
+
+@dataclass(frozen=True)
+class SkippedArray:
+    """An array value the reader stepped over by its length instead of decoding."""
+
+    item_type: int  # gguf.GGUFValueType value
+    length: int
+
+
+MetaValue = Union[Scalar, tuple, SkippedArray]
+
+
+@dataclass(frozen=True)
+class TensorInfo:
+    name: str
+    ggml_type: int  # gguf.GGMLQuantizationType value
+    type_name: str  # e.g. "Q4_1"
+    shape: tuple[int, ...]  # as stored in the file (ne0 first)
+    offset: int  # relative to the data section of its split
+    nbytes: int
+
+
+@dataclass(frozen=True)
+class GGUFHeader:
+    """One file's (or one split set's, summed) header as read, nothing decided yet."""
+
+    path: str
+    version: int
+    metadata: Mapping[str, MetaValue]
+    tensors: tuple[TensorInfo, ...]
+    file_bytes: int  # sum over splits
+    split_paths: tuple[str, ...] = ()  # all split files, first first; () when not split
+    # general.file_type as a name ("Q4_K_M"), looked up by the shell in gguf.LlamaFileType
+    # because core cannot import gguf; None when absent or unknown.
+    file_type_name: str | None = None
+
+
+@dataclass(frozen=True)
+class LayerBytes:
+    """Tensor bytes of one block, by what the tensor does (its placement class)."""
+
+    attention: int = 0
+    ffn_dense: int = 0
+    ffn_experts: int = 0  # routed experts (`ffn_*_exps`): what --n-cpu-moe moves to CPU
+    ffn_shared: int = 0  # shared experts / gating: stays with the layer
+    recurrent: int = 0  # SSM / RWKV / linear attention
+    other: int = 0  # norms and anything not classified above
+
+    @property
+    def total(self) -> int:
+        return (self.attention + self.ffn_dense + self.ffn_experts + self.ffn_shared
+                + self.recurrent + self.other)
+
+
+@dataclass(frozen=True)
+class SSMShape:
+    d_conv: int | None
+    d_inner: int | None
+    d_state: int | None
+    n_group: int | None
+    dt_rank: int | None
+
+
+@dataclass(frozen=True)
+class MLAShape:
+    kv_lora_rank: int | None
+    key_length_mla: int | None
+    value_length_mla: int | None
+
+
+@dataclass(frozen=True)
+class ModelSummary:
+    path: str
+    file_bytes: int
+    architecture: str
+    name: str | None
+    is_vision_projector: bool  # `clip` architecture: an mmproj, not a language model
+    parameter_count: int  # sum of tensor elements
+    file_type: str | None  # e.g. "Q4_1" (from general.file_type, else dominant tensor type)
+    n_ctx_train: int | None
+    n_layer_all: int | None  # block_count (trunk + nextn)
+    n_layer: int | None  # trunk: block_count - nextn layers
+    n_embd: int | None
+    n_head: tuple[int, ...]  # per trunk layer; () when unknown
+    n_head_kv: tuple[int, ...]  # per trunk layer; defaults to n_head
+    head_k: int | None
+    head_v: int | None
+    head_k_swa: int | None
+    head_v_swa: int | None
+    n_swa: int | None  # sliding window (tokens); None or 0: no SWA
+    swa_layers: tuple[bool, ...]  # per trunk layer: is it a sliding-window layer
+    shared_kv_layers: int
+    n_expert: int | None
+    n_expert_used: int | None
+    nextn_layers: int
+    recurrent_layers: tuple[bool, ...]  # per trunk layer: holds recurrent state, not KV
+    ssm: SSMShape | None
+    rwkv_head_size: int | None
+    token_shift_count: int | None
+    shortconv_l_cache: int | None
+    mla: MLAShape | None
+    n_vocab: int | None
+    layer_bytes: tuple[LayerBytes, ...]  # per block (n_layer_all entries)
+    embedding_bytes: int  # token_embd (kept on CPU by the engine unless tied output)
+    output_bytes: int  # output + output_norm
+    other_bytes: int  # tensors outside blocks not counted above
+    split_count: int = 1
+    quant_counts: tuple[tuple[str, int], ...] = field(default_factory=tuple)  # type -> tensors
+    # FFN widths (`{arch}.feed_forward_length`, `{arch}.expert_feed_forward_length`): they
+    # size the compute buffer. None when the header does not say.
+    n_ff: int | None = None
+    n_ff_exp: int | None = None
+    # Matrix weights the CPU backend may copy into its CPU_REPACK buffer: (block index, or -1
+    # outside the blocks, -2 for token_embd as a tied output; tensor type; routed experts (3-D); bytes), summed over 2-D/3-D weights of a repackable
+    # type whose row count is a multiple of 8 (ggml-cpu/repack.cpp), token_embd excluded
+    # (it is read by get_rows, never repacked). Which types are repacked depends on the CPU;
+    # stoker/planning/memory.py decides.
+    repackable: tuple[tuple[int, str, bool, int], ...] = field(default_factory=tuple)
+    # `{arch}.pooling_type` (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank) and
+    # `general.type`: what decides whether a model embeds, reranks or chats.
+    pooling_type: int | None = None
+    general_type: str | None = None
+    # What the file is to an image engine (core/sd_server.ImagePart value: diffusion, vae,
+    # t5xxl …), from its tensor names; None for a llama.cpp model.
+    image_part: str | None = None
+
+    @property
+    def is_moe(self) -> bool:
+        return bool(self.n_expert and self.n_expert > 1)
+
+    @property
+    def weights_bytes(self) -> int:
+        return (sum(lb.total for lb in self.layer_bytes) + self.embedding_bytes
+                + self.output_bytes + self.other_bytes)
+
+
+# Default sliding-window layer pattern per architecture when the file has no
+# `sliding_window_pattern` key: (P, dense_first), from llama.cpp b11434 `load_swa_pattern`
+# calls in src/models/*.cpp. They apply only when the file has a sliding window > 0.
+SWA_DEFAULT_PATTERN: dict[str, tuple[int, bool]] = {
+    "gemma2": (2, False), "gemma3": (6, False), "gemma-embedding": (6, False),
+    "gemma3n": (5, False), "gpt-oss": (2, False), "cohere2": (4, False),
+    "cohere2moe": (4, True), "exaone4": (4, False), "exaone-moe": (4, False),
+    "olmo2": (4, False), "plamo3": (8, False), "llama4": (4, False), "afmoe": (4, False),
+    "smallthinker": (4, True), "mellum": (4, False), "laguna": (4, True),
+    "modern-bert": (3, True),
+}
+# Every layer holds recurrent state instead of a KV cache.
+ALL_RECURRENT_ARCHS = frozenset({"mamba", "mamba2", "rwkv6", "rwkv6qwen2", "rwkv7", "arwkv7"})
+# A layer is recurrent iff its head_count_kv is 0 (llama.cpp `is_recr_impl`).
+RECURRENT_IF_NO_KV_ARCHS = frozenset({
+    "jamba", "granitehybrid", "lfm2", "lfm2moe", "plamo2", "kimi-linear", "bailingmoe3",
+    "glm5-next", "kimi-k3", "nemotron_h", "nemotron_h_moe",
+})
+# A layer is recurrent iff (i + 1) % full_attention_interval != 0.
+RECURRENT_BY_INTERVAL_ARCHS = frozenset({"qwen3next", "qwen35", "qwen35moe", "minimax-01",
+                                         "qwen4exp"})
+
+_BLOCK = "blk."
+# Every type some CPU repacks (ggml_repack_get_optimal_repack_type, b11434); the subset a
+# given CPU repacks is stoker/planning/memory.py's `repacked_types`.
+REPACK_CANDIDATE_TYPES = frozenset({"Q1_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q2_K", "IQ4_NL",
+                                    "MXFP4", "Q8_0"})
+
+
+def _int(v) -> int | None:
+    if isinstance(v, bool):
+        return int(v)
+    return v if isinstance(v, int) else None
+
+
+def _per_layer(v, n: int, default: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """A scalar-or-array hyperparameter as one value per layer (arrays padded with their last)."""
+    if n <= 0:
+        return ()
+    if isinstance(v, tuple) and v and all(isinstance(x, int) for x in v):
+        vals = [int(x) for x in v[:n]]
+        vals += [vals[-1]] * (n - len(vals))
+        return tuple(vals)
+    iv = _int(v)
+    if iv is not None:
+        return (iv,) * n
+    return default
+
+
+def swa_layers_from(pattern, n_layer: int, n_swa: int | None, arch: str) -> tuple[bool, ...]:
+    """Which trunk layers use the sliding window (llama.cpp `set_swa_pattern`)."""
+    if n_layer <= 0:
+        return ()
+    if isinstance(pattern, tuple) and pattern:
+        flags = [bool(x) for x in pattern[:n_layer]]
+        return tuple(flags + [False] * (n_layer - len(flags)))
+    if not n_swa:
+        return (False,) * n_layer
+    p = _int(pattern)
+    dense_first = SWA_DEFAULT_PATTERN.get(arch, (0, False))[1]
+    if p is None:
+        if arch not in SWA_DEFAULT_PATTERN:
+            return (False,) * n_layer  # a window without a known layout: say none
+        p = SWA_DEFAULT_PATTERN[arch][0]
+    if p <= 0:
+        return (True,) * n_layer
+    if dense_first:
+        return tuple(i % p != 0 for i in range(n_layer))
+    return tuple(i % p < p - 1 for i in range(n_layer))
+
+
+def classify_block_tensor(base: str) -> str:
+    """The LayerBytes field a `blk.N.<base>` tensor counts towards."""
+    stem = base.rsplit(".", 1)[0] if base.endswith((".weight", ".bias", ".scale")) else base
+    if "_exps" in stem:
+        return "ffn_experts"
+    if "_shexp" in stem or stem.startswith(("ffn_gate_inp", "exp_probs_b", "ffn_exp_probs_b")):
+        return "ffn_shared"
+    if "norm" in stem:
+        return "other"
+    if stem.startswith(("ssm_", "time_mix", "shortconv", "conv1d", "kda_")):
+        return "recurrent"
+    if stem.startswith(("attn_", "nextn.eh_proj", "indexer")) or stem in ("wq", "wk", "wv", "wo"):
+        return "attention"
+    if stem.startswith(("ffn_", "channel_mix")):
+        return "ffn_dense"
+    return "other"
+
+
+def _image_part(arch: str, tensors) -> str | None:
+    part = image_part_of(arch, (t.name for t in tensors))
+    return part.value if part is not None else None
+
+
+def summarise(header: GGUFHeader) -> ModelSummary:
+    md = header.metadata
+    arch = md.get("general.architecture")
+    arch = arch if isinstance(arch, str) else "unknown"
+
+    def key(suffix: str):
+        return md.get(f"{arch}.{suffix}")
+
+    n_layer_all = _int(key("block_count"))
+    nextn = _int(key("nextn_predict_layers")) or 0
+    n_layer = max(0, n_layer_all - nextn) if n_layer_all is not None else None
+    nl = n_layer or 0
+    n_embd = _int(key("embedding_length"))
+    n_head = _per_layer(key("attention.head_count"), nl)
+    n_head_kv = _per_layer(key("attention.head_count_kv"), nl, default=n_head)
+    first_head = next((h for h in n_head if h > 0), None)
+    derived = n_embd // first_head if n_embd and first_head else None
+    head_k = _int(key("attention.key_length")) or derived
+    head_v = _int(key("attention.value_length")) or derived
+    n_swa = _int(key("attention.sliding_window"))
+    swa_layers = swa_layers_from(key("attention.sliding_window_pattern"), nl, n_swa, arch)
+
+    if arch in ALL_RECURRENT_ARCHS:
+        recurrent = (True,) * nl
+    elif arch in RECURRENT_BY_INTERVAL_ARCHS and _int(key("full_attention_interval")):
+        interval = _int(key("full_attention_interval"))
+        recurrent = tuple((i + 1) % interval != 0 for i in range(nl))
+    elif arch in RECURRENT_IF_NO_KV_ARCHS and n_head_kv:
+        recurrent = tuple(h == 0 for h in n_head_kv)
+    else:
+        recurrent = (False,) * nl
+    if any(recurrent) and n_head_kv:
+        # llama.cpp allocates no KV cells for recurrent layers, whatever head_count_kv says
+        n_head_kv = tuple(0 if r else h for h, r in zip(n_head_kv, recurrent))
+    if arch == "lfm2" or arch == "lfm2moe":
+        swa_layers = tuple(s and not r for s, r in zip(swa_layers, recurrent)) if n_swa else swa_layers
+
+    ssm_keys = ("conv_kernel", "inner_size", "state_size", "group_count", "time_step_rank")
+    ssm_vals = [_int(key(f"ssm.{k}")) for k in ssm_keys]
+    ssm = SSMShape(*ssm_vals) if any(v is not None for v in ssm_vals) else None
+    kv_lora = _int(key("attention.kv_lora_rank"))
+    mla = (MLAShape(kv_lora, _int(key("attention.key_length_mla")),
+                    _int(key("attention.value_length_mla"))) if kv_lora else None)
+
+    tokens = md.get("tokenizer.ggml.tokens")
+    if isinstance(tokens, SkippedArray):
+        n_vocab = tokens.length
+    elif isinstance(tokens, tuple):
+        n_vocab = len(tokens)
+    else:
+        n_vocab = _int(key("vocab_size"))
+
+    n_blocks = n_layer_all or 0
+    per_block: list[dict[str, int]] = [dict() for _ in range(n_blocks)]
+    embedding = output = other = params = 0
+    quant: dict[str, int] = {}
+    repack: dict[tuple[int, str, bool], int] = {}
+    for t in header.tensors:
+        elems = 1
+        for d in t.shape:
+            elems *= d
+        params += elems
+        quant[t.type_name] = quant.get(t.type_name, 0) + 1
+        if (t.type_name in REPACK_CANDIDATE_TYPES and len(t.shape) in (2, 3) and t.shape[1] % 8 == 0
+                and not t.name.startswith(("token_embd.", "per_layer_token_embd."))):
+            blk = -1
+            if t.name.startswith(_BLOCK):
+                idx_s = t.name[len(_BLOCK):].partition(".")[0]
+                blk = int(idx_s) if idx_s.isdigit() and len(idx_s) < 7 else -1
+            rk = (blk, t.type_name, len(t.shape) == 3)
+            repack[rk] = repack.get(rk, 0) + t.nbytes
+        if t.name.startswith(_BLOCK):
+            idx_s, _, base = t.name[len(_BLOCK):].partition(".")
+            if idx_s.isdigit() and base:
+                idx = int(idx_s)
+                if idx >= len(per_block) and idx < 100_000:
+                    per_block.extend(dict() for _ in range(idx + 1 - len(per_block)))
+                if idx < len(per_block):
+                    cls = classify_block_tensor(base)
+                    per_block[idx][cls] = per_block[idx].get(cls, 0) + t.nbytes
+                    continue
+        if t.name.startswith("token_embd."):
+            embedding += t.nbytes
+        elif t.name.startswith(("output.", "output_norm.")):
+            output += t.nbytes
+        else:
+            other += t.nbytes
+
+    # A tied output (no output.weight) multiplies by token_embd: the engine gives the output
+    # layer its own copy of it, which the CPU repacks like any matrix (block -2).
+    if not any(t.name == "output.weight" for t in header.tensors):
+        for t in header.tensors:
+            if (t.name == "token_embd.weight" and t.type_name in REPACK_CANDIDATE_TYPES
+                    and len(t.shape) == 2 and t.shape[1] % 8 == 0):
+                repack[(-2, t.type_name, False)] = t.nbytes
+    file_type = header.file_type_name
+    if file_type is None and quant:
+        weights = {k: v for k, v in quant.items() if k not in ("F32",)} or quant
+        file_type = max(weights.items(), key=lambda kv: kv[1])[0]
+
+    name = md.get("general.name")
+    return ModelSummary(
+        path=header.path,
+        file_bytes=header.file_bytes,
+        architecture=arch,
+        name=name if isinstance(name, str) else None,
+        is_vision_projector=arch == "clip",
+        parameter_count=params,
+        file_type=file_type,
+        n_ctx_train=_int(key("context_length")),
+        n_layer_all=n_layer_all,
+        n_layer=n_layer,
+        n_embd=n_embd,
+        n_head=n_head,
+        n_head_kv=n_head_kv,
+        head_k=head_k,
+        head_v=head_v,
+        head_k_swa=_int(key("attention.key_length_swa")) or head_k,
+        head_v_swa=_int(key("attention.value_length_swa")) or head_v,
+        n_swa=n_swa,
+        swa_layers=swa_layers,
+        shared_kv_layers=_int(key("attention.shared_kv_layers")) or 0,
+        n_expert=_int(key("expert_count")),
+        n_expert_used=_int(key("expert_used_count")),
+        nextn_layers=nextn,
+        recurrent_layers=recurrent,
+        ssm=ssm,
+        rwkv_head_size=_int(key("wkv.head_size")),
+        token_shift_count=_int(key("token_shift_count")),
+        shortconv_l_cache=_int(key("shortconv.l_cache")),
+        mla=mla,
+        n_vocab=n_vocab,
+        layer_bytes=tuple(LayerBytes(**d) for d in per_block),
+        embedding_bytes=embedding,
+        output_bytes=output,
+        other_bytes=other,
+        split_count=max(1, len(header.split_paths)),
+        quant_counts=tuple(sorted(quant.items(), key=lambda kv: (-kv[1], kv[0]))),
+        n_ff=max(_per_layer(key("feed_forward_length"), n_layer_all or 1), default=None) or None,
+        n_ff_exp=_int(key("expert_feed_forward_length")),
+        repackable=tuple((b, ty, e, n) for (b, ty, e), n in sorted(repack.items())),
+        pooling_type=_int(key("pooling_type")),
+        general_type=md.get("general.type") if isinstance(md.get("general.type"), str) else None,
+        image_part=_image_part(arch, header.tensors),
+    )
+
+
+def summary_to_dict(s: ModelSummary) -> dict:
+    """A JSON-ready dict of every field (plus the derived totals), for caches and --json."""
+    d = asdict(s)
+    d["is_moe"] = s.is_moe
+    d["weights_bytes"] = s.weights_bytes
+    return d
+
+
+def summary_from_dict(d: Mapping) -> ModelSummary:
+    """The inverse of `summary_to_dict`; raises KeyError/TypeError on a foreign dict."""
+    kw = {f.name: d[f.name] for f in fields(ModelSummary)}
+    for k in ("n_head", "n_head_kv", "swa_layers", "recurrent_layers"):
+        kw[k] = tuple(kw[k])
+    kw["layer_bytes"] = tuple(LayerBytes(**lb) for lb in kw["layer_bytes"])
+    kw["quant_counts"] = tuple((str(a), int(b)) for a, b in kw["quant_counts"])
+    kw["repackable"] = tuple((int(b), str(t), bool(e), int(n)) for b, t, e, n in kw["repackable"])
+    kw["ssm"] = SSMShape(**kw["ssm"]) if kw["ssm"] is not None else None
+    kw["mla"] = MLAShape(**kw["mla"]) if kw["mla"] is not None else None
+    return ModelSummary(**kw)
