@@ -6,7 +6,13 @@ from __future__ import annotations
 import json
 
 from stoker.bench.diagnose import (
-    CORPUS, TARGET_OVERALL, TARGET_PER_KIND, is_held_out, load_corpus, parse_exit, run_bench,
+    CORPUS,
+    TARGET_OVERALL,
+    TARGET_PER_KIND,
+    is_held_out,
+    load_corpus,
+    parse_exit,
+    run_bench,
 )
 from stoker.cli import main
 from stoker.diagnosis.classify import KINDS

@@ -91,7 +91,6 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     from stoker.cli.commands import plan as plan_cmd
     from stoker.engines.engine_log import parse_memory_report
     from stoker.planning import measurements
-
     from stoker.planning.pipeline import EngineChoice
 
     monkeypatch.setattr(plan_cmd, "_engine_choice", lambda: (

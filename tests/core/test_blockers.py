@@ -3,8 +3,15 @@
 from __future__ import annotations
 
 from stoker.diagnosis.blockers import (
-    VC_REDIST_URL, blocker_from_incident, cuda_blocker, cuda_driver_missing, gpu_unused_blocker,
-    missing_runtime_from_ldd, rocm_visibility_env, rocm_visible_devices, windows_vc_runtime_missing,
+    VC_REDIST_URL,
+    blocker_from_incident,
+    cuda_blocker,
+    cuda_driver_missing,
+    gpu_unused_blocker,
+    missing_runtime_from_ldd,
+    rocm_visibility_env,
+    rocm_visible_devices,
+    windows_vc_runtime_missing,
 )
 from stoker.diagnosis.classify import ExitReport, classify_exit
 from stoker.fleet.snapshot import BlockerView

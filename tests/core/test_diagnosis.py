@@ -8,8 +8,15 @@ from pathlib import Path
 import pytest
 
 from stoker.diagnosis.classify import (
-    KINDS, ExitReport, Incident, classify_exit, describe_exit_code, gpu_unused_from_log,
-    ntstatus_of, report_from_engine_exit, strip_log_prefix,
+    KINDS,
+    ExitReport,
+    Incident,
+    classify_exit,
+    describe_exit_code,
+    gpu_unused_from_log,
+    ntstatus_of,
+    report_from_engine_exit,
+    strip_log_prefix,
 )
 from stoker.fleet.lifecycle import EngineExit
 

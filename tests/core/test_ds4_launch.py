@@ -7,13 +7,35 @@ from pathlib import Path
 
 import pytest
 
+from stoker.engines.ds4_launch import (
+    DS4_MIN_CTX,
+    Ds4Measurement,
+    Ds4Model,
+    Ds4Plan,
+    choose_ds4_binary,
+    ds4_availability,
+    ds4_context,
+    ds4_launch_spec,
+    ds4_model_budget,
+    measurement_from_line,
+    parse_ds4_line,
+    parse_ds4_output,
+    parse_memory_line,
+    plan_ds4,
+    split_repaints,
+)
+from stoker.engines.kind import (
+    DS4,
+    SD_SERVER,
+    Capability,
+    EngineKind,
+    capability_of_path,
+    describe,
+    failure_of_line,
+    is_ready_status,
+    kinds_serving,
+)
 from stoker.planning.ds4 import GIB, Ds4Entry, StreamingMemory
-from stoker.engines.ds4_launch import (DS4_MIN_CTX, Ds4Measurement, Ds4Model, Ds4Plan, choose_ds4_binary,
-                                    ds4_availability, ds4_context, ds4_launch_spec, ds4_model_budget,
-                                    measurement_from_line, parse_ds4_line, parse_ds4_output, parse_memory_line,
-                                    plan_ds4, split_repaints)
-from stoker.engines.kind import (DS4, SD_SERVER, Capability, EngineKind, capability_of_path, describe,
-                                     failure_of_line, is_ready_status, kinds_serving)
 from stoker.planning.machine import Device, Machine
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import PlanRefusal

@@ -6,8 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from stoker.engines.engine_log import (BUFFER_ROUNDING_BYTES, MIB, device_of_buffer,
-                                 parse_memory_report)
+from stoker.engines.engine_log import BUFFER_ROUNDING_BYTES, MIB, device_of_buffer, parse_memory_report
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "engine_logs"
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.gateway.rules import (error_body, host_allowed, key_matches, origin_allowed,
-                                       requested_model)
-from stoker.library.model_ids import ModelKind, assign_ids, base_id, build_catalog, model_kind
 from stoker.fleet.residency import AdmissionKind, Resident, admit, budget_machine, expired, next_expiry
+from stoker.gateway.rules import error_body, host_allowed, key_matches, origin_allowed, requested_model
+from stoker.library.model_ids import ModelKind, assign_ids, base_id, build_catalog, model_kind
 from stoker.planning.machine import Device, Machine
 
 MIB = 1024 ** 2

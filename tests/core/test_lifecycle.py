@@ -12,10 +12,34 @@ import itertools
 import pytest
 
 from stoker.fleet.lifecycle import (
-    EVENT_TYPES, THEN_BACKOFF, THEN_FAIL, THEN_IDLE, THEN_SHUTDOWN, THEN_START, BecameReady,
-    EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident, RestartRequested,
-    RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed, StartRequested,
-    StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
+    EVENT_TYPES,
+    THEN_BACKOFF,
+    THEN_FAIL,
+    THEN_IDLE,
+    THEN_SHUTDOWN,
+    THEN_START,
+    BecameReady,
+    EngineExit,
+    Exited,
+    Finish,
+    Kill,
+    LifecycleState,
+    Publish,
+    RecordIncident,
+    RestartRequested,
+    RetryDue,
+    ScheduleRetry,
+    ShutdownRequested,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    StartRequested,
+    StartupTimedOut,
+    StoppedClean,
+    StopRequested,
+    Unresponsive,
+    step,
+)
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.snapshot import EngineState as S
 

@@ -7,9 +7,16 @@ import plistlib
 
 import pytest
 
-from stoker.integration.login_items import (APP_ID, desktop_entry, exec_line, launch_agent_plist,
-                                     launch_command, launchctl_argv, launcher_icon_files,
-                                     run_key_value)
+from stoker.integration.login_items import (
+    APP_ID,
+    desktop_entry,
+    exec_line,
+    launch_agent_plist,
+    launch_command,
+    launchctl_argv,
+    launcher_icon_files,
+    run_key_value,
+)
 
 LAUNCHER = """[Desktop Entry]
 Type=Application

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from stoker.planning.measured import (MIN_ANALYTIC_SPREAD, MeasuredKey, MeasuredMemory, MeasuredPoint,
-                               fit_line, kv_cells)
+from stoker.planning.measured import MIN_ANALYTIC_SPREAD, MeasuredKey, MeasuredMemory, MeasuredPoint, fit_line, kv_cells
 
 MIB = 1 << 20
 

@@ -7,10 +7,20 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.planning import memory as mem
 from stoker.library.gguf_summary import LayerBytes
-from tests.core.summaries import (GIB, MIB, deepseek2_mla, demo, gemma3_swa, hybrid, llama_8b, mamba2,
-                                  qwen3moe_30b, summary)
+from stoker.planning import memory as mem
+from tests.core.summaries import (
+    GIB,
+    MIB,
+    deepseek2_mla,
+    demo,
+    gemma3_swa,
+    hybrid,
+    llama_8b,
+    mamba2,
+    qwen3moe_30b,
+    summary,
+)
 
 KIB = 1024
 

@@ -7,9 +7,21 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.library.store_layouts import (HFReference, ModelOrigin, StoreLayout, hf_model_name, hf_repo_of_folder,
-                                      may_delete, ollama_name, parse_hf_reference, parse_ollama_manifest, quant_of,
-                                      quant_rank, split_of, store_roots)
+from stoker.library.store_layouts import (
+    HFReference,
+    ModelOrigin,
+    StoreLayout,
+    hf_model_name,
+    hf_repo_of_folder,
+    may_delete,
+    ollama_name,
+    parse_hf_reference,
+    parse_ollama_manifest,
+    quant_of,
+    quant_rank,
+    split_of,
+    store_roots,
+)
 
 SHA = "a" * 64
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stoker.desktop.notifications import NoteHistory, NotifyPolicy, decide_notifications
 from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from stoker.planning.overrides import (FLASH_ATTN, KV_CACHE_TYPES, SPEC_SAMPLING, SPEC_TYPES, ModelOverrides,
-                                overrides_to_dict, validate_overrides)
+from stoker.planning.overrides import (
+    FLASH_ATTN,
+    KV_CACHE_TYPES,
+    SPEC_SAMPLING,
+    SPEC_TYPES,
+    ModelOverrides,
+    overrides_to_dict,
+    validate_overrides,
+)
 
 
 def test_good_values_in_the_forms_a_form_or_a_command_line_produce():

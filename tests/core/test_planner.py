@@ -6,15 +6,25 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from stoker.planning.machine import Device, Machine, machine_from_json
-from stoker.planning.measured import MeasuredLine
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.planner import PlanPolicy, plan_launch, takes_cheap_kv
-from tests.core.summaries import (GIB, MIB, deepseek2_mla, demo, gemma3_swa, hybrid, llama_8b, llama_70b,
-                                  mamba2, qwen3moe_30b)
+from tests.core.summaries import (
+    GIB,
+    MIB,
+    deepseek2_mla,
+    demo,
+    gemma3_swa,
+    hybrid,
+    llama_8b,
+    llama_70b,
+    mamba2,
+    qwen3moe_30b,
+)
 
 MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"
 

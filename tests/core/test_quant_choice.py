@@ -6,10 +6,17 @@ from dataclasses import replace
 from pathlib import Path
 
 from stoker.library.gguf_summary import LayerBytes
+from stoker.library.quant_choice import (
+    Fit,
+    QuantOption,
+    RemoteFile,
+    pick_quant,
+    quant_options,
+    verdict_from_size,
+    verdict_of_plan,
+)
 from stoker.planning.machine import machine_from_json
 from stoker.planning.planner import plan_launch
-from stoker.library.quant_choice import (Fit, QuantOption, RemoteFile, pick_quant, quant_options, verdict_from_size,
-                                      verdict_of_plan)
 from tests.core.summaries import MIB, llama_8b
 
 MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"

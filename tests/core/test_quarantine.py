@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
-
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stoker.diagnosis.classify import ExitReport, classify_exit
 from stoker.engines.builds import EngineBuild
 from stoker.fleet.quarantine import (
-    Ledger, choose_build, forget_broken_drafter, is_drafter_broken, is_quarantined, ledger_from_json,
-    ledger_to_json, lift, mark_drafter_broken, record_strike,
+    Ledger,
+    choose_build,
+    forget_broken_drafter,
+    is_drafter_broken,
+    is_quarantined,
+    ledger_from_json,
+    ledger_to_json,
+    lift,
+    mark_drafter_broken,
+    record_strike,
 )
 
 

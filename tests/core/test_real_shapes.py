@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from stoker.library.gguf_io import load_summary
 from stoker.planning import memory as mem
 from stoker.planning.machine import machine_from_json
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.planner import plan_launch
-from stoker.library.gguf_io import load_summary
 from tests.helpers import gguf_fixtures as F
 
 MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.fleet.recovery import MAX_ATTEMPTS, RecoveryInputs, next_recovery_step
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import DrafterChoice, LaunchPlan
 from stoker.planning.planner import PlanPolicy
-from stoker.fleet.recovery import MAX_ATTEMPTS, RecoveryInputs, next_recovery_step
 
 NO_DRAFT = DrafterChoice("none", None, None, "no drafter for this model")
 

@@ -6,16 +6,23 @@ from pathlib import Path
 
 import pytest
 
-from stoker.engines.argv import build_launch_spec
 from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.engines.argv import build_launch_spec
+from stoker.engines.rpc import (
+    RpcWorker,
+    allocated_bytes,
+    parse_worker,
+    parse_workers,
+    remaining_workers,
+    rpc_argument,
+    worker_of_device,
+)
+from stoker.fleet.residency import budget_machine
 from stoker.planning.machine import machine_from_json
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.planner import plan_launch
-from stoker.fleet.residency import budget_machine
-from stoker.engines.rpc import (RpcWorker, allocated_bytes, parse_worker, parse_workers, remaining_workers,
-                             rpc_argument, worker_of_device)
-from tests.core.summaries import GIB, MIB, llama_70b, llama_8b
+from tests.core.summaries import GIB, MIB, llama_8b, llama_70b
 
 MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"
 

@@ -7,9 +7,18 @@ import base64
 import pytest
 
 from stoker.engines.kind import EngineKind, failure_of_line
-from stoker.engines.sd_server import (ImageModel, ImageRequestError, decode_png, distilled_steps, openai_to_txt2img,
-                                   parse_sd_output, plan_image_launch, sd_launch_spec, split_sd_output,
-                                   txt2img_to_openai)
+from stoker.engines.sd_server import (
+    ImageModel,
+    ImageRequestError,
+    decode_png,
+    distilled_steps,
+    openai_to_txt2img,
+    parse_sd_output,
+    plan_image_launch,
+    sd_launch_spec,
+    split_sd_output,
+    txt2img_to_openai,
+)
 
 SD15 = ImageModel("v1-5-pruned-emaonly", checkpoint="/m/v1-5-pruned-emaonly.safetensors")
 SCHNELL = ImageModel("flux1-schnell-q4_0", diffusion_model="/m/flux1-schnell-q4_0.gguf", vae="/m/ae.safetensors",
@@ -105,8 +114,8 @@ def test_txt2img_reply_maps_back_to_b64_json():
 
 # --- which files make an image model, and which engine runs what --------------------------
 
-from stoker.library.image_parts import ImagePart, image_part_of  # noqa: E402
 from stoker.engines.sd_server import ImageFile, image_memory, image_models_from  # noqa: E402
+from stoker.library.image_parts import ImagePart, image_part_of  # noqa: E402
 
 
 @pytest.mark.parametrize("arch, names, part", [

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from stoker.desktop.tray_view import (
+    TRAY_STATES,
+    engine_line,
+    format_bytes,
+    format_duration,
+    menu_view,
+    plan_line,
+    resident_keys,
+    switch_does_something,
+    tooltip_text,
+    tray_state,
+)
 from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
-from stoker.desktop.tray_view import (TRAY_STATES, engine_line, format_bytes, format_duration,
-                                   menu_view, plan_line, resident_keys, switch_does_something,
-                                   tooltip_text, tray_state)
 
 MIB = 2 ** 20
 GIB = 2 ** 30

@@ -109,14 +109,14 @@ def main() -> int:
             self.end_headers()
             self.wfile.write(data)
 
-        def do_GET(self) -> None:  # noqa: N802
+        def do_GET(self) -> None:
             if self.path == "/v1/models":
                 self.reply(200, {"object": "list", "data": [{"id": "deepseek-v4-flash", "object": "model",
                                                             "owned_by": "ds4"}]})
             else:
                 self.reply(404, {"error": {"message": "not found"}})
 
-        def do_POST(self) -> None:  # noqa: N802
+        def do_POST(self) -> None:
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
             if self.path != "/v1/chat/completions":
                 self.reply(404, {"error": {"message": "not found"}})

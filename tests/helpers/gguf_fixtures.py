@@ -20,17 +20,16 @@ from stoker.library.gguf_write import (  # noqa: F401  (re-exported for tests)
 from stoker.library.real_shapes import (  # noqa: F401  (re-exported for tests)
     LFM2_ATTENTION_LAYERS,
     REAL_SHAPE_BUILDERS,
-    llama_8b_q4_k_m,
-    llama_70b_q4_k_m,
-    qwen3moe_30b_a3b_q4_k_m,
+    deepseek2_lite_q4_k_m,
     gemma3_12b_q4_k_m,
     gpt_oss_20b_mxfp4,
-    deepseek2_lite_q4_k_m,
-    lfm2_1_2b_q4_k_m,
-    mamba2_2_7b,
     header_only_150k_vocab,
+    lfm2_1_2b_q4_k_m,
+    llama_8b_q4_k_m,
+    llama_70b_q4_k_m,
+    mamba2_2_7b,
+    qwen3moe_30b_a3b_q4_k_m,
 )
-
 
 # ---- malformed files --------------------------------------------------------------------
 

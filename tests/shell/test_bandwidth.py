@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stoker.planning import bandwidth
 from stoker.library.gguf_io import load_summary
+from stoker.planning import bandwidth
 from stoker.planning.probe import probe_machine
 
 

@@ -13,10 +13,10 @@ import types
 
 import pytest
 
-from stoker.integration.login_items import APP_ID, desktop_entry, launch_agent_plist, run_key_value
-from stoker.resources import APP_ICON_SIZES, app_icon_png, read_resource
 from stoker.integration import autostart
 from stoker.integration import desktop_entry as desktop
+from stoker.integration.login_items import APP_ID, desktop_entry, launch_agent_plist, run_key_value
+from stoker.resources import APP_ICON_SIZES, app_icon_png, read_resource
 
 CMD = ("/opt/Stoker/stoker",)
 

@@ -21,15 +21,21 @@ from pathlib import Path
 import gguf
 import pytest
 
-from stoker.planning.ds4 import GIB
+from stoker.engines.ds4_files import (
+    ds4_measurements,
+    find_ds4_binary,
+    kv_disk_dir,
+    plan_ds4_model,
+    record_ds4_measurement,
+)
 from stoker.engines.ds4_launch import Ds4Plan, ds4_launch_spec, parse_ds4_output
 from stoker.engines.kind import DS4, EngineKind, failure_of_line, is_ready_status
+from stoker.engines.process import EngineProcess
+from stoker.library.gguf_write import write_header_only_gguf
+from stoker.planning.ds4 import GIB
 from stoker.planning.machine import Device, Machine
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import PlanRefusal
-from stoker.engines.ds4_files import ds4_measurements, find_ds4_binary, kv_disk_dir, plan_ds4_model, record_ds4_measurement
-from stoker.library.gguf_write import write_header_only_gguf
-from stoker.engines.process import EngineProcess
 
 FAKE = Path(__file__).resolve().parents[1] / "helpers" / "fake_ds4_server.py"
 
@@ -227,11 +233,11 @@ def test_stoker_launches_ds4_through_the_seam_and_the_gateway_routes_a_chat_to_i
     import httpx
     import openai
 
+    from stoker.base.paths import stoker_paths
     from stoker.fleet.commands import Shutdown, Stop
-    from stoker.fleet.snapshot import EngineState
     from stoker.fleet.instance import Instance
     from stoker.fleet.launcher import RealPreparer
-    from stoker.base.paths import stoker_paths
+    from stoker.fleet.snapshot import EngineState
 
     binary = install_fake(tmp_path / "ds4-build")
     monkeypatch.setenv("STOKER_DS4_SERVER", str(binary))

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from stoker.fleet.commands import LiftQuarantine, Shutdown, StartModel, Stop
-from stoker.planning.overrides import ModelOverrides
-from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.ledger import LedgerStore
 from stoker.base.paths import stoker_paths
+from stoker.fleet.commands import LiftQuarantine, Shutdown, StartModel, Stop
+from stoker.fleet.ledger import LedgerStore
+from stoker.fleet.snapshot import EngineState as S
 from stoker.fleet.supervisor import Supervisor
+from stoker.planning.overrides import ModelOverrides
 from tests.shell.engine_helpers import chat, engine_key, engines_running
 
 pytestmark = pytest.mark.engine
@@ -219,8 +219,8 @@ def _machine(*devices):
 
 def test_a_cuda_build_newer_than_the_driver_is_passed_over_before_launch(engine_dir, demo_model,
                                                                          stoker_home):
-    from stoker.planning.machine import Device
     from stoker.fleet.supervisor import AttemptContext, PreparedLaunch
+    from stoker.planning.machine import Device
 
     _install_own(engine_dir)
     _install_gpu_build(engine_dir, "cuda", cuda_runtime="12.4")
@@ -241,8 +241,8 @@ def test_a_cuda_build_newer_than_the_driver_is_passed_over_before_launch(engine_
 
 def test_rocm_launch_hides_gpus_without_kernels_and_blocks_when_none_is_left(engine_dir, demo_model,
                                                                               stoker_home):
-    from stoker.planning.machine import Device
     from stoker.fleet.supervisor import AttemptContext
+    from stoker.planning.machine import Device
 
     _install_own(engine_dir)
     _install_gpu_build(engine_dir, "rocm", gfx_targets=["gfx1100"])

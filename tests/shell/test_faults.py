@@ -33,8 +33,6 @@ from pathlib import Path
 import psutil
 import pytest
 
-from tests.shell.engine_helpers import engines_running
-
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0

@@ -20,10 +20,19 @@ import psutil
 import pytest
 
 from stoker.fleet.commands import Route, Shutdown
-from stoker.gateway.link import (CloseIfIdle, IdleAnswer, LinkClosed, Outbox, RouteClosed,
-                                       RouteOpened, UsageChanged, read_frame, write_frame)
-from stoker.gateway.process import RemoteRoutes
 from stoker.fleet.instance import Instance
+from stoker.gateway.link import (
+    CloseIfIdle,
+    IdleAnswer,
+    LinkClosed,
+    Outbox,
+    RouteClosed,
+    RouteOpened,
+    UsageChanged,
+    read_frame,
+    write_frame,
+)
+from stoker.gateway.process import RemoteRoutes
 from stoker.gateway.routes import Routes
 
 from .test_faults import Stoker, gone_within, home, run_args, status_json  # noqa: F401 (fixture)
@@ -276,11 +285,11 @@ def test_the_gateway_process_never_outlives_a_kill_9_of_stoker(home, demo_model)
 def test_a_request_naming_no_model_goes_to_a_loaded_model_of_the_kind_it_needs():
     """The most recently used READY engine answers a model-less request, but a chat never
     lands on a loaded embedding (or image) engine, however recently that one was used."""
-    from stoker.library.model_ids import ModelKind, build_catalog
     from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
-    from stoker.gateway.server import Gateway, GatewayConfig
     from stoker.gateway.child import CatalogMirror, SupervisorMirror
     from stoker.gateway.link import SnapshotChanged
+    from stoker.gateway.server import Gateway, GatewayConfig
+    from stoker.library.model_ids import ModelKind, build_catalog
 
     box = Outbox(io.BytesIO(), "test-outbox")
     sup, catalog = SupervisorMirror(box), CatalogMirror(box)

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from stoker.library.gguf_summary import SkippedArray
 from stoker.library import gguf_io
 from stoker.library.gguf_io import GGUFError, clear_memory_cache, load_summary, read_gguf_header
+from stoker.library.gguf_summary import SkippedArray
 from tests.helpers.gguf_fixtures import Typed, raw_gguf, write_header_only_gguf
 
 T = gguf.GGUFValueType

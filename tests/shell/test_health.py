@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from stoker.engines.health import probe_health, wait_ready
 from stoker.base.paths import stoker_paths
+from stoker.engines.health import probe_health, wait_ready
 from stoker.engines.process import EngineProcess, free_loopback_port
 from tests.shell.engine_helpers import demo_spec
 

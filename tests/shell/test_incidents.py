@@ -6,9 +6,9 @@ import json
 import shutil
 
 from stoker.diagnosis.classify import ExitReport, classify_exit
-from stoker.fleet.quarantine import Ledger, is_quarantined, mark_drafter_broken, record_strike
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.fleet.ledger import LedgerStore, binary_identity
+from stoker.fleet.quarantine import Ledger, is_quarantined, mark_drafter_broken, record_strike
 
 OOM = classify_exit(ExitReport(None, "SIGKILL", False, "ready", 60.0, (), "cpu", oom_killed=True))
 SEGV = classify_exit(ExitReport(None, "SIGSEGV", False, "starting", 1.0, (), "cuda"))

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from stoker.planning.overrides import ModelOverrides
-from stoker.fleet.launcher import RealPreparer, merge_overrides
 from stoker.base.paths import stoker_paths
 from stoker.base.store import OverridesStore, SettingsStore
+from stoker.fleet.launcher import RealPreparer, merge_overrides
 from stoker.fleet.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.planning.overrides import ModelOverrides
 
 
 def attempt(port=40000, n=0):
@@ -46,7 +46,6 @@ def test_prepares_the_last_used_model_with_the_cli_context(engine_binary, demo_m
 def test_idle_timeout_comes_from_settings_and_the_models_override(engine_binary, demo_model, stoker_home):
     """The supervisor stops an idle engine itself; the engine never sleeps on its own."""
     from stoker.engines.argv import API_KEY_ENV
-    from stoker.base.store import OverridesStore
 
     store = SettingsStore(stoker_paths().config)
     store.update(idle_unload_minutes=7)

@@ -3,12 +3,9 @@
 from __future__ import annotations
 
 import os
-import sys
 
-import pytest
-
-from stoker.integration.autostart import autostart_file, set_autostart
 from stoker.base.log_tail import newest_log, read_tail
+from stoker.integration.autostart import autostart_file, set_autostart
 
 
 def test_tail_of_a_large_log_is_the_last_whole_lines(tmp_path):

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from stoker.engines.engine_log import MIB, parse_memory_report
-from stoker.planning.plan import AnalyticMemory
 from stoker.planning import measurements
 from stoker.planning.memory_probe import measure_dry_run, run_probe
+from stoker.planning.plan import AnalyticMemory
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "engine_logs"
 
@@ -197,10 +197,10 @@ def test_planner_uses_the_measured_line_until_the_model_file_is_replaced(demo_mo
                                                                         stoker_home):
     """The must-show, through the planner seam: a second plan of the same file says
     "measured"; a replaced file is planned from the estimate again."""
+    from stoker.library.gguf_io import load_summary
     from stoker.planning.machine import Machine
     from stoker.planning.overrides import ModelOverrides
     from stoker.planning.planner import plan_launch
-    from stoker.library.gguf_io import load_summary
 
     model = tmp_path / demo_model.name
     shutil.copyfile(demo_model, model)

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from stoker.library import stores as model_stores
 from stoker.library import models as md
+from stoker.library import stores as model_stores
 from tests.helpers.fake_hub import sha256_of
 
 REPO = Path(__file__).resolve().parents[2]

@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from stoker.base.paths import stoker_paths
+from stoker.base.store import OverridesStore, SettingsStore
 from stoker.cli import main
 from stoker.cli.commands.plan import plan_json
+from stoker.desktop.services import Services
+from stoker.engines.process import free_loopback_port
+from stoker.fleet.launcher import RealPreparer
+from stoker.fleet.supervisor import AttemptContext
 from stoker.planning.machine import machine_from_json
 from stoker.planning.overrides import ModelOverrides
-from stoker.fleet.launcher import RealPreparer
-from stoker.base.paths import stoker_paths
-from stoker.engines.process import free_loopback_port
-from stoker.base.store import OverridesStore, SettingsStore
-from stoker.fleet.supervisor import AttemptContext
-from stoker.desktop.services import Services
 
 pytestmark = pytest.mark.engine
 GIB = 1 << 30
@@ -137,9 +137,9 @@ def test_on_this_machine_measured_lines_and_broken_drafters_reach_all_three(mode
     probe's value): lines measured here and a drafter the ledger marks broken with this
     build; saved overrides pin what the measured line was taken with."""
     from stoker.engines.engine_log import parse_memory_report
+    from stoker.fleet.ledger import LedgerStore, binary_identity
     from stoker.fleet.quarantine import mark_drafter_broken
     from stoker.planning import measurements
-    from stoker.fleet.ledger import LedgerStore, binary_identity
     from stoker.planning.pipeline import EngineChoice, plan_model
     from stoker.planning.probe import probe_machine
 

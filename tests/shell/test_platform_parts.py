@@ -22,8 +22,14 @@ import pytest
 
 from stoker.diagnosis.classify import signal_name
 from stoker.engines import process
-from stoker.engines.process import (JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE, Watchdog, WindowsJob, host_os,
-                                  host_signal_name, job_structures)
+from stoker.engines.process import (
+    JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
+    Watchdog,
+    WindowsJob,
+    host_os,
+    host_signal_name,
+    job_structures,
+)
 
 
 def test_the_job_structure_matches_windows_sizes_on_both_pointer_widths():

@@ -12,9 +12,9 @@ import time
 import psutil
 import pytest
 
-from stoker.engines.launch_spec import LaunchSpec
-from stoker.engines.health import wait_ready
 from stoker.base.paths import stoker_paths
+from stoker.engines.health import wait_ready
+from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.process import EngineProcess, RotatingLog, engine_environment, reap_orphans
 from tests.shell.engine_helpers import chat, demo_spec
 

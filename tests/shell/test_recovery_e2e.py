@@ -16,13 +16,13 @@ import sys
 
 import pytest
 
-from stoker.fleet.commands import Shutdown, StartModel
-from stoker.planning.overrides import ModelOverrides
-from stoker.fleet.snapshot import EngineState as S
 from stoker.diagnosis import memory_cgroup
 from stoker.engines.process import EngineProcess
+from stoker.fleet.commands import Shutdown, StartModel
+from stoker.fleet.snapshot import EngineState as S
 from stoker.fleet.supervisor import Supervisor
-from tests.shell.engine_helpers import chat, engine_key, demo_spec, engines_running
+from stoker.planning.overrides import ModelOverrides
+from tests.shell.engine_helpers import chat, demo_spec, engine_key, engines_running
 
 pytestmark = [pytest.mark.engine,
               pytest.mark.skipif(sys.platform != "linux" or not memory_cgroup.available(),
@@ -56,8 +56,8 @@ def test_the_cgroup_limit_really_oom_kills_the_engine_and_leaves_no_group(engine
 
 
 def _supervisor_on_a_claimed_big_machine(engine_dir, limit, launches):
-    from stoker.fleet.restart import RestartPolicy
     from stoker.fleet.launcher import RealPreparer
+    from stoker.fleet.restart import RestartPolicy
     from stoker.planning.probe import probe_machine
 
     _install_own(engine_dir)

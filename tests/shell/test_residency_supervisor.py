@@ -10,9 +10,9 @@ import time
 import pytest
 
 from stoker.fleet.commands import CancelEnsure, EnsureModel, PinModel, Shutdown
-from stoker.planning.plan import DeviceMemory, DrafterChoice, LaunchPlan
 from stoker.fleet.snapshot import EngineState as S
 from stoker.fleet.supervisor import PreparedLaunch, Supervisor
+from stoker.planning.plan import DeviceMemory, DrafterChoice, LaunchPlan
 from tests.shell.engine_helpers import demo_spec, engines_running
 from tests.shell.engine_helpers import wait_until as wait
 

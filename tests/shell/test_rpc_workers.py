@@ -22,15 +22,15 @@ import time
 import psutil
 import pytest
 
-from stoker.fleet.commands import ShareWorker, Shutdown, StartModel, StopWorker, UseWorkerAgain
-from stoker.planning.overrides import ModelOverrides
-from stoker.fleet.restart import RestartPolicy
-from stoker.engines.rpc import parse_workers
-from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.status_report import status_object
 from stoker.desktop.tray_view import menu_view
 from stoker.engines.process import free_loopback_port
+from stoker.engines.rpc import parse_workers
 from stoker.engines.rpc_worker import reachable
+from stoker.fleet.commands import ShareWorker, Shutdown, StartModel, StopWorker, UseWorkerAgain
+from stoker.fleet.restart import RestartPolicy
+from stoker.fleet.snapshot import EngineState as S
+from stoker.fleet.status_report import status_object
+from stoker.planning.overrides import ModelOverrides
 from tests.conftest import TEST_HOME, _missing
 from tests.shell.engine_helpers import chat, engine_key
 from tests.shell.test_run_cli import REPO, Running, status_json, wait_status

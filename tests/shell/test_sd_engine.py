@@ -22,9 +22,15 @@ from pathlib import Path
 import pytest
 
 from stoker.engines.kind import SD_SERVER, EngineKind, is_ready_status
-from stoker.engines.sd_server import (decode_png, openai_to_txt2img, parse_sd_output, plan_image_launch,
-                                   sd_launch_spec, txt2img_to_openai)
 from stoker.engines.process import EngineProcess, free_loopback_port
+from stoker.engines.sd_server import (
+    decode_png,
+    openai_to_txt2img,
+    parse_sd_output,
+    plan_image_launch,
+    sd_launch_spec,
+    txt2img_to_openai,
+)
 from tests.conftest import TEST_HOME
 from tests.helpers.tiny_diffusion import write_tiny_flux2_klein
 
@@ -149,8 +155,8 @@ def test_install_is_atomic_and_an_intact_install_is_reused(sd_server_binary, sto
     setup_image_engine finds it intact and does nothing; a changed binary is not reused."""
     import shutil
 
-    from stoker.engines.builds import sd_build_id, sd_cmake_flags
     from stoker.base.paths import stoker_paths
+    from stoker.engines.builds import sd_build_id, sd_cmake_flags
     from stoker.engines.setup import install_sd_build, installed_sd_build, setup_image_engine
 
     build_bin = tmp_path / "build" / "bin"
@@ -172,8 +178,8 @@ def test_install_is_atomic_and_an_intact_install_is_reused(sd_server_binary, sto
 def test_discovery_configured_then_own_builds_then_path(sd_server_binary, stoker_home, tmp_path, monkeypatch):
     import shutil
 
-    from stoker.engines.builds import sd_cmake_flags
     from stoker.base.paths import stoker_paths
+    from stoker.engines.builds import sd_cmake_flags
     from stoker.engines.sd_files import find_sd_server
     from stoker.engines.setup import install_sd_build
 
@@ -201,10 +207,10 @@ def test_discovery_configured_then_own_builds_then_path(sd_server_binary, stoker
 
 @pytest.fixture
 def image_instance(sd_server_binary, stoker_home, monkeypatch):
+    from stoker.base.paths import stoker_paths
     from stoker.fleet.commands import Shutdown
     from stoker.fleet.instance import Instance
     from stoker.fleet.launcher import RealPreparer
-    from stoker.base.paths import stoker_paths
 
     monkeypatch.setenv("STOKER_SD_SERVER", str(sd_server_binary))
     model = write_tiny_flux2_klein(stoker_paths().models / "tiny-flux2-klein")
@@ -279,8 +285,8 @@ def test_the_gateway_renders_with_the_openai_client_and_a_client_that_leaves_sto
     assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
     snap = inst.supervisor.snapshot()
     assert len(snap.incidents) == incidents_before  # an expected exit: no incident
-    from stoker.diagnosis.incidents import IncidentLog
     from stoker.base.paths import stoker_paths
+    from stoker.diagnosis.incidents import IncidentLog
 
     assert IncidentLog.in_data_dir(stoker_paths().data).latest(5) == ()
 

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from stoker.cli import main
-from stoker.engines.builds import cmake_flags
-from stoker.engines import setup as st
 from stoker.base.paths import stoker_paths
+from stoker.cli import main
+from stoker.engines import setup as st
+from stoker.engines.builds import cmake_flags
 
 FLAGS = cmake_flags("cpu", native=False)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from stoker.desktop.services import ModelEntry
 from stoker.integration.login_items import Outcome
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import Decision, DeviceMemory, DrafterChoice, LaunchPlan
-from stoker.desktop.services import ModelEntry
 
 GIB = 1024 ** 3
 

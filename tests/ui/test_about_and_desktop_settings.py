@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from stoker.integration.login_items import Outcome
 from stoker.desktop.app import StokerApp
+from stoker.integration.login_items import Outcome
 from tests.ui.fakes import FakeServices
 
 

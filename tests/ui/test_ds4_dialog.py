@@ -7,10 +7,10 @@ binary is the fake ds4-server, which discovery only has to find.
 
 from __future__ import annotations
 
-from stoker.engines.ds4_launch import Ds4Plan
 from stoker.desktop.bridge import SnapshotBridge
 from stoker.desktop.model_settings import ModelSettingsDialog
 from stoker.desktop.services import Services
+from stoker.engines.ds4_launch import Ds4Plan
 from tests.shell.test_ds4_engine import ds4_model, install_fake, mac
 
 

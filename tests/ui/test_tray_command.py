@@ -70,7 +70,7 @@ def test_tray_process_reports_its_icon_and_stops_cleanly(env, demo_model, engine
 
 def test_without_a_tray_it_says_so_and_runs_headless(env, demo_model, engine_binary):
     env = dict(env, QT_QPA_PLATFORM="offscreen")
-    proc = subprocess.Popen([sys.executable, "-m", "stoker", str("tray"), str(demo_model), "--port", "0"],
+    proc = subprocess.Popen([sys.executable, "-m", "stoker", "tray", str(demo_model), "--port", "0"],
                             cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True)
     status = wait_status(env, lambda s: s.get("state") == "ready")

@@ -8,10 +8,10 @@ import time
 
 from PySide6.QtGui import QGuiApplication
 
-from stoker.fleet.commands import LoadModel, PinModel, SwitchModel, UnloadModel
-from stoker.fleet.snapshot import EngineState, EngineView
 from stoker.desktop.app import StokerApp
 from stoker.desktop.services import model_key
+from stoker.fleet.commands import LoadModel, PinModel, SwitchModel, UnloadModel
+from stoker.fleet.snapshot import EngineState, EngineView
 from tests.ui.fakes import FakeServices, entries, grab_menus
 
 MIB = 2 ** 20

@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 import time
 
-from stoker.fleet.commands import Restart, Stop, SwitchModel
-from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
 from stoker.desktop.app import StokerApp
 from stoker.desktop.bridge import SnapshotBridge
+from stoker.fleet.commands import Restart, Stop, SwitchModel
+from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
 from tests.ui.fakes import FakeServices, entries
 
 
@@ -93,8 +93,8 @@ def test_quit_sends_shutdown_and_finishes(qtbot, fake_supervisor, tmp_path):
 def test_every_state_icon_renders_crisp_at_every_size_for_both_panels():
     from PySide6.QtGui import QColor, QPalette
 
-    from stoker.desktop.tray_view import TRAY_STATES
     from stoker.desktop.icons import SIZES, panel_is_dark, render_pixmap, state_icon
+    from stoker.desktop.tray_view import TRAY_STATES
 
     for state in TRAY_STATES:
         for panel in ("light", "dark"):

@@ -16,17 +16,17 @@ import urllib.request
 from pathlib import Path
 
 import psutil
-from PySide6.QtCore import QPoint
 import pytest
+from PySide6.QtCore import QPoint
 
-from stoker.fleet.commands import StartModel
-from stoker.fleet.snapshot import EngineState
-from stoker.fleet.instance import Instance
-from stoker.fleet.launcher import RealPreparer
 from stoker.base.store import SettingsStore
-from stoker.fleet.supervisor import Supervisor
 from stoker.desktop.app import StokerApp
 from stoker.desktop.services import Services
+from stoker.fleet.commands import StartModel
+from stoker.fleet.instance import Instance
+from stoker.fleet.launcher import RealPreparer
+from stoker.fleet.snapshot import EngineState
+from stoker.fleet.supervisor import Supervisor
 from tests.ui.fakes import grab_menus
 
 pytestmark = [pytest.mark.engine, pytest.mark.ui]

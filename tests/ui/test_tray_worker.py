@@ -11,12 +11,12 @@ import time
 from PySide6.QtCore import QPoint
 from PySide6.QtWidgets import QDialogButtonBox
 
-from stoker.fleet.commands import ShareWorker, StartWorker, StopWorker, UseWorkerAgain
-from stoker.fleet.snapshot import EngineState, EngineView, IncidentView, WorkerDeviceView, WorkerView
 from stoker.base.paths import stoker_paths
 from stoker.base.store import SettingsStore
 from stoker.desktop.app import StokerApp
 from stoker.desktop.services import model_key
+from stoker.fleet.commands import ShareWorker, StartWorker, StopWorker, UseWorkerAgain
+from stoker.fleet.snapshot import EngineState, EngineView, IncidentView, WorkerDeviceView, WorkerView
 from tests.ui.fakes import FakeServices, entries, grab_menus
 from tests.ui.test_settings_gateway import StoreServices
 

@@ -36,7 +36,7 @@ class Paths:
         """Pid files and the control socket of the running instance."""
         return self.data / "run"
 
-    def ensure(self) -> "Paths":
+    def ensure(self) -> Paths:
         for p in (self.config, self.data, self.cache, self.logs):
             p.mkdir(parents=True, exist_ok=True)
         return self

@@ -40,7 +40,7 @@ def _changed() -> None:
     for cb in callbacks:
         try:
             cb()
-        except Exception:  # noqa: BLE001 - a listener's bug must not lose the saved key
+        except Exception:
             pass
 
 INSTALL_HINT = ("install gnome-keyring or KWallet (and log in to a desktop session), "

@@ -17,12 +17,13 @@ import json
 import os
 import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from stoker.engines.rpc import DEFAULT_PORT as DEFAULT_RPC_PORT
+from stoker.engines.rpc import parse_worker, parse_workers
 from stoker.planning.overrides import ModelOverrides, overrides_to_dict, validate_overrides
-from stoker.engines.rpc import DEFAULT_PORT as DEFAULT_RPC_PORT, parse_worker, parse_workers
 
 SCHEMA = 1
 
@@ -77,7 +78,7 @@ def _fsync_dir(folder: Path) -> None:
 
 
 def _move_aside(path: Path) -> Path:
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     aside = path.with_name(f"{path.name}.corrupt-{stamp}")
     n = 1
     while aside.exists():  # two corruptions in one second must not overwrite the first

@@ -320,11 +320,11 @@ def run(args) -> int:
     import tempfile
     from pathlib import Path
 
+    from stoker.base.paths import stoker_paths
     from stoker.bench.memory import _engine_binary
     from stoker.cli import UserError
     from stoker.library.gguf_io import load_summary
     from stoker.planning.memory_probe import run_probe
-    from stoker.base.paths import stoker_paths
 
     binary = _engine_binary()
     model = Path(args.model) if args.model else stoker_paths().models / "SmolLM2-135M-Instruct.Q4_1.gguf"

@@ -288,7 +288,7 @@ async def _serve(conn) -> None:
                 else:
                     result = await getattr(clients, op)(**msg)
                 conn.send({"ok": result})
-            except Exception as exc:  # noqa: BLE001 - the parent turns it into one sentence
+            except Exception as exc:
                 conn.send({"error": f"{type(exc).__name__}: {exc}"})
     finally:
         await clients.close()
@@ -342,13 +342,13 @@ class TapPreparer:
     Everything else is the RealPreparer's own: its hooks see the launch they made.
     """
 
-    def __init__(self, real: "RealPreparer", relay_port: int) -> None:
+    def __init__(self, real: RealPreparer, relay_port: int) -> None:
         self.real = real
         self.relay_port = relay_port
         self.tap_engine_port: int | None = None
-        self._made: dict[int, "PreparedLaunch"] = {}  # id(tapped launch) → the real one
+        self._made: dict[int, PreparedLaunch] = {}  # id(tapped launch) → the real one
 
-    def __call__(self, model_path: str | None, attempt: "AttemptContext"):
+    def __call__(self, model_path: str | None, attempt: AttemptContext):
         from stoker.fleet.supervisor import PreparedLaunch
 
         port = self.tap_engine_port
@@ -627,12 +627,12 @@ class _Bench:
     # -- the whole run
 
     def run(self) -> dict:
+        from stoker.base.secrets import get_api_key
         from stoker.fleet import commands as cmd
-        from stoker.planning.overrides import ModelOverrides
         from stoker.fleet.instance import Instance
         from stoker.fleet.launcher import RealPreparer
         from stoker.library.models import resolve_model
-        from stoker.base.secrets import get_api_key
+        from stoker.planning.overrides import ModelOverrides
 
         a = self.args
         self.cmd = cmd

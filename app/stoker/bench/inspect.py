@@ -41,9 +41,9 @@ def _write_150k_vocab(path: Path) -> Path:
 def run(args) -> int:
     import gguf
 
+    from stoker.base.paths import stoker_paths
     from stoker.cli import UserError
     from stoker.library.gguf_io import GGUFError, clear_memory_cache, load_summary
-    from stoker.base.paths import stoker_paths
 
     if args.runs < 1 or args.reader_runs < 1:
         raise UserError("--runs and --reader-runs must be at least 1.")

@@ -79,8 +79,8 @@ def _ms(fn) -> float:
 
 def run(args) -> int:
     from stoker.library import gguf_io
-    from stoker.library import stores as model_stores
     from stoker.library import models as shell_models
+    from stoker.library import stores as model_stores
     from stoker.library.models import list_models
 
     saved = {k: os.environ.get(k) for k in (*STORE_VARIABLES, "HOME", "STOKER_HOME")}

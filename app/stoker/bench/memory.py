@@ -22,6 +22,7 @@ contexts, so the full grid has three; dry-run rows (whole MiB) are not calibrate
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -29,7 +30,6 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-import hashlib
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -442,8 +442,8 @@ def render_table(rows: list[Row], summary: dict, notes: list[str]) -> str:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
     from stoker.base.paths import stoker_paths
+    from stoker.cli import UserError
 
     paths = stoker_paths()
     binary = _engine_binary()

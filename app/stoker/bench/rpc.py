@@ -36,10 +36,10 @@ def add_arguments(parser) -> None:
 
 def _start(model: Path, overrides, workers, budget, timeout_s: float = 300):
     from stoker.cli import UserError
-    from stoker.fleet.commands import Shutdown, StartModel
-    from stoker.fleet.snapshot import EngineState
-    from stoker.fleet.launcher import RealPreparer
     from stoker.engines.rpc_worker import rpc_llama_server
+    from stoker.fleet.commands import Shutdown, StartModel
+    from stoker.fleet.launcher import RealPreparer
+    from stoker.fleet.snapshot import EngineState
     from stoker.fleet.supervisor import Supervisor
 
     launched = []
@@ -74,14 +74,14 @@ def _stop(sup) -> None:
 
 
 def run(args) -> int:
+    from stoker.base.paths import stoker_paths
     from stoker.cli import UserError
+    from stoker.engines.process import free_loopback_port
+    from stoker.engines.rpc import RpcWorker, allocated_by_last_client
+    from stoker.engines.rpc_worker import WorkerSupervisor, reachable, rpc_server_binary
+    from stoker.library.models import resolve_model
     from stoker.planning.overrides import ModelOverrides
     from stoker.planning.planner import GIB
-    from stoker.engines.rpc import RpcWorker, allocated_by_last_client
-    from stoker.library.models import resolve_model
-    from stoker.base.paths import stoker_paths
-    from stoker.engines.process import free_loopback_port
-    from stoker.engines.rpc_worker import WorkerSupervisor, reachable, rpc_server_binary
 
     if args.runs < 1 or args.tokens < 1 or args.threads < 1:
         raise UserError("--runs, --tokens and --threads must be 1 or more.")

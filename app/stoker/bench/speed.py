@@ -46,11 +46,11 @@ def predicted_tokens_per_s(summary, cpu_bytes_per_s: int | None, context_tokens:
 
 
 def run(args) -> int:
+    from stoker.base.paths import stoker_paths
     from stoker.bench.memory import DEMO_FILE, _engine_binary, ensure_gemma
     from stoker.cli import UserError
-    from stoker.planning.bandwidth import engine_decode_rate, measure_cpu_bandwidth
     from stoker.library.gguf_io import load_summary
-    from stoker.base.paths import stoker_paths
+    from stoker.planning.bandwidth import engine_decode_rate, measure_cpu_bandwidth
 
     if args.runs < 1 or args.n_predict < 8:
         raise UserError("--runs must be at least 1 and --n-predict at least 8.")

@@ -28,8 +28,8 @@ def add_arguments(parser) -> None:
 
 def _stoker_once(model, engine, overrides, timeout_s: float = 300):
     from stoker.fleet.commands import Shutdown, StartModel
-    from stoker.fleet.snapshot import EngineState
     from stoker.fleet.launcher import RealPreparer
+    from stoker.fleet.snapshot import EngineState
     from stoker.fleet.supervisor import Supervisor
 
     preparer = RealPreparer(cli_overrides=overrides, engine=engine, remember_last_model=False)

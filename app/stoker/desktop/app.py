@@ -16,12 +16,11 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
-from stoker.fleet.commands import Shutdown, StartModel
 from stoker.desktop.about_box import AboutDialog
 from stoker.desktop.bridge import SnapshotBridge
 from stoker.desktop.icons import app_icon
@@ -32,6 +31,7 @@ from stoker.desktop.settings import SettingsDialog
 from stoker.desktop.status_window import StatusWindow
 from stoker.desktop.tray import TrayController
 from stoker.desktop.workers import run_in_background
+from stoker.fleet.commands import Shutdown, StartModel
 
 NO_TRAY_LINE = ("stoker: no system tray is available here; running headless "
                 "(like `stoker run --headless`).")
@@ -205,11 +205,11 @@ def run_tray(model: str | None = None, *, preparer=None,
     if not QSystemTrayIcon.isSystemTrayAvailable():
         print(NO_TRAY_LINE, file=sys.stderr)
         return headless()
+    from stoker.base.paths import stoker_paths, storage_sentence
+    from stoker.engines.process import reap_orphans
     from stoker.errors import UserError
     from stoker.fleet.control import AlreadyRunning, ControlServer, request
     from stoker.fleet.instance import GatewayError, Instance, gateway_port
-    from stoker.base.paths import stoker_paths, storage_sentence
-    from stoker.engines.process import reap_orphans
 
     try:
         paths = stoker_paths().ensure()

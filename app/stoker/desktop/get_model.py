@@ -13,13 +13,24 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
-from PySide6.QtWidgets import (QAbstractItemView, QDialog, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QProgressBar, QPushButton, QTableWidget, QTableWidgetItem, QVBoxLayout,
-                               QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QDialog,
+    QHBoxLayout,
+    QHeaderView,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
 
+from stoker.desktop.workers import run_in_background
 from stoker.fleet.commands import Command, StartModel
 from stoker.library.quant_choice import Fit
-from stoker.desktop.workers import run_in_background
 
 _FIT_COLOURS = {Fit.RUNS: "#1e7d32", Fit.RUNS_SHORT: "#1e7d32", Fit.RUNS_SLOWLY: "#b26a00",
                 Fit.DOES_NOT_FIT: "#c5221f", Fit.UNKNOWN: "#5f6368"}
@@ -33,7 +44,7 @@ def _size(n: int | None) -> str:
 
 # Open dialogs, kept alive until they are closed with nothing left running: a download
 # outlives the settings window that opened it, and its result must find a live widget.
-_kept: set["GetModelDialog"] = set()
+_kept: set[GetModelDialog] = set()
 
 
 class _ProgressRelay(QObject):

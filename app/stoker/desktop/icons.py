@@ -11,7 +11,7 @@ Must not decide which state to show: that is stoker.desktop.tray_view.tray_state
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from PySide6.QtCore import QByteArray, QRectF, Qt
 from PySide6.QtGui import QGuiApplication, QIcon, QPainter, QPalette, QPixmap
@@ -56,7 +56,7 @@ def state_icon(state: str, panel: str | None = None) -> QIcon:
     return _state_icon(state, panel or ("dark" if panel_is_dark() else "light"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _state_icon(state: str, panel: str) -> QIcon:
     icon = QIcon()
     for size in SIZES + tuple(s * 2 for s in SIZES if s * 2 not in SIZES):
@@ -64,7 +64,7 @@ def _state_icon(state: str, panel: str) -> QIcon:
     return icon
 
 
-@lru_cache(maxsize=None)
+@cache
 def app_icon() -> QIcon:
     """Stoker's own icon (windows, About): the PNG sizes shipped for the desktop launcher."""
     icon = QIcon()

@@ -13,26 +13,44 @@ restart, asks first and sends ApplyOverrides. The dialog never plans on the GUI 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from PySide6.QtCore import QRectF, QSize, Qt, QTimer, Slot
 from PySide6.QtGui import QColor, QPainter, QPalette
-from PySide6.QtWidgets import (QComboBox, QDialog, QDialogButtonBox, QFormLayout,
-                               QGroupBox, QHBoxLayout, QLabel, QLineEdit, QListWidget,
-                               QMessageBox, QSizePolicy, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QMessageBox,
+    QSizePolicy,
+    QVBoxLayout,
+    QWidget,
+)
 
-from stoker.fleet.commands import ApplyOverrides, Command
-from stoker.engines.ds4_launch import Ds4Plan
-from stoker.library.model_ids import Catalog, alias_problems
-from stoker.planning.overrides import (FLASH_ATTN, KV_CACHE_TYPES, SPEC_SAMPLING, SPEC_TYPES,
-                                   ModelOverrides, needs_restart)
-from stoker.planning.plan import DeviceMemory, LaunchPlan, PlanRefusal
-from stoker.planning.speed import speed_text
-from stoker.fleet.snapshot import EngineState
 from stoker.desktop.bridge import SnapshotBridge
 from stoker.desktop.services import model_key, validate
 from stoker.desktop.workers import run_in_background
+from stoker.engines.ds4_launch import Ds4Plan
+from stoker.fleet.commands import ApplyOverrides, Command
+from stoker.fleet.snapshot import EngineState
+from stoker.library.model_ids import Catalog, alias_problems
+from stoker.planning.overrides import (
+    FLASH_ATTN,
+    KV_CACHE_TYPES,
+    SPEC_SAMPLING,
+    SPEC_TYPES,
+    ModelOverrides,
+    needs_restart,
+)
+from stoker.planning.plan import DeviceMemory, LaunchPlan, PlanRefusal
+from stoker.planning.speed import speed_text
 
 GIB = 1024 ** 3
 SEGMENTS = (("weights", "#4285f4"), ("KV cache", "#34a853"), ("compute", "#fbbc04"),
@@ -87,10 +105,10 @@ class PlanBars(QWidget):
         self.updateGeometry()
         self.update()
 
-    def sizeHint(self) -> QSize:  # noqa: N802
+    def sizeHint(self) -> QSize:
         return QSize(420, max(1, len(self.devices)) * self.ROW + 26)
 
-    def paintEvent(self, event) -> None:  # noqa: N802
+    def paintEvent(self, event) -> None:
         p = QPainter(self)
         p.setRenderHint(QPainter.RenderHint.Antialiasing)
         text = self.palette().color(QPalette.ColorRole.WindowText)

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.desktop.tray_view import model_label
+from stoker.fleet.snapshot import AppSnapshot, EngineState
 
 
 @dataclass(frozen=True)

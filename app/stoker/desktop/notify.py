@@ -8,14 +8,14 @@ for a snapshot the bridge dropped as stale, because only `snapshot_ready` feeds 
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QSystemTrayIcon
 
+from stoker.desktop.bridge import SnapshotBridge
 from stoker.desktop.notifications import Note, NoteHistory, NotifyPolicy, decide_notifications
 from stoker.fleet.snapshot import AppSnapshot
-from stoker.desktop.bridge import SnapshotBridge
 
 _LEVEL_ICONS = {
     "info": QSystemTrayIcon.MessageIcon.Information,

@@ -16,9 +16,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from stoker.base.paths import stoker_paths
 from stoker.integration.login_items import Outcome
 from stoker.planning.overrides import ModelOverrides
-from stoker.base.paths import stoker_paths
 
 # The settings the settings dialog edits (fields of stoker.base.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
@@ -123,9 +123,9 @@ class Services:
     # -- getting a model from the hub ------------------------------------------------------
     def hub_lookup(self, text: str):
         """(JudgedRepo, QuantPick | sentence) for a pasted repository; raises UserError with one sentence."""
-        from stoker.library.store_layouts import parse_hf_reference
         from stoker.errors import UserError
         from stoker.library import pull as model_pull
+        from stoker.library.store_layouts import parse_hf_reference
 
         ref = parse_hf_reference(text)
         if isinstance(ref, str):

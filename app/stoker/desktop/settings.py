@@ -17,22 +17,39 @@ when there is none the dialog says so and what to install.
 from __future__ import annotations
 
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Slot
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QDialog, QDialogButtonBox, QDoubleSpinBox,
-                               QFileDialog, QFormLayout, QGroupBox, QHBoxLayout, QLabel,
-                               QLineEdit, QListWidget, QListWidgetItem, QPlainTextEdit,
-                               QPushButton, QSpinBox, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
+    QGroupBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QListWidget,
+    QListWidgetItem,
+    QPlainTextEdit,
+    QPushButton,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
 
-from stoker.fleet.commands import Command, LiftQuarantine, ShareWorker, StopWorker
-from stoker.engines.rpc import DEFAULT_PORT as DEFAULT_RPC_PORT, NO_AUTH_WARNING, is_loopback
-from stoker.fleet.snapshot import AppSnapshot
-from stoker.desktop.tray_view import client_base_url
 from stoker.base.store import DEFAULT_GATEWAY_PORT, check_setting
 from stoker.desktop.bridge import SnapshotBridge
 from stoker.desktop.services import LOG_LEVELS
+from stoker.desktop.tray_view import client_base_url
 from stoker.desktop.workers import run_in_background
+from stoker.engines.rpc import DEFAULT_PORT as DEFAULT_RPC_PORT
+from stoker.engines.rpc import NO_AUTH_WARNING, is_loopback
+from stoker.fleet.commands import Command, LiftQuarantine, ShareWorker, StopWorker
+from stoker.fleet.snapshot import AppSnapshot
 
 AUTO_ENGINE = "Automatic: the best build that runs here"
 

@@ -10,13 +10,21 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QFont, QFontDatabase
-from PySide6.QtWidgets import (QAbstractItemView, QLabel, QPlainTextEdit,
-                               QTableWidget, QTableWidgetItem, QTabWidget, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QLabel,
+    QPlainTextEdit,
+    QTableWidget,
+    QTableWidgetItem,
+    QTabWidget,
+    QVBoxLayout,
+    QWidget,
+)
 
-from stoker.fleet.snapshot import AppSnapshot
-from stoker.desktop.tray_view import menu_view, plan_line
 from stoker.desktop.bridge import SnapshotBridge
+from stoker.desktop.tray_view import menu_view, plan_line
 from stoker.desktop.workers import run_in_background
+from stoker.fleet.snapshot import AppSnapshot
 
 
 def log_file_of(snap: AppSnapshot | None) -> str | None:
@@ -118,12 +126,12 @@ class StatusWindow(QWidget):
         self._timer.setInterval(self.LOG_POLL_MS)
         self._timer.timeout.connect(self.refresh_log)
 
-    def showEvent(self, event) -> None:  # noqa: N802 (Qt name)
+    def showEvent(self, event) -> None:
         self._timer.start()
         self.refresh_log()
         super().showEvent(event)
 
-    def hideEvent(self, event) -> None:  # noqa: N802
+    def hideEvent(self, event) -> None:
         self._timer.stop()
         super().hideEvent(event)
 

@@ -15,20 +15,39 @@ What to show is decided in stoker.desktop.tray_view; this module only lays it ou
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from PySide6.QtCore import QObject, QUrl, Signal, Slot
 from PySide6.QtGui import QAction, QActionGroup, QDesktopServices, QGuiApplication
 from PySide6.QtWidgets import QMenu, QSystemTrayIcon
 
-from stoker.fleet.commands import (CancelRender, Command, LoadModel, PinModel, Restart, StartModel,
-                                  StartWorker, Stop, StopWorker, SwitchModel, UnloadModel, UseWorkerAgain)
-from stoker.fleet.snapshot import AppSnapshot
-from stoker.desktop.tray_view import (EngineLine, WorkerLine, menu_view, resident_keys,
-                                   switch_does_something, tooltip_text, tray_state)
 from stoker.desktop.bridge import SnapshotBridge
 from stoker.desktop.icons import state_icon
 from stoker.desktop.services import model_key
+from stoker.desktop.tray_view import (
+    EngineLine,
+    WorkerLine,
+    menu_view,
+    resident_keys,
+    switch_does_something,
+    tooltip_text,
+    tray_state,
+)
+from stoker.fleet.commands import (
+    CancelRender,
+    Command,
+    LoadModel,
+    PinModel,
+    Restart,
+    StartModel,
+    StartWorker,
+    Stop,
+    StopWorker,
+    SwitchModel,
+    UnloadModel,
+    UseWorkerAgain,
+)
+from stoker.fleet.snapshot import AppSnapshot
 
 
 def _clock(at: float) -> str:

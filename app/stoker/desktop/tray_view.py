@@ -129,9 +129,9 @@ class MenuView:
     can_start: bool
     can_stop: bool
     can_restart: bool
-    engines: tuple["EngineLine", ...] = ()  # every resident model, in the supervisor's order
-    worker: "WorkerLine | None" = None  # this machine's RPC worker, once one was started
-    offers: tuple["WorkerOffer", ...] = ()  # "Use HOST:PORT again", one per worker that is back
+    engines: tuple[EngineLine, ...] = ()  # every resident model, in the supervisor's order
+    worker: WorkerLine | None = None  # this machine's RPC worker, once one was started
+    offers: tuple[WorkerOffer, ...] = ()  # "Use HOST:PORT again", one per worker that is back
 
 
 def menu_view(snap: AppSnapshot | None, *, now: float | None = None,

@@ -7,11 +7,12 @@ Exactly one of result/error is meaningful; an exception is handed over, never sw
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, Slot
 
-_alive: set["_Courier"] = set()  # couriers waiting for their result, kept from the GC
+_alive: set[_Courier] = set()  # couriers waiting for their result, kept from the GC
 
 
 class _Courier(QObject):
@@ -37,7 +38,7 @@ class _Task(QRunnable):
     def run(self) -> None:
         try:
             result = self._fn()
-        except BaseException as exc:  # noqa: BLE001 - handed to the GUI thread to show
+        except BaseException as exc:
             self._courier.finished.emit(None, exc)
         else:
             self._courier.finished.emit(result, None)

@@ -12,7 +12,7 @@ lists DLLs, then passes the text or values in.
 from __future__ import annotations
 
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from stoker.fleet.snapshot import BlockerView
 

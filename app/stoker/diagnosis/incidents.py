@@ -29,7 +29,7 @@ class IncidentLog:
         self._lock = threading.Lock()
 
     @classmethod
-    def in_data_dir(cls, data_dir: Path | str) -> "IncidentLog":
+    def in_data_dir(cls, data_dir: Path | str) -> IncidentLog:
         return cls(Path(data_dir) / FILE_NAME)
 
     def append(self, incident, *, at: float, model: str | None, build: str | None, action: str) -> dict:

@@ -40,7 +40,7 @@ class MemoryCgroup:
         self.path, self.version = path, version
 
     @classmethod
-    def create(cls, limit_bytes: int, root: Path = CGROUP_ROOT) -> "MemoryCgroup":
+    def create(cls, limit_bytes: int, root: Path = CGROUP_ROOT) -> MemoryCgroup:
         """A new group limited to `limit_bytes` (swap included); OSError when none can be made."""
         last: OSError | None = None
         for parent, version in _roots(root):

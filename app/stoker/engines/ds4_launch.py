@@ -17,13 +17,21 @@ Pure: RAM, devices, measurements and the catalog come in as values.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
-from stoker.planning.ds4 import (GIB, Ds4Entry, ExpertCachePlan, FullResidencyMemory, StreamingMemory,
-                             plan_expert_cache, plan_measured_launch, plan_reservation,
-                             should_use_ssd_streaming)
 from stoker.engines.launch_spec import LaunchSpec
+from stoker.planning.ds4 import (
+    GIB,
+    Ds4Entry,
+    ExpertCachePlan,
+    FullResidencyMemory,
+    StreamingMemory,
+    plan_expert_cache,
+    plan_measured_launch,
+    plan_reservation,
+    should_use_ssd_streaming,
+)
 from stoker.planning.machine import Machine
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import Decision, DeviceMemory, PlanRefusal
@@ -134,7 +142,7 @@ class Ds4Measurement:
     bytes_per_token: int
 
 
-def measurement_from_line(line: Ds4MemoryLine, plan: "Ds4Plan") -> Ds4Measurement | None:
+def measurement_from_line(line: Ds4MemoryLine, plan: Ds4Plan) -> Ds4Measurement | None:
     """What a launch's memory line says about its mode, or None when it cannot be used.
 
     The slope is the KV bytes over the window (ds4's KV grows with --ctx; its buffers do not

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 MIB = 1048576
 # A value printed as "%8.2f MiB" is off by at most half the last digit.

@@ -22,13 +22,13 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+from stoker.base.paths import stoker_paths
 from stoker.engines.builds import (
     EngineBuild,
     EngineVersion,
     order_builds,
     parse_version_output,
 )
-from stoker.base.paths import stoker_paths
 from stoker.engines.process import probe_process_kwargs
 
 BINARY_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"

@@ -15,13 +15,13 @@ Pure: values and table look-ups, no processes, no files.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Iterable
 
 from stoker.engines.ds4_launch import is_ds4_model, parse_ds4_output
-from stoker.library.model_ids import ModelKind
 from stoker.engines.sd_server import parse_sd_output
+from stoker.library.model_ids import ModelKind
 
 
 class EngineKind(Enum):

@@ -300,7 +300,7 @@ class EngineProcess:
     @classmethod
     def start(cls, spec: LaunchSpec, *, secrets: Mapping[str, str] | None = None,
               log_dir: Path, run_dir: Path | None = None, config_home: Path | None = None,
-              log_name: str = "engine.log") -> "EngineProcess":
+              log_name: str = "engine.log") -> EngineProcess:
         """Spawn the spec; raise OSError with a readable message when it cannot start at all."""
         from stoker.base.paths import stoker_paths
 
@@ -644,7 +644,7 @@ class WindowsJob:
         self._api, self.handle = api, handle
 
     @classmethod
-    def create(cls, api) -> "WindowsJob":
+    def create(cls, api) -> WindowsJob:
         handle = api.CreateJobObjectW(None, None)
         if not handle:
             raise OSError(f"could not create a Windows job object for the engine (error {api.last_error()})")

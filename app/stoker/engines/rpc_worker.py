@@ -27,17 +27,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from stoker.engines.launch_spec import LaunchSpec
-from stoker.fleet.lifecycle import (
-    BecameReady, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident, RetryDue,
-    ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed, StartRequested, StartupTimedOut,
-    StoppedClean, step)
-from stoker.fleet.restart import RestartPolicy
-from stoker.engines.rpc import RpcWorker, is_loopback, worker_devices
-from stoker.fleet.snapshot import EngineState, IncidentView, WorkerView
 from stoker.diagnosis.incidents import IncidentLog
+from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.process import EngineProcess
+from stoker.engines.rpc import RpcWorker, is_loopback, worker_devices
 from stoker.engines.setup import RPC_BUILD_ID, RPC_SERVER_NAME
+from stoker.fleet.lifecycle import (
+    BecameReady,
+    Exited,
+    Finish,
+    Kill,
+    LifecycleState,
+    Publish,
+    RecordIncident,
+    RetryDue,
+    ScheduleRetry,
+    ShutdownRequested,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    StartRequested,
+    StartupTimedOut,
+    StoppedClean,
+    step,
+)
+from stoker.fleet.restart import RestartPolicy
+from stoker.fleet.snapshot import EngineState, IncidentView, WorkerView
 
 POLL_S = 0.1
 CONNECT_TIMEOUT_S = 1.0

@@ -22,11 +22,11 @@ import base64
 import os
 import re
 import time
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
-from stoker.library.image_parts import ImagePart, image_part_of  # noqa: F401  (re-exported)
 from stoker.engines.launch_spec import LaunchSpec
+from stoker.library.image_parts import ImagePart, image_part_of  # noqa: F401  (re-exported)
 from stoker.planning.plan import Decision, DeviceMemory
 
 AUX_FLAGS = (("vae", "--vae"), ("clip_l", "--clip_l"), ("clip_g", "--clip_g"), ("t5xxl", "--t5xxl"),

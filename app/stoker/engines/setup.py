@@ -27,10 +27,11 @@ import tarfile
 import tempfile
 import zipfile
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 from stoker.engines.builds import (
     ENGINE_BUILD,
@@ -38,14 +39,14 @@ from stoker.engines.builds import (
     SD_ENGINE_SOURCE,
     SD_VERSION,
     build_id,
-    parse_sd_version,
-    sd_build_id,
     build_tools_advice,
     flags_match_cache,
     gfx_targets_from_flags,
     parse_build_progress,
     parse_cmake_cache,
     parse_nvcc_release,
+    parse_sd_version,
+    sd_build_id,
 )
 from stoker.engines.find import BINARY_NAME, check_libraries, engine_version, file_sha256, read_manifest
 
@@ -501,7 +502,7 @@ def install_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: Pat
             "commit": version.commit,
             "backend": backend,
             "sha256": _sha256_of(binary),
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "cmake_flags": list(flags),
             "source": ENGINE_SOURCE,
             "platform": f"{platform.system()}-{platform.machine()}",
@@ -752,7 +753,7 @@ def install_sd_build(bin_dir: Path, backend: str, flags: tuple[str, ...], root: 
             "engine_version": version,
             "backend": backend,
             "sha256": _sha256_of(binary),
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "cmake_flags": list(flags),
             "source": SD_ENGINE_SOURCE,
             "platform": f"{platform.system()}-{platform.machine()}",
@@ -882,7 +883,7 @@ def _install_rpc_build(bin_dir: Path, server_name: str, cpu_folder: Path, flags:
             "sha256": _sha256_of(partial / BINARY_NAME),
             "rpc_server_sha256": _sha256_of(partial / RPC_SERVER_NAME),
             "llama_server_from": cpu_folder.name,
-            "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
             "cmake_flags": list(flags),
             "source": ENGINE_SOURCE,
             "platform": f"{platform.system()}-{platform.machine()}",

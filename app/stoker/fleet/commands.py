@@ -10,8 +10,8 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
 from stoker.engines.kind import EngineKind
-from stoker.planning.overrides import ModelOverrides
 from stoker.engines.rpc import DEFAULT_PORT
+from stoker.planning.overrides import ModelOverrides
 
 
 @dataclass(frozen=True)

@@ -181,7 +181,7 @@ class ControlServer:
         self._closed = threading.Event()
         self._lock = InstanceLock(self._run_dir / "instance.lock")
 
-    def claim(self) -> "ControlServer":
+    def claim(self) -> ControlServer:
         """Take the instance lock and the channel, or raise AlreadyRunning naming who holds it."""
         self._run_dir.mkdir(parents=True, exist_ok=True)
         if not self._lock.acquire():
@@ -219,7 +219,7 @@ class ControlServer:
         s.settimeout(0.2)  # lets the serving thread notice close()
         self._sock = s
 
-    def serve(self) -> "ControlServer":
+    def serve(self) -> ControlServer:
         if self._sock is None:
             self.claim()
         self._thread = threading.Thread(target=self._serve, name="stoker-control", daemon=True)
@@ -260,7 +260,7 @@ class ControlServer:
             else:
                 try:
                     answer = self._handler(req)
-                except Exception as exc:  # noqa: BLE001 - the client gets the sentence
+                except Exception as exc:
                     answer = {"ok": False, "error": f"the request failed: {exc}"}
         conn.sendall(json.dumps(answer).encode() + b"\n")
 
@@ -278,7 +278,7 @@ class ControlServer:
                 (self._run_dir / "control.json").unlink(missing_ok=True)
         self._lock.release()
 
-    def __enter__(self) -> "ControlServer":
+    def __enter__(self) -> ControlServer:
         return self.serve()
 
     def __exit__(self, *exc) -> None:

@@ -19,10 +19,10 @@ from pathlib import Path
 
 from stoker.fleet import commands as cmd
 from stoker.fleet.status_report import SCHEMA, running_status
-from stoker.library.catalog import ModelCatalog
-from stoker.gateway.server import GatewayConfig, GatewayError, bind_sockets
-from stoker.gateway.process import GatewayProcess, RemoteRoutes
 from stoker.fleet.supervisor import Supervisor
+from stoker.gateway.process import GatewayProcess, RemoteRoutes
+from stoker.gateway.server import GatewayConfig, GatewayError, bind_sockets
+from stoker.library.catalog import ModelCatalog
 
 __all__ = ["Instance", "GatewayError", "gateway_port"]
 
@@ -87,7 +87,7 @@ class Instance:
         self._tray_shown = tray_shown
         self._on_stop = on_stop or (lambda: self.supervisor.submit(cmd.Shutdown()))
 
-    def start(self) -> "Instance":
+    def start(self) -> Instance:
         self.catalog.refresh()
         self.gateway.start()  # the gateway process imports while the supervisor starts
         self.supervisor.start()

@@ -14,19 +14,26 @@ import dataclasses
 import logging
 import threading
 import time
-from secrets import token_urlsafe
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from secrets import token_urlsafe
 
 from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
 from stoker.engines.kind import EngineKind, engine_kind_for
+from stoker.fleet.supervisor import AttemptContext, EngineHealth, ExitDecision, PreparationRefused, PreparedLaunch
 from stoker.library.model_ids import model_kind
 from stoker.planning.overrides import ModelOverrides
-from stoker.planning.pipeline import (DRAFT_SUFFIX, EngineChoice, auto_drafter, load_settings,
-                                   memory_for_models, plan_model, policy_from_settings, projector_of)
-from stoker.fleet.supervisor import (AttemptContext, EngineHealth, ExitDecision, PreparationRefused,
-                                  PreparedLaunch)
+from stoker.planning.pipeline import (
+    DRAFT_SUFFIX,
+    EngineChoice,
+    auto_drafter,
+    load_settings,
+    memory_for_models,
+    plan_model,
+    policy_from_settings,
+    projector_of,
+)
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +151,8 @@ class RealPreparer:
 
     @staticmethod
     def _ledger_store():
-        from stoker.fleet.ledger import LedgerStore
         from stoker.base.paths import stoker_paths
+        from stoker.fleet.ledger import LedgerStore
 
         return LedgerStore.in_data_dir(stoker_paths().data)
 
@@ -175,9 +182,9 @@ class RealPreparer:
     # -- steps
 
     def choose_model(self, model_path: str | None) -> Path:
-        from stoker.library.models import resolve_model
         from stoker.base.paths import stoker_paths
         from stoker.base.store import SettingsStore
+        from stoker.library.models import resolve_model
 
         if model_path is None:
             last = SettingsStore(stoker_paths().config).load().last_model
@@ -192,9 +199,9 @@ class RealPreparer:
         its reason: falling back is only for builds Stoker chose itself. `engine_choice`
         says afterwards which build runs and why."""
         from stoker.cli import UserError
-        from stoker.fleet.quarantine import choose_build
         from stoker.engines.find import discover_engines
         from stoker.fleet.ledger import binary_identity
+        from stoker.fleet.quarantine import choose_build
 
         builds = discover_engines(self.engine) if self.engine else discover_engines()
         self._missing_runtime = tuple(b for b in builds if b.status == "missing-library")
@@ -296,12 +303,12 @@ class RealPreparer:
         return float(minutes * 60) if isinstance(minutes, int) and minutes > 0 else None
 
     def _prepare(self, model_path: str | None, attempt: AttemptContext):
-        from stoker.planning.plan import PlanRefusal
-        from stoker.library.gguf_io import load_summary
-        from stoker.fleet.ledger import binary_identity
         from stoker.base.paths import stoker_paths
-        from stoker.planning.probe import probe_machine
         from stoker.base.store import OverridesStore
+        from stoker.fleet.ledger import binary_identity
+        from stoker.library.gguf_io import load_summary
+        from stoker.planning.plan import PlanRefusal
+        from stoker.planning.probe import probe_machine
 
         paths = stoker_paths()
         settings = self._settings()
@@ -381,9 +388,9 @@ class RealPreparer:
         """ds4 and sd-server: each kind's own shell module prepares its launch (stoker/engines/ds4_files.py,
         stoker/engines/sd_files.py) on this machine, with the memory the other resident engines hold
         added back, as a llama-server plan is."""
-        from stoker.planning.probe import probe_machine
         from stoker.base.paths import stoker_paths
         from stoker.base.store import OverridesStore
+        from stoker.planning.probe import probe_machine
 
         if attempt.overrides is not None:
             saved = attempt.overrides
@@ -402,8 +409,8 @@ class RealPreparer:
 
             return prepare_ds4_launch(str(model), attempt, machine=machine, overrides=overrides,
                                       idle_timeout_s=idle)
-        from stoker.planning.planner import machine_budgets
         from stoker.engines.sd_files import prepare_image_launch
+        from stoker.planning.planner import machine_budgets
 
         policy = policy_from_settings(settings)
         planned = memory_for_models(machine, policy, settings, dict(attempt.held_bytes),

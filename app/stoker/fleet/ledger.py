@@ -12,8 +12,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stoker.fleet.quarantine import Ledger, ledger_from_json, ledger_to_json
 from stoker.base.store import read_json, write_json_atomic
+from stoker.fleet.quarantine import Ledger, ledger_from_json, ledger_to_json
 
 FILE_NAME = "quarantine.json"
 
@@ -23,7 +23,7 @@ class LedgerStore:
         self.path = Path(path)
 
     @classmethod
-    def in_data_dir(cls, data_dir: Path | str) -> "LedgerStore":
+    def in_data_dir(cls, data_dir: Path | str) -> LedgerStore:
         return cls(Path(data_dir) / FILE_NAME)
 
     def load(self) -> tuple[Ledger, tuple[str, ...]]:

@@ -13,8 +13,8 @@ Pure ledger operations with the clock passed in; app/stoker/fleet/ledger.py keep
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
-from typing import Iterable, Mapping
 
 STRIKES_TO_QUARANTINE = 3
 STRIKE_WINDOW_S = 600.0
@@ -104,7 +104,7 @@ def lift(ledger: Ledger, build_id: str) -> Ledger:
 
 
 def _build_id(build) -> str:
-    return getattr(build, "id", None) or getattr(build, "build_id")
+    return getattr(build, "id", None) or build.build_id
 
 
 def fallback_order(builds: Iterable) -> tuple:

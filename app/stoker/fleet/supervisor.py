@@ -58,26 +58,45 @@ from typing import Protocol
 
 import httpx
 
-from stoker.fleet import commands as cmd
-from stoker.fleet.commands import EnsureResult, Route
+from stoker.base.paths import storage_sentence
+from stoker.diagnosis.incidents import IncidentLog
 from stoker.engines.ds4_launch import Ds4Plan, ds4_summary_line
+from stoker.engines.health import probe_health
 from stoker.engines.kind import EngineKind, describe, failure_of_line, is_ready_status, progress_text
 from stoker.engines.launch_spec import LaunchSpec
+from stoker.engines.process import EngineProcess, free_loopback_port, host_os
+from stoker.engines.sd_server import ImagePlan
+from stoker.fleet import commands as cmd
+from stoker.fleet.commands import EnsureResult, Route
 from stoker.fleet.lifecycle import (
-    BecameReady, EngineExit, Exited, Finish, Kill, LifecycleState, Publish, RecordIncident,
-    RestartRequested, RetryDue, ScheduleRetry, ShutdownRequested, Spawn, Spawned, SpawnFailed,
-    StartRequested, StartupTimedOut, StopRequested, StoppedClean, Unresponsive, step)
-from stoker.planning.overrides import ModelOverrides
-from stoker.planning.plan import LaunchPlan, plan_summary_line
+    BecameReady,
+    EngineExit,
+    Exited,
+    Finish,
+    Kill,
+    LifecycleState,
+    Publish,
+    RecordIncident,
+    RestartRequested,
+    RetryDue,
+    ScheduleRetry,
+    ShutdownRequested,
+    Spawn,
+    Spawned,
+    SpawnFailed,
+    StartRequested,
+    StartupTimedOut,
+    StoppedClean,
+    StopRequested,
+    Unresponsive,
+    step,
+)
 from stoker.fleet.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.fleet.restart import RestartPolicy
-from stoker.engines.sd_server import ImagePlan
 from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
-from stoker.engines.health import probe_health
-from stoker.diagnosis.incidents import IncidentLog
-from stoker.base.paths import storage_sentence
-from stoker.engines.process import EngineProcess, free_loopback_port, host_os
 from stoker.gateway.routes import Routes
+from stoker.planning.overrides import ModelOverrides
+from stoker.planning.plan import LaunchPlan, plan_summary_line
 
 log = logging.getLogger(__name__)
 
@@ -286,7 +305,7 @@ class Supervisor:
 
     # ------------------------------------------------------------------ public API
 
-    def start(self) -> "Supervisor":
+    def start(self) -> Supervisor:
         if self._thread is not None:
             raise RuntimeError("the supervisor is already running")
         self._thread = threading.Thread(target=self._run, name="stoker-supervisor", daemon=True)
@@ -364,7 +383,7 @@ class Supervisor:
                 self._watch_workers()
                 if self._shutting_down and all(e.state.finished for e in self._engines.values()):
                     self._finished = True
-        except Exception:  # noqa: BLE001 - never leave an engine running behind a dead thread
+        except Exception:
             log.exception("the supervisor thread failed; stopping the engines")
             raise
         finally:
@@ -415,7 +434,7 @@ class Supervisor:
         if choose is not None:
             try:
                 path = str(choose(model_path))
-            except Exception:  # noqa: BLE001 - the preparer refuses it again, with its sentence
+            except Exception:
                 path = model_path
         if path and os.path.exists(path):
             return os.path.realpath(path)
@@ -707,7 +726,7 @@ class Supervisor:
     def _call(answer: Callable[[EnsureResult], None], result: EnsureResult) -> None:
         try:
             answer(result)
-        except Exception:  # noqa: BLE001 - a waiter's callback must not stop the supervisor
+        except Exception:
             log.exception("an EnsureModel callback failed")
 
     def _drop_stopped(self) -> None:
@@ -738,7 +757,7 @@ class Supervisor:
         if self._name_model is not None and key:
             try:
                 ident = self._name_model(key)
-            except Exception:  # noqa: BLE001
+            except Exception:
                 ident = None
             if ident:
                 return ident
@@ -821,7 +840,7 @@ class Supervisor:
                 return
             try:
                 status = e.probe.result()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 status = None
             e.probe = None
             if is_ready_status(e.launch.kind, status):
@@ -898,7 +917,7 @@ class Supervisor:
             model_id=self._model_id(e.key) if e.key and self._name_model is not None else None)
         try:
             prepared = self._preparer(e.key or None, context)
-        except Exception as exc:  # noqa: BLE001 - a preparer bug must read as a failed start
+        except Exception as exc:
             log.exception("preparing the launch failed")
             prepared = PreparationRefused(e.key or None, f"preparing the launch failed: {exc}")
         self._refresh_health()
@@ -940,7 +959,7 @@ class Supervisor:
             try:
                 proc.stop(grace_s=grace)
                 e.last_exit = proc.exit_report(self._clock())
-            except Exception:  # noqa: BLE001 - the reaper is the second line of defence
+            except Exception:
                 log.exception("stopping the engine (pid %s) failed", proc.pid)
 
         e.stopper = threading.Thread(target=stop, name=f"stoker-stop-{proc.pid}", daemon=True)
@@ -983,7 +1002,7 @@ class Supervisor:
             return ExitDecision()
         try:
             return hook(e.launch, incident, report) or ExitDecision()
-        except Exception:  # noqa: BLE001 - a hook bug must not lose the exit
+        except Exception:
             log.exception("the preparer's after_exit failed")
             return ExitDecision()
 
@@ -998,7 +1017,7 @@ class Supervisor:
         if hook is not None:
             try:
                 hook(launch, lines)
-            except Exception:  # noqa: BLE001 - measuring is a bonus; the engine is READY anyway
+            except Exception:
                 log.exception("the preparer's after_ready failed")
 
     def _use_worker_again(self, endpoint: str) -> None:
@@ -1010,7 +1029,7 @@ class Supervisor:
         if hook is not None:
             try:
                 keys = tuple(hook(endpoint) or ())
-            except Exception:  # noqa: BLE001 - the offer stays; the log says why
+            except Exception:
                 log.exception("the preparer's readmit_worker failed")
         for path in keys:
             engine = self._engines.get(self._key_for(path))  # the preparer's path, resolved as keys are
@@ -1043,7 +1062,7 @@ class Supervisor:
             return
         try:
             self._health = hook() or EngineHealth()
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("the preparer's engine_health failed")
 
     def _publish(self) -> None:
@@ -1101,7 +1120,7 @@ class Supervisor:
     def _deliver(callback: Subscriber, snap: AppSnapshot) -> None:
         try:
             callback(snap)
-        except Exception:  # noqa: BLE001 - one bad subscriber must not stop the supervisor
+        except Exception:
             log.exception("a snapshot subscriber failed")
 
 
@@ -1247,7 +1266,7 @@ def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None):
                 if kind is not None:
                     return diagnosis.incident_of_kind(kind, report, line)
         return diagnosis.classify_exit(report)
-    except Exception:  # noqa: BLE001 - diagnosis is another module; never lose the incident
+    except Exception:
         log.warning("classify_exit failed; recording a plain incident", exc_info=True)
         return None
 
@@ -1278,7 +1297,7 @@ def _blocker_for(incident, ex: EngineExit, launch: PreparedLaunch | None,
     name = Path(model_path).name.removesuffix(".gguf") if model_path else None
     try:
         return blocker_from_incident(incident, name, ex.phase, launch.backend if launch else None)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.warning("could not turn an incident into a blocker", exc_info=True)
         return None
 

@@ -27,16 +27,32 @@ import time
 from collections.abc import Callable, Hashable
 
 from stoker.fleet import commands as cmd
-from stoker.library.model_ids import Catalog
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.fleet.status_report import running_status
-from stoker.gateway.server import Gateway, GatewayConfig, GatewayError
-from stoker.gateway.link import (CatalogChanged, CloseIfIdle, CommandWanted, EnsureAnswered,
-                                       EnsureWanted, Hello, IdleAnswer, KeyChanged, LinkClosed,
-                                       Listening, Outbox, read_frame, RescanWanted, Rescanned,
-                                       RouteClosed, RouteOpened, Shutdown, SnapshotChanged,
-                                       UsageChanged)
+from stoker.gateway.link import (
+    CatalogChanged,
+    CloseIfIdle,
+    CommandWanted,
+    EnsureAnswered,
+    EnsureWanted,
+    Hello,
+    IdleAnswer,
+    KeyChanged,
+    LinkClosed,
+    Listening,
+    Outbox,
+    Rescanned,
+    RescanWanted,
+    RouteClosed,
+    RouteOpened,
+    Shutdown,
+    SnapshotChanged,
+    UsageChanged,
+    read_frame,
+)
 from stoker.gateway.routes import Routes
+from stoker.gateway.server import Gateway, GatewayConfig, GatewayError
+from stoker.library.model_ids import Catalog
 
 log = logging.getLogger("stoker.gateway")
 

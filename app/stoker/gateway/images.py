@@ -17,13 +17,18 @@ import logging
 
 from aiohttp import ClientConnectionError, web
 
-from stoker.fleet import commands as cmd
 from stoker.engines.kind import describe
+from stoker.engines.sd_server import (
+    ImageModel,
+    ImageRequestError,
+    openai_to_txt2img,
+    plan_image_launch,
+    txt2img_to_openai,
+)
+from stoker.fleet import commands as cmd
+from stoker.fleet.snapshot import EngineState
 from stoker.gateway.rules import IMAGES_GENERATIONS
 from stoker.library.model_ids import CatalogEntry, ModelKind
-from stoker.engines.sd_server import ImageModel, ImageRequestError, openai_to_txt2img, plan_image_launch, \
-    txt2img_to_openai
-from stoker.fleet.snapshot import EngineState
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +82,7 @@ async def serve_image_request(gw, request: web.Request, path: str, body: bytes,
         try:
             upstream = await gw._session.post(route.endpoint + call.path, json=call.body)
             reply = await upstream.read()
-        except (ClientConnectionError, asyncio.TimeoutError):
+        except (TimeoutError, ClientConnectionError):
             sentence = await gw._incident_for(route)
             return gw._error(path, 502, f"the image engine stopped before the render finished: {sentence}",
                              request=request)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from typing import BinaryIO
 
 from stoker.fleet.commands import EnsureResult, Route
-from stoker.library.model_ids import Catalog
 from stoker.fleet.snapshot import AppSnapshot
+from stoker.library.model_ids import Catalog
 
 log = logging.getLogger(__name__)
 

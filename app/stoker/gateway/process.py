@@ -25,20 +25,37 @@ from collections.abc import Callable, Hashable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from stoker.fleet import commands as cmd
-from stoker.library.model_ids import Catalog
-from stoker.fleet.snapshot import AppSnapshot
-from stoker.gateway.server import GatewayConfig, GatewayError
-from stoker.gateway.link import (CatalogChanged, CloseIfIdle, CommandWanted, EnsureAnswered,
-                                       EnsureWanted, Hello, IdleAnswer, KeyChanged, LinkClosed, Listening,
-                                       Outbox, read_frame, RescanWanted, Rescanned, RouteClosed, RouteOpened,
-                                       Shutdown, SnapshotChanged, UsageChanged)
-from stoker.gateway.routes import Routes
 from stoker.base.secrets import on_api_key_change
+from stoker.fleet import commands as cmd
+from stoker.fleet.snapshot import AppSnapshot
+from stoker.gateway.link import (
+    CatalogChanged,
+    CloseIfIdle,
+    CommandWanted,
+    EnsureAnswered,
+    EnsureWanted,
+    Hello,
+    IdleAnswer,
+    KeyChanged,
+    LinkClosed,
+    Listening,
+    Outbox,
+    Rescanned,
+    RescanWanted,
+    RouteClosed,
+    RouteOpened,
+    Shutdown,
+    SnapshotChanged,
+    UsageChanged,
+    read_frame,
+)
+from stoker.gateway.routes import Routes
+from stoker.gateway.server import GatewayConfig, GatewayError
+from stoker.library.model_ids import Catalog
 
 if TYPE_CHECKING:  # annotations only: the instance builds both and hands them over
-    from stoker.library.catalog import ModelCatalog
     from stoker.fleet.supervisor import Supervisor
+    from stoker.library.catalog import ModelCatalog
 
 log = logging.getLogger(__name__)
 
@@ -193,7 +210,7 @@ class GatewayProcess:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> "GatewayProcess":
+    def start(self) -> GatewayProcess:
         self._key = self._safe_key()
         self._spawn()
         self._cleanups.append(self._sup.subscribe(self._on_snapshot))
@@ -236,7 +253,7 @@ class GatewayProcess:
     def _safe_key(self) -> str | None:
         try:
             return self._read_key()
-        except Exception:  # noqa: BLE001 - a broken keyring reads as "no key", logged
+        except Exception:
             log.warning("could not read the API key from the keyring", exc_info=True)
             return None
 
@@ -352,7 +369,7 @@ class GatewayProcess:
     def _rescan(self, outbox: Outbox, asked: int) -> None:
         try:
             catalog = self._catalog.refresh()
-        except Exception:  # noqa: BLE001 - the gateway still answers 404 with what it knows
+        except Exception:
             log.warning("the model rescan failed", exc_info=True)
             catalog = self._catalog.current
         outbox.put(Rescanned(asked, catalog))

@@ -36,13 +36,23 @@ from typing import TYPE_CHECKING
 from aiohttp import ClientConnectionError, ClientSession, ClientTimeout, TCPConnector, web
 
 from stoker.fleet import commands as cmd
-from stoker.gateway.rules import (ANTHROPIC_PATHS, ANY_MODEL, OPEN_PATHS, PASS_THROUGH,
-                                       error_body, host_allowed, key_matches, origin_allowed,
-                                       requested_model, unknown_model_message, wrong_kind_message)
-from stoker.library.model_ids import CatalogEntry, ModelKind
 from stoker.fleet.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
+from stoker.gateway.rules import (
+    ANTHROPIC_PATHS,
+    ANY_MODEL,
+    OPEN_PATHS,
+    PASS_THROUGH,
+    error_body,
+    host_allowed,
+    key_matches,
+    origin_allowed,
+    requested_model,
+    unknown_model_message,
+    wrong_kind_message,
+)
+from stoker.library.model_ids import CatalogEntry, ModelKind
 
 if TYPE_CHECKING:  # the mirrors import this module
     from stoker.gateway.child import CatalogMirror, SupervisorMirror
@@ -150,7 +160,7 @@ class Gateway:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self) -> "Gateway":
+    def start(self) -> Gateway:
         if not self._sockets:
             self._sockets = bind_sockets(self._config.port, self._config.hosts)
         self.port = self._sockets[0].getsockname()[1]
@@ -175,7 +185,7 @@ class Gateway:
         asyncio.set_event_loop(loop)
         try:
             loop.run_until_complete(self._main())
-        except Exception:  # noqa: BLE001
+        except Exception:
             log.exception("the gateway stopped")
         finally:
             loop.close()
@@ -360,7 +370,7 @@ class Gateway:
             try:
                 upstream = await self._session.request(request.method, url, headers=headers,
                                                        data=body if body else None)
-            except (ClientConnectionError, asyncio.TimeoutError) as exc:
+            except (TimeoutError, ClientConnectionError) as exc:
                 return await self._crashed(request, path, route, exc)
             ctype = upstream.headers.get("Content-Type", "")
             out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in RESPONSE_DROP}
@@ -459,7 +469,7 @@ class Gateway:
             while True:
                 try:
                     seq = await asyncio.wait_for(q.get(), EVENT_KEEPALIVE_S)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     await resp.write(b": keep-alive\n\n")
                     continue
                 if seq is None:

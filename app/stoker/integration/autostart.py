@@ -16,9 +16,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-from stoker.integration.login_items import (APP_ID, DESKTOP_FILE_NAME, RUN_VALUE_NAME, Outcome, desktop_entry,
-                                     launch_agent_file_name, launch_agent_plist, launch_command,
-                                     launchctl_argv, run_key_value)
+from stoker.integration.login_items import (
+    APP_ID,
+    DESKTOP_FILE_NAME,
+    RUN_VALUE_NAME,
+    Outcome,
+    desktop_entry,
+    launch_agent_file_name,
+    launch_agent_plist,
+    launch_command,
+    launchctl_argv,
+    run_key_value,
+)
 
 RUN_KEY = r"Software\Microsoft\Windows\CurrentVersion\Run"
 

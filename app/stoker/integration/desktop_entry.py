@@ -19,10 +19,10 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from stoker.base.paths import stoker_paths
+from stoker.integration.autostart import tray_command
 from stoker.integration.login_items import DESKTOP_FILE_NAME, desktop_entry, launcher_icon_files
 from stoker.resources import APP_ICON_NAME, APP_ICON_SIZES, read_resource
-from stoker.integration.autostart import tray_command
-from stoker.base.paths import stoker_paths
 
 RECORD_NAME = "desktop-install.json"
 RECORD_SCHEMA = 1

@@ -69,7 +69,7 @@ def desktop_entry(command: tuple[str, ...] | list[str], *, icon: str = "stoker",
                   autostart: bool = False) -> str:
     """A freedesktop Desktop Entry: the launcher's (autostart False) or the login one."""
     lines = ["[Desktop Entry]", "Type=Application", f"Name={APP_NAME}",
-             f"GenericName=Local model server", f"Comment={COMMENT}",
+             "GenericName=Local model server", f"Comment={COMMENT}",
              f"Exec={exec_line(command)}", f"Icon={icon}", "Terminal=false",
              "Categories=Utility;", "StartupNotify=false",
              "Keywords=llama;llm;gguf;model;"]

@@ -8,8 +8,9 @@ It must not open files or import gguf; unknown facts are `None`, never 0.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Mapping, Union
+from typing import Union
 
 from stoker.library.image_parts import image_part_of
 

@@ -23,18 +23,17 @@ from pathlib import Path
 
 import httpx2
 from huggingface_hub import HfApi, constants, get_token, hf_hub_url
-from huggingface_hub.errors import (GatedRepoError, HfHubHTTPError, RepositoryNotFoundError,
-                                    RevisionNotFoundError)
+from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError, RevisionNotFoundError
 from huggingface_hub.file_download import get_hf_file_metadata, http_get
 from huggingface_hub.utils import build_hf_headers, disable_progress_bars, get_session
 
-from stoker.library.gguf_summary import ModelSummary, summarise
-from stoker.library.store_layouts import ModelOrigin, hf_folder_of_repo
-from stoker.library.quant_choice import QuantOption, RemoteFile
 from stoker.errors import UserError
 from stoker.library.gguf_io import GGUFError, join_split_headers, read_header_stream
-from stoker.library.stores import roots_here
+from stoker.library.gguf_summary import ModelSummary, summarise
 from stoker.library.pull_record import PulledFile, PullRecord
+from stoker.library.quant_choice import QuantOption, RemoteFile
+from stoker.library.store_layouts import ModelOrigin, hf_folder_of_repo
+from stoker.library.stores import roots_here
 
 DISK_MARGIN_BYTES = 256 << 20  # left free after the download: a full disk breaks more than Stoker
 

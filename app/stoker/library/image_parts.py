@@ -11,8 +11,8 @@ Pure: it is given names, never files.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from enum import Enum
-from typing import Iterable
 
 
 class ImagePart(str, Enum):

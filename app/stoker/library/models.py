@@ -19,11 +19,12 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from stoker.library.store_layouts import PROJECTOR_RE, SPLIT_RE, ModelOrigin, is_projector_name
-from stoker.engines.find import read_setting
-from stoker.library.stores import StoreModel, scan_stores
 from stoker.base.paths import stoker_paths
-from stoker.engines.setup import DEMO_MODEL_NAME  # noqa: F401  (resolve_model's default; re-exported)
+from stoker.engines.find import read_setting
+from stoker.engines.setup import DEMO_MODEL_NAME
+from stoker.library.store_layouts import PROJECTOR_RE, SPLIT_RE, ModelOrigin, is_projector_name
+from stoker.library.stores import StoreModel, scan_stores
+
 MAX_DEPTH = 4  # LM Studio style trees are publisher/repo/file.gguf; deeper is not a model folder
 
 _SPLIT_RE = SPLIT_RE

@@ -12,14 +12,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from stoker.planning.machine import Machine
-from stoker.library.store_layouts import HFReference
-from stoker.planning.planner import PlanPolicy, plan_launch
-from stoker.library.quant_choice import (FitVerdict, QuantOption, QuantPick, pick_quant, quant_options,
-                                      verdict_from_size, verdict_of_plan)
 from stoker.errors import UserError
 from stoker.library import hf_hub
 from stoker.library.gguf_io import GGUFError
+from stoker.library.quant_choice import (
+    FitVerdict,
+    QuantOption,
+    QuantPick,
+    pick_quant,
+    quant_options,
+    verdict_from_size,
+    verdict_of_plan,
+)
+from stoker.library.store_layouts import HFReference
+from stoker.planning.machine import Machine
+from stoker.planning.planner import PlanPolicy, plan_launch
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-from stoker.planning.machine import Machine
 from stoker.library.store_layouts import is_projector_name, quant_of, quant_rank, split_of
+from stoker.planning.machine import Machine
 from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.planner import PlanPolicy, gib, machine_budgets
 

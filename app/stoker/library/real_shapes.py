@@ -33,7 +33,6 @@ def _fit(qtype: Q, ne0: int) -> Q:
 
 from stoker.library.gguf_write import Typed, write_header_only_gguf, write_vocab_heavy_gguf
 
-
 # ---- real-shape models ----------------------------------------------------------------
 
 def _more_bits(i: int, n: int) -> bool:

@@ -13,10 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from stoker.library.store_layouts import ModelOrigin, may_delete
+from stoker.base.store import SettingsStore
 from stoker.library.models import ModelFile
 from stoker.library.pull_record import PullRecord
-from stoker.base.store import SettingsStore
+from stoker.library.store_layouts import ModelOrigin, may_delete
 
 
 @dataclass(frozen=True)

@@ -126,7 +126,7 @@ class _Seen:
         return True
 
 
-_scans: dict[tuple, tuple[_Seen, "StoreScan"]] = {}
+_scans: dict[tuple, tuple[_Seen, StoreScan]] = {}
 _seen = threading.local()
 
 

@@ -17,10 +17,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from stoker.engines.engine_log import EngineMemoryReport
-from stoker.planning.measured import MeasuredKey, MeasuredMemory, MeasuredPoint, fit_line, kv_cells
 from stoker.base.paths import stoker_paths
 from stoker.base.store import read_json, write_json_atomic
+from stoker.engines.engine_log import EngineMemoryReport
+from stoker.planning.measured import MeasuredKey, MeasuredMemory, MeasuredPoint, fit_line, kv_cells
 
 # 2: points carry the analytic estimate beside the engine's bytes. Schema-1 points lack it and
 # cannot calibrate anything, so a schema-1 file is dropped whole (the next launches re-measure).
@@ -104,7 +104,7 @@ def record_launch(model_path, binary, plan, report: EngineMemoryReport) -> int:
     mid, bid = model_identity(model_path), build_identity(binary)
     settings = _settings(plan)
     analytic = {a.name: a for a in getattr(plan, "analytic_devices", ()) or ()}
-    ctx = report.n_ctx or int(getattr(plan, "ctx"))
+    ctx = report.n_ctx or int(plan.ctx)
     cells = kv_cells(ctx, settings["slots"], settings["kv_unified"])
     entries = _load_valid()
     mpath, bpath = str(Path(model_path).resolve()), str(Path(binary).resolve())

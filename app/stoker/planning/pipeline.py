@@ -16,11 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from stoker.fleet.residency import budget_machine
 from stoker.planning.machine import Machine
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import Decision, LaunchPlan, PlanRefusal
 from stoker.planning.planner import GIB, PlanPolicy, plan_launch
-from stoker.fleet.residency import budget_machine
 
 log = logging.getLogger(__name__)
 
@@ -89,9 +89,9 @@ def broken_drafters_for(build_id: str | None, binary: str | None) -> frozenset:
     """Drafter paths the ledger marks broken with this build (empty without a build)."""
     if not build_id or not binary:
         return frozenset()
-    from stoker.fleet.quarantine import is_drafter_broken
-    from stoker.fleet.ledger import LedgerStore, binary_identity
     from stoker.base.paths import stoker_paths
+    from stoker.fleet.ledger import LedgerStore, binary_identity
+    from stoker.fleet.quarantine import is_drafter_broken
 
     ledger, _ = LedgerStore.in_data_dir(stoker_paths().data).load()
     identity = binary_identity(binary)

@@ -19,12 +19,12 @@ Pure: the machine, model and overrides come in as values; nothing is read or run
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Callable
 
+from stoker.library.gguf_summary import LayerBytes, ModelSummary
 from stoker.planning import memory as mem
 from stoker.planning import speed
-from stoker.library.gguf_summary import LayerBytes, ModelSummary
 from stoker.planning.machine import Machine
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import AnalyticMemory, Decision, DeviceMemory, DrafterChoice, LaunchPlan, PlanRefusal
@@ -654,7 +654,7 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
             r = fit(n, total(n, lo), shrink_k, shrink_v, spec_)
             notes.append(Decision(f"context {_tokens(lo)}",
                                   f"{_tokens(target)} tokens do not fit with {n} slot{'s' if n > 1 else ''}"
-                                  + (f" and every layer on the GPU" if resident else "")
+                                  + (" and every layer on the GPU" if resident else "")
                                   + f"; {_tokens(lo)} is the largest window that {why_fits}"))
             return r, notes, r
         return None, notes, last
@@ -751,7 +751,7 @@ def _worker_args(budgets: _Budgets, lay: _Layout) -> dict:
             "tensor_split": tuple(max(1, int(p // MIB)) for _, p in budgets.gpus)}
 
 
-def prompt_cache_mib(devices, host_pool: str, policy: "PlanPolicy") -> int:
+def prompt_cache_mib(devices, host_pool: str, policy: PlanPolicy) -> int:
     """--cache-ram for this plan: half the host pool's leftover, capped, 0 when small.
 
     llama-server keeps up to 8192 MiB of host RAM for its prompt cache by default, which
@@ -784,7 +784,7 @@ def _layers_text(model: ModelSummary, r: _Result) -> str:
     return "every layer on the GPU"
 
 
-def _trade_decision(model: ModelSummary, ev: "_Evaluator", free: _Result | None, kept: _Result,
+def _trade_decision(model: ModelSummary, ev: _Evaluator, free: _Result | None, kept: _Result,
                     bandwidths: dict) -> Decision | None:
     """What keeping every layer on the GPU cost, beside the plan that would have moved layers."""
     if free is None or _fully_on_gpu(free):

@@ -28,6 +28,7 @@ from pathlib import Path
 
 import psutil
 
+from stoker.base.paths import stoker_paths
 from stoker.planning.devices import (
     NVIDIA_SMI_QUERY,
     AmdGpu,
@@ -44,7 +45,6 @@ from stoker.planning.devices import (
     parse_rocminfo,
 )
 from stoker.planning.machine import Device, Machine
-from stoker.base.paths import stoker_paths
 
 LIST_DEVICES_TIMEOUT_S = 20
 VENDOR_TOOL_TIMEOUT_S = 5
@@ -303,10 +303,10 @@ def probe_workers(binary: Path | str, workers, *, use_cache: bool = True
     is back is asked afresh (`use_cache` False asks every worker). The names are renumbered
     RPC0, RPC1 … in the order given, as the engine numbers them for the whole `--rpc` list.
     """
-    from stoker.planning.devices import parse_list_devices
+    from stoker.base.store import read_json, write_json_atomic
     from stoker.engines.rpc import worker_of_device
     from stoker.engines.rpc_worker import reachable
-    from stoker.base.store import read_json, write_json_atomic
+    from stoker.planning.devices import parse_list_devices
 
     binary = Path(binary).expanduser()
     devices: list[Device] = []

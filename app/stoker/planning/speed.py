@@ -21,8 +21,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stoker.planning import memory as mem
 from stoker.library.gguf_summary import ModelSummary
+from stoker.planning import memory as mem
 from stoker.planning.machine import Device, Machine
 
 GB = 1_000_000_000

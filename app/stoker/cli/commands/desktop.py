@@ -7,7 +7,6 @@ data folder; the work is stoker.integration.desktop_entry, this only parses and 
 from __future__ import annotations
 
 import json
-import sys
 
 
 def add_arguments(parser) -> None:
@@ -19,7 +18,13 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from stoker.cli import UserError
-    from stoker.integration.desktop_entry import DesktopError, install_launcher, is_installed, read_record, uninstall_launcher
+    from stoker.integration.desktop_entry import (
+        DesktopError,
+        install_launcher,
+        is_installed,
+        read_record,
+        uninstall_launcher,
+    )
 
     if args.action == "status":
         record = read_record()

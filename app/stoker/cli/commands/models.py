@@ -56,10 +56,9 @@ def model_row(m, ident: str | None = None, kind: str | None = None) -> dict:
 
 
 def run(args) -> int:
-    from stoker.library.stores import scan_stores
-    from stoker.library.models import added_folders, library_folder, list_models
-
     from stoker.library.catalog import ModelCatalog
+    from stoker.library.models import added_folders, library_folder, list_models
+    from stoker.library.stores import scan_stores
 
     models = list_models(include_hidden=args.all)
     catalog = ModelCatalog()

@@ -117,15 +117,15 @@ def _engine_choice():
 
 
 def run(args) -> int:
+    from stoker.base.paths import stoker_paths
+    from stoker.base.store import OverridesStore, moved_aside_problems
     from stoker.cli import UserError
     from stoker.engines.argv import build_launch_spec
-    from stoker.planning.overrides import validate_overrides
-    from stoker.planning.plan import LaunchPlan
     from stoker.fleet.launcher import merge_overrides
     from stoker.library.models import resolve_model
-    from stoker.base.paths import stoker_paths
+    from stoker.planning.overrides import validate_overrides
     from stoker.planning.pipeline import EngineChoice, load_settings, plan_model
-    from stoker.base.store import OverridesStore, moved_aside_problems
+    from stoker.planning.plan import LaunchPlan
 
     overrides, errors = validate_overrides(overrides_from_args(args))
     if errors:
@@ -266,8 +266,8 @@ def _quote(a: str) -> str:
 def model_id_of(path: str) -> str:
     """The gateway's id for the model (the catalog's, so a collision suffix or a store's name
     is the same here as in `stoker models` and /v1/models)."""
-    from stoker.library.model_ids import base_id
     from stoker.library.catalog import ModelCatalog
+    from stoker.library.model_ids import base_id
 
     catalog = ModelCatalog((path,))
     catalog.refresh()

@@ -61,8 +61,8 @@ class ProgressPrinter:
 
 def run(args) -> int:
     from stoker.cli import UserError
-    from stoker.library.store_layouts import parse_hf_reference
     from stoker.library import pull as model_pull
+    from stoker.library.store_layouts import parse_hf_reference
 
     ref = parse_hf_reference(args.reference, args.file)
     if isinstance(ref, str):

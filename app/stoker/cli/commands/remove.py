@@ -20,8 +20,8 @@ def run(args) -> int:
     from pathlib import Path
 
     from stoker.cli import UserError
-    from stoker.library.removal import carry_out, plan_removal, unhide
     from stoker.library.models import find_model, list_models
+    from stoker.library.removal import carry_out, plan_removal, unhide
 
     models = list_models(with_summary=False, include_hidden=True)
     model = find_model(args.model, models)

@@ -18,8 +18,8 @@ import signal
 import sys
 import time
 
-from stoker.planning.overrides import KV_CACHE_TYPES, ModelOverrides
 from stoker.fleet.snapshot import AppSnapshot, EngineState
+from stoker.planning.overrides import KV_CACHE_TYPES, ModelOverrides
 
 
 def add_arguments(parser) -> None:
@@ -137,11 +137,11 @@ def _rpc_workers(args) -> tuple:
 
 
 def run(args) -> int:
+    from stoker.base.paths import stoker_paths, storage_sentence
     from stoker.cli import UserError
     from stoker.fleet.commands import Shutdown
     from stoker.fleet.instance import gateway_port
     from stoker.fleet.launcher import RealPreparer
-    from stoker.base.paths import stoker_paths, storage_sentence
 
     overrides = cli_overrides(args)
     if args.port is not None and not 0 <= args.port < 65536:
@@ -185,12 +185,12 @@ def run(args) -> int:
 
 
 def _run_headless(args, preparer, paths, holder: dict, stop_now: list) -> int:
+    from stoker.base.paths import storage_sentence
     from stoker.cli import UserError
+    from stoker.engines.process import reap_orphans
     from stoker.fleet.commands import Shutdown, StartModel
     from stoker.fleet.control import AlreadyRunning, ControlServer
     from stoker.fleet.instance import GatewayError, Instance, gateway_port
-    from stoker.base.paths import storage_sentence
-    from stoker.engines.process import reap_orphans
 
     def answer(req: dict) -> dict:
         instance = holder.get("instance")

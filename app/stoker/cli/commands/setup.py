@@ -14,8 +14,16 @@ import platform
 import sys
 from pathlib import Path
 
-from stoker.engines.builds import (ENGINE_BUILD, SD_VERSION, build_id, cmake_flags, detect_toolkits,
-                                 progress_steps_to_report, sd_build_id, sd_cmake_flags)
+from stoker.engines.builds import (
+    ENGINE_BUILD,
+    SD_VERSION,
+    build_id,
+    cmake_flags,
+    detect_toolkits,
+    progress_steps_to_report,
+    sd_build_id,
+    sd_cmake_flags,
+)
 
 BACKEND_CHOICES = ("auto", "cpu", "cuda", "rocm", "vulkan", "metal")
 
@@ -158,8 +166,8 @@ def run(args) -> int:
 
 def _measure_cpu_bandwidth(installed, model, reporter):
     """Measure this CPU's decode bandwidth once per installed build (cached; plans read it)."""
-    from stoker.planning.bandwidth import cached_cpu_bandwidth, measure_cpu_bandwidth
     from stoker.engines.find import BINARY_NAME
+    from stoker.planning.bandwidth import cached_cpu_bandwidth, measure_cpu_bandwidth
 
     if model is None:
         return None
@@ -178,8 +186,8 @@ def _measure_cpu_bandwidth(installed, model, reporter):
 
 
 def _run(args, reporter) -> int:
-    from stoker.cli import UserError
     from stoker.base.paths import stoker_paths
+    from stoker.cli import UserError
     from stoker.engines.setup import SetupError, fetch_demo_model, setup_engine
 
     paths = stoker_paths().ensure()
