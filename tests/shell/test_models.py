@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from stoker.cli import UserError, main
+from stoker.errors import UserError, main
 from stoker.library import models as md
 
 

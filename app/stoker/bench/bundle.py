@@ -76,7 +76,7 @@ def time_to_tray(command: list[str], timeout_s: float = 120.0) -> float:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.integration.autostart import tray_command
 
     if getattr(sys, "frozen", False):

@@ -207,7 +207,7 @@ def _as_json(res: BenchResult, show_held: bool) -> dict:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     directory = Path(args.corpus).expanduser() if args.corpus else CORPUS
     if not (directory / "labels.tsv").is_file():

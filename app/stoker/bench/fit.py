@@ -322,7 +322,7 @@ def run(args) -> int:
 
     from stoker.base.paths import stoker_paths
     from stoker.bench.memory import _engine_binary
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.library.gguf_io import load_summary
     from stoker.planning.memory_probe import run_probe
 

@@ -775,7 +775,7 @@ def print_report(out: dict) -> None:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     for name in ("iterations", "rounds", "streams", "tokens", "chunk_streams", "disconnects", "cold_runs"):
         if getattr(args, name) < 1:

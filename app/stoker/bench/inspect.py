@@ -42,7 +42,7 @@ def run(args) -> int:
     import gguf
 
     from stoker.base.paths import stoker_paths
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.library.gguf_io import GGUFError, clear_memory_cache, load_summary
 
     if args.runs < 1 or args.reader_runs < 1:

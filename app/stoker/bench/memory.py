@@ -254,7 +254,7 @@ def estimate(summary, ctx: int, slots: int, kv_type: str, unified: bool = False,
 
 
 def _engine_binary() -> str:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.find import discover_engines
 
     for b in discover_engines():
@@ -443,7 +443,7 @@ def render_table(rows: list[Row], summary: dict, notes: list[str]) -> str:
 
 def run(args) -> int:
     from stoker.base.paths import stoker_paths
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     paths = stoker_paths()
     binary = _engine_binary()

@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
 
 
 def _start(model: Path, overrides, workers, budget, timeout_s: float = 300):
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.rpc_worker import rpc_llama_server
     from stoker.fleet.commands import Shutdown, StartModel
     from stoker.fleet.launcher import RealPreparer
@@ -75,7 +75,7 @@ def _stop(sup) -> None:
 
 def run(args) -> int:
     from stoker.base.paths import stoker_paths
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.process import free_loopback_port
     from stoker.engines.rpc import RpcWorker, allocated_by_last_client
     from stoker.engines.rpc_worker import WorkerSupervisor, reachable, rpc_server_binary

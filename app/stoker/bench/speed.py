@@ -48,7 +48,7 @@ def predicted_tokens_per_s(summary, cpu_bytes_per_s: int | None, context_tokens:
 def run(args) -> int:
     from stoker.base.paths import stoker_paths
     from stoker.bench.memory import DEMO_FILE, _engine_binary, ensure_gemma
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.library.gguf_io import load_summary
     from stoker.planning.bandwidth import engine_decode_rate, measure_cpu_bandwidth
 

@@ -68,7 +68,7 @@ def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.planning.overrides import ModelOverrides
 
     if args.runs < 1:

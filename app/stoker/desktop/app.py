@@ -161,15 +161,6 @@ def display_available(env: dict | None = None) -> bool:
     return True
 
 
-def run_headless(model: str | None) -> int:
-    """Exactly `stoker run [MODEL] --headless`."""
-    from stoker.cli import build_parser
-    from stoker.cli.commands import run as run_command
-
-    args = build_parser(only="run").parse_args(["run", *([model] if model else []), "--headless"])
-    return int(run_command.run(args) or 0)
-
-
 def control_handler(stoker: StokerApp, instance) -> Callable[[dict], dict]:
     """Answers `stoker status / ps / load / unload / stop` like `stoker run` (the Instance's
     answers, with whether the icon shows), plus `show`, which a second `stoker` sends to
@@ -186,11 +177,11 @@ def control_handler(stoker: StokerApp, instance) -> Callable[[dict], dict]:
     return answer
 
 
-def run_tray(model: str | None = None, *, preparer=None,
-             headless: Callable[[], int] | None = None, port: int | None = None) -> int:
-    """`stoker` / `stoker tray` / `stoker run`: the tray app, or `headless()` (by default
-    exactly `stoker run MODEL --headless`) when no tray exists here."""
-    headless = headless or (lambda: run_headless(model))
+def run_tray(model: str | None = None, *, headless: Callable[[], int], preparer=None,
+             port: int | None = None) -> int:
+    """`stoker` / `stoker tray` / `stoker run`: the tray app, or `headless()` when no tray
+    exists here. The CLI passes `headless` (exactly `stoker run MODEL --headless`), so the
+    desktop never imports the CLI above it."""
     if not display_available():
         print(NO_TRAY_LINE, file=sys.stderr)
         return headless()

@@ -138,7 +138,7 @@ class RealPreparer:
 
     def __call__(self, model_path: str | None, attempt: AttemptContext
                  ) -> PreparedLaunch | PreparationRefused:
-        from stoker.cli import UserError
+        from stoker.errors import UserError
 
         try:
             return self._prepare(model_path, attempt)
@@ -198,7 +198,7 @@ class RealPreparer:
         vendor GPU, then Vulkan, then CPU). A named build that cannot run is refused with
         its reason: falling back is only for builds Stoker chose itself. `engine_choice`
         says afterwards which build runs and why."""
-        from stoker.cli import UserError
+        from stoker.errors import UserError
         from stoker.engines.find import discover_engines
         from stoker.fleet.ledger import binary_identity
         from stoker.fleet.quarantine import choose_build
@@ -436,7 +436,7 @@ class RealPreparer:
 
     def _rpc_build(self):
         """The llama-server that can take --rpc (`stoker setup --rpc`)."""
-        from stoker.cli import UserError
+        from stoker.errors import UserError
         from stoker.engines.find import discover_engines
         from stoker.engines.rpc_worker import rpc_llama_server
         from stoker.engines.setup import RPC_BUILD_ID

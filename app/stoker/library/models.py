@@ -273,7 +273,7 @@ def resolve_model(arg: str | None) -> Path:
     Names match with or without `.gguf`, case-insensitively. Raises `stoker.cli.UserError`
     with one sentence when nothing matches.
     """
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     if arg is None:
         demo = library_folder() / DEMO_MODEL_NAME

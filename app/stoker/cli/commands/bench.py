@@ -30,7 +30,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     try:
         module = importlib.import_module(f"stoker.bench.{args.bench}")

@@ -17,7 +17,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.integration.desktop_entry import (
         DesktopError,
         install_launcher,

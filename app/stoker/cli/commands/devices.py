@@ -40,7 +40,7 @@ def _default_engine() -> tuple[str | None, str | None]:
 
 
 def _load_machine(args):
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     if args.machine:
         from stoker.planning.machine import machine_from_json

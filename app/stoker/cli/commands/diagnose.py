@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
 
 
 def _parse_exit_code(text: str) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     try:
         return int(text, 0)
@@ -44,7 +44,7 @@ def _parse_exit_code(text: str) -> int:
 
 
 def _parse_signal(text: str) -> str:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.diagnosis.classify import signal_name
 
     t = text.strip().upper()
@@ -80,7 +80,7 @@ def read_log_tail(path: Path) -> tuple[str, ...]:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     path = Path(args.logfile)
     if not path.is_file():

@@ -105,7 +105,7 @@ def summary_rows(s: ModelSummary) -> list[tuple[str, str]]:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.library.gguf_io import GGUFError, load_summary
 
     path = Path(args.model).expanduser()

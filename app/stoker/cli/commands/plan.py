@@ -69,7 +69,7 @@ def _flag_name(sentence: str) -> str:
 
 
 def _load_machine(args, engine_binary: str | None):
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     if args.machine:
         from stoker.planning.machine import machine_from_json
@@ -89,7 +89,7 @@ def _load_machine(args, engine_binary: str | None):
 
 
 def _summary(path: str, what: str):
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.library.gguf_io import load_summary
 
     try:
@@ -103,7 +103,7 @@ def _summary(path: str, what: str):
 def _engine_choice():
     """(EngineChoice, binary for the argv, backend): the build a launch would choose (the one
     you named, else the best usable, quarantine respected), else the bare name on CPU."""
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.fleet.launcher import RealPreparer
     from stoker.planning.pipeline import EngineChoice
 
@@ -119,7 +119,7 @@ def _engine_choice():
 def run(args) -> int:
     from stoker.base.paths import stoker_paths
     from stoker.base.store import OverridesStore, moved_aside_problems
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.argv import build_launch_spec
     from stoker.fleet.launcher import merge_overrides
     from stoker.library.models import resolve_model

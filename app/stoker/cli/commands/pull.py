@@ -60,7 +60,7 @@ class ProgressPrinter:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.library import pull as model_pull
     from stoker.library.store_layouts import parse_hf_reference
 

@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.library.models import find_model, list_models
     from stoker.library.removal import carry_out, plan_removal, unhide
 

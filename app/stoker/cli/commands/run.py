@@ -47,7 +47,7 @@ def add_arguments(parser) -> None:
 
 
 def cli_overrides(args) -> ModelOverrides | None:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     if args.ctx is not None and args.ctx < 256:
         raise UserError(f"--ctx {args.ctx} is too small; give at least 256 tokens.")
@@ -115,7 +115,7 @@ class StatePrinter:
 
 
 def _memory_budget_bytes(args) -> int | None:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     if args.memory_budget is None:
         return None
@@ -125,7 +125,7 @@ def _memory_budget_bytes(args) -> int | None:
 
 
 def _rpc_workers(args) -> tuple:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.rpc import parse_workers
 
     if not args.rpc:
@@ -138,7 +138,7 @@ def _rpc_workers(args) -> tuple:
 
 def run(args) -> int:
     from stoker.base.paths import stoker_paths, storage_sentence
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.fleet.commands import Shutdown
     from stoker.fleet.instance import gateway_port
     from stoker.fleet.launcher import RealPreparer
@@ -186,7 +186,7 @@ def run(args) -> int:
 
 def _run_headless(args, preparer, paths, holder: dict, stop_now: list) -> int:
     from stoker.base.paths import storage_sentence
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.process import reap_orphans
     from stoker.fleet.commands import Shutdown, StartModel
     from stoker.fleet.control import AlreadyRunning, ControlServer

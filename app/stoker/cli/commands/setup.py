@@ -152,7 +152,7 @@ def _interrupt_on_sigterm() -> None:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
 
     _interrupt_on_sigterm()
     reporter = JsonReporter() if args.json_progress else TerminalReporter()
@@ -187,7 +187,7 @@ def _measure_cpu_bandwidth(installed, model, reporter):
 
 def _run(args, reporter) -> int:
     from stoker.base.paths import stoker_paths
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.setup import SetupError, fetch_demo_model, setup_engine
 
     paths = stoker_paths().ensure()
@@ -282,7 +282,7 @@ def _run(args, reporter) -> int:
 
 def _setup_rpc(args, paths, jobs: int, reporter):
     """The RPC build (rpc-server + an engine that takes --rpc); None when interrupted."""
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.setup import RPC_BUILD_ID, SetupError, setup_rpc
 
     flags = cmake_flags("cpu", platform.system(), native=args.native)
@@ -305,7 +305,7 @@ def _setup_image(args, backends, paths, jobs, reporter):
 
     A GPU image build that fails in auto mode is reported and skipped like a GPU llama-server
     build; the CPU one must succeed."""
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.setup import SetupError, setup_image_engine
 
     installed, failures = [], []

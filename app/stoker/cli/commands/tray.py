@@ -3,6 +3,9 @@ when this desktop has no system tray. The work is in app/stoker/desktop/app.py; 
 
 from __future__ import annotations
 
+from stoker.cli import build_parser
+from stoker.cli.commands import run as run_command
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("model", nargs="?", metavar="MODEL",
@@ -14,8 +17,16 @@ def add_arguments(parser) -> None:
                              "0: any free port)")
 
 
-def run(args) -> int:
-    from stoker.desktop.app import run_tray  # Qt is imported only for this command
+def run_headless(model: str | None) -> int:
+    """Exactly `stoker run [MODEL] --headless`: the tray's fallback where no tray exists."""
+    args = build_parser(only="run").parse_args(["run", *([model] if model else []), "--headless"])
+    return int(run_command.run(args) or 0)
 
-    return run_tray(getattr(args, "model_opt", None) or getattr(args, "model", None),
-                    port=getattr(args, "port", None))
+
+def run(args) -> int:
+    # Lazy for start-up time: Qt (PySide6) is imported only for this command, not for every
+    # `stoker` subcommand that parses its arguments.
+    from stoker.desktop.app import run_tray
+
+    model = getattr(args, "model_opt", None) or getattr(args, "model", None)
+    return run_tray(model, headless=lambda: run_headless(model), port=getattr(args, "port", None))

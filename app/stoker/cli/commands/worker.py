@@ -35,7 +35,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.cli import UserError
+    from stoker.errors import UserError
     from stoker.engines.rpc_worker import WorkerSupervisor, rpc_server_binary
 
     if not 0 < args.port < 65536:
