@@ -46,7 +46,7 @@ PURE = frozenset({
     "stoker.planning.machine",
     "stoker.planning.measured",
     "stoker.planning.memory",
-    "stoker.planning.overrides",
+    "stoker.base.overrides",
     "stoker.planning.plan",
     "stoker.planning.planner",
     "stoker.planning.speed",

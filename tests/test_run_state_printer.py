@@ -5,7 +5,8 @@ from __future__ import annotations
 import io
 
 from stoker.cli.commands.run import StatePrinter
-from stoker.fleet.snapshot import AppSnapshot, EngineState, IncidentView
+from stoker.diagnosis.views import IncidentView
+from stoker.fleet.snapshot import AppSnapshot, EngineState
 
 
 def _incident(kind: str) -> IncidentView:

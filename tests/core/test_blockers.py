@@ -14,7 +14,7 @@ from stoker.diagnosis.blockers import (
     windows_vc_runtime_missing,
 )
 from stoker.diagnosis.classify import ExitReport, classify_exit
-from stoker.fleet.snapshot import BlockerView
+from stoker.diagnosis.views import BlockerView
 
 
 def test_cuda_driver_below_the_build_runtime_blocks():

@@ -18,7 +18,7 @@ from stoker.diagnosis.classify import (
     report_from_engine_exit,
     strip_log_prefix,
 )
-from stoker.fleet.lifecycle import EngineExit
+from stoker.engines.engine_exit import EngineExit
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"
 CASES = json.loads((LOGS / "cases.json").read_text())

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.engines.ds4_launch import (
     DS4_MIN_CTX,
     Ds4Measurement,
@@ -37,7 +38,6 @@ from stoker.engines.kind import (
 )
 from stoker.planning.ds4 import GIB, Ds4Entry, StreamingMemory
 from stoker.planning.machine import Device, Machine
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import PlanRefusal
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "ds4"

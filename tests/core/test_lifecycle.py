@@ -11,6 +11,7 @@ import itertools
 
 import pytest
 
+from stoker.engines.engine_exit import EngineExit
 from stoker.fleet.lifecycle import (
     EVENT_TYPES,
     THEN_BACKOFF,
@@ -19,7 +20,6 @@ from stoker.fleet.lifecycle import (
     THEN_SHUTDOWN,
     THEN_START,
     BecameReady,
-    EngineExit,
     Exited,
     Finish,
     Kill,

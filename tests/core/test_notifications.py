@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stoker.desktop.notifications import NoteHistory, NotifyPolicy, decide_notifications
-from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
+from stoker.diagnosis.views import BlockerView, IncidentView
+from stoker.fleet.snapshot import AppSnapshot, EngineState
 
 BASE = AppSnapshot(seq=1, state=EngineState.READY, model_path="/m/a.gguf", model_name="a",
                    endpoint="http://127.0.0.1:9")

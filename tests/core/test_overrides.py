@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.planning.overrides import (
+from stoker.base.overrides import (
     FLASH_ATTN,
     KV_CACHE_TYPES,
     SPEC_SAMPLING,

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from stoker.base.overrides import ModelOverrides
 from stoker.planning.machine import Device, Machine, machine_from_json
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.planner import PlanPolicy, plan_launch, takes_cheap_kv
 from tests.core.summaries import (

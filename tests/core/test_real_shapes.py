@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.library.gguf_io import load_summary
 from stoker.planning import memory as mem
 from stoker.planning.machine import machine_from_json
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.planner import plan_launch
 from tests.helpers import gguf_fixtures as F

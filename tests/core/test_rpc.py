@@ -6,20 +6,13 @@ from pathlib import Path
 
 import pytest
 
+from stoker.base.overrides import ModelOverrides
+from stoker.base.rpc_address import RpcWorker, parse_worker, parse_workers
 from stoker.diagnosis.classify import ExitReport, classify_exit
 from stoker.engines.argv import build_launch_spec
-from stoker.engines.rpc import (
-    RpcWorker,
-    allocated_bytes,
-    parse_worker,
-    parse_workers,
-    remaining_workers,
-    rpc_argument,
-    worker_of_device,
-)
+from stoker.engines.rpc import allocated_bytes, remaining_workers, rpc_argument, worker_of_device
 from stoker.fleet.residency import budget_machine
 from stoker.planning.machine import machine_from_json
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.planner import plan_launch
 from tests.core.summaries import GIB, MIB, llama_8b, llama_70b
@@ -136,8 +129,7 @@ Accepted client connection""".splitlines()
 
 
 def test_the_devices_a_worker_lends_come_from_its_banner():
-    from stoker.engines.rpc import worker_devices
-    from stoker.fleet.snapshot import WorkerDeviceView
+    from stoker.engines.rpc import WorkerDeviceView, worker_devices
 
     assert worker_devices(RPC_SERVER_BANNER) == (
         WorkerDeviceView("CPU", "AMD EPYC", 24105 * 2 ** 20, 24105 * 2 ** 20),)
@@ -149,7 +141,8 @@ def test_the_devices_a_worker_lends_come_from_its_banner():
 
 
 def test_status_json_carries_this_machines_worker_and_the_workers_back():
-    from stoker.fleet.snapshot import AppSnapshot, EngineState, WorkerDeviceView, WorkerView
+    from stoker.engines.rpc import WorkerDeviceView
+    from stoker.fleet.snapshot import AppSnapshot, EngineState, WorkerView
     from stoker.fleet.status_report import SCHEMA, status_lines, status_object
 
     w = WorkerView(host="127.0.0.1", port=50052, endpoint="127.0.0.1:50052", state=EngineState.READY, pid=7,

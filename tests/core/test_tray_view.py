@@ -14,7 +14,8 @@ from stoker.desktop.tray_view import (
     tooltip_text,
     tray_state,
 )
-from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
+from stoker.diagnosis.views import BlockerView, IncidentView
+from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
 
 MIB = 2 ** 20
 GIB = 2 ** 30
@@ -157,7 +158,8 @@ def test_menu_lists_every_resident_model_and_the_tooltip_counts_them():
 # -- this machine's RPC worker and workers that came back ---------------------------------
 
 def _worker(state, **kw):
-    from stoker.fleet.snapshot import WorkerDeviceView, WorkerView
+    from stoker.engines.rpc import WorkerDeviceView
+    from stoker.fleet.snapshot import WorkerView
 
     base = dict(host="127.0.0.1", port=50052, endpoint="127.0.0.1:50052", state=state,
                 devices=(WorkerDeviceView("CPU", "AMD EPYC", 24105 * 2 ** 20, 20000 * 2 ** 20),))

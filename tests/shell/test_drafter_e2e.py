@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
 from stoker.fleet.commands import Shutdown, StartModel
 from stoker.fleet.ledger import LedgerStore
 from stoker.fleet.snapshot import EngineState as S
 from stoker.fleet.supervisor import Supervisor
-from stoker.planning.overrides import ModelOverrides
 from tests.shell.engine_helpers import chat, engine_key, engines_running
 
 pytestmark = pytest.mark.engine

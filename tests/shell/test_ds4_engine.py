@@ -21,6 +21,7 @@ from pathlib import Path
 import gguf
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.engines.ds4_files import (
     ds4_measurements,
     find_ds4_binary,
@@ -34,7 +35,6 @@ from stoker.engines.process import EngineProcess
 from stoker.library.gguf_write import write_header_only_gguf
 from stoker.planning.ds4 import GIB
 from stoker.planning.machine import Device, Machine
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import PlanRefusal
 
 FAKE = Path(__file__).resolve().parents[1] / "helpers" / "fake_ds4_server.py"

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
 from stoker.fleet.commands import LiftQuarantine, Shutdown, StartModel, Stop
 from stoker.fleet.ledger import LedgerStore
 from stoker.fleet.snapshot import EngineState as S
 from stoker.fleet.supervisor import Supervisor
-from stoker.planning.overrides import ModelOverrides
 from tests.shell.engine_helpers import chat, engine_key, engines_running
 
 pytestmark = pytest.mark.engine
@@ -131,8 +131,8 @@ def test_three_sigill_starts_quarantine_the_build_and_the_next_one_serves(engine
 
 def test_a_failure_that_is_not_the_builds_never_counts_as_a_strike(engine_dir, demo_model, stoker_home):
     from stoker.diagnosis.classify import Incident
-    from stoker.fleet.lifecycle import EngineExit
-    from stoker.fleet.supervisor import AttemptContext
+    from stoker.engines.engine_exit import EngineExit
+    from stoker.engines.launch import AttemptContext
 
     _install_own(engine_dir)
     prep = _real_preparer()
@@ -219,7 +219,7 @@ def _machine(*devices):
 
 def test_a_cuda_build_newer_than_the_driver_is_passed_over_before_launch(engine_dir, demo_model,
                                                                          stoker_home):
-    from stoker.fleet.supervisor import AttemptContext, PreparedLaunch
+    from stoker.engines.launch import AttemptContext, PreparedLaunch
     from stoker.planning.machine import Device
 
     _install_own(engine_dir)
@@ -241,7 +241,7 @@ def test_a_cuda_build_newer_than_the_driver_is_passed_over_before_launch(engine_
 
 def test_rocm_launch_hides_gpus_without_kernels_and_blocks_when_none_is_left(engine_dir, demo_model,
                                                                               stoker_home):
-    from stoker.fleet.supervisor import AttemptContext
+    from stoker.engines.launch import AttemptContext
     from stoker.planning.machine import Device
 
     _install_own(engine_dir)

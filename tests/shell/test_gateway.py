@@ -22,11 +22,11 @@ import keyring
 import openai
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.fleet.commands import ApplyOverrides, Restart, Shutdown, StartModel, SwitchModel
 from stoker.fleet.instance import Instance
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState as S
-from stoker.planning.overrides import ModelOverrides
 from tests.shell.engine_helpers import engines_running
 from tests.shell.test_secrets import MemoryKeyring
 
@@ -167,7 +167,7 @@ def _stream_long(client, model, out: dict) -> None:
 
 
 def _plan_bytes(engine_binary, model) -> int:
-    from stoker.fleet.supervisor import AttemptContext
+    from stoker.engines.launch import AttemptContext
 
     prep = RealPreparer(engine=str(engine_binary), remember_last_model=False,
                         cli_overrides=ModelOverrides(ctx=1024, slots=1))

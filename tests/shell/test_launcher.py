@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
 from stoker.base.store import OverridesStore, SettingsStore
+from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
 from stoker.fleet.launcher import RealPreparer, merge_overrides
-from stoker.fleet.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
-from stoker.planning.overrides import ModelOverrides
 
 
 def attempt(port=40000, n=0):

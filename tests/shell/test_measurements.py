@@ -197,9 +197,9 @@ def test_planner_uses_the_measured_line_until_the_model_file_is_replaced(demo_mo
                                                                         stoker_home):
     """The must-show, through the planner seam: a second plan of the same file says
     "measured"; a replaced file is planned from the estimate again."""
+    from stoker.base.overrides import ModelOverrides
     from stoker.library.gguf_io import load_summary
     from stoker.planning.machine import Machine
-    from stoker.planning.overrides import ModelOverrides
     from stoker.planning.planner import plan_launch
 
     model = tmp_path / demo_model.name

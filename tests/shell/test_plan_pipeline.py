@@ -17,16 +17,16 @@ from pathlib import Path
 
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
 from stoker.base.store import OverridesStore, SettingsStore
 from stoker.cli import main
 from stoker.cli.commands.plan import plan_json
 from stoker.desktop.services import Services
+from stoker.engines.launch import AttemptContext
 from stoker.engines.process import free_loopback_port
 from stoker.fleet.launcher import RealPreparer
-from stoker.fleet.supervisor import AttemptContext
 from stoker.planning.machine import machine_from_json
-from stoker.planning.overrides import ModelOverrides
 
 pytestmark = pytest.mark.engine
 GIB = 1 << 30

@@ -16,12 +16,12 @@ import sys
 
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.diagnosis import memory_cgroup
 from stoker.engines.process import EngineProcess
 from stoker.fleet.commands import Shutdown, StartModel
 from stoker.fleet.snapshot import EngineState as S
 from stoker.fleet.supervisor import Supervisor
-from stoker.planning.overrides import ModelOverrides
 from tests.shell.engine_helpers import chat, demo_spec, engine_key, engines_running
 
 pytestmark = [pytest.mark.engine,

@@ -9,9 +9,10 @@ import time
 
 import pytest
 
+from stoker.engines.launch import PreparedLaunch
 from stoker.fleet.commands import CancelEnsure, EnsureModel, PinModel, Shutdown
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import PreparedLaunch, Supervisor
+from stoker.fleet.supervisor import Supervisor
 from stoker.planning.plan import DeviceMemory, DrafterChoice, LaunchPlan
 from tests.shell.engine_helpers import demo_spec, engines_running
 from tests.shell.engine_helpers import wait_until as wait
@@ -102,8 +103,8 @@ def test_a_starting_load_is_cancelled_unless_pinned(sup):
 def test_new_overrides_apply_at_once_the_idle_timeout_and_the_hook(engine_binary, demo_model, stoker_home):
     """A new idle time needs no restart: the running model takes it the moment it is saved
     (the preparer's idle_timeout_for), and the instance hears of it to rescan the aliases."""
+    from stoker.base.overrides import ModelOverrides
     from stoker.fleet.commands import ApplyOverrides, LoadModel
-    from stoker.planning.overrides import ModelOverrides
 
     def prepare(model_path, attempt):
         return PreparedLaunch(spec=demo_spec(engine_binary, demo_model, port=attempt.port),

@@ -22,15 +22,15 @@ import time
 import psutil
 import pytest
 
+from stoker.base.overrides import ModelOverrides
+from stoker.base.rpc_address import parse_workers
 from stoker.desktop.tray_view import menu_view
 from stoker.engines.process import free_loopback_port
-from stoker.engines.rpc import parse_workers
 from stoker.engines.rpc_worker import reachable
 from stoker.fleet.commands import ShareWorker, Shutdown, StartModel, StopWorker, UseWorkerAgain
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.snapshot import EngineState as S
 from stoker.fleet.status_report import status_object
-from stoker.planning.overrides import ModelOverrides
 from tests.conftest import TEST_HOME, _missing
 from tests.shell.engine_helpers import chat, engine_key
 from tests.shell.test_run_cli import REPO, Running, status_json, wait_status
@@ -210,7 +210,8 @@ def test_this_machine_shares_a_supervised_worker_with_its_own_line(rpc_home):
     """ShareWorker runs rpc-server under the supervisor: the snapshot's worker view (and the
     tray line decided from it) goes starting -> ready with the devices it lends, a kill -9 is
     an incident and a restart, StopWorker stops it; a LAN address without consent is refused."""
-    from stoker.fleet.supervisor import PreparationRefused, Supervisor
+    from stoker.engines.launch import PreparationRefused
+    from stoker.fleet.supervisor import Supervisor
 
     port = free_loopback_port()
     sup = Supervisor(lambda path, attempt: PreparationRefused(path, "no model in this test"),

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from stoker.base import store
+from stoker.base.overrides import ModelOverrides
 from stoker.base.store import AppSettings, OverridesStore, SettingsStore, model_key, read_json, write_json_atomic
-from stoker.planning.overrides import ModelOverrides
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -9,10 +9,11 @@ import signal
 import pytest
 
 from stoker.base.paths import stoker_paths
+from stoker.engines.launch import PreparationRefused
 from stoker.fleet.commands import Restart, Shutdown, StartModel, Stop
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import PreparationRefused, Supervisor, hand_made_preparer
+from stoker.fleet.supervisor import Supervisor, hand_made_preparer
 from tests.shell.engine_helpers import chat, demo_spec, engines_running
 
 pytestmark = pytest.mark.engine
@@ -148,9 +149,10 @@ def test_hung_engine_is_killed_and_restarted(supervised):
 
 
 def test_snapshot_says_when_the_engine_left_the_drafter_out():
+    from stoker.engines.launch import PreparedLaunch
     from stoker.engines.launch_spec import LaunchSpec
     from stoker.fleet.lifecycle import LifecycleState
-    from stoker.fleet.supervisor import PreparedLaunch, build_snapshot, drafter_left_out_by_engine
+    from stoker.fleet.supervisor import build_snapshot, drafter_left_out_by_engine
     from stoker.planning.plan import DrafterChoice, LaunchPlan
 
     drafter = DrafterChoice("in", "draft-simple", "/m/x.draft.gguf", "found beside the model")

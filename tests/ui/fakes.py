@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+from stoker.base.overrides import ModelOverrides
 from stoker.desktop.services import ModelEntry
 from stoker.integration.login_items import Outcome
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import Decision, DeviceMemory, DrafterChoice, LaunchPlan
 
 GIB = 1024 ** 3

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from PySide6.QtWidgets import QDialogButtonBox
 
+from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
 from stoker.base.store import OverridesStore, SettingsStore
 from stoker.desktop.app import StokerApp
 from stoker.desktop.services import Services
 from stoker.fleet.commands import ApplyOverrides
 from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
-from stoker.planning.overrides import ModelOverrides
 from tests.ui.fakes import FakeServices, entries
 
 

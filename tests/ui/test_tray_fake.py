@@ -7,8 +7,9 @@ import time
 
 from stoker.desktop.app import StokerApp
 from stoker.desktop.bridge import SnapshotBridge
+from stoker.diagnosis.views import BlockerView, IncidentView
 from stoker.fleet.commands import Restart, Stop, SwitchModel
-from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, IncidentView
+from stoker.fleet.snapshot import AppSnapshot, EngineState
 from tests.ui.fakes import FakeServices, entries
 
 

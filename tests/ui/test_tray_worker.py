@@ -15,8 +15,10 @@ from stoker.base.paths import stoker_paths
 from stoker.base.store import SettingsStore
 from stoker.desktop.app import StokerApp
 from stoker.desktop.services import model_key
+from stoker.diagnosis.views import IncidentView
+from stoker.engines.rpc import WorkerDeviceView
 from stoker.fleet.commands import ShareWorker, StartWorker, StopWorker, UseWorkerAgain
-from stoker.fleet.snapshot import EngineState, EngineView, IncidentView, WorkerDeviceView, WorkerView
+from stoker.fleet.snapshot import EngineState, EngineView, WorkerView
 from tests.ui.fakes import FakeServices, entries, grab_menus
 from tests.ui.test_settings_gateway import StoreServices
 

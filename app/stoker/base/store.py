@@ -7,7 +7,7 @@ temporary file in the same folder, are fsynced, then renamed over the old file (
 the folder fsynced where the OS allows), so a reader sees the old file or the new one,
 never half of one.
 
-Validation of per-model overrides is `stoker.planning.overrides`; this module only stores.
+Validation of per-model overrides is `stoker.base.overrides`; this module only stores.
 It never imports Qt; concurrent writers from two processes are last-writer-wins.
 """
 
@@ -21,9 +21,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from stoker.engines.rpc import DEFAULT_PORT as DEFAULT_RPC_PORT
-from stoker.engines.rpc import parse_worker, parse_workers
-from stoker.planning.overrides import ModelOverrides, overrides_to_dict, validate_overrides
+from stoker.base.overrides import ModelOverrides, overrides_to_dict, validate_overrides
+from stoker.base.rpc_address import DEFAULT_PORT as DEFAULT_RPC_PORT
+from stoker.base.rpc_address import parse_worker, parse_workers
 
 SCHEMA = 1
 

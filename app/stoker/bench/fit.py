@@ -301,8 +301,8 @@ def largest_serving_ctx(try_ctx, start: int, hi: int, max_launches: int = 8,
 
 
 def planned_ctx(summary, budget: int, slots: int, reserve: int = 0):
+    from stoker.base.overrides import ModelOverrides
     from stoker.planning.machine import Machine
-    from stoker.planning.overrides import ModelOverrides
     from stoker.planning.plan import LaunchPlan
     from stoker.planning.planner import PlanPolicy, plan_launch
 

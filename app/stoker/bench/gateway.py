@@ -43,8 +43,8 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from stoker.engines.launch import AttemptContext, PreparedLaunch
     from stoker.fleet.launcher import RealPreparer
-    from stoker.fleet.supervisor import AttemptContext, PreparedLaunch
 
 SCHEMA = 2  # 2: the gateway serves from its own process: `gateway_pid` added, `switch_interval_ms` gone
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
@@ -349,7 +349,7 @@ class TapPreparer:
         self._made: dict[int, PreparedLaunch] = {}  # id(tapped launch) → the real one
 
     def __call__(self, model_path: str | None, attempt: AttemptContext):
-        from stoker.fleet.supervisor import PreparedLaunch
+        from stoker.engines.launch import PreparedLaunch
 
         port = self.tap_engine_port
         if port is None:
@@ -627,12 +627,12 @@ class _Bench:
     # -- the whole run
 
     def run(self) -> dict:
+        from stoker.base.overrides import ModelOverrides
         from stoker.base.secrets import get_api_key
         from stoker.fleet import commands as cmd
         from stoker.fleet.instance import Instance
         from stoker.fleet.launcher import RealPreparer
         from stoker.library.models import resolve_model
-        from stoker.planning.overrides import ModelOverrides
 
         a = self.args
         self.cmd = cmd

@@ -254,8 +254,8 @@ def estimate(summary, ctx: int, slots: int, kv_type: str, unified: bool = False,
 
 
 def _engine_binary() -> str:
-    from stoker.errors import UserError
     from stoker.engines.find import discover_engines
+    from stoker.errors import UserError
 
     for b in discover_engines():
         if b.usable:

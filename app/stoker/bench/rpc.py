@@ -35,8 +35,8 @@ def add_arguments(parser) -> None:
 
 
 def _start(model: Path, overrides, workers, budget, timeout_s: float = 300):
-    from stoker.errors import UserError
     from stoker.engines.rpc_worker import rpc_llama_server
+    from stoker.errors import UserError
     from stoker.fleet.commands import Shutdown, StartModel
     from stoker.fleet.launcher import RealPreparer
     from stoker.fleet.snapshot import EngineState
@@ -74,13 +74,14 @@ def _stop(sup) -> None:
 
 
 def run(args) -> int:
+    from stoker.base.overrides import ModelOverrides
     from stoker.base.paths import stoker_paths
-    from stoker.errors import UserError
+    from stoker.base.rpc_address import RpcWorker
     from stoker.engines.process import free_loopback_port
-    from stoker.engines.rpc import RpcWorker, allocated_by_last_client
+    from stoker.engines.rpc import allocated_by_last_client
     from stoker.engines.rpc_worker import WorkerSupervisor, reachable, rpc_server_binary
+    from stoker.errors import UserError
     from stoker.library.models import resolve_model
-    from stoker.planning.overrides import ModelOverrides
     from stoker.planning.planner import GIB
 
     if args.runs < 1 or args.tokens < 1 or args.threads < 1:

@@ -68,8 +68,8 @@ def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
 
 
 def run(args) -> int:
+    from stoker.base.overrides import ModelOverrides
     from stoker.errors import UserError
-    from stoker.planning.overrides import ModelOverrides
 
     if args.runs < 1:
         raise UserError("--runs must be at least 1.")

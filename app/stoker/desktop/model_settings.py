@@ -34,14 +34,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from stoker.desktop.bridge import SnapshotBridge
-from stoker.desktop.services import model_key, validate
-from stoker.desktop.workers import run_in_background
-from stoker.engines.ds4_launch import Ds4Plan
-from stoker.fleet.commands import ApplyOverrides, Command
-from stoker.fleet.snapshot import EngineState
-from stoker.library.model_ids import Catalog, alias_problems
-from stoker.planning.overrides import (
+from stoker.base.overrides import (
     FLASH_ATTN,
     KV_CACHE_TYPES,
     SPEC_SAMPLING,
@@ -49,6 +42,13 @@ from stoker.planning.overrides import (
     ModelOverrides,
     needs_restart,
 )
+from stoker.desktop.bridge import SnapshotBridge
+from stoker.desktop.services import model_key, validate
+from stoker.desktop.workers import run_in_background
+from stoker.engines.ds4_launch import Ds4Plan
+from stoker.fleet.commands import ApplyOverrides, Command
+from stoker.fleet.snapshot import EngineState
+from stoker.library.model_ids import Catalog, alias_problems
 from stoker.planning.plan import DeviceMemory, LaunchPlan, PlanRefusal
 from stoker.planning.speed import speed_text
 

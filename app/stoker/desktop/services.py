@@ -16,9 +16,9 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
 from stoker.integration.login_items import Outcome
-from stoker.planning.overrides import ModelOverrides
 
 # The settings the settings dialog edits (fields of stoker.base.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
@@ -225,7 +225,7 @@ def model_key(model_path: str) -> str:
 
 def validate(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
     """The store's validation, or a type-only fallback until it exists."""
-    from stoker.planning import overrides as core_overrides
+    from stoker.base import overrides as core_overrides
 
     try:
         return core_overrides.validate_overrides(raw)

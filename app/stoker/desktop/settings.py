@@ -41,12 +41,12 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from stoker.base.rpc_address import DEFAULT_PORT as DEFAULT_RPC_PORT
 from stoker.base.store import DEFAULT_GATEWAY_PORT, check_setting
 from stoker.desktop.bridge import SnapshotBridge
 from stoker.desktop.services import LOG_LEVELS
 from stoker.desktop.tray_view import client_base_url
 from stoker.desktop.workers import run_in_background
-from stoker.engines.rpc import DEFAULT_PORT as DEFAULT_RPC_PORT
 from stoker.engines.rpc import NO_AUTH_WARNING, is_loopback
 from stoker.fleet.commands import Command, LiftQuarantine, ShareWorker, StopWorker
 from stoker.fleet.snapshot import AppSnapshot

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from stoker.fleet.snapshot import BlockerView
+from stoker.diagnosis.views import BlockerView
 
 VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
 VC_RUNTIME_DLLS = ("vcruntime140.dll", "vcruntime140_1.dll", "msvcp140.dll")

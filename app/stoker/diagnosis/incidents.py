@@ -15,7 +15,7 @@ import os
 import threading
 from pathlib import Path
 
-from stoker.fleet.snapshot import IncidentView
+from stoker.diagnosis.views import IncidentView
 
 MAX_BYTES = 1024 * 1024
 FILE_NAME = "incidents.jsonl"

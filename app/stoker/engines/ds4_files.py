@@ -16,6 +16,7 @@ import os
 import shutil
 from pathlib import Path
 
+from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
 from stoker.base.store import read_json, write_json_atomic
 from stoker.engines.ds4_launch import (
@@ -31,11 +32,10 @@ from stoker.engines.ds4_launch import (
 )
 from stoker.engines.find import read_setting
 from stoker.engines.kind import DS4, EngineKind
-from stoker.fleet.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
 from stoker.planning.ds4 import Ds4Entry
 from stoker.planning.machine import Machine
 from stoker.planning.measurements import build_identity, model_identity
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import PlanRefusal
 
 SCHEMA = 1

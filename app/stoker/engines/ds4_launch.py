@@ -20,6 +20,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from stoker.base.overrides import ModelOverrides
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.planning.ds4 import (
     GIB,
@@ -33,7 +34,6 @@ from stoker.planning.ds4 import (
     should_use_ssd_streaming,
 )
 from stoker.planning.machine import Machine
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import Decision, DeviceMemory, PlanRefusal
 
 # GGUF architectures ds4 runs (ds4.c reads `deepseek4.*` keys and nothing else).

@@ -43,8 +43,8 @@ from pathlib import Path
 import psutil
 
 from stoker.engines.argv import DROP_ENV_PREFIXES
+from stoker.engines.engine_exit import EngineExit
 from stoker.engines.launch_spec import LaunchSpec
-from stoker.fleet.lifecycle import EngineExit
 
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 3

@@ -13,50 +13,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from stoker.fleet.snapshot import WorkerDeviceView
+from stoker.base.rpc_address import RpcWorker
 
-DEFAULT_PORT = 50052  # rpc-server's own default
 LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 
 NO_AUTH_WARNING = ("RPC has no authentication and no encryption: anyone who can reach this port can "
                    "run code on this machine's devices and read what it computes. Bind it only on a "
                    "trusted network, or keep it on 127.0.0.1 and reach it through an SSH tunnel "
                    "(ssh -N -L PORT:127.0.0.1:PORT this-host).")
-
-
-@dataclass(frozen=True)
-class RpcWorker:
-    host: str
-    port: int
-
-    @property
-    def endpoint(self) -> str:
-        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
-
-
-def parse_worker(text: str) -> RpcWorker:
-    """`HOST:PORT` (an IPv6 host in brackets) -> RpcWorker; ValueError with one sentence."""
-    raw = (text or "").strip()
-    m = re.fullmatch(r"\[(?P<h6>[0-9a-fA-F:.]+)\]:(?P<p6>\d+)|(?P<h>[A-Za-z0-9_.-]+):(?P<p>\d+)", raw)
-    if not m:
-        raise ValueError(f"{raw!r} is not an RPC worker address; write HOST:PORT, e.g. 192.168.1.20:50052")
-    host = m["h6"] or m["h"]
-    port = int(m["p6"] or m["p"])
-    if not 0 < port < 65536:
-        raise ValueError(f"{raw!r} has port {port}; give a port from 1 to 65535")
-    return RpcWorker(host, port)
-
-
-def parse_workers(items) -> tuple[RpcWorker, ...]:
-    """A comma list (`--rpc a:1,b:2`) or a list of strings (Settings' rpc_workers), no repeats."""
-    if isinstance(items, str):
-        items = [p for p in items.split(",") if p.strip()]
-    out: list[RpcWorker] = []
-    for item in items or ():
-        w = parse_worker(str(item))
-        if w not in out:
-            out.append(w)
-    return tuple(out)
 
 
 def rpc_argument(workers) -> str:
@@ -156,3 +120,13 @@ def worker_status_line(endpoint: str, phase: str, pid: int | None, restarts: int
         parts.append("devices " + "; ".join(devices))
     parts.append(f"{restarts} restart{'s' if restarts != 1 else ''}")
     return ", ".join(parts)
+
+
+@dataclass(frozen=True)
+class WorkerDeviceView:
+    """One device this machine's RPC worker lends, as its rpc-server listed it when it started."""
+
+    name: str  # the worker's own device name: CPU, CUDA0, Metal …
+    description: str
+    total_bytes: int | None
+    free_bytes: int | None  # free when the rpc-server started

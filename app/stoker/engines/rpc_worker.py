@@ -27,10 +27,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from stoker.base.rpc_address import RpcWorker
 from stoker.diagnosis.incidents import IncidentLog
+from stoker.diagnosis.views import IncidentView
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.process import EngineProcess
-from stoker.engines.rpc import RpcWorker, is_loopback, worker_devices
+from stoker.engines.rpc import is_loopback, worker_devices
 from stoker.engines.setup import RPC_BUILD_ID, RPC_SERVER_NAME
 from stoker.fleet.lifecycle import (
     BecameReady,
@@ -52,7 +54,7 @@ from stoker.fleet.lifecycle import (
     step,
 )
 from stoker.fleet.restart import RestartPolicy
-from stoker.fleet.snapshot import EngineState, IncidentView, WorkerView
+from stoker.fleet.snapshot import EngineState, WorkerView
 
 POLL_S = 0.1
 CONNECT_TIMEOUT_S = 1.0

@@ -22,6 +22,7 @@ from stoker.base.paths import stoker_paths
 from stoker.engines.builds import BACKEND_ORDER, sd_build_id
 from stoker.engines.find import read_setting
 from stoker.engines.kind import SD_SERVER, EngineKind
+from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
 from stoker.engines.sd_server import (
     ImageFile,
     ImageModel,
@@ -31,7 +32,6 @@ from stoker.engines.sd_server import (
     plan_image_launch,
     sd_launch_spec,
 )
-from stoker.fleet.supervisor import AttemptContext, PreparationRefused, PreparedLaunch
 from stoker.library.gguf_io import load_summary
 from stoker.planning.machine import Machine
 

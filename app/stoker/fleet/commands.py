@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 
+from stoker.base.overrides import ModelOverrides
+from stoker.base.rpc_address import DEFAULT_PORT
 from stoker.engines.kind import EngineKind
-from stoker.engines.rpc import DEFAULT_PORT
-from stoker.planning.overrides import ModelOverrides
 
 
 @dataclass(frozen=True)

@@ -19,11 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from secrets import token_urlsafe
 
+from stoker.base.overrides import ModelOverrides
 from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
 from stoker.engines.kind import EngineKind, engine_kind_for
-from stoker.fleet.supervisor import AttemptContext, EngineHealth, ExitDecision, PreparationRefused, PreparedLaunch
+from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.fleet.supervisor import EngineHealth, ExitDecision
 from stoker.library.model_ids import model_kind
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.pipeline import (
     DRAFT_SUFFIX,
     EngineChoice,
@@ -198,8 +199,8 @@ class RealPreparer:
         vendor GPU, then Vulkan, then CPU). A named build that cannot run is refused with
         its reason: falling back is only for builds Stoker chose itself. `engine_choice`
         says afterwards which build runs and why."""
-        from stoker.errors import UserError
         from stoker.engines.find import discover_engines
+        from stoker.errors import UserError
         from stoker.fleet.ledger import binary_identity
         from stoker.fleet.quarantine import choose_build
 
@@ -423,7 +424,8 @@ class RealPreparer:
 
     def workers(self) -> tuple:
         """The workers this attempt may use: the command line's, else Settings', less those gone."""
-        from stoker.engines.rpc import parse_workers, remaining_workers
+        from stoker.base.rpc_address import parse_workers
+        from stoker.engines.rpc import remaining_workers
 
         configured = self.rpc_workers
         if not configured:
@@ -436,10 +438,10 @@ class RealPreparer:
 
     def _rpc_build(self):
         """The llama-server that can take --rpc (`stoker setup --rpc`)."""
-        from stoker.errors import UserError
         from stoker.engines.find import discover_engines
         from stoker.engines.rpc_worker import rpc_llama_server
         from stoker.engines.setup import RPC_BUILD_ID
+        from stoker.errors import UserError
 
         binary = rpc_llama_server()
         if binary is None:
@@ -465,7 +467,7 @@ class RealPreparer:
 
     def _workers_lost(self, launch: PreparedLaunch) -> tuple:
         """The workers of this launch that no longer accept a connection."""
-        from stoker.engines.rpc import parse_workers
+        from stoker.base.rpc_address import parse_workers
         from stoker.engines.rpc_worker import reachable
 
         plan = launch.plan
@@ -486,7 +488,7 @@ class RealPreparer:
         """Let a dropped worker back in (the tray's "Use HOST:PORT again"); the model paths
         that were planned without it, for the supervisor to restart. Its devices are asked
         afresh at the next plan (probe_workers forgot them when it went away)."""
-        from stoker.engines.rpc import parse_worker
+        from stoker.base.rpc_address import parse_worker
 
         try:
             worker = parse_worker(endpoint)

@@ -11,6 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from stoker.diagnosis.views import BlockerView, IncidentView
+from stoker.engines.rpc import WorkerDeviceView
+
 
 class EngineState(str, Enum):
     STOPPED = "stopped"
@@ -19,25 +22,6 @@ class EngineState(str, Enum):
     BACKOFF = "backoff"
     STOPPING = "stopping"
     FAILED = "failed"
-
-
-@dataclass(frozen=True)
-class IncidentView:
-    at: float  # unix time
-    kind: str
-    summary: str  # one line
-    evidence: str | None
-    advice: str
-    action: str  # what Stoker did next
-    model_path: str | None = None  # the model whose engine it was
-    model_id: str | None = None
-
-
-@dataclass(frozen=True)
-class BlockerView:
-    kind: str  # cudaBlocker | rocmBlocker | gpuUnused | missingRuntime | libraryConflict | outOfMemory
-    message: str
-    advice: str
 
 
 @dataclass(frozen=True)
@@ -71,16 +55,6 @@ class EngineView:
         if self.state is not EngineState.READY or self.in_flight or self.last_used_at is None:
             return None
         return max(0.0, now - self.last_used_at)
-
-
-@dataclass(frozen=True)
-class WorkerDeviceView:
-    """One device this machine's RPC worker lends, as its rpc-server listed it when it started."""
-
-    name: str  # the worker's own device name: CPU, CUDA0, Metal …
-    description: str
-    total_bytes: int | None
-    free_bytes: int | None  # free when the rpc-server started
 
 
 @dataclass(frozen=True)

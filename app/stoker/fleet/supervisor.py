@@ -58,11 +58,15 @@ from typing import Protocol
 
 import httpx
 
+from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import storage_sentence
 from stoker.diagnosis.incidents import IncidentLog
+from stoker.diagnosis.views import BlockerView, IncidentView
 from stoker.engines.ds4_launch import Ds4Plan, ds4_summary_line
+from stoker.engines.engine_exit import EngineExit
 from stoker.engines.health import probe_health
 from stoker.engines.kind import EngineKind, describe, failure_of_line, is_ready_status, progress_text
+from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.process import EngineProcess, free_loopback_port, host_os
 from stoker.engines.sd_server import ImagePlan
@@ -70,7 +74,6 @@ from stoker.fleet import commands as cmd
 from stoker.fleet.commands import EnsureResult, Route
 from stoker.fleet.lifecycle import (
     BecameReady,
-    EngineExit,
     Exited,
     Finish,
     Kill,
@@ -93,10 +96,9 @@ from stoker.fleet.lifecycle import (
 )
 from stoker.fleet.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.fleet.restart import RestartPolicy
-from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
+from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
 from stoker.gateway.routes import Routes
-from stoker.planning.overrides import ModelOverrides
-from stoker.planning.plan import LaunchPlan, plan_summary_line
+from stoker.planning.plan import plan_summary_line
 
 log = logging.getLogger(__name__)
 
@@ -118,50 +120,6 @@ HUNG_GRACE_S = 1.0
 ADMIT_RETRY_S = 1.0  # a load waiting for room is decided again at least this often
 WORKER_CHECK_S = 5.0  # a dropped RPC worker is looked for this often (the preparer's hook)
 PROGRESS_PUBLISH_S = 0.25  # a working ds4 / sd-server's progress line is published at most this often
-
-
-@dataclass(frozen=True)
-class AttemptContext:
-    """What the preparer may need to know about this attempt."""
-
-    attempt: int  # 0 for a user start, n for the n-th automatic restart
-    port: int  # a free loopback port picked for this attempt
-    log_dir: Path
-    overrides: ModelOverrides | None  # overrides sent with ApplyOverrides; None: use the store
-    last_exit: EngineExit | None  # how the previous attempt ended, for recovery decisions
-    # True when this attempt is an automatic retry after a failure; False when a person (or a
-    # command) asked for it, which ends any recovery the preparer was walking through.
-    after_failure: bool = False
-    # What Stoker's other resident engines hold, per device name ("CPU" is host RAM): the
-    # preparer plans this model as if they were not running (their memory added back to
-    # what is free) so admission can then add its bytes to theirs.
-    held_bytes: tuple[tuple[str, int], ...] = ()
-    # The model's gateway id: the engine answers under this name (`--alias`), never its path.
-    model_id: str | None = None
-
-
-@dataclass(frozen=True)
-class PreparedLaunch:
-    spec: LaunchSpec
-    model_path: str
-    # The kind's own plan (core/planner, core/ds4_launch, core/sd_server); None for a hand-made launch.
-    plan: LaunchPlan | Ds4Plan | ImagePlan | None = None
-    build_id: str | None = None  # e.g. "b11434-cpu"
-    backend: str | None = None  # cpu | cuda | rocm | vulkan | metal
-    secrets: tuple[tuple[str, str], ...] = ()  # env name -> value, read at spawn time, never logged
-    startup_deadline_s: float = 180.0
-    idle_timeout_s: float | None = None  # unload after this long without requests; None: never
-    # The key the gateway sends the engine (it also reaches the engine as LLAMA_API_KEY).
-    engine_key: str | None = None
-    # Which engine this is: where readiness is asked, which lines are progress and failure,
-    # whether a request can be cancelled inside it (stoker/engines/kind.py).
-    kind: EngineKind = EngineKind.LLAMA_SERVER
-
-
-@dataclass(frozen=True)
-class PreparationRefused:
-    model_path: str | None
-    reason: str  # one sentence: what is wrong and what to do
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from stoker.base.overrides import ModelOverrides
 from stoker.fleet.residency import budget_machine
 from stoker.planning.machine import Machine
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import Decision, LaunchPlan, PlanRefusal
 from stoker.planning.planner import GIB, PlanPolicy, plan_launch
 

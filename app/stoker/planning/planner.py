@@ -22,11 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from stoker.base.overrides import ModelOverrides
 from stoker.library.gguf_summary import LayerBytes, ModelSummary
 from stoker.planning import memory as mem
 from stoker.planning import speed
 from stoker.planning.machine import Machine
-from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import AnalyticMemory, Decision, DeviceMemory, DrafterChoice, LaunchPlan, PlanRefusal
 
 GIB = mem.GIB

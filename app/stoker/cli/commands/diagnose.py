@@ -44,8 +44,8 @@ def _parse_exit_code(text: str) -> int:
 
 
 def _parse_signal(text: str) -> str:
-    from stoker.errors import UserError
     from stoker.diagnosis.classify import signal_name
+    from stoker.errors import UserError
 
     t = text.strip().upper()
     if t.isdigit():

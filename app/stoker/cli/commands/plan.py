@@ -117,13 +117,13 @@ def _engine_choice():
 
 
 def run(args) -> int:
+    from stoker.base.overrides import validate_overrides
     from stoker.base.paths import stoker_paths
     from stoker.base.store import OverridesStore, moved_aside_problems
-    from stoker.errors import UserError
     from stoker.engines.argv import build_launch_spec
+    from stoker.errors import UserError
     from stoker.fleet.launcher import merge_overrides
     from stoker.library.models import resolve_model
-    from stoker.planning.overrides import validate_overrides
     from stoker.planning.pipeline import EngineChoice, load_settings, plan_model
     from stoker.planning.plan import LaunchPlan
 

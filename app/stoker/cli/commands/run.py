@@ -18,8 +18,8 @@ import signal
 import sys
 import time
 
+from stoker.base.overrides import KV_CACHE_TYPES, ModelOverrides
 from stoker.fleet.snapshot import AppSnapshot, EngineState
-from stoker.planning.overrides import KV_CACHE_TYPES, ModelOverrides
 
 
 def add_arguments(parser) -> None:
@@ -125,8 +125,8 @@ def _memory_budget_bytes(args) -> int | None:
 
 
 def _rpc_workers(args) -> tuple:
+    from stoker.base.rpc_address import parse_workers
     from stoker.errors import UserError
-    from stoker.engines.rpc import parse_workers
 
     if not args.rpc:
         return ()
@@ -186,8 +186,8 @@ def run(args) -> int:
 
 def _run_headless(args, preparer, paths, holder: dict, stop_now: list) -> int:
     from stoker.base.paths import storage_sentence
-    from stoker.errors import UserError
     from stoker.engines.process import reap_orphans
+    from stoker.errors import UserError
     from stoker.fleet.commands import Shutdown, StartModel
     from stoker.fleet.control import AlreadyRunning, ControlServer
     from stoker.fleet.instance import GatewayError, Instance, gateway_port

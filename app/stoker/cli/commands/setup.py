@@ -187,8 +187,8 @@ def _measure_cpu_bandwidth(installed, model, reporter):
 
 def _run(args, reporter) -> int:
     from stoker.base.paths import stoker_paths
-    from stoker.errors import UserError
     from stoker.engines.setup import SetupError, fetch_demo_model, setup_engine
+    from stoker.errors import UserError
 
     paths = stoker_paths().ensure()
     backends, skipped = choose_backends(args.backend)
@@ -282,8 +282,8 @@ def _run(args, reporter) -> int:
 
 def _setup_rpc(args, paths, jobs: int, reporter):
     """The RPC build (rpc-server + an engine that takes --rpc); None when interrupted."""
-    from stoker.errors import UserError
     from stoker.engines.setup import RPC_BUILD_ID, SetupError, setup_rpc
+    from stoker.errors import UserError
 
     flags = cmake_flags("cpu", platform.system(), native=args.native)
     try:
@@ -305,8 +305,8 @@ def _setup_image(args, backends, paths, jobs, reporter):
 
     A GPU image build that fails in auto mode is reported and skipped like a GPU llama-server
     build; the CPU one must succeed."""
-    from stoker.errors import UserError
     from stoker.engines.setup import SetupError, setup_image_engine
+    from stoker.errors import UserError
 
     installed, failures = [], []
     for backend in backends:

@@ -13,7 +13,8 @@ import signal
 import sys
 import threading
 
-from stoker.engines.rpc import DEFAULT_PORT, NO_AUTH_WARNING, is_loopback, worker_status_line
+from stoker.base.rpc_address import DEFAULT_PORT
+from stoker.engines.rpc import NO_AUTH_WARNING, is_loopback, worker_status_line
 from stoker.fleet.snapshot import EngineState
 
 
@@ -35,8 +36,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
     from stoker.engines.rpc_worker import WorkerSupervisor, rpc_server_binary
+    from stoker.errors import UserError
 
     if not 0 < args.port < 65536:
         raise UserError(f"--port {args.port} is not a port number; give 1 to 65535.")
