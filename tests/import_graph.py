@@ -20,6 +20,7 @@ PACKAGE = APP / "stoker"
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("cli", "bench"),
     ("desktop",),
+    ("integration",),
     ("instance",),
     ("gateway",),
     ("fleet",),
@@ -27,7 +28,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("diagnosis",),
     ("planning",),
     ("library",),
-    ("integration", "base"),
+    ("base",),
 )
 RANK = {room: i for i, rooms in enumerate(LAYERS) for room in rooms}
 # Modules directly in stoker/ that are not rooms: the entry point sits on top, errors at the

@@ -89,9 +89,9 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     from dataclasses import replace
 
     from stoker.cli.commands import plan as plan_cmd
+    from stoker.engines import measurements
     from stoker.engines.engine_log import parse_memory_report
-    from stoker.planning import measurements
-    from stoker.planning.pipeline import EngineChoice
+    from stoker.fleet.pipeline import EngineChoice
 
     monkeypatch.setattr(plan_cmd, "_engine_choice", lambda: (
         EngineChoice(str(engine_binary), "b11434-cpu"), str(engine_binary), "cpu"))

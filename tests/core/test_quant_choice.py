@@ -6,17 +6,10 @@ from dataclasses import replace
 from pathlib import Path
 
 from stoker.library.gguf_summary import LayerBytes
-from stoker.library.quant_choice import (
-    Fit,
-    QuantOption,
-    RemoteFile,
-    pick_quant,
-    quant_options,
-    verdict_from_size,
-    verdict_of_plan,
-)
+from stoker.library.quant_options import QuantOption, RemoteFile, quant_options
 from stoker.planning.machine import machine_from_json
 from stoker.planning.planner import plan_launch
+from stoker.planning.quant_choice import Fit, pick_quant, verdict_from_size, verdict_of_plan
 from tests.core.summaries import MIB, llama_8b
 
 MACHINES = Path(__file__).resolve().parents[1] / "data" / "machines"
@@ -70,7 +63,7 @@ def _opt(q):
 
 
 def test_the_pick_is_the_best_quality_that_runs_with_the_default_context():
-    from stoker.library.quant_choice import FitVerdict
+    from stoker.planning.quant_choice import FitVerdict
 
     judged = [(_opt("Q8_0"), FitVerdict(Fit.RUNS_SLOWLY, "runs slowly: 20 of 33 layers fit")),
               (_opt("Q6_K"), FitVerdict(Fit.RUNS_SHORT, "runs with less context")),

@@ -8,7 +8,6 @@ import pytest
 
 from stoker.engines.kind import EngineKind, failure_of_line
 from stoker.engines.sd_server import (
-    ImageModel,
     ImageRequestError,
     decode_png,
     distilled_steps,
@@ -19,6 +18,7 @@ from stoker.engines.sd_server import (
     split_sd_output,
     txt2img_to_openai,
 )
+from stoker.library.image_parts import ImageModel
 
 SD15 = ImageModel("v1-5-pruned-emaonly", checkpoint="/m/v1-5-pruned-emaonly.safetensors")
 SCHNELL = ImageModel("flux1-schnell-q4_0", diffusion_model="/m/flux1-schnell-q4_0.gguf", vae="/m/ae.safetensors",
@@ -114,8 +114,8 @@ def test_txt2img_reply_maps_back_to_b64_json():
 
 # --- which files make an image model, and which engine runs what --------------------------
 
-from stoker.engines.sd_server import ImageFile, image_memory, image_models_from  # noqa: E402
-from stoker.library.image_parts import ImagePart, image_part_of  # noqa: E402
+from stoker.engines.sd_server import image_memory  # noqa: E402
+from stoker.library.image_parts import ImageFile, ImagePart, image_models_from, image_part_of  # noqa: E402  # noqa: E402
 
 
 @pytest.mark.parametrize("arch, names, part", [

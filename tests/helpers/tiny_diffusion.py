@@ -28,8 +28,8 @@ from pathlib import Path
 
 import gguf
 
-from stoker.engines.sd_server import ImageModel
 from stoker.library.gguf_write import write_header_only_gguf
+from stoker.library.image_parts import ImageModel
 
 Q = gguf.GGMLQuantizationType
 NAME = "tiny-flux2-klein"

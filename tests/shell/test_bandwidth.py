@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from stoker.engines import bandwidth
+from stoker.engines.probe import probe_machine
 from stoker.library.gguf_io import load_summary
-from stoker.planning import bandwidth
-from stoker.planning.probe import probe_machine
 
 
 def test_memory_reads_are_measured_in_plausible_bytes_per_second():

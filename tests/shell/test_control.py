@@ -8,9 +8,9 @@ import socket
 import pytest
 
 from stoker.diagnosis.views import IncidentView
-from stoker.fleet.control import AlreadyRunning, ControlServer, request, socket_path
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.fleet.status_report import status_lines, status_object
+from stoker.instance.control import AlreadyRunning, ControlServer, request, socket_path
 
 
 def handler_with(calls):

@@ -225,7 +225,7 @@ def test_the_dialogs_ds4_fields_change_the_preview(stoker_home, tmp_path, settin
 
 def test_stoker_launches_ds4_through_the_seam_and_the_gateway_routes_a_chat_to_it(stoker_home, tmp_path,
                                                                                   monkeypatch):
-    """The supervisor and the gateway, as `stoker run` assembles them (stoker/fleet/instance.py), with
+    """The supervisor and the gateway, as `stoker run` assembles them (stoker/instance/instance.py), with
     the fake ds4-server found at STOKER_DS4_SERVER and a machine described as a 128 GiB Mac:
     the deepseek4 model is listed, a chat request loads it through the ds4 seam (plan -> argv
     -> READY on /v1/models), is answered, ds4's memory line is recorded at READY and the next
@@ -235,9 +235,9 @@ def test_stoker_launches_ds4_through_the_seam_and_the_gateway_routes_a_chat_to_i
 
     from stoker.base.paths import stoker_paths
     from stoker.fleet.commands import Shutdown, Stop
-    from stoker.fleet.instance import Instance
     from stoker.fleet.launcher import RealPreparer
     from stoker.fleet.snapshot import EngineState
+    from stoker.instance.instance import Instance
 
     binary = install_fake(tmp_path / "ds4-build")
     monkeypatch.setenv("STOKER_DS4_SERVER", str(binary))

@@ -24,9 +24,9 @@ import pytest
 
 from stoker.base.overrides import ModelOverrides
 from stoker.fleet.commands import ApplyOverrides, Restart, Shutdown, StartModel, SwitchModel
-from stoker.fleet.instance import Instance
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState as S
+from stoker.instance.instance import Instance
 from tests.shell.engine_helpers import engines_running
 from tests.shell.test_secrets import MemoryKeyring
 

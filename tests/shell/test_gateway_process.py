@@ -20,7 +20,6 @@ import psutil
 import pytest
 
 from stoker.fleet.commands import Route, Shutdown
-from stoker.fleet.instance import Instance
 from stoker.gateway.link import (
     CloseIfIdle,
     IdleAnswer,
@@ -34,6 +33,7 @@ from stoker.gateway.link import (
 )
 from stoker.gateway.process import RemoteRoutes
 from stoker.gateway.routes import Routes
+from stoker.instance.instance import Instance
 
 from .test_faults import Stoker, gone_within, home, run_args, status_json  # noqa: F401 (fixture)
 

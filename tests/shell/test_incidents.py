@@ -7,7 +7,8 @@ import shutil
 
 from stoker.diagnosis.classify import ExitReport, classify_exit
 from stoker.diagnosis.incidents import IncidentLog
-from stoker.fleet.ledger import LedgerStore, binary_identity
+from stoker.engines.identity import binary_identity
+from stoker.fleet.ledger import LedgerStore
 from stoker.fleet.quarantine import Ledger, is_quarantined, mark_drafter_broken, record_strike
 
 OOM = classify_exit(ExitReport(None, "SIGKILL", False, "ready", 60.0, (), "cpu", oom_killed=True))

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
+from stoker.engines import measurements
 from stoker.engines.engine_log import MIB, parse_memory_report
-from stoker.planning import measurements
-from stoker.planning.memory_probe import measure_dry_run, run_probe
+from stoker.engines.memory_probe import measure_dry_run, run_probe
 from stoker.planning.plan import AnalyticMemory
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "engine_logs"

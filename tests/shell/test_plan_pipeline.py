@@ -136,12 +136,13 @@ def test_on_this_machine_measured_lines_and_broken_drafters_reach_all_three(mode
     """This machine, probed once (free RAM moves between probes, so all three get that one
     probe's value): lines measured here and a drafter the ledger marks broken with this
     build; saved overrides pin what the measured line was taken with."""
+    from stoker.engines import measurements
     from stoker.engines.engine_log import parse_memory_report
-    from stoker.fleet.ledger import LedgerStore, binary_identity
+    from stoker.engines.identity import binary_identity
+    from stoker.engines.probe import probe_machine
+    from stoker.fleet.ledger import LedgerStore
+    from stoker.fleet.pipeline import EngineChoice, plan_model
     from stoker.fleet.quarantine import mark_drafter_broken
-    from stoker.planning import measurements
-    from stoker.planning.pipeline import EngineChoice, plan_model
-    from stoker.planning.probe import probe_machine
 
     model = model_dir / "SmolLM2-135M-Instruct.Q4_1.gguf"
     draft = model_dir / "SmolLM2-135M-Instruct.Q4_1.draft.gguf"
@@ -165,7 +166,7 @@ def test_on_this_machine_measured_lines_and_broken_drafters_reach_all_three(mode
             replace(b, bytes=ctx * 23040 + (1 << 20)) if b.kind == "kv" else b for b in real.buffers))
         assert measurements.record_launch(model, engine_binary, plan, report) == 1
 
-    from stoker.planning import probe
+    from stoker.engines import probe
 
     monkeypatch.setattr(probe, "probe_machine", lambda *a, **k: machine)
     launch = _launch_plan(model)

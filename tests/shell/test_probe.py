@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from stoker.planning import probe
+from stoker.engines import probe
+from stoker.engines.identity import binary_identity
+from stoker.engines.probe import engine_env, probe_amd, probe_machine, run_list_devices
 from stoker.planning.devices import MIB
-from stoker.planning.probe import binary_identity, engine_env, probe_amd, probe_machine, run_list_devices
 
 pytestmark = pytest.mark.skipif(os.name == "nt", reason="fake tools are shell scripts")
 

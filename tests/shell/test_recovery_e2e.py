@@ -56,9 +56,9 @@ def test_the_cgroup_limit_really_oom_kills_the_engine_and_leaves_no_group(engine
 
 
 def _supervisor_on_a_claimed_big_machine(engine_dir, limit, launches):
+    from stoker.engines.probe import probe_machine
     from stoker.fleet.launcher import RealPreparer
     from stoker.fleet.restart import RestartPolicy
-    from stoker.planning.probe import probe_machine
 
     _install_own(engine_dir)
     real = probe_machine(str(engine_dir / "llama-server"))

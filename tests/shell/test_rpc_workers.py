@@ -25,8 +25,8 @@ import pytest
 from stoker.base.overrides import ModelOverrides
 from stoker.base.rpc_address import parse_workers
 from stoker.desktop.tray_view import menu_view
+from stoker.engines.probe import reachable
 from stoker.engines.process import free_loopback_port
-from stoker.engines.rpc_worker import reachable
 from stoker.fleet.commands import ShareWorker, Shutdown, StartModel, StopWorker, UseWorkerAgain
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.snapshot import EngineState as S

@@ -209,8 +209,8 @@ def test_discovery_configured_then_own_builds_then_path(sd_server_binary, stoker
 def image_instance(sd_server_binary, stoker_home, monkeypatch):
     from stoker.base.paths import stoker_paths
     from stoker.fleet.commands import Shutdown
-    from stoker.fleet.instance import Instance
     from stoker.fleet.launcher import RealPreparer
+    from stoker.instance.instance import Instance
 
     monkeypatch.setenv("STOKER_SD_SERVER", str(sd_server_binary))
     model = write_tiny_flux2_klein(stoker_paths().models / "tiny-flux2-klein")

@@ -16,7 +16,7 @@ from stoker.base.paths import stoker_paths
 from stoker.base.store import OverridesStore, SettingsStore
 from stoker.engines.process import free_loopback_port
 from stoker.fleet.commands import Shutdown
-from stoker.fleet.instance import Instance, gateway_port
+from stoker.instance.instance import Instance, gateway_port
 from stoker.library.catalog import ModelCatalog
 from tests.shell.engine_helpers import wait_until
 

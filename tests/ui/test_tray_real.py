@@ -23,10 +23,10 @@ from stoker.base.store import SettingsStore
 from stoker.desktop.app import StokerApp
 from stoker.desktop.services import Services
 from stoker.fleet.commands import StartModel
-from stoker.fleet.instance import Instance
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState
 from stoker.fleet.supervisor import Supervisor
+from stoker.instance.instance import Instance
 from tests.ui.fakes import grab_menus
 
 pytestmark = [pytest.mark.engine, pytest.mark.ui]

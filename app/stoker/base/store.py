@@ -22,6 +22,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 from stoker.base.overrides import ModelOverrides, overrides_to_dict, validate_overrides
+from stoker.base.paths import stoker_paths
 from stoker.base.rpc_address import DEFAULT_PORT as DEFAULT_RPC_PORT
 from stoker.base.rpc_address import parse_worker, parse_workers
 
@@ -374,3 +375,23 @@ class SettingsStore:
         new = replace(current, **checked)
         self.save(new)
         return new
+
+
+def read_setting(key: str):
+    """One setting (`engine_path`, `model_folders`), or None when absent or unreadable.
+
+    `stoker.base.store.SettingsStore` owns settings.json (it reads `engine_path` as its
+    `engine`); the raw JSON read below is the fallback for a store that lacks the key.
+    """
+    try:
+        value = SettingsStore().get(key)
+        if value:
+            return value
+    except (ImportError, KeyError):
+        pass
+    path = stoker_paths().config / "settings.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data.get(key) if isinstance(data, dict) else None

@@ -44,7 +44,7 @@ def folder_bytes(root: Path) -> int:
 
 def time_to_tray(command: list[str], timeout_s: float = 120.0) -> float:
     """Seconds from spawning `command` (the tray) to `tray_shown: true`; then stop it."""
-    from stoker.fleet.control import request
+    from stoker.instance.control import request
 
     with tempfile.TemporaryDirectory(prefix="stoker-bench-bundle-") as home:
         env = dict(os.environ, STOKER_HOME=home)

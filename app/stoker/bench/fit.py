@@ -179,7 +179,7 @@ def _trial(binary, model, ctx, slots, limit, cgroup=None) -> Trial:
     """Start with warm-up and serve one request whose prompt fills a slot's context: what a
     user calls "it runs". A start alone leaves the compute buffer (and, with --no-warmup,
     more) untouched, so a cgroup admits contexts that die on their first long prompt."""
-    from stoker.planning.memory_probe import run_probe
+    from stoker.engines.memory_probe import run_probe
 
     settings = dict(ctx=ctx, slots=slots, timeout_s=60, warmup=True, fill_context=True,
                     serve_timeout_s=SERVE_TIMEOUT_S, extra=LOAD_FLAGS)
@@ -322,9 +322,9 @@ def run(args) -> int:
 
     from stoker.base.paths import stoker_paths
     from stoker.bench.memory import _engine_binary
+    from stoker.engines.memory_probe import run_probe
     from stoker.errors import UserError
     from stoker.library.gguf_io import load_summary
-    from stoker.planning.memory_probe import run_probe
 
     binary = _engine_binary()
     model = Path(args.model) if args.model else stoker_paths().models / "SmolLM2-135M-Instruct.Q4_1.gguf"

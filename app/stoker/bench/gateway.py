@@ -630,8 +630,8 @@ class _Bench:
         from stoker.base.overrides import ModelOverrides
         from stoker.base.secrets import get_api_key
         from stoker.fleet import commands as cmd
-        from stoker.fleet.instance import Instance
         from stoker.fleet.launcher import RealPreparer
+        from stoker.instance.instance import Instance
         from stoker.library.models import resolve_model
 
         a = self.args

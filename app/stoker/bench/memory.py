@@ -278,8 +278,8 @@ def settings_for(summary, grid: dict, extra: tuple[Setting, ...]) -> list[Settin
 def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
                  progress=None, extra: tuple[Setting, ...] = EXTRA,
                  dry_run_extra: tuple[Setting, ...] = DRY_RUN_EXTRA) -> list[Row]:
+    from stoker.engines.memory_probe import measure_dry_run, run_probe
     from stoker.library.gguf_io import load_summary
-    from stoker.planning.memory_probe import measure_dry_run, run_probe
 
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="stoker-bench-memory-") as tmp:

@@ -1,6 +1,6 @@
 """`stoker bench rpc`: what splitting a model across RPC workers costs, and whether the plan's bytes are real.
 
-Two `stoker worker`-style rpc-servers run on loopback ports (stoker/engines/rpc_worker.py, with their
+Two `stoker worker`-style rpc-servers run on loopback ports (stoker/fleet/rpc_worker.py, with their
 allocation log on) and stand in for two machines. The demo model is started twice per round,
 alternating so drift in the machine hits both alike: "local" (every layer on this machine)
 and "split" (a memory budget too small for the model, so the planner sends layers to RPC0 and
@@ -35,10 +35,10 @@ def add_arguments(parser) -> None:
 
 
 def _start(model: Path, overrides, workers, budget, timeout_s: float = 300):
-    from stoker.engines.rpc_worker import rpc_llama_server
     from stoker.errors import UserError
     from stoker.fleet.commands import Shutdown, StartModel
     from stoker.fleet.launcher import RealPreparer
+    from stoker.fleet.rpc_worker import rpc_llama_server
     from stoker.fleet.snapshot import EngineState
     from stoker.fleet.supervisor import Supervisor
 
@@ -77,10 +77,11 @@ def run(args) -> int:
     from stoker.base.overrides import ModelOverrides
     from stoker.base.paths import stoker_paths
     from stoker.base.rpc_address import RpcWorker
+    from stoker.engines.probe import reachable
     from stoker.engines.process import free_loopback_port
     from stoker.engines.rpc import allocated_by_last_client
-    from stoker.engines.rpc_worker import WorkerSupervisor, reachable, rpc_server_binary
     from stoker.errors import UserError
+    from stoker.fleet.rpc_worker import WorkerSupervisor, rpc_server_binary
     from stoker.library.models import resolve_model
     from stoker.planning.planner import GIB
 

@@ -1,7 +1,7 @@
 """`stoker bench speed`: the planner's predicted decode speed beside the engine's measured one.
 
 For the demo model and Gemma 3 270M on this machine's CPU, it first measures the CPU's figure
-the way a plan gets it (stoker/planning/bandwidth.py: memory reads and the engine's decode rate on the
+the way a plan gets it (stoker/engines/bandwidth.py: memory reads and the engine's decode rate on the
 demo model, the slower of the two; cached, so plans made afterwards use it), then for each
 model starts the real llama-server with the same threads, decodes `--n-predict` tokens
 (/completion, greedy, ignore_eos) `--runs` times and takes the median
@@ -48,9 +48,9 @@ def predicted_tokens_per_s(summary, cpu_bytes_per_s: int | None, context_tokens:
 def run(args) -> int:
     from stoker.base.paths import stoker_paths
     from stoker.bench.memory import DEMO_FILE, _engine_binary, ensure_gemma
+    from stoker.engines.bandwidth import engine_decode_rate, measure_cpu_bandwidth
     from stoker.errors import UserError
     from stoker.library.gguf_io import load_summary
-    from stoker.planning.bandwidth import engine_decode_rate, measure_cpu_bandwidth
 
     if args.runs < 1 or args.n_predict < 8:
         raise UserError("--runs must be at least 1 and --n-predict at least 8.")

@@ -199,8 +199,8 @@ def run_tray(model: str | None = None, *, headless: Callable[[], int], preparer=
     from stoker.base.paths import stoker_paths, storage_sentence
     from stoker.engines.process import reap_orphans
     from stoker.errors import UserError
-    from stoker.fleet.control import AlreadyRunning, ControlServer, request
-    from stoker.fleet.instance import GatewayError, Instance, gateway_port
+    from stoker.instance.control import AlreadyRunning, ControlServer, request
+    from stoker.instance.instance import GatewayError, Instance, gateway_port
 
     try:
         paths = stoker_paths().ensure()

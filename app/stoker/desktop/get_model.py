@@ -2,7 +2,7 @@
 and the planner's verdict for this machine, pick one, watch it download, then run it.
 
 The listing, the verdicts (each planned from the file's remote header) and the download
-are `Services.hub_lookup` / `Services.hub_download` (stoker/library/pull.py), run off the GUI
+are `Services.hub_lookup` / `Services.hub_download` (stoker/planning/pull.py), run off the GUI
 thread; the download's progress comes back through a queued signal, and every progress
 line is also handed to `on_progress` (the tray shows it). Running the model is a
 StartModel command to the supervisor. Nothing here reads files or talks to the network.
@@ -30,7 +30,7 @@ from PySide6.QtWidgets import (
 
 from stoker.desktop.workers import run_in_background
 from stoker.fleet.commands import Command, StartModel
-from stoker.library.quant_choice import Fit
+from stoker.planning.quant_choice import Fit
 
 _FIT_COLOURS = {Fit.RUNS: "#1e7d32", Fit.RUNS_SHORT: "#1e7d32", Fit.RUNS_SLOWLY: "#b26a00",
                 Fit.DOES_NOT_FIT: "#c5221f", Fit.UNKNOWN: "#5f6368"}

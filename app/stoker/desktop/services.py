@@ -124,8 +124,8 @@ class Services:
     def hub_lookup(self, text: str):
         """(JudgedRepo, QuantPick | sentence) for a pasted repository; raises UserError with one sentence."""
         from stoker.errors import UserError
-        from stoker.library import pull as model_pull
         from stoker.library.store_layouts import parse_hf_reference
+        from stoker.planning import pull as model_pull
 
         ref = parse_hf_reference(text)
         if isinstance(ref, str):
@@ -138,7 +138,7 @@ class Services:
         return judged, pick
 
     def hub_download(self, judged, option, progress) -> Path:
-        from stoker.library import pull as model_pull
+        from stoker.planning import pull as model_pull
 
         return model_pull.download(judged, option, progress)
 
@@ -168,7 +168,7 @@ class Services:
         """The build a launch would use (shell.planning.EngineChoice), chosen as the launcher does."""
         if self._engine is None:
             from stoker.fleet.launcher import RealPreparer
-            from stoker.planning.pipeline import EngineChoice
+            from stoker.fleet.pipeline import EngineChoice
 
             preparer = RealPreparer()
             try:
@@ -181,7 +181,7 @@ class Services:
     def machine(self):
         """This machine as the engine that would run sees it (probed once per dialog session)."""
         if self._machine is None:
-            from stoker.planning.probe import probe_machine
+            from stoker.engines.probe import probe_machine
 
             self._machine = probe_machine(self.engine().binary)
         return self._machine
@@ -191,7 +191,7 @@ class Services:
         the launcher's own pipeline (shell.planning): Settings' memory reserve and budget, the
         drafter, broken drafters and measured lines included."""
         from stoker.engines.ds4_launch import is_ds4_model
-        from stoker.planning.pipeline import load_settings, plan_model
+        from stoker.fleet.pipeline import load_settings, plan_model
 
         summary = self.summary(model_path)
         if is_ds4_model(summary.architecture):

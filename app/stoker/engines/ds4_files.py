@@ -5,7 +5,7 @@ Discovery order (core/ds4_launch.choose_ds4_binary): the configured path (settin
 `ds4_server`, or the STOKER_DS4_SERVER environment variable), then `ds4-server` on PATH,
 then Stoker's own folder `<data>/engines/ds4/`. Measurements live in
 `<data>/ds4-measurements.json`; an entry is dropped on read as soon as the model file or the
-ds4 build it was taken with changed (same identities as stoker/planning/measurements.py).
+ds4 build it was taken with changed (same identities as stoker/engines/measurements.py).
 
 It decides nothing about plans (stoker/engines/ds4_launch.py does); it finds, reads and remembers.
 """
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
-from stoker.base.store import read_json, write_json_atomic
+from stoker.base.store import read_json, read_setting, write_json_atomic
 from stoker.engines.ds4_launch import (
     Ds4Binary,
     Ds4Measurement,
@@ -30,12 +30,12 @@ from stoker.engines.ds4_launch import (
     parse_memory_line,
     plan_ds4,
 )
-from stoker.engines.find import read_setting
+from stoker.engines.identity import binary_identity
 from stoker.engines.kind import DS4, EngineKind
 from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.engines.measurements import model_identity
 from stoker.planning.ds4 import Ds4Entry
 from stoker.planning.machine import Machine
-from stoker.planning.measurements import build_identity, model_identity
 from stoker.planning.plan import PlanRefusal
 
 SCHEMA = 1
@@ -96,9 +96,11 @@ def _entries() -> list[dict]:
 
 def _identities(model_path, binary) -> tuple[str, str] | None:
     try:
-        return model_identity(model_path), build_identity(binary)
+        mid = model_identity(model_path)
     except OSError:
         return None
+    bid = binary_identity(binary)
+    return None if bid is None else (mid, bid)
 
 
 def ds4_measurements(model_path, binary) -> tuple[Ds4Measurement, ...]:

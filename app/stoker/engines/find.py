@@ -23,12 +23,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from stoker.base.paths import stoker_paths
+from stoker.base.store import read_setting
 from stoker.engines.builds import (
     EngineBuild,
     EngineVersion,
     order_builds,
     parse_version_output,
 )
+from stoker.engines.identity import binary_identity
 from stoker.engines.process import probe_process_kwargs
 
 BINARY_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"
@@ -44,23 +46,6 @@ def own_engines_root() -> Path:
     return stoker_paths().engines / "llama-server"
 
 
-def binary_identity(path: Path | str) -> str:
-    """`stoker.planning.probe.binary_identity`, but raising OSError for a missing file, so the
-    discovery caches never remember one."""
-    from stoker.planning.probe import binary_identity as build_identity
-
-    p = Path(path).resolve()
-    p.stat()
-    return build_identity(p)
-
-
-def _identity_or_none(binary) -> str | None:
-    try:
-        return binary_identity(binary)
-    except OSError:
-        return None
-
-
 def _clean_env() -> dict[str, str]:
     from stoker.engines.process import clean_engine_env
 
@@ -69,9 +54,8 @@ def _clean_env() -> dict[str, str]:
 
 def engine_version(binary: Path | str) -> EngineVersion | None:
     """(version, build, commit) from `binary --version`; None if it does not run or say so."""
-    try:
-        ident = binary_identity(binary)
-    except OSError:
+    ident = binary_identity(binary)
+    if ident is None:
         return None
     if ident in _version_cache:
         return _version_cache[ident]
@@ -98,7 +82,6 @@ def engine_version(binary: Path | str) -> EngineVersion | None:
     return found
 
 
-
 _NOT_FOUND_RE = re.compile(r"^\s*(\S+)\s*=>\s*not found", re.MULTILINE)
 
 
@@ -109,9 +92,8 @@ def check_libraries(binary: Path | str) -> tuple[str, ...]:
     """
     if platform.system() != "Linux" or shutil.which("ldd") is None:
         return ()
-    try:
-        ident = binary_identity(binary)
-    except OSError:
+    ident = binary_identity(binary)
+    if ident is None:
         return ()
     if ident in _library_cache:
         return _library_cache[ident]
@@ -129,6 +111,8 @@ def check_libraries(binary: Path | str) -> tuple[str, ...]:
 def file_sha256(path: Path | str) -> str:
     """sha256 of a file, cached by identity so re-checking an unchanged build is free."""
     ident = binary_identity(path)
+    if ident is None:
+        raise FileNotFoundError(f"{path} cannot be read")
     if ident not in _sha_cache:
         h = hashlib.sha256()
         with open(path, "rb") as f:
@@ -136,28 +120,6 @@ def file_sha256(path: Path | str) -> str:
                 h.update(chunk)
         _sha_cache[ident] = h.hexdigest()
     return _sha_cache[ident]
-
-
-def read_setting(key: str):
-    """One setting (`engine_path`, `model_folders`), or None when absent or unreadable.
-
-    `stoker.base.store.SettingsStore` owns settings.json (it reads `engine_path` as its
-    `engine`); the raw JSON read below is the fallback for a store that lacks the key.
-    """
-    try:
-        from stoker.base.store import SettingsStore
-
-        value = SettingsStore().get(key)
-        if value:
-            return value
-    except (ImportError, KeyError):
-        pass
-    path = stoker_paths().config / "settings.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data.get(key) if isinstance(data, dict) else None
 
 
 _LIB_BACKENDS = (("ggml-cuda", "cuda"), ("ggml-hip", "rocm"), ("ggml-vulkan", "vulkan"),
@@ -212,7 +174,7 @@ def inspect_binary(binary: Path, source: str, backend: str | None = None, build_
             "reinstall the build with its libraries beside it.")))
     version = engine_version(binary)
     if version is None:
-        why = _version_failure.get(_identity_or_none(binary)) or \
+        why = _version_failure.get(binary_identity(binary)) or \
             f"`{binary} --version` did not run or did not print a version line"
         return named(replace(base, status="broken", status_reason=why + "."))
     return named(replace(base, version=version.version, build=version.build, commit=version.commit))

@@ -5,7 +5,7 @@ What is decided here, from values only: how a worker address is written and chec
 `RPC1` … in `--rpc` order, with the worker's `host:port` as the description), which workers
 are left for the next attempt after one went away, how many bytes a worker's debug log says it allocated,
 which devices a worker's rpc-server says it lends, and the warning for a worker bound beyond loopback. Running rpc-server and the TCP check are
-`stoker/engines/rpc_worker.py` and `stoker/planning/probe.py`; placing layers is `stoker/planning/planner.py`.
+`stoker/fleet/rpc_worker.py` and `stoker/engines/probe.py`; placing layers is `stoker/planning/planner.py`.
 """
 
 from __future__ import annotations

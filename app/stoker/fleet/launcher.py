@@ -23,9 +23,7 @@ from stoker.base.overrides import ModelOverrides
 from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
 from stoker.engines.kind import EngineKind, engine_kind_for
 from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
-from stoker.fleet.supervisor import EngineHealth, ExitDecision
-from stoker.library.model_ids import model_kind
-from stoker.planning.pipeline import (
+from stoker.fleet.pipeline import (
     DRAFT_SUFFIX,
     EngineChoice,
     auto_drafter,
@@ -35,6 +33,8 @@ from stoker.planning.pipeline import (
     policy_from_settings,
     projector_of,
 )
+from stoker.fleet.supervisor import EngineHealth, ExitDecision
+from stoker.library.model_ids import model_kind
 
 log = logging.getLogger(__name__)
 
@@ -200,8 +200,8 @@ class RealPreparer:
         its reason: falling back is only for builds Stoker chose itself. `engine_choice`
         says afterwards which build runs and why."""
         from stoker.engines.find import discover_engines
+        from stoker.engines.identity import binary_identity
         from stoker.errors import UserError
-        from stoker.fleet.ledger import binary_identity
         from stoker.fleet.quarantine import choose_build
 
         builds = discover_engines(self.engine) if self.engine else discover_engines()
@@ -243,7 +243,7 @@ class RealPreparer:
         than the driver (cudaBlocker), a ROCm build with no kernels for any AMD GPU here
         (rocmBlocker). AMD GPUs without kernels are hidden from a ROCm launch instead."""
         from stoker.diagnosis.blockers import cuda_blocker, rocm_visibility_env, rocm_visible_devices
-        from stoker.planning.probe import probe_machine
+        from stoker.engines.probe import probe_machine
 
         gpu_builds = [b for b in builds if b.backend in ("cuda", "rocm")]
         views, blocked, self._gpu_env = [], {}, {}
@@ -306,10 +306,10 @@ class RealPreparer:
     def _prepare(self, model_path: str | None, attempt: AttemptContext):
         from stoker.base.paths import stoker_paths
         from stoker.base.store import OverridesStore
-        from stoker.fleet.ledger import binary_identity
+        from stoker.engines.identity import binary_identity
+        from stoker.engines.probe import probe_machine
         from stoker.library.gguf_io import load_summary
         from stoker.planning.plan import PlanRefusal
-        from stoker.planning.probe import probe_machine
 
         paths = stoker_paths()
         settings = self._settings()
@@ -391,7 +391,7 @@ class RealPreparer:
         added back, as a llama-server plan is."""
         from stoker.base.paths import stoker_paths
         from stoker.base.store import OverridesStore
-        from stoker.planning.probe import probe_machine
+        from stoker.engines.probe import probe_machine
 
         if attempt.overrides is not None:
             saved = attempt.overrides
@@ -439,9 +439,9 @@ class RealPreparer:
     def _rpc_build(self):
         """The llama-server that can take --rpc (`stoker setup --rpc`)."""
         from stoker.engines.find import discover_engines
-        from stoker.engines.rpc_worker import rpc_llama_server
         from stoker.engines.setup import RPC_BUILD_ID
         from stoker.errors import UserError
+        from stoker.fleet.rpc_worker import rpc_llama_server
 
         binary = rpc_llama_server()
         if binary is None:
@@ -454,7 +454,7 @@ class RealPreparer:
 
     def _with_workers(self, machine, binary: str, workers):
         """This machine plus the devices the reachable workers lend; the others are a note."""
-        from stoker.planning.probe import probe_workers
+        from stoker.engines.probe import probe_workers
 
         devices, gone, notes = probe_workers(binary, workers)
         self._worker_notes = notes
@@ -468,7 +468,7 @@ class RealPreparer:
     def _workers_lost(self, launch: PreparedLaunch) -> tuple:
         """The workers of this launch that no longer accept a connection."""
         from stoker.base.rpc_address import parse_workers
-        from stoker.engines.rpc_worker import reachable
+        from stoker.engines.probe import reachable
 
         plan = launch.plan
         used = parse_workers(list(plan.rpc_endpoints)) if plan is not None else ()
@@ -480,7 +480,7 @@ class RealPreparer:
 
     def workers_back(self) -> tuple:
         """Dropped workers that accept a connection again (the tray offers to use them)."""
-        from stoker.engines.rpc_worker import reachable
+        from stoker.engines.probe import reachable
 
         return tuple(w for w in self._dropped_workers if reachable(w, timeout_s=0.3))
 
@@ -562,9 +562,9 @@ class RealPreparer:
         """Record this launch's real buffers, so the next plan uses the measured line; remember
         a chosen drafter the engine refused, so the next launch does not load it for nothing."""
         from stoker.diagnosis.classify import drafter_dropped_from_log
+        from stoker.engines import measurements
         from stoker.engines.engine_log import parse_memory_report
         from stoker.fleet.quarantine import mark_drafter_broken
-        from stoker.planning import measurements
 
         if launch.kind is EngineKind.DS4:
             from stoker.engines.ds4_files import after_ds4_ready

@@ -9,7 +9,6 @@ is the fingerprint strikes are keyed to, so a replaced binary starts clean.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from stoker.base.store import read_json, write_json_atomic
@@ -38,11 +37,3 @@ class LedgerStore:
         write_json_atomic(self.path, ledger_to_json(ledger))
 
 
-def binary_identity(binary: Path | str) -> str | None:
-    """The build's identity (stoker.planning.probe.binary_identity) that strikes and quarantines
-    are keyed to; None when the binary cannot be read."""
-    from stoker.planning.probe import binary_identity as build_identity
-
-    if not os.access(binary, os.R_OK):
-        return None
-    return build_identity(binary)

@@ -488,7 +488,7 @@ class Supervisor:
         elif isinstance(command, cmd.ShareWorker):
             if self._shared_worker is None:
                 # Imported here: rpc_worker pulls in shell.setup, and most Stokers never share.
-                from stoker.engines.rpc_worker import SharedWorker
+                from stoker.fleet.rpc_worker import SharedWorker
 
                 self._shared_worker = SharedWorker(lambda: self._queue.put(_WorkerChanged()),
                                                    clock=self._clock)

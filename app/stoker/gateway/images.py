@@ -18,16 +18,11 @@ import logging
 from aiohttp import ClientConnectionError, web
 
 from stoker.engines.kind import describe
-from stoker.engines.sd_server import (
-    ImageModel,
-    ImageRequestError,
-    openai_to_txt2img,
-    plan_image_launch,
-    txt2img_to_openai,
-)
+from stoker.engines.sd_server import ImageRequestError, openai_to_txt2img, plan_image_launch, txt2img_to_openai
 from stoker.fleet import commands as cmd
 from stoker.fleet.snapshot import EngineState
 from stoker.gateway.rules import IMAGES_GENERATIONS
+from stoker.library.image_parts import ImageModel
 from stoker.library.model_ids import CatalogEntry, ModelKind
 
 log = logging.getLogger(__name__)

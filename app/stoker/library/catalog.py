@@ -18,8 +18,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from stoker.engines.sd_server import ImageFile, image_models_from
-from stoker.library.image_parts import ImagePart
+from stoker.library.image_parts import ImageFile, ImagePart, image_models_from
 from stoker.library.model_ids import Catalog, ModelKind, build_catalog, model_kind
 
 log = logging.getLogger(__name__)

@@ -9,7 +9,7 @@ again); the finished file's sha256 must equal the LFS oid the hub states before 
 moved into place, so a corrupted file is never added. The endpoint (`HF_ENDPOINT`), the
 cache (`HF_HUB_CACHE`, `HF_HOME`) and the token (`HF_TOKEN`, the saved login) are read
 where huggingface_hub reads them, at call time. It decides nothing: which file is
-stoker/library/quant_choice.py's business, the plan stoker/planning/planner.py's.
+stoker/planning/quant_choice.py's business, the plan stoker/planning/planner.py's.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from stoker.errors import UserError
 from stoker.library.gguf_io import GGUFError, join_split_headers, read_header_stream
 from stoker.library.gguf_summary import ModelSummary, summarise
 from stoker.library.pull_record import PulledFile, PullRecord
-from stoker.library.quant_choice import QuantOption, RemoteFile
+from stoker.library.quant_options import QuantOption, RemoteFile
 from stoker.library.store_layouts import ModelOrigin, hf_folder_of_repo
 from stoker.library.stores import roots_here
 

@@ -18,7 +18,7 @@ import re
 from dataclasses import dataclass
 from enum import Enum
 
-from stoker.engines.sd_server import ImageModel
+from stoker.library.image_parts import ImageModel
 
 # The quantisation tags llama.cpp writes into file names (llama-quantize's type names, plus
 # the float types), matched case-insensitively at the end of the stem.

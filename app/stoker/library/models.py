@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.base.paths import stoker_paths
-from stoker.engines.find import read_setting
-from stoker.engines.setup import DEMO_MODEL_NAME
+from stoker.base.store import read_setting
 from stoker.library.store_layouts import PROJECTOR_RE, SPLIT_RE, ModelOrigin, is_projector_name
 from stoker.library.stores import StoreModel, scan_stores
 
@@ -322,3 +321,6 @@ def find_model(name: str, models: tuple[ModelFile, ...] | None = None) -> ModelF
             if any(n.lower().removesuffix(".gguf") == candidate for n in m.names):
                 return m
     return None
+
+
+DEMO_MODEL_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"

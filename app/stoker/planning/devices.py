@@ -3,7 +3,7 @@
 The engine's own `--list-devices` output is the truth about which GPUs a build can
 use; nvidia-smi and the AMD KFD topology add facts the engine does not print (compute
 capability, the highest CUDA the driver supports, the gfx target). This module only
-parses and merges text it is given: running the tools is `app/stoker/planning/probe.py`'s job,
+parses and merges text it is given: running the tools is `app/stoker/engines/probe.py`'s job,
 so nothing here touches processes, files or the clock.
 """
 

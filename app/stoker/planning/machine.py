@@ -1,6 +1,6 @@
 """What this (or another) machine has to give a model: RAM, cores and GPU devices.
 
-Values only. `stoker/planning/probe.py` fills them from psutil, `llama-server --list-devices`,
+Values only. `stoker/engines/probe.py` fills them from psutil, `llama-server --list-devices`,
 nvidia-smi and sysfs; `--machine FILE` fills them from JSON (`machine_from_json`), so
 plans can be made for a machine that is not this one. Unknown is `None`, never 0.
 """
@@ -42,7 +42,7 @@ class Machine:
     source: str = "probed"  # probed | file:<path>
     # Why a fact is missing or stale (a tool absent, a probe that failed), one sentence each.
     notes: tuple[str, ...] = ()
-    # Host RAM read bandwidth, bytes/s, as measured on this machine (stoker/planning/bandwidth.py) or given
+    # Host RAM read bandwidth, bytes/s, as measured on this machine (stoker/engines/bandwidth.py) or given
     # by a machine file; it prices the layers a plan leaves on the CPU (stoker/planning/speed.py).
     ram_bandwidth_bytes_per_s: int | None = None
 

@@ -18,7 +18,7 @@ correction follows the estimate's shape (it flattens where the estimate flattens
 different layer placement (same key, other -ngl) keeps its own analytic weights plus the
 small measured offset rather than the measured placement's weights.
 
-Pure: no files, no clock. `stoker/planning/measurements.py` keeps the points on disk and decides when
+Pure: no files, no clock. `stoker/engines/measurements.py` keeps the points on disk and decides when
 a file or a build changed.
 """
 
@@ -150,7 +150,7 @@ def fit_line(points) -> MeasuredLine | None:
 class MeasuredKey:
     """What a measurement depends on; any difference means a different line."""
 
-    model_identity: str  # stoker/planning/measurements.py: resolved path + size + mtime_ns
+    model_identity: str  # stoker/engines/measurements.py: resolved path + size + mtime_ns
     build_identity: str  # the engine binary's sha256 + size + mtime_ns
     device: str  # CPU (host RAM) or the engine's device name
     type_k: str
@@ -165,7 +165,7 @@ class MeasuredKey:
 class MeasuredMemory:
     """Every line measured for one model file under one engine build: the planner's seam.
 
-    Built by `stoker/planning/measurements.py` (`lookup(model_path, binary)`); the planner calls
+    Built by `stoker/engines/measurements.py` (`lookup(model_path, binary)`); the planner calls
     `lookup(...)` with the settings it is considering and, when a line comes back, passes
     that device's analytic components through `line.calibrated(...)` and sets
     `estimate_source="measured"`.

@@ -55,7 +55,7 @@ def _load_machine(args):
             return machine_from_json(text, str(path)), None
         except ValueError as exc:
             raise UserError(f"{exc}.") from None
-    from stoker.planning.probe import probe_machine
+    from stoker.engines.probe import probe_machine
 
     engine, note = (args.engine, None) if args.engine else _default_engine()
     if args.engine and not Path(args.engine).expanduser().is_file():

@@ -19,7 +19,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.fleet.control import request
+    from stoker.instance.control import request
 
     op = args.command
     fields = {"model": args.model}

@@ -83,7 +83,7 @@ def _load_machine(args, engine_binary: str | None):
             return machine_from_json(text, str(path))
         except ValueError as exc:
             raise UserError(f"{exc}.") from None
-    from stoker.planning.probe import probe_machine
+    from stoker.engines.probe import probe_machine
 
     return probe_machine(engine_binary)
 
@@ -105,7 +105,7 @@ def _engine_choice():
     you named, else the best usable, quarantine respected), else the bare name on CPU."""
     from stoker.errors import UserError
     from stoker.fleet.launcher import RealPreparer
-    from stoker.planning.pipeline import EngineChoice
+    from stoker.fleet.pipeline import EngineChoice
 
     preparer = RealPreparer()
     try:
@@ -123,8 +123,8 @@ def run(args) -> int:
     from stoker.engines.argv import build_launch_spec
     from stoker.errors import UserError
     from stoker.fleet.launcher import merge_overrides
+    from stoker.fleet.pipeline import EngineChoice, load_settings, plan_model
     from stoker.library.models import resolve_model
-    from stoker.planning.pipeline import EngineChoice, load_settings, plan_model
     from stoker.planning.plan import LaunchPlan
 
     overrides, errors = validate_overrides(overrides_from_args(args))

@@ -19,7 +19,7 @@ def _mib(n: int) -> str:
 
 
 def run(args) -> int:
-    from stoker.fleet.control import request
+    from stoker.instance.control import request
 
     answer = request("ps")
     if answer is None:

@@ -61,8 +61,8 @@ class ProgressPrinter:
 
 def run(args) -> int:
     from stoker.errors import UserError
-    from stoker.library import pull as model_pull
     from stoker.library.store_layouts import parse_hf_reference
+    from stoker.planning import pull as model_pull
 
     ref = parse_hf_reference(args.reference, args.file)
     if isinstance(ref, str):

@@ -140,8 +140,8 @@ def run(args) -> int:
     from stoker.base.paths import stoker_paths, storage_sentence
     from stoker.errors import UserError
     from stoker.fleet.commands import Shutdown
-    from stoker.fleet.instance import gateway_port
     from stoker.fleet.launcher import RealPreparer
+    from stoker.instance.instance import gateway_port
 
     overrides = cli_overrides(args)
     if args.port is not None and not 0 <= args.port < 65536:
@@ -189,8 +189,8 @@ def _run_headless(args, preparer, paths, holder: dict, stop_now: list) -> int:
     from stoker.engines.process import reap_orphans
     from stoker.errors import UserError
     from stoker.fleet.commands import Shutdown, StartModel
-    from stoker.fleet.control import AlreadyRunning, ControlServer
-    from stoker.fleet.instance import GatewayError, Instance, gateway_port
+    from stoker.instance.control import AlreadyRunning, ControlServer
+    from stoker.instance.instance import GatewayError, Instance, gateway_port
 
     def answer(req: dict) -> dict:
         instance = holder.get("instance")

@@ -166,8 +166,8 @@ def run(args) -> int:
 
 def _measure_cpu_bandwidth(installed, model, reporter):
     """Measure this CPU's decode bandwidth once per installed build (cached; plans read it)."""
+    from stoker.engines.bandwidth import cached_cpu_bandwidth, measure_cpu_bandwidth
     from stoker.engines.find import BINARY_NAME
-    from stoker.planning.bandwidth import cached_cpu_bandwidth, measure_cpu_bandwidth
 
     if model is None:
         return None

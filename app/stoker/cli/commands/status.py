@@ -15,8 +15,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.fleet.control import request
     from stoker.fleet.status_report import SCHEMA, status_lines
+    from stoker.instance.control import request
 
     answer = request("status")
     if answer is None:

@@ -15,7 +15,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.fleet.control import request
+    from stoker.instance.control import request
 
     answer = request("stop")
     if answer is None:

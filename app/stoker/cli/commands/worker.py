@@ -1,7 +1,7 @@
 """`stoker worker [--host ADDR] [--port N] [--cache]`: lend this machine's devices to an engine elsewhere.
 
 Runs llama.cpp's rpc-server (built by `stoker setup --rpc`) in the foreground, restarted with
-backoff when it stops (stoker/engines/rpc_worker.py), and prints one status line per change. It binds
+backoff when it stops (stoker/fleet/rpc_worker.py), and prints one status line per change. It binds
 127.0.0.1 unless --host names another address, and then it also needs
 --i-know-rpc-is-unauthenticated: RPC has no authentication and no encryption. Ctrl-C or
 SIGTERM stops it.
@@ -36,8 +36,8 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.engines.rpc_worker import WorkerSupervisor, rpc_server_binary
     from stoker.errors import UserError
+    from stoker.fleet.rpc_worker import WorkerSupervisor, rpc_server_binary
 
     if not 0 < args.port < 65536:
         raise UserError(f"--port {args.port} is not a port number; give 1 to 65535.")

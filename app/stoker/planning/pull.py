@@ -3,7 +3,7 @@ pick one, download it. The one sequence both `stoker pull` and the "Get a modelâ
 
 Each option is planned from its own remote header (a few range requests) by the same
 planner a launch uses; when a header cannot be read the verdict comes from the file's size
-and says so. Wiring only: the verdicts and the pick are stoker/library/quant_choice.py's, the hub
+and says so. Wiring only: the verdicts and the pick are stoker/planning/quant_choice.py's, the hub
 calls stoker/library/hf_hub.py's.
 """
 
@@ -15,37 +15,17 @@ from pathlib import Path
 from stoker.errors import UserError
 from stoker.library import hf_hub
 from stoker.library.gguf_io import GGUFError
-from stoker.library.quant_choice import (
-    FitVerdict,
-    QuantOption,
-    QuantPick,
-    pick_quant,
-    quant_options,
-    verdict_from_size,
-    verdict_of_plan,
-)
+from stoker.library.quant_options import QuantOption, quant_options
 from stoker.library.store_layouts import HFReference
 from stoker.planning.machine import Machine
 from stoker.planning.planner import PlanPolicy, plan_launch
+from stoker.planning.quant_choice import FitVerdict, QuantPick, pick_quant, verdict_from_size, verdict_of_plan
 
 
 @dataclass(frozen=True)
 class JudgedRepo:
     listing: hf_hub.RepoListing
     judged: tuple[tuple[QuantOption, FitVerdict], ...]
-
-
-def this_machine() -> Machine:
-    from stoker.planning.probe import probe_machine
-
-    binary = None
-    try:
-        from stoker.engines.find import discover_engines
-
-        binary = next((b.binary for b in discover_engines() if b.usable), None)
-    except Exception:  # no build yet: the vendor tools still say what the GPUs are
-        binary = None
-    return probe_machine(binary)
 
 
 def judge_option(listing: hf_hub.RepoListing, option: QuantOption, machine: Machine,

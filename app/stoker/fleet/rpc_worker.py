@@ -19,7 +19,6 @@ It never decides whether a non-loopback bind is allowed: the command asks for th
 from __future__ import annotations
 
 import os
-import socket
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ from stoker.base.rpc_address import RpcWorker
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.diagnosis.views import IncidentView
 from stoker.engines.launch_spec import LaunchSpec
+from stoker.engines.probe import reachable
 from stoker.engines.process import EngineProcess
 from stoker.engines.rpc import is_loopback, worker_devices
 from stoker.engines.setup import RPC_BUILD_ID, RPC_SERVER_NAME
@@ -57,7 +57,6 @@ from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.snapshot import EngineState, WorkerView
 
 POLL_S = 0.1
-CONNECT_TIMEOUT_S = 1.0
 STARTUP_DEADLINE_S = 30.0
 
 
@@ -78,16 +77,6 @@ def rpc_llama_server() -> Path | None:
 
     p = rpc_build_folder() / BINARY_NAME
     return p if p.is_file() else None
-
-
-def reachable(worker: RpcWorker, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
-    """A TCP connect within `timeout_s`: the check before the engine is asked (it would hang
-    or abort on a worker that is not there)."""
-    try:
-        with socket.create_connection((worker.host, worker.port), timeout=timeout_s):
-            return True
-    except OSError:
-        return False
 
 
 # coreutils' stdbuf library: preloaded with _STDBUF_O=L it makes rpc-server's stdout line

@@ -20,6 +20,7 @@ from pathlib import Path
 from stoker.base.paths import stoker_paths
 from stoker.base.store import read_json, write_json_atomic
 from stoker.engines.engine_log import EngineMemoryReport
+from stoker.engines.identity import binary_identity
 from stoker.planning.measured import MeasuredKey, MeasuredMemory, MeasuredPoint, fit_line, kv_cells
 
 # 2: points carry the analytic estimate beside the engine's bytes. Schema-1 points lack it and
@@ -38,26 +39,18 @@ def store_path() -> Path:
     return stoker_paths().data / "measurements.json"
 
 
-def model_identity(model_path: str | os.PathLike) -> str:
-    """Resolved path, size and mtime_ns: replacing or touching the file changes it."""
-    p = Path(model_path).resolve()
-    st = p.stat()
-    return f"{p}|{st.st_size}|{st.st_mtime_ns}"
-
-
-def build_identity(binary: str | os.PathLike) -> str:
-    """The engine build's identity (stoker.planning.probe.binary_identity); OSError when missing."""
-    from stoker.planning.probe import binary_identity
-
-    Path(binary).resolve().stat()
-    return binary_identity(binary)
-
-
 def _identity_or_none(fn, path) -> str | None:
     try:
         return fn(path)
     except OSError:
         return None
+
+
+def model_identity(model_path: str | os.PathLike) -> str:
+    """Resolved path, size and mtime_ns: replacing or touching the file changes it."""
+    p = Path(model_path).resolve()
+    st = p.stat()
+    return f"{p}|{st.st_size}|{st.st_mtime_ns}"
 
 
 def _load_valid() -> list[dict]:
@@ -74,7 +67,7 @@ def _load_valid() -> list[dict]:
         if mpath not in model_ids:
             model_ids[mpath] = _identity_or_none(model_identity, mpath)
         if bpath not in build_ids:
-            build_ids[bpath] = _identity_or_none(build_identity, bpath)
+            build_ids[bpath] = binary_identity(bpath)
         if e.get("model_identity") == model_ids[mpath] and e.get("build_identity") == build_ids[bpath]:
             keep.append(e)
     return keep
@@ -101,7 +94,9 @@ def record_launch(model_path, binary, plan, report: EngineMemoryReport) -> int:
     """
     if not report.complete:
         return 0
-    mid, bid = model_identity(model_path), build_identity(binary)
+    mid, bid = model_identity(model_path), binary_identity(binary)
+    if bid is None:
+        return 0  # the build went away: nothing it measured can be keyed to it
     settings = _settings(plan)
     analytic = {a.name: a for a in getattr(plan, "analytic_devices", ()) or ()}
     ctx = report.n_ctx or int(plan.ctx)
@@ -136,7 +131,7 @@ def _int_or_none(v) -> int | None:
 def lookup(model_path, binary) -> MeasuredMemory:
     """Every line measured for this model file under this build (empty when none holds)."""
     mid = _identity_or_none(model_identity, model_path) or ""
-    bid = _identity_or_none(build_identity, binary) or ""
+    bid = binary_identity(binary) or ""
     lines = []
     for e in _load_valid():
         if e["model_identity"] != mid or e["build_identity"] != bid:
@@ -161,6 +156,6 @@ def lookup(model_path, binary) -> MeasuredMemory:
 def points_for(model_path, binary) -> int:
     """How many points are stored for this model and build (lines or not yet): for status text."""
     mid = _identity_or_none(model_identity, model_path)
-    bid = _identity_or_none(build_identity, binary)
+    bid = binary_identity(binary)
     return sum(len(e["points"]) for e in _load_valid()
                if e["model_identity"] == mid and e["build_identity"] == bid)

@@ -35,11 +35,11 @@ import psutil
 from stoker.base.paths import stoker_paths
 from stoker.base.store import read_json, write_json_atomic
 from stoker.engines.health import wait_ready
+from stoker.engines.identity import binary_identity
 from stoker.engines.process import clean_engine_env, end_process, free_loopback_port
 from stoker.library.gguf_io import load_summary
 from stoker.planning import memory as mem
 from stoker.planning import speed
-from stoker.planning.probe import binary_identity
 
 CACHE_SCHEMA = 1
 PROBE_BYTES = 256 * 1024 * 1024

@@ -17,11 +17,10 @@ and `notes` says, one sentence each, what could not be learned and why.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import os
 import platform
 import shutil
+import socket
 import subprocess
 import tempfile
 from pathlib import Path
@@ -29,6 +28,8 @@ from pathlib import Path
 import psutil
 
 from stoker.base.paths import stoker_paths
+from stoker.base.rpc_address import RpcWorker
+from stoker.engines.identity import binary_identity
 from stoker.planning.devices import (
     NVIDIA_SMI_QUERY,
     AmdGpu,
@@ -61,40 +62,6 @@ def host_os() -> str:
 def host_arch() -> str:
     arch = platform.machine().lower()
     return {"amd64": "x86_64", "x64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(arch, arch or "unknown")
-
-
-def _engine_libraries(folder: Path) -> list[Path]:
-    found: set[Path] = set()
-    for pattern in ("libggml*.so*", "libggml*.dylib", "ggml*.dll", "libggml*.dll", "libllama*.so*",
-                    "libllama*.dylib", "llama*.dll"):
-        found.update(p for p in folder.glob(pattern) if p.is_file())
-    return sorted(found)
-
-
-def binary_identity(path: Path | str) -> str:
-    """A hex digest that changes when the binary or the ggml/llama libraries beside it change.
-
-    The one definition of "this engine build" (device-probe cache, discovery caches, the
-    quarantine ledger, measured memory): the resolved path, size and mtime_ns of the binary
-    and of each library, plus a hash of the binary's first MiB, so a binary replaced within
-    the filesystem's mtime granularity still reads as new, and replacing a backend library
-    (a CUDA build dropped over a CPU one) does too. A missing binary gets an identity of its
-    own; callers that must tell it apart stat first.
-    """
-    binary = Path(path).expanduser().resolve()
-    parts = []
-    for p in [binary, *_engine_libraries(binary.parent)]:
-        try:
-            st = p.stat()
-            parts.append([str(p), st.st_size, st.st_mtime_ns])
-        except OSError:
-            parts.append([str(p), None, None])
-    try:
-        with open(binary, "rb") as f:
-            parts.append(hashlib.sha256(f.read(1 << 20)).hexdigest())
-    except OSError:
-        parts.append(None)
-    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
 
 
 def engine_env(binary: Path, base: dict[str, str] | None = None) -> dict[str, str]:
@@ -136,6 +103,8 @@ def run_list_devices(binary: Path | str, *, use_cache: bool = True) -> tuple[str
     if not binary.is_file():
         return None, (f"The engine binary {binary} does not exist, so its GPUs were not listed.",)
     identity = binary_identity(binary)
+    if identity is None:
+        return None, (f"The engine binary {binary} cannot be read, so its GPUs were not listed.",)
     cache = _cache_file(identity)
     notes: list[str] = []
     if use_cache:
@@ -270,8 +239,8 @@ def probe_machine(engine_binary: str | Path | None = None, *, use_cache: bool = 
     else:
         devices = vendor_devices  # the caller knows whether it gave no engine; no note for that
 
-    # Lazy: stoker/planning/bandwidth.py uses this module's binary_identity, so a top-level import would loop.
-    from stoker.planning.bandwidth import cached_cpu_bandwidth
+    # Lazy: stoker/engines/bandwidth.py uses this module's binary_identity, so a top-level import would loop.
+    from stoker.engines.bandwidth import cached_cpu_bandwidth
 
     measured = cached_cpu_bandwidth(engine_binary) if engine_binary is not None else None
     return Machine(
@@ -304,8 +273,8 @@ def probe_workers(binary: Path | str, workers, *, use_cache: bool = True
     RPC0, RPC1 … in the order given, as the engine numbers them for the whole `--rpc` list.
     """
     from stoker.base.store import read_json, write_json_atomic
+    from stoker.engines.probe import reachable
     from stoker.engines.rpc import worker_of_device
-    from stoker.engines.rpc_worker import reachable
     from stoker.planning.devices import parse_list_devices
 
     binary = Path(binary).expanduser()
@@ -356,3 +325,29 @@ def _forget_worker(worker) -> None:
         (stoker_paths().cache / "devices" / f"rpc-{worker.host}-{worker.port}.json").unlink()
     except OSError:
         pass
+
+
+CONNECT_TIMEOUT_S = 1.0  # a worker that does not accept within this is not there
+
+
+def reachable(worker: RpcWorker, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
+    """A TCP connect within `timeout_s`: the check before the engine is asked (it would hang
+    or abort on a worker that is not there)."""
+    try:
+        with socket.create_connection((worker.host, worker.port), timeout=timeout_s):
+            return True
+    except OSError:
+        return False
+
+
+def this_machine() -> Machine:
+    from stoker.engines.probe import probe_machine
+
+    binary = None
+    try:
+        from stoker.engines.find import discover_engines
+
+        binary = next((b.binary for b in discover_engines() if b.usable), None)
+    except Exception:  # no build yet: the vendor tools still say what the GPUs are
+        binary = None
+    return probe_machine(binary)

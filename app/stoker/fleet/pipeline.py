@@ -90,7 +90,8 @@ def broken_drafters_for(build_id: str | None, binary: str | None) -> frozenset:
     if not build_id or not binary:
         return frozenset()
     from stoker.base.paths import stoker_paths
-    from stoker.fleet.ledger import LedgerStore, binary_identity
+    from stoker.engines.identity import binary_identity
+    from stoker.fleet.ledger import LedgerStore
     from stoker.fleet.quarantine import is_drafter_broken
 
     ledger, _ = LedgerStore.in_data_dir(stoker_paths().data).load()
@@ -104,7 +105,7 @@ def measured_lines(model: Path | str, binary: str | None):
     """The memory lines measured for this model under this build, or None."""
     if not binary:
         return None
-    from stoker.planning import measurements
+    from stoker.engines import measurements
 
     try:
         return measurements.lookup(model, binary)
