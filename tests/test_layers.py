@@ -77,7 +77,7 @@ EFFECTS = frozenset({
     "stoker.gateway.images",
     "stoker.gateway.link",
     "stoker.gateway.process",
-    "stoker.gateway.routes",
+    "stoker.fleet.routes",
     "stoker.gateway.server",
     "stoker.integration.autostart",
     "stoker.integration.desktop_entry",

@@ -32,7 +32,7 @@ from stoker.gateway.link import (
     write_frame,
 )
 from stoker.gateway.process import RemoteRoutes
-from stoker.gateway.routes import Routes
+from stoker.fleet.routes import Routes
 from stoker.instance.instance import Instance
 
 from .test_faults import Stoker, gone_within, home, run_args, status_json  # noqa: F401 (fixture)

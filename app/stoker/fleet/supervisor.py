@@ -12,7 +12,7 @@ injected collaborator, the `LaunchPreparer` (stoker/fleet/launcher.py has the re
 argv + engine build), so tests can hand it a LaunchSpec built by hand.
 
 The gateway reaches a READY engine without a round trip through this thread: `routes`
-(stoker/gateway/routes.py, a small lock-protected table; in an Instance the gateway process holds
+(stoker/fleet/routes.py, a small lock-protected table; in an Instance the gateway process holds
 the leases and this side is its RemoteRoutes mirror) hands out leases on READY engines,
 counts the requests in flight and when each model was last used; an engine is only ever
 stopped for room or for idleness after its route is closed with nothing in flight
@@ -96,8 +96,8 @@ from stoker.fleet.lifecycle import (
 )
 from stoker.fleet.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.fleet.restart import RestartPolicy
+from stoker.fleet.routes import Routes
 from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
-from stoker.gateway.routes import Routes
 from stoker.planning.plan import plan_summary_line
 
 log = logging.getLogger(__name__)

@@ -27,6 +27,7 @@ import time
 from collections.abc import Callable, Hashable
 
 from stoker.fleet import commands as cmd
+from stoker.fleet.routes import Routes
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.fleet.status_report import running_status
 from stoker.gateway.link import (
@@ -50,7 +51,6 @@ from stoker.gateway.link import (
     UsageChanged,
     read_frame,
 )
-from stoker.gateway.routes import Routes
 from stoker.gateway.server import Gateway, GatewayConfig, GatewayError
 from stoker.library.model_ids import Catalog
 

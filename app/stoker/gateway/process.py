@@ -23,11 +23,12 @@ import threading
 import time
 from collections.abc import Callable, Hashable
 from functools import partial
-from typing import TYPE_CHECKING
 
 from stoker.base.secrets import on_api_key_change
 from stoker.fleet import commands as cmd
+from stoker.fleet.routes import Routes
 from stoker.fleet.snapshot import AppSnapshot
+from stoker.fleet.supervisor import Supervisor
 from stoker.gateway.link import (
     CatalogChanged,
     CloseIfIdle,
@@ -49,13 +50,9 @@ from stoker.gateway.link import (
     UsageChanged,
     read_frame,
 )
-from stoker.gateway.routes import Routes
 from stoker.gateway.server import GatewayConfig, GatewayError
+from stoker.library.catalog import ModelCatalog
 from stoker.library.model_ids import Catalog
-
-if TYPE_CHECKING:  # annotations only: the instance builds both and hands them over
-    from stoker.fleet.supervisor import Supervisor
-    from stoker.library.catalog import ModelCatalog
 
 log = logging.getLogger(__name__)
 

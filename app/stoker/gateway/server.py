@@ -31,12 +31,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from aiohttp import ClientConnectionError, ClientSession, ClientTimeout, TCPConnector, web
 
 from stoker.fleet import commands as cmd
 from stoker.fleet.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
+from stoker.fleet.routes import Routes
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
 from stoker.gateway.rules import (
@@ -52,10 +53,29 @@ from stoker.gateway.rules import (
     unknown_model_message,
     wrong_kind_message,
 )
-from stoker.library.model_ids import CatalogEntry, ModelKind
+from stoker.library.model_ids import Catalog, CatalogEntry, ModelKind
 
-if TYPE_CHECKING:  # the mirrors import this module
-    from stoker.gateway.child import CatalogMirror, SupervisorMirror
+
+class SupervisorSide(Protocol):
+    """What the gateway asks of the supervisor: the in-process Supervisor, or the gateway
+    process's SupervisorMirror (stoker/gateway/child.py), which imports this module."""
+
+    routes: Routes
+
+    def snapshot(self) -> AppSnapshot: ...
+
+    def subscribe(self, callback: Callable[[AppSnapshot], None]) -> Callable[[], None]: ...
+
+    def submit(self, command: cmd.Command) -> None: ...
+
+
+class CatalogSide(Protocol):
+    """What the gateway asks of the model catalog: the one Stoker keeps, or its mirror."""
+
+    @property
+    def current(self) -> Catalog: ...
+
+    def refresh(self) -> Catalog: ...
 
 log = logging.getLogger(__name__)
 
@@ -133,7 +153,7 @@ def bind_sockets(port: int, hosts: tuple[str, ...]) -> list[socket.socket]:
 class Gateway:
     """`start()` binds (GatewayError when it cannot) and serves from its own thread."""
 
-    def __init__(self, supervisor: SupervisorMirror, catalog: CatalogMirror, config: GatewayConfig, *,
+    def __init__(self, supervisor: SupervisorSide, catalog: CatalogSide, config: GatewayConfig, *,
                  status: Callable[[], dict], api_key: Callable[[], str | None] | None = None,
                  sockets: list[socket.socket] | None = None) -> None:
         self._sup = supervisor
