@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from stoker.fleet.commands import Route, Shutdown
+from stoker.fleet.routes import Routes
 from stoker.gateway.link import (
     CloseIfIdle,
     IdleAnswer,
@@ -32,7 +33,6 @@ from stoker.gateway.link import (
     write_frame,
 )
 from stoker.gateway.process import RemoteRoutes
-from stoker.fleet.routes import Routes
 from stoker.instance.instance import Instance
 
 from .test_faults import Stoker, gone_within, home, run_args, status_json  # noqa: F401 (fixture)

@@ -166,9 +166,13 @@ def test_on_this_machine_measured_lines_and_broken_drafters_reach_all_three(mode
             replace(b, bytes=ctx * 23040 + (1 << 20)) if b.kind == "kv" else b for b in real.buffers))
         assert measurements.record_launch(model, engine_binary, plan, report) == 1
 
-    from stoker.engines import probe
+    from stoker.cli.commands import plan as plan_command
+    from stoker.desktop import services
+    from stoker.fleet import launcher
 
-    monkeypatch.setattr(probe, "probe_machine", lambda *a, **k: machine)
+    # Each of the three imports probe_machine at its top, so each one's name is replaced.
+    for module in (launcher, plan_command, services):
+        monkeypatch.setattr(module, "probe_machine", lambda *a, **k: machine)
     launch = _launch_plan(model)
     preview = _preview_plan(model)
     cli = _cli_plan(capsys, model, None)

@@ -11,6 +11,9 @@ import logging
 import logging.handlers
 import sys
 
+from stoker.base.paths import stoker_paths
+from stoker.base.store import SettingsStore
+
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
           "error": logging.ERROR}
 _MARK = "_stoker_handler"
@@ -18,8 +21,6 @@ _MARK = "_stoker_handler"
 
 def configure_logging(level_name: str | None = None) -> logging.Logger:
     """Attach the file and stderr handlers once; later calls only change the level."""
-    from stoker.base.paths import stoker_paths
-    from stoker.base.store import SettingsStore
 
     paths = stoker_paths()
     if level_name is None:

@@ -325,7 +325,6 @@ class SettingsStore:
 
     def __init__(self, config_dir: Path | str | None = None):
         if config_dir is None:
-            from stoker.base.paths import stoker_paths
 
             config_dir = stoker_paths().config
         self.path = Path(config_dir) / "settings.json"

@@ -20,6 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from stoker.errors import UserError
+from stoker.instance.control import request
+from stoker.integration.autostart import tray_command
+
 DEFAULT_BUNDLE = {"darwin": "dist/Stoker.app/Contents/MacOS/Stoker",
                   "win32": "dist/Stoker/Stoker.exe"}.get(sys.platform, "dist/stoker/stoker")
 
@@ -44,7 +48,6 @@ def folder_bytes(root: Path) -> int:
 
 def time_to_tray(command: list[str], timeout_s: float = 120.0) -> float:
     """Seconds from spawning `command` (the tray) to `tray_shown: true`; then stop it."""
-    from stoker.instance.control import request
 
     with tempfile.TemporaryDirectory(prefix="stoker-bench-bundle-") as home:
         env = dict(os.environ, STOKER_HOME=home)
@@ -76,8 +79,6 @@ def time_to_tray(command: list[str], timeout_s: float = 120.0) -> float:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
-    from stoker.integration.autostart import tray_command
 
     if getattr(sys, "frozen", False):
         raise UserError("run `stoker bench bundle` from the venv install (it starts both sides), "

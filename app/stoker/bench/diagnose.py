@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log
+from stoker.errors import UserError
 
 CORPUS = Path(__file__).resolve().parents[3] / "tests" / "data" / "wild"
 TARGET_OVERALL = 0.95
@@ -207,7 +208,6 @@ def _as_json(res: BenchResult, show_held: bool) -> dict:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
 
     directory = Path(args.corpus).expanduser() if args.corpus else CORPUS
     if not (directory / "labels.tsv").is_file():

@@ -36,6 +36,19 @@ import json
 import sys
 from dataclasses import dataclass
 
+from stoker.base.overrides import ModelOverrides
+from stoker.base.paths import stoker_paths
+from stoker.bench.memory import _engine_binary
+from stoker.diagnosis.memory_cgroup import set_memory_limit
+from stoker.diagnosis.oom_evidence import oom_kill_count
+from stoker.engines.memory_probe import run_probe
+from stoker.errors import UserError
+from stoker.library.gguf_io import load_summary
+from stoker.planning import memory as mem
+from stoker.planning.machine import Machine
+from stoker.planning.plan import LaunchPlan
+from stoker.planning.planner import PlanPolicy, plan_launch
+
 MIB = 1048576
 DEFAULT_BUDGET_MIB = 256
 SERVE_TIMEOUT_S = 150.0  # a full-context prompt slower than this is not "serving"
@@ -97,7 +110,6 @@ class MemoryCgroup:
         return None
 
     def set_limit(self, limit: int) -> None:
-        from stoker.diagnosis.memory_cgroup import set_memory_limit
 
         set_memory_limit(self.path, self.version, limit)
 
@@ -116,7 +128,6 @@ class MemoryCgroup:
             return None
 
     def oom_kills(self) -> int | None:
-        from stoker.diagnosis.oom_evidence import oom_kill_count
 
         return oom_kill_count(self.path)
 
@@ -179,7 +190,6 @@ def _trial(binary, model, ctx, slots, limit, cgroup=None) -> Trial:
     """Start with warm-up and serve one request whose prompt fills a slot's context: what a
     user calls "it runs". A start alone leaves the compute buffer (and, with --no-warmup,
     more) untouched, so a cgroup admits contexts that die on their first long prompt."""
-    from stoker.engines.memory_probe import run_probe
 
     settings = dict(ctx=ctx, slots=slots, timeout_s=60, warmup=True, fill_context=True,
                     serve_timeout_s=SERVE_TIMEOUT_S, extra=LOAD_FLAGS)
@@ -301,10 +311,6 @@ def largest_serving_ctx(try_ctx, start: int, hi: int, max_launches: int = 8,
 
 
 def planned_ctx(summary, budget: int, slots: int, reserve: int = 0):
-    from stoker.base.overrides import ModelOverrides
-    from stoker.planning.machine import Machine
-    from stoker.planning.plan import LaunchPlan
-    from stoker.planning.planner import PlanPolicy, plan_launch
 
     machine = Machine(os="linux", arch="x86_64", ram_total_bytes=budget, ram_available_bytes=budget,
                       physical_cores=2, logical_cores=2, source="bench-fit")
@@ -320,11 +326,6 @@ def run(args) -> int:
     import tempfile
     from pathlib import Path
 
-    from stoker.base.paths import stoker_paths
-    from stoker.bench.memory import _engine_binary
-    from stoker.engines.memory_probe import run_probe
-    from stoker.errors import UserError
-    from stoker.library.gguf_io import load_summary
 
     binary = _engine_binary()
     model = Path(args.model) if args.model else stoker_paths().models / "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -461,7 +462,6 @@ def _mib(b) -> str:
 
 def summary_kv_per_token(summary) -> int:
     """f16 K+V bytes per token over all layers: only an upper bound for the search."""
-    from stoker.planning import memory as mem
 
     return mem.kv_bytes(summary, ctx=256, slots=1, kv_unified=True, type_k="f16", type_v="f16",
                         ubatch=512, flash_attn=True).total // 256

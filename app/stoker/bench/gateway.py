@@ -42,6 +42,17 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from stoker.base.overrides import ModelOverrides
+from stoker.base.secrets import get_api_key
+from stoker.engines.launch import PreparedLaunch
+from stoker.engines.process import free_loopback_port
+from stoker.errors import UserError
+from stoker.fleet import commands as cmd
+from stoker.fleet.launcher import RealPreparer
+from stoker.fleet.snapshot import EngineState
+from stoker.instance.instance import Instance
+from stoker.library.models import resolve_model
+
 if TYPE_CHECKING:
     from stoker.engines.launch import AttemptContext, PreparedLaunch
     from stoker.fleet.launcher import RealPreparer
@@ -349,7 +360,6 @@ class TapPreparer:
         self._made: dict[int, PreparedLaunch] = {}  # id(tapped launch) → the real one
 
     def __call__(self, model_path: str | None, attempt: AttemptContext):
-        from stoker.engines.launch import PreparedLaunch
 
         port = self.tap_engine_port
         if port is None:
@@ -422,7 +432,6 @@ class _Bench:
         return next((e for e in self.sup.snapshot().engines if e.model_path == self.key), None)
 
     def wait_ready(self, timeout_s: float = 300):
-        from stoker.fleet.snapshot import EngineState
 
         snap = self.sup.wait_for(lambda s: any(
             e.model_path == self.key and e.state in (EngineState.READY, EngineState.FAILED)
@@ -434,7 +443,6 @@ class _Bench:
         return view
 
     def wait_unloaded(self, timeout_s: float = 60) -> None:
-        from stoker.fleet.snapshot import EngineState
 
         pid = self.view().pid if self.view() else None
         self.sup.submit(self.cmd.UnloadModel(self.key))
@@ -527,7 +535,6 @@ class _Bench:
 
     def tapped(self) -> dict:
         """Chunk delays (idle and busy UI thread) and disconnects, with the engine behind the relay."""
-        from stoker.engines.process import free_loopback_port
 
         engine_port = free_loopback_port()
         self.clients.call("relay_target", port=engine_port)
@@ -627,12 +634,6 @@ class _Bench:
     # -- the whole run
 
     def run(self) -> dict:
-        from stoker.base.overrides import ModelOverrides
-        from stoker.base.secrets import get_api_key
-        from stoker.fleet import commands as cmd
-        from stoker.fleet.launcher import RealPreparer
-        from stoker.instance.instance import Instance
-        from stoker.library.models import resolve_model
 
         a = self.args
         self.cmd = cmd
@@ -775,7 +776,6 @@ def print_report(out: dict) -> None:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
 
     for name in ("iterations", "rounds", "streams", "tokens", "chunk_streams", "disconnects", "cold_runs"):
         if getattr(args, name) < 1:

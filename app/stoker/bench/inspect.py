@@ -12,6 +12,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from stoker.base.paths import stoker_paths
+from stoker.errors import UserError
+from stoker.library.gguf_io import GGUFError, clear_memory_cache, load_summary
+from stoker.library.gguf_write import write_vocab_heavy_gguf
+
 TARGET_MS = 20.0
 
 
@@ -33,7 +38,6 @@ def _median_ms(fn, runs: int) -> float:
 
 def _write_150k_vocab(path: Path) -> Path:
     """The same file the tests build: a small llama whose header is mostly vocabulary."""
-    from stoker.library.gguf_write import write_vocab_heavy_gguf
 
     return write_vocab_heavy_gguf(path, 150_000)
 
@@ -41,9 +45,6 @@ def _write_150k_vocab(path: Path) -> Path:
 def run(args) -> int:
     import gguf
 
-    from stoker.base.paths import stoker_paths
-    from stoker.errors import UserError
-    from stoker.library.gguf_io import GGUFError, clear_memory_cache, load_summary
 
     if args.runs < 1 or args.reader_runs < 1:
         raise UserError("--runs and --reader-runs must be at least 1.")

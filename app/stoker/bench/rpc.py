@@ -21,6 +21,21 @@ import threading
 import time
 from pathlib import Path
 
+from stoker.base.overrides import ModelOverrides
+from stoker.base.paths import stoker_paths
+from stoker.base.rpc_address import RpcWorker
+from stoker.engines.probe import reachable
+from stoker.engines.process import free_loopback_port
+from stoker.engines.rpc import allocated_by_last_client
+from stoker.errors import UserError
+from stoker.fleet.commands import Shutdown, StartModel
+from stoker.fleet.launcher import RealPreparer
+from stoker.fleet.rpc_worker import WorkerSupervisor, rpc_llama_server, rpc_server_binary
+from stoker.fleet.snapshot import EngineState
+from stoker.fleet.supervisor import Supervisor
+from stoker.library.models import resolve_model
+from stoker.planning.planner import GIB
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--runs", type=int, default=3, metavar="N", help="measured runs of each (3)")
@@ -35,12 +50,6 @@ def add_arguments(parser) -> None:
 
 
 def _start(model: Path, overrides, workers, budget, timeout_s: float = 300):
-    from stoker.errors import UserError
-    from stoker.fleet.commands import Shutdown, StartModel
-    from stoker.fleet.launcher import RealPreparer
-    from stoker.fleet.rpc_worker import rpc_llama_server
-    from stoker.fleet.snapshot import EngineState
-    from stoker.fleet.supervisor import Supervisor
 
     launched = []
     preparer = RealPreparer(cli_overrides=overrides, engine=str(rpc_llama_server()), rpc_workers=workers,
@@ -67,23 +76,12 @@ def _decode_speed(launch, tokens: int) -> float:
 
 
 def _stop(sup) -> None:
-    from stoker.fleet.commands import Shutdown
 
     sup.submit(Shutdown())
     sup.join(30)
 
 
 def run(args) -> int:
-    from stoker.base.overrides import ModelOverrides
-    from stoker.base.paths import stoker_paths
-    from stoker.base.rpc_address import RpcWorker
-    from stoker.engines.probe import reachable
-    from stoker.engines.process import free_loopback_port
-    from stoker.engines.rpc import allocated_by_last_client
-    from stoker.errors import UserError
-    from stoker.fleet.rpc_worker import WorkerSupervisor, rpc_server_binary
-    from stoker.library.models import resolve_model
-    from stoker.planning.planner import GIB
 
     if args.runs < 1 or args.tokens < 1 or args.threads < 1:
         raise UserError("--runs, --tokens and --threads must be 1 or more.")

@@ -20,6 +20,14 @@ import json
 import statistics
 import sys
 
+from stoker.base.paths import stoker_paths
+from stoker.bench.memory import DEMO_FILE, _engine_binary, ensure_gemma
+from stoker.engines.bandwidth import engine_decode_rate, measure_cpu_bandwidth
+from stoker.errors import UserError
+from stoker.library.gguf_io import load_summary
+from stoker.planning import memory as mem
+from stoker.planning import speed
+
 TARGET = (0.75, 1.33)
 CTX = 2048
 
@@ -36,8 +44,6 @@ def add_arguments(parser) -> None:
 
 def predicted_tokens_per_s(summary, cpu_bytes_per_s: int | None, context_tokens: int) -> tuple[float | None, int]:
     """(predicted tok/s, bytes read per token) of a CPU-only decode, as a plan would say it."""
-    from stoker.planning import memory as mem
-    from stoker.planning import speed
 
     placement = mem.place_layers(summary, None)
     kv = mem.kv_bytes(summary, ctx=CTX, slots=1, kv_unified=False)
@@ -46,11 +52,6 @@ def predicted_tokens_per_s(summary, cpu_bytes_per_s: int | None, context_tokens:
 
 
 def run(args) -> int:
-    from stoker.base.paths import stoker_paths
-    from stoker.bench.memory import DEMO_FILE, _engine_binary, ensure_gemma
-    from stoker.engines.bandwidth import engine_decode_rate, measure_cpu_bandwidth
-    from stoker.errors import UserError
-    from stoker.library.gguf_io import load_summary
 
     if args.runs < 1 or args.n_predict < 8:
         raise UserError("--runs must be at least 1 and --n-predict at least 8.")

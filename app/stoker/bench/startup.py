@@ -14,6 +14,15 @@ import statistics
 import subprocess
 import time
 
+from stoker.base.overrides import ModelOverrides
+from stoker.engines.health import wait_ready
+from stoker.engines.process import clean_engine_env, end_process, free_loopback_port
+from stoker.errors import UserError
+from stoker.fleet.commands import Shutdown, StartModel
+from stoker.fleet.launcher import RealPreparer
+from stoker.fleet.snapshot import EngineState
+from stoker.fleet.supervisor import STARTING_POLL_S, Supervisor
+
 TARGET_RATIO = 1.05
 
 
@@ -27,10 +36,6 @@ def add_arguments(parser) -> None:
 
 
 def _stoker_once(model, engine, overrides, timeout_s: float = 300):
-    from stoker.fleet.commands import Shutdown, StartModel
-    from stoker.fleet.launcher import RealPreparer
-    from stoker.fleet.snapshot import EngineState
-    from stoker.fleet.supervisor import Supervisor
 
     preparer = RealPreparer(cli_overrides=overrides, engine=engine, remember_last_model=False)
     t0 = time.perf_counter()
@@ -46,9 +51,6 @@ def _stoker_once(model, engine, overrides, timeout_s: float = 300):
 
 
 def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
-    from stoker.engines.health import wait_ready
-    from stoker.engines.process import clean_engine_env, end_process, free_loopback_port
-    from stoker.fleet.supervisor import STARTING_POLL_S
 
     port = free_loopback_port()
     argv = list(argv)
@@ -68,8 +70,6 @@ def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
 
 
 def run(args) -> int:
-    from stoker.base.overrides import ModelOverrides
-    from stoker.errors import UserError
 
     if args.runs < 1:
         raise UserError("--runs must be at least 1.")

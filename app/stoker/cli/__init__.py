@@ -12,6 +12,8 @@ import importlib
 import os
 import sys
 
+from stoker.base.applog import configure_logging
+from stoker.base.paths import storage_sentence
 from stoker.errors import UserError  # re-exported: commands import it from here
 
 # name -> (module, one-line help)
@@ -86,7 +88,6 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if args.command in LONG_RUNNING:
-            from stoker.base.applog import configure_logging
 
             configure_logging()
         return int(module.run(args) or 0)
@@ -94,7 +95,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stoker: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # Stoker's own folders (read-only, full): one sentence, no traceback
-        from stoker.base.paths import storage_sentence
 
         print(f"stoker: {storage_sentence(exc)}", file=sys.stderr)
         return 1

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 
+from stoker.base.paths import stoker_paths, storage_sentence
 from stoker.desktop.about_box import AboutDialog
 from stoker.desktop.bridge import SnapshotBridge
 from stoker.desktop.icons import app_icon
@@ -31,7 +32,13 @@ from stoker.desktop.settings import SettingsDialog
 from stoker.desktop.status_window import StatusWindow
 from stoker.desktop.tray import TrayController
 from stoker.desktop.workers import run_in_background
+from stoker.engines.process import reap_orphans
+from stoker.errors import UserError
 from stoker.fleet.commands import Shutdown, StartModel
+from stoker.fleet.launcher import RealPreparer
+from stoker.instance.control import AlreadyRunning, ControlServer, request
+from stoker.instance.instance import GatewayError, Instance, gateway_port
+from stoker.integration.qt_platform import qt_start_problem
 
 NO_TRAY_LINE = ("stoker: no system tray is available here; running headless "
                 "(like `stoker run --headless`).")
@@ -186,7 +193,6 @@ def run_tray(model: str | None = None, *, headless: Callable[[], int], preparer=
         print(NO_TRAY_LINE, file=sys.stderr)
         return headless()
     if sys.platform.startswith("linux") and QApplication.instance() is None:
-        from stoker.integration.qt_platform import qt_start_problem
 
         problem = qt_start_problem()  # QApplication would abort the process with qFatal
         if problem is not None:
@@ -196,11 +202,6 @@ def run_tray(model: str | None = None, *, headless: Callable[[], int], preparer=
     if not QSystemTrayIcon.isSystemTrayAvailable():
         print(NO_TRAY_LINE, file=sys.stderr)
         return headless()
-    from stoker.base.paths import stoker_paths, storage_sentence
-    from stoker.engines.process import reap_orphans
-    from stoker.errors import UserError
-    from stoker.instance.control import AlreadyRunning, ControlServer, request
-    from stoker.instance.instance import GatewayError, Instance, gateway_port
 
     try:
         paths = stoker_paths().ensure()
@@ -223,7 +224,6 @@ def run_tray(model: str | None = None, *, headless: Callable[[], int], preparer=
     try:
         reap_orphans(paths.run)
         if preparer is None:
-            from stoker.fleet.launcher import RealPreparer
 
             preparer = RealPreparer()
         flags: dict = {}

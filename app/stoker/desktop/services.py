@@ -16,9 +16,29 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from stoker.base import overrides as core_overrides
+from stoker.base.log_tail import newest_log, read_tail
 from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
+from stoker.base.secrets import get_api_key, keyring_status, set_api_key
+from stoker.base.store import OverridesStore, SettingsStore
+from stoker.engines.about import about_lines
+from stoker.engines.about_facts import about_info
+from stoker.engines.ds4_files import ds4_model_of, find_ds4_binary, plan_ds4_model
+from stoker.engines.ds4_launch import is_ds4_model
+from stoker.engines.find import discover_engines
+from stoker.engines.probe import probe_machine
+from stoker.errors import UserError
+from stoker.fleet.launcher import RealPreparer
+from stoker.fleet.pipeline import EngineChoice, load_settings, plan_model
+from stoker.integration.autostart import set_autostart
+from stoker.integration.desktop_entry import DesktopError, install_launcher, is_installed, uninstall_launcher
 from stoker.integration.login_items import Outcome
+from stoker.library.catalog import ModelCatalog
+from stoker.library.gguf_io import load_summary
+from stoker.library.models import list_models
+from stoker.library.store_layouts import parse_hf_reference
+from stoker.planning import pull as model_pull
 
 # The settings the settings dialog edits (fields of stoker.base.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
@@ -36,7 +56,6 @@ class ModelEntry:
 
 
 def _settings_store():
-    from stoker.base.store import SettingsStore
 
     return SettingsStore(stoker_paths().config)
 
@@ -59,18 +78,15 @@ class Services:
         _settings_store().update(**{k: v for k, v in values.items() if k in SETTINGS_KEYS})
 
     def apply_autostart(self, enabled: bool) -> Outcome:
-        from stoker.integration.autostart import set_autostart
 
         return set_autostart(enabled)
 
     # -- the desktop's launcher (Linux) ---------------------------------------------------
     def launcher_installed(self) -> bool:
-        from stoker.integration.desktop_entry import is_installed
 
         return is_installed()
 
     def apply_launcher(self, enabled: bool) -> Outcome:
-        from stoker.integration.desktop_entry import DesktopError, install_launcher, uninstall_launcher
 
         try:
             result = install_launcher() if enabled else uninstall_launcher()
@@ -80,52 +96,41 @@ class Services:
 
     # -- About ------------------------------------------------------------------------------
     def about(self, qt_version: str | None) -> tuple[str, ...]:
-        from stoker.engines.about import about_lines
-        from stoker.engines.about_facts import about_info
 
         return about_lines(about_info(qt_version))
 
     # -- secrets ----------------------------------------------------------------------
     def keyring_status(self) -> tuple[bool, str]:
-        from stoker.base.secrets import keyring_status
 
         return keyring_status()
 
     def has_api_key(self) -> bool:
-        from stoker.base.secrets import get_api_key
 
         return bool(get_api_key())
 
     def set_api_key(self, value: str | None) -> None:
-        from stoker.base.secrets import set_api_key
 
         set_api_key(value)
 
     # -- engines and models -------------------------------------------------------------
     def engines(self) -> tuple:
-        from stoker.engines.find import discover_engines
 
         return discover_engines()
 
     def models(self) -> tuple[ModelEntry, ...]:
         """The library and added folders, names only (headers are read when planning)."""
-        from stoker.library.models import list_models
 
         return tuple(ModelEntry(str(m.path), m.label, m.size_bytes, m.error)
                      for m in list_models(with_summary=False))
 
     def catalog(self):
         """The models by gateway id, as the gateway names them (headers read, then cached)."""
-        from stoker.library.catalog import ModelCatalog
 
         return ModelCatalog().refresh()
 
     # -- getting a model from the hub ------------------------------------------------------
     def hub_lookup(self, text: str):
         """(JudgedRepo, QuantPick | sentence) for a pasted repository; raises UserError with one sentence."""
-        from stoker.errors import UserError
-        from stoker.library.store_layouts import parse_hf_reference
-        from stoker.planning import pull as model_pull
 
         ref = parse_hf_reference(text)
         if isinstance(ref, str):
@@ -138,13 +143,11 @@ class Services:
         return judged, pick
 
     def hub_download(self, judged, option, progress) -> Path:
-        from stoker.planning import pull as model_pull
 
         return model_pull.download(judged, option, progress)
 
     # -- overrides ------------------------------------------------------------------------
     def _overrides_store(self):
-        from stoker.base.store import OverridesStore
 
         return OverridesStore(stoker_paths().config)
 
@@ -156,7 +159,6 @@ class Services:
 
     # -- planning ---------------------------------------------------------------------------
     def summary(self, model_path: str):
-        from stoker.library.gguf_io import load_summary
 
         st = os.stat(model_path)
         key = (model_path, st.st_size, st.st_mtime_ns)
@@ -167,8 +169,6 @@ class Services:
     def engine(self):
         """The build a launch would use (shell.planning.EngineChoice), chosen as the launcher does."""
         if self._engine is None:
-            from stoker.fleet.launcher import RealPreparer
-            from stoker.fleet.pipeline import EngineChoice
 
             preparer = RealPreparer()
             try:
@@ -181,7 +181,6 @@ class Services:
     def machine(self):
         """This machine as the engine that would run sees it (probed once per dialog session)."""
         if self._machine is None:
-            from stoker.engines.probe import probe_machine
 
             self._machine = probe_machine(self.engine().binary)
         return self._machine
@@ -190,12 +189,9 @@ class Services:
         """A LaunchPlan, a Ds4Plan (a ds4 model when ds4 is installed) or a PlanRefusal, made by
         the launcher's own pipeline (shell.planning): Settings' memory reserve and budget, the
         drafter, broken drafters and measured lines included."""
-        from stoker.engines.ds4_launch import is_ds4_model
-        from stoker.fleet.pipeline import load_settings, plan_model
 
         summary = self.summary(model_path)
         if is_ds4_model(summary.architecture):
-            from stoker.engines.ds4_files import ds4_model_of, find_ds4_binary, plan_ds4_model
 
             binary = find_ds4_binary()
             if binary is not None:
@@ -210,7 +206,6 @@ class Services:
         return stoker_paths().logs
 
     def log_tail(self, log_file: str | None, max_lines: int = 300) -> tuple[str, tuple[str, ...]]:
-        from stoker.base.log_tail import newest_log, read_tail
 
         path = Path(log_file) if log_file else newest_log(self.logs_dir())
         if path is None:
@@ -225,7 +220,6 @@ def model_key(model_path: str) -> str:
 
 def validate(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
     """The store's validation, or a type-only fallback until it exists."""
-    from stoker.base import overrides as core_overrides
 
     try:
         return core_overrides.validate_overrides(raw)

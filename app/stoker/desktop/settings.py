@@ -44,6 +44,7 @@ from PySide6.QtWidgets import (
 from stoker.base.rpc_address import DEFAULT_PORT as DEFAULT_RPC_PORT
 from stoker.base.store import DEFAULT_GATEWAY_PORT, check_setting
 from stoker.desktop.bridge import SnapshotBridge
+from stoker.desktop.get_model import GetModelDialog
 from stoker.desktop.services import LOG_LEVELS
 from stoker.desktop.tray_view import client_base_url
 from stoker.desktop.workers import run_in_background
@@ -427,7 +428,6 @@ class SettingsDialog(QDialog):
             self.folders.takeItem(self.folders.row(item))
 
     def open_get_model(self):
-        from stoker.desktop.get_model import GetModelDialog
 
         # Its own window, not a child: a download goes on when Settings is closed.
         dialog = GetModelDialog(self._services, self._submit, on_progress=self._on_progress)

@@ -15,6 +15,8 @@ import itertools
 import os
 from pathlib import Path
 
+from stoker.diagnosis.oom_evidence import oom_kill_count
+
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 _ids = itertools.count()
 
@@ -83,7 +85,6 @@ class MemoryCgroup:
 
     def oom_kills(self) -> int | None:
         """The group's OOM-kill count (v1 memory.oom_control, v2 memory.events), or None."""
-        from stoker.diagnosis.oom_evidence import oom_kill_count
 
         return oom_kill_count(self.path)
 

@@ -34,6 +34,7 @@ from stoker.engines.identity import binary_identity
 from stoker.engines.kind import DS4, EngineKind
 from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
 from stoker.engines.measurements import model_identity
+from stoker.library.gguf_io import load_summary
 from stoker.planning.ds4 import Ds4Entry
 from stoker.planning.machine import Machine
 from stoker.planning.plan import PlanRefusal
@@ -73,7 +74,6 @@ def ds4_model_of(model_path: str, architecture: str | None = None, trained_ctx: 
     (`load_summary`) unless the caller already has them."""
     size = Path(model_path).stat().st_size
     if architecture is None:
-        from stoker.library.gguf_io import load_summary  # the header walk is only needed here
 
         summary = load_summary(model_path)
         architecture, trained_ctx = summary.architecture, summary.n_ctx_train

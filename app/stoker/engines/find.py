@@ -31,7 +31,7 @@ from stoker.engines.builds import (
     parse_version_output,
 )
 from stoker.engines.identity import binary_identity
-from stoker.engines.process import probe_process_kwargs
+from stoker.engines.process import clean_engine_env, probe_process_kwargs
 
 BINARY_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"
 VERSION_TIMEOUT_S = 5.0
@@ -47,7 +47,6 @@ def own_engines_root() -> Path:
 
 
 def _clean_env() -> dict[str, str]:
-    from stoker.engines.process import clean_engine_env
 
     return clean_engine_env()
 

@@ -29,7 +29,12 @@ import psutil
 
 from stoker.base.paths import stoker_paths
 from stoker.base.rpc_address import RpcWorker
+from stoker.base.store import read_json, write_json_atomic
+from stoker.engines.bandwidth import cached_cpu_bandwidth
+from stoker.engines.find import discover_engines
 from stoker.engines.identity import binary_identity
+from stoker.engines.process import clean_engine_env, probe_process_kwargs
+from stoker.engines.rpc import worker_of_device
 from stoker.planning.devices import (
     NVIDIA_SMI_QUERY,
     AmdGpu,
@@ -68,7 +73,6 @@ def engine_env(binary: Path, base: dict[str, str] | None = None) -> dict[str, st
     """The environment for running an engine binary outside a launch: no inherited
     LLAMA_ARG_* (the engine would obey them) or API key, and the binary's folder first on
     the library and program paths so the libraries beside it are the ones loaded."""
-    from stoker.engines.process import clean_engine_env
 
     env = clean_engine_env(base=base)
     folder = str(binary.parent)
@@ -80,7 +84,6 @@ def engine_env(binary: Path, base: dict[str, str] | None = None) -> dict[str, st
 
 
 def _run(argv: list[str], timeout: float, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    from stoker.engines.process import probe_process_kwargs
 
     # Its own process group: a Ctrl-C meant for Stoker must not end a probe and read as "no GPU".
     return subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=timeout,
@@ -97,7 +100,6 @@ def run_list_devices(binary: Path | str, *, use_cache: bool = True) -> tuple[str
     Returns (stdout, notes); stdout is None when the probe failed (the note says why).
     Failures are not cached, so a fixed driver is seen on the next probe.
     """
-    from stoker.base.store import read_json, write_json_atomic
 
     binary = Path(binary).expanduser()
     if not binary.is_file():
@@ -239,8 +241,6 @@ def probe_machine(engine_binary: str | Path | None = None, *, use_cache: bool = 
     else:
         devices = vendor_devices  # the caller knows whether it gave no engine; no note for that
 
-    # Lazy: stoker/engines/bandwidth.py uses this module's binary_identity, so a top-level import would loop.
-    from stoker.engines.bandwidth import cached_cpu_bandwidth
 
     measured = cached_cpu_bandwidth(engine_binary) if engine_binary is not None else None
     return Machine(
@@ -272,10 +272,6 @@ def probe_workers(binary: Path | str, workers, *, use_cache: bool = True
     is back is asked afresh (`use_cache` False asks every worker). The names are renumbered
     RPC0, RPC1 … in the order given, as the engine numbers them for the whole `--rpc` list.
     """
-    from stoker.base.store import read_json, write_json_atomic
-    from stoker.engines.probe import reachable
-    from stoker.engines.rpc import worker_of_device
-    from stoker.planning.devices import parse_list_devices
 
     binary = Path(binary).expanduser()
     devices: list[Device] = []
@@ -341,12 +337,8 @@ def reachable(worker: RpcWorker, timeout_s: float = CONNECT_TIMEOUT_S) -> bool:
 
 
 def this_machine() -> Machine:
-    from stoker.engines.probe import probe_machine
-
     binary = None
     try:
-        from stoker.engines.find import discover_engines
-
         binary = next((b.binary for b in discover_engines() if b.usable), None)
     except Exception:  # no build yet: the vendor tools still say what the GPUs are
         binary = None

@@ -42,6 +42,9 @@ from pathlib import Path
 
 import psutil
 
+from stoker.base.paths import stoker_paths
+from stoker.diagnosis.memory_cgroup import MemoryCgroup
+from stoker.diagnosis.oom_evidence import OomWatch
 from stoker.engines.argv import DROP_ENV_PREFIXES
 from stoker.engines.engine_exit import EngineExit
 from stoker.engines.launch_spec import LaunchSpec
@@ -302,7 +305,6 @@ class EngineProcess:
               log_dir: Path, run_dir: Path | None = None, config_home: Path | None = None,
               log_name: str = "engine.log") -> EngineProcess:
         """Spawn the spec; raise OSError with a readable message when it cannot start at all."""
-        from stoker.base.paths import stoker_paths
 
         paths = stoker_paths()
         run_dir = run_dir or paths.run
@@ -325,7 +327,6 @@ class EngineProcess:
         if POSIX:
             kwargs["start_new_session"] = True
             if spec.memory_limit_bytes:
-                from stoker.diagnosis.memory_cgroup import MemoryCgroup
 
                 try:
                     cgroup = MemoryCgroup.create(spec.memory_limit_bytes)
@@ -381,10 +382,8 @@ class EngineProcess:
             except OSError as exc:
                 log.write(f"=== no watchdog ({exc}); the pid file is the only guard")
         try:  # the memory cgroup must be read now: /proc/<pid>/cgroup goes with the process
-            from stoker.diagnosis.oom_evidence import OomWatch
-
             proc._oom_watch = OomWatch(popen.pid)
-        except (ImportError, OSError):
+        except OSError:
             pass
         try:
             proc._pid_file = _write_pid_file(run_dir, popen.pid, spec.binary, token)
@@ -736,7 +735,6 @@ def _same_process(pid: int, create_time: float) -> psutil.Process | None:
 def reap_orphans(run_dir: Path | None = None, grace_s: float = 5.0) -> tuple[int, ...]:
     """Stop engines whose Stoker is gone; return their pids. Live owners' engines are left alone."""
     if run_dir is None:
-        from stoker.base.paths import stoker_paths
 
         run_dir = stoker_paths().run
     stopped = []

@@ -24,6 +24,7 @@ from stoker.engines.builds import BACKEND_ORDER, sd_build_id
 from stoker.engines.kind import SD_SERVER, EngineKind
 from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
 from stoker.engines.sd_server import ImagePart, image_memory, plan_image_launch, sd_launch_spec
+from stoker.engines.setup import installed_sd_build
 from stoker.library.gguf_io import load_summary
 from stoker.library.image_parts import ImageFile, ImageModel, image_models_from
 from stoker.planning.machine import Machine
@@ -43,7 +44,6 @@ def _executable(p: Path) -> bool:
 
 
 def find_sd_server(configured: str | None = None) -> SdServerBinary | None:
-    from stoker.engines.setup import installed_sd_build  # the manifest check lives with the installer
 
     configured = configured or os.environ.get(CONFIG_ENV) or read_setting("sd_server")
     if configured and _executable(Path(configured).expanduser()):

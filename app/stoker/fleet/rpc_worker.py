@@ -26,13 +26,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from stoker.base.paths import stoker_paths
 from stoker.base.rpc_address import RpcWorker
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.diagnosis.views import IncidentView
+from stoker.engines.find import BINARY_NAME
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.probe import reachable
 from stoker.engines.process import EngineProcess
-from stoker.engines.rpc import is_loopback, worker_devices
+from stoker.engines.rpc import NO_AUTH_WARNING, is_loopback, worker_devices
 from stoker.engines.setup import RPC_BUILD_ID, RPC_SERVER_NAME
 from stoker.fleet.lifecycle import (
     BecameReady,
@@ -61,7 +63,6 @@ STARTUP_DEADLINE_S = 30.0
 
 
 def rpc_build_folder() -> Path:
-    from stoker.base.paths import stoker_paths
 
     return stoker_paths().engines / "rpc" / RPC_BUILD_ID
 
@@ -73,7 +74,6 @@ def rpc_server_binary() -> Path | None:
 
 def rpc_llama_server() -> Path | None:
     """The llama-server built with GGML_RPC=ON (the plain builds cannot take --rpc)."""
-    from stoker.engines.find import BINARY_NAME
 
     p = rpc_build_folder() / BINARY_NAME
     return p if p.is_file() else None
@@ -113,7 +113,6 @@ class WorkerSupervisor:
                  incident_log: IncidentLog | None = None,
                  on_status: Callable[[WorkerView], None] | None = None,
                  clock: Callable[[], float] = time.time):
-        from stoker.base.paths import stoker_paths
 
         paths = stoker_paths()
         self.binary = Path(binary)
@@ -281,7 +280,6 @@ class SharedWorker:
         return sup.status() if sup is not None else None
 
     def start(self, host: str, port: int, cache: bool = False, *, allow_remote: bool = False) -> None:
-        from stoker.engines.rpc import NO_AUTH_WARNING
 
         running = (self._thread is not None and self._thread.is_alive() and self._sup is not None
                    and self._stop is not None and not self._stop.is_set())

@@ -59,7 +59,10 @@ from typing import Protocol
 import httpx
 
 from stoker.base.overrides import ModelOverrides
-from stoker.base.paths import storage_sentence
+from stoker.base.paths import stoker_paths, storage_sentence
+from stoker.diagnosis import classify as diagnosis
+from stoker.diagnosis.blockers import blocker_from_incident, gpu_unused_blocker
+from stoker.diagnosis.classify import Incident, drafter_dropped_from_log, gpu_unused_from_log
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.diagnosis.views import BlockerView, IncidentView
 from stoker.engines.ds4_launch import Ds4Plan, ds4_summary_line
@@ -97,6 +100,7 @@ from stoker.fleet.lifecycle import (
 from stoker.fleet.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.routes import Routes
+from stoker.fleet.rpc_worker import SharedWorker
 from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
 from stoker.planning.plan import plan_summary_line
 
@@ -217,7 +221,6 @@ class Supervisor:
                  name_model: Callable[[str], str | None] | None = None,
                  routes: Routes | None = None,
                  on_overrides: Callable[[str], None] | None = None):
-        from stoker.base.paths import stoker_paths
 
         paths = stoker_paths()
         self._preparer = preparer
@@ -487,8 +490,6 @@ class Supervisor:
             self._use_worker_again(command.endpoint)
         elif isinstance(command, cmd.ShareWorker):
             if self._shared_worker is None:
-                # Imported here: rpc_worker pulls in shell.setup, and most Stokers never share.
-                from stoker.fleet.rpc_worker import SharedWorker
 
                 self._shared_worker = SharedWorker(lambda: self._queue.put(_WorkerChanged()),
                                                    clock=self._clock)
@@ -1185,7 +1186,6 @@ HOPELESS_KINDS = frozenset({"bad-argument", "bad-model", "missing-library", "ill
 
 def drafter_left_out_by_engine(lines, launch: PreparedLaunch | None) -> tuple[str, str] | None:
     """("left-out", sentence) when the engine dropped the planned drafter while starting."""
-    from stoker.diagnosis.classify import drafter_dropped_from_log
 
     has_drafter, _ = _drafter_facts(launch)
     why = drafter_dropped_from_log(lines) if has_drafter else None
@@ -1209,7 +1209,6 @@ def _plan_wanted_gpu(launch: PreparedLaunch | None) -> bool:
 
 def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None):
     """core.diagnosis.Incident for an exit (drafter, GPU and OOM-killer facts included), or None."""
-    from stoker.diagnosis import classify as diagnosis
 
     has_drafter, forced = _drafter_facts(launch)
     try:
@@ -1241,7 +1240,6 @@ def hopeless_reason(ex: EngineExit, launch: PreparedLaunch | None, incident=None
 
 def plain_incident(effect: RecordIncident):
     """An Incident for a failure with no process exit: a start-up timeout or a refused start."""
-    from stoker.diagnosis.classify import Incident
 
     return Incident(kind=effect.kind or "unknown", title=effect.summary, evidence="",
                     advice="see the engine log, or start it again with a smaller context",
@@ -1250,7 +1248,6 @@ def plain_incident(effect: RecordIncident):
 
 def _blocker_for(incident, ex: EngineExit, launch: PreparedLaunch | None,
                  model_path: str | None) -> BlockerView | None:
-    from stoker.diagnosis.blockers import blocker_from_incident
 
     name = Path(model_path).name.removesuffix(".gguf") if model_path else None
     try:
@@ -1262,8 +1259,6 @@ def _blocker_for(incident, ex: EngineExit, launch: PreparedLaunch | None,
 
 def gpu_unused_blockers(lines, launch: PreparedLaunch) -> tuple[BlockerView, ...]:
     """gpuUnused for the build that just became READY, from its own start-up log."""
-    from stoker.diagnosis.blockers import gpu_unused_blocker
-    from stoker.diagnosis.classify import gpu_unused_from_log
 
     evidence = gpu_unused_from_log(lines, launch.backend, _plan_wanted_gpu(launch))
     blocker = gpu_unused_blocker(evidence, launch.backend)

@@ -30,6 +30,8 @@ else:
 from collections.abc import Callable
 from pathlib import Path
 
+from stoker.base.paths import stoker_paths
+
 MAX_UNIX_PATH = 100  # sun_path is 104-108 bytes depending on the OS
 MAX_REQUEST = 64 * 1024
 
@@ -103,7 +105,6 @@ def where_it_runs(status: dict) -> str:
 
 
 def _default_run_dir() -> Path:
-    from stoker.base.paths import stoker_paths
 
     return stoker_paths().run
 

@@ -17,6 +17,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from stoker.base.secrets import get_api_key
+from stoker.base.store import DEFAULT_GATEWAY_PORT, SettingsStore
 from stoker.fleet import commands as cmd
 from stoker.fleet.status_report import SCHEMA, running_status
 from stoker.fleet.supervisor import Supervisor
@@ -31,7 +33,6 @@ def gateway_port(cli_port: int | None) -> int:
     """--port beats Settings' gateway_port, which defaults to 7857."""
     if cli_port is not None:
         return cli_port
-    from stoker.base.store import DEFAULT_GATEWAY_PORT, SettingsStore
 
     try:
         return SettingsStore().load().gateway_port
@@ -40,7 +41,6 @@ def gateway_port(cli_port: int | None) -> int:
 
 
 def _cors_origins() -> tuple[str, ...]:
-    from stoker.base.store import SettingsStore
 
     try:
         return SettingsStore().load().cors_origins
@@ -50,7 +50,6 @@ def _cors_origins() -> tuple[str, ...]:
 
 def _shared_worker_command() -> cmd.ShareWorker | None:
     """Settings' "Share this machine as an RPC worker", as the command that starts it."""
-    from stoker.base.store import SettingsStore
 
     try:
         settings = SettingsStore().load()
@@ -63,7 +62,6 @@ def _shared_worker_command() -> cmd.ShareWorker | None:
 
 
 def _api_key() -> str | None:
-    from stoker.base.secrets import get_api_key
 
     return get_api_key()
 

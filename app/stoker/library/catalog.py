@@ -18,8 +18,11 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
+from stoker.base.paths import stoker_paths
+from stoker.base.store import OverridesStore
 from stoker.library.image_parts import ImageFile, ImagePart, image_models_from
 from stoker.library.model_ids import Catalog, ModelKind, build_catalog, model_kind
+from stoker.library.models import is_projector_name, list_models, scan_file
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +57,6 @@ class ModelCatalog:
         self.refresh()
 
     def refresh(self) -> Catalog:
-        from stoker.base.paths import stoker_paths
-        from stoker.base.store import OverridesStore
-        from stoker.library.models import is_projector_name, list_models, scan_file
 
         found: dict[str, tuple[str, str, ModelKind, str]] = {}
         image_files: list[ImageFile] = []  # the parts of image models; only their models are listed

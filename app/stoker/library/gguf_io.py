@@ -26,6 +26,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
+from stoker.base.paths import stoker_paths
 from stoker.library.gguf_summary import (
     GGUFHeader,
     ModelSummary,
@@ -530,7 +531,6 @@ def _cache_key(path: Path) -> tuple:
 
 
 def _disk_cache_file(key: tuple) -> Path:
-    from stoker.base.paths import stoker_paths
 
     digest = hashlib.sha256(repr((CACHE_FORMAT, key)).encode()).hexdigest()[:32]
     return stoker_paths().cache / "gguf" / f"{digest}.json"

@@ -21,6 +21,9 @@ from pathlib import Path
 
 from stoker.base.paths import stoker_paths
 from stoker.base.store import read_setting
+from stoker.errors import UserError
+from stoker.library.gguf_io import load_summary
+from stoker.library.pull_record import PullRecord
 from stoker.library.store_layouts import PROJECTOR_RE, SPLIT_RE, ModelOrigin, is_projector_name
 from stoker.library.stores import StoreModel, scan_stores
 
@@ -88,10 +91,6 @@ def _gguf_files(folder: Path) -> list[Path]:
 
 
 def _summary_or_error(path: Path):
-    try:
-        from stoker.library.gguf_io import load_summary
-    except ImportError:
-        return None, None
     try:
         return load_summary(path), None
     except (ValueError, OSError) as exc:
@@ -174,7 +173,6 @@ def hidden_models() -> frozenset[str]:
 
 def pulled_blobs() -> frozenset[str]:
     """Resolved blob paths `stoker pull` downloaded (its record in <data>/pulled.json)."""
-    from stoker.library.pull_record import PullRecord
 
     return PullRecord().blob_paths()
 
@@ -272,7 +270,6 @@ def resolve_model(arg: str | None) -> Path:
     Names match with or without `.gguf`, case-insensitively. Raises `stoker.cli.UserError`
     with one sentence when nothing matches.
     """
-    from stoker.errors import UserError
 
     if arg is None:
         demo = library_folder() / DEMO_MODEL_NAME

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.base.store import SettingsStore
+from stoker.library.gguf_io import split_paths_of
 from stoker.library.models import ModelFile
 from stoker.library.pull_record import PullRecord
 from stoker.library.store_layouts import ModelOrigin, may_delete
@@ -31,7 +32,6 @@ class Removal:
 
 
 def _parts(model: ModelFile) -> list[Path]:
-    from stoker.library.gguf_io import split_paths_of
 
     return list(split_paths_of(model.path) or (model.path,))
 

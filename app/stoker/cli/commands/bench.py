@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import importlib
 
+from stoker.errors import UserError
+
 BENCHES = {
     "inspect": "GGUF summary time beside gguf.GGUFReader",
     "startup": "time from run to READY beside bare llama-server",
@@ -30,7 +32,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
 
     try:
         module = importlib.import_module(f"stoker.bench.{args.bench}")

@@ -8,6 +8,15 @@ from __future__ import annotations
 
 import json
 
+from stoker.errors import UserError
+from stoker.integration.desktop_entry import (
+    DesktopError,
+    install_launcher,
+    is_installed,
+    read_record,
+    uninstall_launcher,
+)
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("action", choices=("install", "uninstall", "status"),
@@ -17,14 +26,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
-    from stoker.integration.desktop_entry import (
-        DesktopError,
-        install_launcher,
-        is_installed,
-        read_record,
-        uninstall_launcher,
-    )
 
     if args.action == "status":
         record = read_record()

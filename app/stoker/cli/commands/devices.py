@@ -10,6 +10,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from stoker.engines.find import discover_engines
+from stoker.engines.probe import probe_machine
+from stoker.errors import UserError
+from stoker.planning.machine import machine_from_json
+
 GIB = 1024**3
 
 
@@ -26,10 +31,6 @@ def add_arguments(parser) -> None:
 def _default_engine() -> tuple[str | None, str | None]:
     """(binary, note): the best usable discovered build, when engine discovery exists."""
     try:
-        from stoker.engines.find import discover_engines
-    except ImportError:
-        return None, None
-    try:
         builds = discover_engines()
     except Exception as exc:  # discovery is best effort here: devices still lists RAM and vendor GPUs
         return None, f"Engine discovery failed ({exc}), so GPUs are listed from vendor tools only."
@@ -40,10 +41,8 @@ def _default_engine() -> tuple[str | None, str | None]:
 
 
 def _load_machine(args):
-    from stoker.errors import UserError
 
     if args.machine:
-        from stoker.planning.machine import machine_from_json
 
         path = Path(args.machine).expanduser()
         try:
@@ -55,7 +54,6 @@ def _load_machine(args):
             return machine_from_json(text, str(path)), None
         except ValueError as exc:
             raise UserError(f"{exc}.") from None
-    from stoker.engines.probe import probe_machine
 
     engine, note = (args.engine, None) if args.engine else _default_engine()
     if args.engine and not Path(args.engine).expanduser().is_file():

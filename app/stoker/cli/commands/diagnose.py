@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from stoker.diagnosis.classify import classify_exit, report_from_log
+from stoker.diagnosis.classify import classify_exit, report_from_log, signal_name
+from stoker.errors import UserError
 
 TAIL_BYTES = 512 * 1024
 TAIL_LINES = 400
@@ -35,7 +36,6 @@ def add_arguments(parser) -> None:
 
 
 def _parse_exit_code(text: str) -> int:
-    from stoker.errors import UserError
 
     try:
         return int(text, 0)
@@ -44,8 +44,6 @@ def _parse_exit_code(text: str) -> int:
 
 
 def _parse_signal(text: str) -> str:
-    from stoker.diagnosis.classify import signal_name
-    from stoker.errors import UserError
 
     t = text.strip().upper()
     if t.isdigit():
@@ -80,7 +78,6 @@ def read_log_tail(path: Path) -> tuple[str, ...]:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
 
     path = Path(args.logfile)
     if not path.is_file():

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 
+from stoker.engines.find import discover_engines
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--engine-path", default=None, metavar="PATH",
@@ -25,7 +27,6 @@ def engine_row(b, selected: bool) -> dict:
 
 
 def run(args) -> int:
-    from stoker.engines.find import discover_engines
 
     builds = discover_engines(args.engine_path)
     chosen = next((b for b in builds if b.usable), None)

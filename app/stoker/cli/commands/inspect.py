@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from stoker.errors import UserError
+from stoker.library.gguf_io import GGUFError, load_summary
 from stoker.library.gguf_summary import ModelSummary, summary_to_dict
 
 JSON_SCHEMA = 1
@@ -105,8 +107,6 @@ def summary_rows(s: ModelSummary) -> list[tuple[str, str]]:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
-    from stoker.library.gguf_io import GGUFError, load_summary
 
     path = Path(args.model).expanduser()
     if not path.exists():

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import sys
 
+from stoker.instance.control import request
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("model", metavar="ID", help="a model id, an alias or a GGUF path")
@@ -19,7 +21,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.instance.control import request
 
     op = args.command
     fields = {"model": args.model}

@@ -10,6 +10,10 @@ from __future__ import annotations
 import json
 import os
 
+from stoker.library.catalog import ModelCatalog
+from stoker.library.models import added_folders, library_folder, list_models
+from stoker.library.stores import scan_stores
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print a versioned JSON object (schema 2)")
@@ -56,9 +60,6 @@ def model_row(m, ident: str | None = None, kind: str | None = None) -> dict:
 
 
 def run(args) -> int:
-    from stoker.library.catalog import ModelCatalog
-    from stoker.library.models import added_folders, library_folder, list_models
-    from stoker.library.stores import scan_stores
 
     models = list_models(include_hidden=args.all)
     catalog = ModelCatalog()

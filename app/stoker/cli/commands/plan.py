@@ -13,6 +13,20 @@ import json
 import sys
 from pathlib import Path
 
+from stoker.base.overrides import validate_overrides
+from stoker.base.paths import stoker_paths
+from stoker.base.store import OverridesStore, moved_aside_problems
+from stoker.engines.argv import build_launch_spec
+from stoker.engines.probe import probe_machine
+from stoker.errors import UserError
+from stoker.fleet.launcher import RealPreparer, merge_overrides
+from stoker.fleet.pipeline import EngineChoice, load_settings, plan_model
+from stoker.library.catalog import ModelCatalog
+from stoker.library.gguf_io import load_summary
+from stoker.library.model_ids import base_id
+from stoker.library.models import resolve_model
+from stoker.planning.machine import machine_from_json
+from stoker.planning.plan import LaunchPlan
 from stoker.planning.speed import speed_text
 
 PLACEHOLDER_PORT = 8080
@@ -69,10 +83,8 @@ def _flag_name(sentence: str) -> str:
 
 
 def _load_machine(args, engine_binary: str | None):
-    from stoker.errors import UserError
 
     if args.machine:
-        from stoker.planning.machine import machine_from_json
 
         path = Path(args.machine).expanduser()
         try:
@@ -83,14 +95,11 @@ def _load_machine(args, engine_binary: str | None):
             return machine_from_json(text, str(path))
         except ValueError as exc:
             raise UserError(f"{exc}.") from None
-    from stoker.engines.probe import probe_machine
 
     return probe_machine(engine_binary)
 
 
 def _summary(path: str, what: str):
-    from stoker.errors import UserError
-    from stoker.library.gguf_io import load_summary
 
     try:
         return load_summary(path)
@@ -103,9 +112,6 @@ def _summary(path: str, what: str):
 def _engine_choice():
     """(EngineChoice, binary for the argv, backend): the build a launch would choose (the one
     you named, else the best usable, quarantine respected), else the bare name on CPU."""
-    from stoker.errors import UserError
-    from stoker.fleet.launcher import RealPreparer
-    from stoker.fleet.pipeline import EngineChoice
 
     preparer = RealPreparer()
     try:
@@ -117,15 +123,6 @@ def _engine_choice():
 
 
 def run(args) -> int:
-    from stoker.base.overrides import validate_overrides
-    from stoker.base.paths import stoker_paths
-    from stoker.base.store import OverridesStore, moved_aside_problems
-    from stoker.engines.argv import build_launch_spec
-    from stoker.errors import UserError
-    from stoker.fleet.launcher import merge_overrides
-    from stoker.fleet.pipeline import EngineChoice, load_settings, plan_model
-    from stoker.library.models import resolve_model
-    from stoker.planning.plan import LaunchPlan
 
     overrides, errors = validate_overrides(overrides_from_args(args))
     if errors:
@@ -266,8 +263,6 @@ def _quote(a: str) -> str:
 def model_id_of(path: str) -> str:
     """The gateway's id for the model (the catalog's, so a collision suffix or a store's name
     is the same here as in `stoker models` and /v1/models)."""
-    from stoker.library.catalog import ModelCatalog
-    from stoker.library.model_ids import base_id
 
     catalog = ModelCatalog((path,))
     catalog.refresh()

@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 import sys
 
+from stoker.instance.control import request
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print engines[] as JSON")
@@ -19,7 +21,6 @@ def _mib(n: int) -> str:
 
 
 def run(args) -> int:
-    from stoker.instance.control import request
 
     answer = request("ps")
     if answer is None:

@@ -13,6 +13,10 @@ import sys
 import time
 from dataclasses import replace
 
+from stoker.errors import UserError
+from stoker.library.store_layouts import parse_hf_reference
+from stoker.planning import pull as model_pull
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("reference", metavar="hf.co/ORG/REPO[:QUANT]",
@@ -60,9 +64,6 @@ class ProgressPrinter:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
-    from stoker.library.store_layouts import parse_hf_reference
-    from stoker.planning import pull as model_pull
 
     ref = parse_hf_reference(args.reference, args.file)
     if isinstance(ref, str):

@@ -9,6 +9,10 @@ from __future__ import annotations
 
 import sys
 
+from stoker.errors import UserError
+from stoker.library.models import find_model, list_models
+from stoker.library.removal import carry_out, plan_removal, unhide
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("model", metavar="NAME", help="a model name from `stoker models` (or its path)")
@@ -19,9 +23,6 @@ def add_arguments(parser) -> None:
 def run(args) -> int:
     from pathlib import Path
 
-    from stoker.errors import UserError
-    from stoker.library.models import find_model, list_models
-    from stoker.library.removal import carry_out, plan_removal, unhide
 
     models = list_models(with_summary=False, include_hidden=True)
     model = find_model(args.model, models)

@@ -19,7 +19,15 @@ import sys
 import time
 
 from stoker.base.overrides import KV_CACHE_TYPES, ModelOverrides
+from stoker.base.paths import stoker_paths, storage_sentence
+from stoker.base.rpc_address import parse_workers
+from stoker.engines.process import reap_orphans
+from stoker.errors import UserError
+from stoker.fleet.commands import Shutdown, StartModel
+from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import AppSnapshot, EngineState
+from stoker.instance.control import AlreadyRunning, ControlServer
+from stoker.instance.instance import GatewayError, Instance, gateway_port
 
 
 def add_arguments(parser) -> None:
@@ -47,7 +55,6 @@ def add_arguments(parser) -> None:
 
 
 def cli_overrides(args) -> ModelOverrides | None:
-    from stoker.errors import UserError
 
     if args.ctx is not None and args.ctx < 256:
         raise UserError(f"--ctx {args.ctx} is too small; give at least 256 tokens.")
@@ -115,7 +122,6 @@ class StatePrinter:
 
 
 def _memory_budget_bytes(args) -> int | None:
-    from stoker.errors import UserError
 
     if args.memory_budget is None:
         return None
@@ -125,8 +131,6 @@ def _memory_budget_bytes(args) -> int | None:
 
 
 def _rpc_workers(args) -> tuple:
-    from stoker.base.rpc_address import parse_workers
-    from stoker.errors import UserError
 
     if not args.rpc:
         return ()
@@ -137,11 +141,6 @@ def _rpc_workers(args) -> tuple:
 
 
 def run(args) -> int:
-    from stoker.base.paths import stoker_paths, storage_sentence
-    from stoker.errors import UserError
-    from stoker.fleet.commands import Shutdown
-    from stoker.fleet.launcher import RealPreparer
-    from stoker.instance.instance import gateway_port
 
     overrides = cli_overrides(args)
     if args.port is not None and not 0 <= args.port < 65536:
@@ -185,12 +184,6 @@ def run(args) -> int:
 
 
 def _run_headless(args, preparer, paths, holder: dict, stop_now: list) -> int:
-    from stoker.base.paths import storage_sentence
-    from stoker.engines.process import reap_orphans
-    from stoker.errors import UserError
-    from stoker.fleet.commands import Shutdown, StartModel
-    from stoker.instance.control import AlreadyRunning, ControlServer
-    from stoker.instance.instance import GatewayError, Instance, gateway_port
 
     def answer(req: dict) -> dict:
         instance = holder.get("instance")

@@ -14,6 +14,8 @@ import platform
 import sys
 from pathlib import Path
 
+from stoker.base.paths import stoker_paths
+from stoker.engines.bandwidth import cached_cpu_bandwidth, measure_cpu_bandwidth
 from stoker.engines.builds import (
     ENGINE_BUILD,
     SD_VERSION,
@@ -24,6 +26,17 @@ from stoker.engines.builds import (
     sd_build_id,
     sd_cmake_flags,
 )
+from stoker.engines.find import BINARY_NAME
+from stoker.engines.setup import (
+    RPC_BUILD_ID,
+    SetupError,
+    fetch_demo_model,
+    setup_engine,
+    setup_image_engine,
+    setup_rpc,
+    toolkit_presence,
+)
+from stoker.errors import UserError
 
 BACKEND_CHOICES = ("auto", "cpu", "cuda", "rocm", "vulkan", "metal")
 
@@ -130,7 +143,6 @@ class JsonReporter:
 
 
 def choose_backends(requested: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    from stoker.engines.setup import toolkit_presence
 
     if requested != "auto":
         return (requested,), ()
@@ -152,7 +164,6 @@ def _interrupt_on_sigterm() -> None:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
 
     _interrupt_on_sigterm()
     reporter = JsonReporter() if args.json_progress else TerminalReporter()
@@ -166,8 +177,6 @@ def run(args) -> int:
 
 def _measure_cpu_bandwidth(installed, model, reporter):
     """Measure this CPU's decode bandwidth once per installed build (cached; plans read it)."""
-    from stoker.engines.bandwidth import cached_cpu_bandwidth, measure_cpu_bandwidth
-    from stoker.engines.find import BINARY_NAME
 
     if model is None:
         return None
@@ -186,9 +195,6 @@ def _measure_cpu_bandwidth(installed, model, reporter):
 
 
 def _run(args, reporter) -> int:
-    from stoker.base.paths import stoker_paths
-    from stoker.engines.setup import SetupError, fetch_demo_model, setup_engine
-    from stoker.errors import UserError
 
     paths = stoker_paths().ensure()
     backends, skipped = choose_backends(args.backend)
@@ -282,8 +288,6 @@ def _run(args, reporter) -> int:
 
 def _setup_rpc(args, paths, jobs: int, reporter):
     """The RPC build (rpc-server + an engine that takes --rpc); None when interrupted."""
-    from stoker.engines.setup import RPC_BUILD_ID, SetupError, setup_rpc
-    from stoker.errors import UserError
 
     flags = cmake_flags("cpu", platform.system(), native=args.native)
     try:
@@ -305,8 +309,6 @@ def _setup_image(args, backends, paths, jobs, reporter):
 
     A GPU image build that fails in auto mode is reported and skipped like a GPU llama-server
     build; the CPU one must succeed."""
-    from stoker.engines.setup import SetupError, setup_image_engine
-    from stoker.errors import UserError
 
     installed, failures = [], []
     for backend in backends:

@@ -9,14 +9,15 @@ from __future__ import annotations
 import json
 import sys
 
+from stoker.fleet.status_report import SCHEMA, status_lines
+from stoker.instance.control import request
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--json", action="store_true", help="print the versioned JSON object")
 
 
 def run(args) -> int:
-    from stoker.fleet.status_report import SCHEMA, status_lines
-    from stoker.instance.control import request
 
     answer = request("status")
     if answer is None:

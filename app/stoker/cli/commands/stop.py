@@ -8,6 +8,8 @@ from __future__ import annotations
 import sys
 import time
 
+from stoker.instance.control import request
+
 
 def add_arguments(parser) -> None:
     parser.add_argument("--timeout", type=float, default=30.0, metavar="S",
@@ -15,7 +17,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.instance.control import request
 
     answer = request("stop")
     if answer is None:

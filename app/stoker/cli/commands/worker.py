@@ -15,6 +15,8 @@ import threading
 
 from stoker.base.rpc_address import DEFAULT_PORT
 from stoker.engines.rpc import NO_AUTH_WARNING, is_loopback, worker_status_line
+from stoker.errors import UserError
+from stoker.fleet.rpc_worker import WorkerSupervisor, rpc_server_binary
 from stoker.fleet.snapshot import EngineState
 
 
@@ -36,8 +38,6 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from stoker.errors import UserError
-    from stoker.fleet.rpc_worker import WorkerSupervisor, rpc_server_binary
 
     if not 0 < args.port < 65536:
         raise UserError(f"--port {args.port} is not a port number; give 1 to 65535.")
