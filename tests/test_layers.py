@@ -2,30 +2,49 @@
 
 Pure modules: stdlib and other pure modules only. Effect modules: never Qt, never the
 desktop. desktop: never subprocess, psutil, httpx or gguf. Imports inside functions count too.
+
+The import contract itself is import-linter's (`[tool.importlinter]` in pyproject.toml, run
+as `lint-imports` in CI): the rooms' layers, and that no pure module reaches an effect
+library (psutil, gguf, httpx, keyring, PySide6, aiohttp, huggingface_hub, numpy) or a
+process, socket or thread module of the standard library (import-linter 2 does see the
+standard library with include_external_packages). This file keeps what a forbidden-list
+contract cannot say: the allowlist "a pure module imports only the standard library and
+other pure modules", the desktop's own rules, the classification of every module as pure or
+effect (which the contract's source list is tested against), and the bounds on cycles,
+upward imports and imports inside functions that tests/import_graph.py measures.
 """
 
 from __future__ import annotations
 
 import ast
 import sys
+import tomllib
 from pathlib import Path
+
+from tests.import_graph import lazy_imports, module_cycles, modules, room_cycles, upward
 
 APP = Path(__file__).resolve().parents[1] / "app"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 PURE = frozenset({
+    "stoker.base.overrides",
+    "stoker.base.rpc_address",
     "stoker.desktop.notifications",
     "stoker.desktop.tray_view",
     "stoker.diagnosis.blockers",
     "stoker.diagnosis.classify",
+    "stoker.diagnosis.views",
     "stoker.engines.about",
     "stoker.engines.argv",
     "stoker.engines.builds",
     "stoker.engines.ds4_launch",
+    "stoker.engines.engine_exit",
     "stoker.engines.engine_log",
     "stoker.engines.kind",
+    "stoker.engines.launch",
     "stoker.engines.launch_spec",
     "stoker.engines.rpc",
     "stoker.engines.sd_server",
+    "stoker.errors",
     "stoker.fleet.commands",
     "stoker.fleet.lifecycle",
     "stoker.fleet.quarantine",
@@ -39,16 +58,16 @@ PURE = frozenset({
     "stoker.library.gguf_summary",
     "stoker.library.image_parts",
     "stoker.library.model_ids",
-    "stoker.planning.quant_choice",
+    "stoker.library.quant_options",
     "stoker.library.store_layouts",
     "stoker.planning.devices",
     "stoker.planning.ds4",
     "stoker.planning.machine",
     "stoker.planning.measured",
     "stoker.planning.memory",
-    "stoker.base.overrides",
     "stoker.planning.plan",
     "stoker.planning.planner",
+    "stoker.planning.quant_choice",
     "stoker.planning.speed",
 })
 EFFECTS = frozenset({
@@ -61,24 +80,30 @@ EFFECTS = frozenset({
     "stoker.diagnosis.memory_cgroup",
     "stoker.diagnosis.oom_evidence",
     "stoker.engines.about_facts",
+    "stoker.engines.bandwidth",
     "stoker.engines.ds4_files",
     "stoker.engines.find",
     "stoker.engines.health",
+    "stoker.engines.identity",
+    "stoker.engines.measurements",
+    "stoker.engines.memory_probe",
+    "stoker.engines.probe",
     "stoker.engines.process",
-    "stoker.fleet.rpc_worker",
     "stoker.engines.sd_files",
     "stoker.engines.setup",
-    "stoker.instance.control",
-    "stoker.instance.instance",
     "stoker.fleet.launcher",
     "stoker.fleet.ledger",
+    "stoker.fleet.pipeline",
+    "stoker.fleet.routes",
+    "stoker.fleet.rpc_worker",
     "stoker.fleet.supervisor",
     "stoker.gateway.child",
     "stoker.gateway.images",
     "stoker.gateway.link",
     "stoker.gateway.process",
-    "stoker.fleet.routes",
     "stoker.gateway.server",
+    "stoker.instance.control",
+    "stoker.instance.instance",
     "stoker.integration.autostart",
     "stoker.integration.desktop_entry",
     "stoker.integration.qt_platform",
@@ -87,16 +112,12 @@ EFFECTS = frozenset({
     "stoker.library.gguf_write",
     "stoker.library.hf_hub",
     "stoker.library.models",
-    "stoker.planning.pull",
     "stoker.library.pull_record",
     "stoker.library.real_shapes",
     "stoker.library.removal",
     "stoker.library.stores",
-    "stoker.engines.bandwidth",
-    "stoker.engines.measurements",
-    "stoker.engines.memory_probe",
-    "stoker.fleet.pipeline",
-    "stoker.engines.probe",
+    "stoker.planning.pull",
+    "stoker.resources",
 })
 
 
@@ -161,7 +182,7 @@ def test_effect_modules_never_import_qt_or_the_desktop():
     def allowed(name):
         return top(name) not in {"PySide6", "shiboken6"} and not name.startswith("stoker.desktop")
 
-    assert violations("shell", allowed) == []
+    assert violations(EFFECTS, allowed) == []
 
 
 def test_the_desktop_never_spawns_or_probes():
@@ -177,3 +198,56 @@ def test_the_checker_catches_a_violation(tmp_path, monkeypatch):
         assert any("psutil" in v for v in violations(probe, lambda n: top(n) in STDLIB))
     finally:
         bad.unlink()
+
+
+# Rooms whose modules are neither pure nor effect modules in this sense: the desktop (Qt), the
+# CLI and the benchmarks sit on top and may use anything below them.
+TOP_ROOMS = ("stoker.desktop", "stoker.cli", "stoker.bench")
+# At most this many imports of stoker's own modules may sit inside functions, each with a
+# comment saying why (start-up time); tests/import_graph.py lists them.
+MAX_LAZY_IMPORTS = 20
+
+
+def _is_docstring_only(module: str) -> bool:
+    path = modules()[module]
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return all(isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant) for n in tree.body)
+
+
+def test_every_module_is_classified():
+    """A new module must be added to PURE or EFFECTS (or live in a top room), so the layer
+    rules and the import contract cover it from its first commit."""
+    unclassified = [m for m in modules() if m not in PURE and m not in EFFECTS
+                    and not m.startswith(tuple(r + "." for r in TOP_ROOMS)) and m not in TOP_ROOMS
+                    and m != "stoker.__main__" and not _is_docstring_only(m)]
+    assert unclassified == []
+    assert sorted((PURE | EFFECTS) - set(modules())) == []  # no stale names
+    assert PURE & EFFECTS == frozenset()
+
+
+def test_the_import_contract_checks_exactly_the_pure_modules():
+    config = tomllib.loads((APP.parent / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    pure = next(c for c in contracts if c["id"] == "pure-modules")
+    assert sorted(pure["source_modules"]) == sorted(PURE)
+
+
+def test_the_room_graph_is_a_dag_with_no_import_running_up():
+    assert room_cycles() == []
+    assert module_cycles() == []
+    assert upward() == []
+
+
+def test_few_imports_of_our_own_modules_sit_inside_functions():
+    lazy = lazy_imports()
+    assert len(lazy) <= MAX_LAZY_IMPORTS, "\n".join(lazy)
+    for entry in lazy:  # each lazy import says why, in a comment just above it
+        where = entry.split()[0]
+        path, line = where.rsplit(":", 1)
+        lines = (APP.parent / path).read_text(encoding="utf-8").splitlines()
+        above = []
+        i = int(line) - 2
+        while i >= 0 and (lines[i].strip().startswith(("#", "from ", "import ")) or not lines[i].strip()):
+            above.append(lines[i])
+            i -= 1
+        assert any("start-up" in a.lower() or "lazy" in a.lower() for a in above if a.strip().startswith("#")), entry

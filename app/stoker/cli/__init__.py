@@ -68,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser(only=command)
     args = parser.parse_args(argv)
     if args.version:
+        # Lazy for start-up time: every `stoker` command imports this module, and only
+        # --version needs the engine builds' facts (about_facts reads the installed builds).
         from stoker.engines.about import version_line
         from stoker.engines.about_facts import about_info
 

@@ -155,6 +155,8 @@ def run(args) -> int:
 
     if not args.headless:
         # The tray where this desktop has one; its fallback is this very command, headless.
+        # Lazy for start-up time: Qt (PySide6) is imported only when the tray opens, never
+        # for `stoker run --headless`.
         from stoker.desktop.app import run_tray
 
         args.headless = True
