@@ -7,6 +7,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TESTS=1 bash packaging/system-deps.sh
 bash packaging/install.sh
+# The gates, before anything slow: lint, then the import contract ([tool.importlinter] in
+# pyproject.toml: the rooms' layers and the pure modules' forbidden imports).
+.venv/bin/ruff check .
+.venv/bin/lint-imports
+# --- mypy goes here (configured in pyproject.toml by its own change) ---
 export STOKER_TEST_HOME="$PWD/.stoker-home"
 # --rpc: rpc-server and the ggml libraries with RPC (40 steps, about 1 min on 2 cores).
 STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup --rpc

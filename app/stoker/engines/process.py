@@ -25,6 +25,7 @@ This module does not decide anything: when to start, stop or retry is stoker/fle
 from __future__ import annotations
 
 import collections
+import contextlib
 import ctypes
 import ctypes.util
 import json
@@ -381,10 +382,9 @@ class EngineProcess:
                 proc._watchdog = Watchdog(popen.pid)
             except OSError as exc:
                 log.write(f"=== no watchdog ({exc}); the pid file is the only guard")
-        try:  # the memory cgroup must be read now: /proc/<pid>/cgroup goes with the process
+        # The memory cgroup must be read now: /proc/<pid>/cgroup goes with the process.
+        with contextlib.suppress(OSError):
             proc._oom_watch = OomWatch(popen.pid)
-        except OSError:
-            pass
         try:
             proc._pid_file = _write_pid_file(run_dir, popen.pid, spec.binary, token)
         except OSError as exc:  # the pending record (token in its environment) still names it
