@@ -40,11 +40,10 @@ import os
 import statistics
 import threading
 import time
-from typing import TYPE_CHECKING
 
 from stoker.base.overrides import ModelOverrides
 from stoker.base.secrets import get_api_key
-from stoker.engines.launch import PreparedLaunch
+from stoker.engines.launch import AttemptContext, PreparedLaunch
 from stoker.engines.process import free_loopback_port
 from stoker.errors import UserError
 from stoker.fleet import commands as cmd
@@ -52,10 +51,6 @@ from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState
 from stoker.instance.instance import Instance
 from stoker.library.models import resolve_model
-
-if TYPE_CHECKING:
-    from stoker.engines.launch import AttemptContext, PreparedLaunch
-    from stoker.fleet.launcher import RealPreparer
 
 SCHEMA = 2  # 2: the gateway serves from its own process: `gateway_pid` added, `switch_interval_ms` gone
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
