@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from stoker.errors import UserError, main
+from stoker.cli import main
+from stoker.errors import UserError
 from stoker.library import models as md
 
 
