@@ -15,9 +15,6 @@ from stoker.engines.engine_exit import EngineExit
 from stoker.fleet.restart import RestartPolicy, next_retry
 from stoker.fleet.snapshot import EngineState
 
-# ---------------------------------------------------------------------------- facts
-
-
 # ---------------------------------------------------------------------------- events
 
 
