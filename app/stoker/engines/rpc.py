@@ -1,11 +1,13 @@
 """RPC workers: llama.cpp `rpc-server` processes on other machines whose devices an engine uses.
 
 What is decided here, from values only (a worker's address, `HOST:PORT`, is
-stoker/base/rpc_address.py's, a Settings value): which engine device belongs to which worker (the engine names them `RPC0`,
-`RPC1` … in `--rpc` order, with the worker's `host:port` as the description), which workers
-are left for the next attempt after one went away, how many bytes a worker's debug log says it allocated,
-which devices a worker's rpc-server says it lends, and the warning for a worker bound beyond loopback. Running rpc-server and the TCP check are
-`stoker/fleet/rpc_worker.py` and `stoker/engines/probe.py`; placing layers is `stoker/planning/planner.py`.
+stoker/base/rpc_address.py's, a Settings value): which engine device belongs to which
+worker (the engine names them `RPC0`, `RPC1` … in `--rpc` order, with the worker's
+`host:port` as the description), which workers are left for the next attempt after one went
+away, how many bytes a worker's debug log says it allocated, which devices a worker's
+rpc-server says it lends, and the warning for a worker bound beyond loopback. Running
+rpc-server and the TCP check are `stoker/fleet/rpc_worker.py` and `stoker/engines/probe.py`;
+placing layers is `stoker/planning/planner.py`.
 """
 
 from __future__ import annotations
