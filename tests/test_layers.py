@@ -21,6 +21,7 @@ import sys
 import tomllib
 from pathlib import Path
 
+from tests import import_graph
 from tests.import_graph import lazy_imports, module_cycles, modules, room_cycles, upward
 
 APP = Path(__file__).resolve().parents[1] / "app"
@@ -251,3 +252,13 @@ def test_few_imports_of_our_own_modules_sit_inside_functions():
             above.append(lines[i])
             i -= 1
         assert any("start-up" in a.lower() or "lazy" in a.lower() for a in above if a.strip().startswith("#")), entry
+
+
+def test_the_graph_check_catches_a_cycle_and_an_upward_import(tmp_path):
+    assert import_graph._cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    bad = APP / "stoker" / "base" / "_layer_probe_tmp.py"
+    bad.write_text("from stoker.fleet import snapshot\n")
+    try:
+        assert any("stoker.base._layer_probe_tmp" in u for u in upward())
+    finally:
+        bad.unlink()

@@ -12,8 +12,6 @@ import importlib
 import os
 import sys
 
-from stoker.base.applog import configure_logging
-from stoker.base.paths import storage_sentence
 from stoker.errors import UserError  # re-exported: commands import it from here
 
 # name -> (module, one-line help)
@@ -90,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         if args.command in LONG_RUNNING:
+            # Lazy for start-up time: the log's handlers, the settings store and platformdirs
+            # cost ~0.3 s, and short commands (`stoker status`, `ps`) never log to the file.
+            from stoker.base.applog import configure_logging
 
             configure_logging()
         return int(module.run(args) or 0)
@@ -97,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stoker: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:  # Stoker's own folders (read-only, full): one sentence, no traceback
+        # Lazy for start-up time, like configure_logging above: only a failure needs it.
+        from stoker.base.paths import storage_sentence
 
         print(f"stoker: {storage_sentence(exc)}", file=sys.stderr)
         return 1
