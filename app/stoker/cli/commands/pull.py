@@ -13,6 +13,7 @@ import sys
 import time
 from dataclasses import replace
 
+from stoker.engines.probe import this_machine
 from stoker.errors import UserError
 from stoker.library.store_layouts import parse_hf_reference
 from stoker.planning import pull as model_pull
@@ -70,7 +71,7 @@ def run(args) -> int:
         raise UserError(ref)
     if args.revision:
         ref = replace(ref, revision=args.revision)
-    machine = model_pull.this_machine()
+    machine = this_machine()
     only = None if args.all else (ref.quant or None)
     judged = model_pull.judge_repo(ref, machine, only=only)
     print(f"{ref.repo} at {judged.listing.commit[:12]}:")
