@@ -156,9 +156,12 @@ def test_num_ctx_above_the_plan_replans_or_clamps_and_says_which(gateway, demo_m
                        options={"num_ctx": 1500, "num_predict": 2})
     assert same.done and ready(inst, DEMO_ID).pid == after.pid
     # Far beyond what the model or the machine can hold: clamped, and the answer says so.
-    huge = list(client.chat(model=DEMO_ID, messages=[{"role": "user", "content": "hi"}], stream=True,
-                            options={"num_ctx": 16 * 1024 * 1024, "num_predict": 2}))
-    assert huge[-1].done and "clamped to 2,048 tokens per slot" in huge[-1]["stoker_context"]
+    with httpx.stream("POST", inst.url + "/api/chat", timeout=180, json={
+            "model": DEMO_ID, "messages": [{"role": "user", "content": "hi"}],
+            "options": {"num_ctx": 16 * 1024 * 1024, "num_predict": 2}}) as huge:
+        lines = [json.loads(line) for line in huge.iter_lines() if line.strip()]
+        said = huge.headers["X-Stoker-Context"]
+    assert lines[-1]["done"] and "clamped to 2,048 tokens per slot" in lines[-1]["stoker_context"] == said
     assert ready(inst, DEMO_ID).pid == after.pid
 
 
