@@ -22,7 +22,8 @@ import openai
 import pytest
 
 from stoker.fleet.snapshot import EngineState as S
-from tests.shell.test_gateway import DEMO_ID, gateway, oai, ready  # noqa: F401 (gateway: a fixture)
+from tests.shell.test_gateway import DEMO_ID, oai, ready
+from tests.shell.test_gateway import gateway as gateway  # the fixture, shared
 from tests.shell.test_secrets import MemoryKeyring
 
 pytestmark = pytest.mark.engine

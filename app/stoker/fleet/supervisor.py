@@ -262,7 +262,8 @@ class Supervisor:
                  gateway_url: str | None = None,
                  name_model: Callable[[str], str | None] | None = None,
                  routes: Routes | None = None,
-                 on_overrides: Callable[[str], None] | None = None):
+                 on_overrides: Callable[[str], None] | None = None,
+                 endpoint_problems: tuple[str, ...] = ()):
         from stoker.base.paths import stoker_paths
 
         paths = stoker_paths()
@@ -277,6 +278,7 @@ class Supervisor:
         self._health_failures = health_failures
         self._gateway_url = gateway_url
         self._name_model = name_model
+        self._endpoint_problems = endpoint_problems  # the endpoint's, one sentence each (an extra port)
         self._on_overrides = on_overrides  # told (on this thread; must not block) of new overrides
         self._queue: queue.Queue = queue.Queue()
         self._subscribers: list[Subscriber] = []
@@ -1126,7 +1128,8 @@ class Supervisor:
         else:
             snap = AppSnapshot(seq=self._seq, state=EngineState.STOPPED, incidents=self._incidents,
                                blockers=tuple(blockers), quarantined=self._health.quarantined)
-        snap = replace(snap, engines=views, gateway_url=self._gateway_url, problems=self._health.problems,
+        snap = replace(snap, engines=views, gateway_url=self._gateway_url,
+                       problems=self._health.problems + self._endpoint_problems,
                        model_id=self._model_id(focus.key) if focus is not None and focus.key else None,
                        workers_back=self._health.workers_back,
                        worker=self._shared_worker.view() if self._shared_worker is not None else None)

@@ -24,6 +24,7 @@ from stoker.library.model_ids import CatalogEntry, ModelFacts, ModelKind
 OLLAMA_API_VERSION = "0.12.0"
 NEVER_EXPIRES = "2318-01-01T00:00:00Z"  # what Ollama answers for keep_alive < 0
 OLLAMA_PREFIX = "/api/"
+OLLAMA_PORT = 11434  # where apps written for Ollama look first
 NOT_SUPPORTED = {
     "/api/create": "creating models from a Modelfile",
     "/api/push": "pushing models to a registry",
@@ -526,3 +527,19 @@ def expires_at(last_used_at: float | None, idle_timeout_s: float | None, now: fl
         return None
     start = now if in_flight or last_used_at is None else last_used_at
     return start + idle_timeout_s
+
+
+def ollama_port_refusal(port: int, held: bool, version: dict | None) -> str | None:
+    """Why Stoker will not also listen on Ollama's port, or None when it may: `held` says
+    something accepts connections there, `version` is its /api/version answer (None: none)."""
+    if not held:
+        return None
+    if version is not None and version.get("stoker") is True:
+        return (f"Another Stoker already answers on 127.0.0.1:{port}, so this one does not listen "
+                "there; quit the other one, or turn off \u201cAlso answer on Ollama's port\u201d here.")
+    if version is not None and isinstance(version.get("version"), str):
+        return (f"Ollama itself (version {version['version']}) runs on 127.0.0.1:{port}, so Stoker does "
+                "not listen there; quit Ollama and restart Stoker to take the port, or point the app at "
+                "Stoker's own port.")
+    return (f"Another program holds 127.0.0.1:{port}, so Stoker does not listen there; stop that program "
+            "and restart Stoker, or point the app at Stoker's own port.")
