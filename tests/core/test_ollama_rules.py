@@ -106,7 +106,8 @@ def test_answers_and_the_stream_reducer():
     lines: list[dict] = []
     for event in ({"choices": [{"delta": {"content": "Hel"}}]},
                   {"choices": [{"delta": {"reasoning_content": "hmm"}}]},
-                  {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": "f", "arguments": '{"x'}}]}}]},
+                  {"choices": [{"delta": {"tool_calls": [
+                      {"index": 0, "function": {"name": "f", "arguments": '{"x'}}]}}]},
                   {"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"arguments": '": 2}'}}]}}]},
                   {"choices": [{"delta": {}, "finish_reason": "length"}], "timings": {"predicted_n": 4}}):
         state, new = r.chat_stream_step(state, event, "m", 0.0, generate=False)
