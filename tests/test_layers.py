@@ -85,6 +85,7 @@ EFFECTS = frozenset({
     "stoker.integration.autostart",
     "stoker.integration.desktop_entry",
     "stoker.integration.qt_platform",
+    "stoker.library.api_ops",
     "stoker.library.catalog",
     "stoker.library.gguf_io",
     "stoker.library.gguf_write",

@@ -240,3 +240,47 @@ def test_times_are_utc_iso():
     from stoker.gateway.ollama_rules import iso_time
 
     assert datetime.fromisoformat(iso_time(0.0).replace("Z", "+00:00")) == datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def test_pull_and_delete_over_the_ollama_api(gateway, demo_model, tmp_path, monkeypatch):
+    from tests.helpers.fake_hub import FakeHub, HubRepo
+
+    repo, file = "stoker-test/SmolLM2-135M-Instruct-GGUF", "SmolLM2-135M-Instruct.Q4_1.gguf"
+    with FakeHub({repo: HubRepo({file: demo_model})}) as hub:
+        monkeypatch.setenv("HF_ENDPOINT", hub.url)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+        inst = gateway()
+        client = ollama.Client(host=inst.url, timeout=300)
+        assert client.list().models == []
+        with pytest.raises(ollama.ResponseError) as library:
+            client.pull("llama3.2:3b")
+        assert library.value.status_code == 400 and "Ollama's own library" in library.value.error
+        with pytest.raises(ollama.ResponseError) as missing:
+            client.pull("hf.co/stoker-test/no-such-repo-GGUF")
+        assert missing.value.status_code == 400 and "no-such-repo" in missing.value.error
+        name = f"hf.co/{repo}:Q4_1"
+        progress = list(client.pull(name, stream=True))
+        assert progress[0].status == "pulling manifest" and progress[-1].status == "success"
+        bytes_seen = [p for p in progress if p.total]
+        assert bytes_seen and bytes_seen[-1].completed == bytes_seen[-1].total == demo_model.stat().st_size
+        assert bytes_seen[-1].digest == file
+        (listed,) = client.list().models  # listed as soon as the pull says success
+        assert listed.model == DEMO_ID
+        # The name the pull was given names the model on every route.
+        assert client.show(name).details.quantization_level == listed.details.quantization_level
+        assert client.generate(model=name, prompt="hi", options={"num_predict": 2}).done
+        ready(inst, DEMO_ID)
+        pulled = tmp_path / "hub" / ("models--" + repo.replace("/", "--"))
+        assert any(pulled.rglob(file))
+        assert client.delete(name).status == "success"
+        unloaded(inst)
+        assert not any(p.is_file() for p in pulled.rglob("*.gguf")) and client.list().models == []
+        with pytest.raises(ollama.ResponseError) as gone:
+            client.delete(name)
+        assert gone.value.status_code == 404
+
+    # A model Stoker did not pull is never deleted.
+    other = gateway(demo_model)
+    with pytest.raises(ollama.ResponseError) as kept:
+        ollama.Client(host=other.url).delete(DEMO_ID)
+    assert kept.value.status_code == 400 and "not pulled by Stoker" in kept.value.error and demo_model.is_file()

@@ -59,10 +59,9 @@ class OllamaApi:
                                    f"{request.method} {path} is not an Ollama endpoint Stoker serves.")
             body = rules.parse_body(await request.read())
             if path == "/api/pull":
-                return self._pull(request, body)
+                return await self._pull(request, body)
             if path == "/api/delete":
-                return self._error(request, 501, "Deleting models over the API is not supported yet; remove "
-                                   "a pulled model from the tray's model list or with `stoker rm`.")
+                return await self._delete(request, body)
             if path == "/api/show":
                 return await self._show(request, body)
             if path in (CHAT, GENERATE, EMBED, EMBEDDINGS):
@@ -72,6 +71,16 @@ class OllamaApi:
             return self._error(request, 400, str(exc))
 
     # ------------------------------------------------------------------ listings
+
+    async def _entry(self, name: object) -> CatalogEntry | None:
+        """The model an Ollama client's name means (see ollama_rules.name_candidates)."""
+        if not isinstance(name, str) or not name.strip():
+            return None
+        for candidate in rules.name_candidates(name):
+            entry = await self._gw._resolve(candidate)
+            if entry is not None:
+                return entry
+        return None
 
     def _listed(self) -> list[CatalogEntry]:
         return [e for e in self._gw._catalog.current.entries if e.kind in (ModelKind.CHAT, ModelKind.EMBEDDING)]
@@ -104,28 +113,75 @@ class OllamaApi:
 
     async def _show(self, request: web.Request, body: dict) -> web.Response:
         name = body.get("model") or body.get("name")
-        entry = await self._gw._resolve(name) if isinstance(name, str) else None
+        entry = await self._entry(name)
         if entry is None:
             return self._error(request, 404, rules.not_found(str(name or "")))
         view = self._views().get(entry.path)
         ctx = (view.ctx_per_slot if view is not None else None) or self._planned.get(entry.path)
         return self._json(request, rules.show_answer(entry, ctx))
 
-    def _pull(self, request: web.Request, body: dict) -> web.Response:
-        name = body.get("model") or body.get("name") or ""
-        refusal = rules.pull_refusal(str(name))
+    async def _pull(self, request: web.Request, body: dict) -> web.StreamResponse:
+        """hf.co/OWNER/REPO[:QUANT] pulled as `stoker pull` does, in Stoker's process; progress
+        in Ollama's stream shape ({status, digest, total, completed} lines, then success)."""
+        name = str(body.get("model") or body.get("name") or "")
+        refusal = rules.pull_refusal(name)
         if refusal is not None:
             return self._error(request, 400, refusal)
-        repo, quant = rules.hf_repo(str(name)) or ("", None)
-        return self._error(request, 501, "Pulling over the API is not supported yet; run "
-                           f"`stoker pull {repo}{':' + quant if quant else ''}` (or use the tray's Pull).")
+        lines: asyncio.Queue = asyncio.Queue()
+        loop = asyncio.get_running_loop()
+        self._gw._sup.library("pull", name, lambda m: loop.call_soon_threadsafe(lines.put_nowait, m))
+        if body.get("stream") is False:
+            while not (last := await lines.get()).done:
+                pass
+            if last.error:
+                return self._error(request, 400, last.error)
+            return self._json(request, {"status": "success"})
+        response = web.StreamResponse(status=200, headers={"Content-Type": "application/x-ndjson",
+                                                           "X-Accel-Buffering": "no"})
+        self._gw._cors_headers(request, response.headers)
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        while True:
+            m = await lines.get()
+            if m.done:
+                await response.write(_line(rules.error(m.error) if m.error else {"status": "success"}))
+                break
+            line: dict = {"status": m.status}
+            if m.total is not None:
+                line.update(digest=m.status.removeprefix("pulling "), total=m.total, completed=m.completed or 0)
+            await response.write(_line(line))
+        await response.write_eof()
+        return response
+
+    async def _delete(self, request: web.Request, body: dict) -> web.Response:
+        """Only what Stoker pulled is deleted (its engine is stopped first); anything else is refused."""
+        name = body.get("model") or body.get("name")
+        entry = await self._entry(name)
+        if entry is None:
+            return self._error(request, 404, rules.not_found(str(name or "")))
+        if entry.origin != "pulled":  # said before its engine is touched; Stoker's process checks again
+            return self._error(request, 400, f"{entry.id} was not pulled by Stoker (it comes from {entry.origin}), "
+                               "so it is not deleted; remove it with the tool that put it there.")
+        self._gw._sup.submit(cmd.Stop(entry.path))
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future = loop.create_future()
+
+        def settle(m) -> None:
+            if m.done and not ended.done():
+                ended.set_result(m)
+
+        self._gw._sup.library("delete", entry.path, lambda m: loop.call_soon_threadsafe(settle, m))
+        m = await ended
+        if m.error:
+            return self._error(request, 400, f"{entry.id}: {m.error}")
+        return self._json(request, {"status": "success"})
 
     # ------------------------------------------------------------------ generation
 
     async def _answer(self, request: web.Request, path: str, body: dict) -> web.StreamResponse:
         gw = self._gw
         name = body.get("model")
-        entry = await gw._resolve(name) if isinstance(name, str) and name.strip() else None
+        entry = await self._entry(name)
         if entry is None:
             return self._error(request, 404 if name else 400,
                                rules.not_found(name) if name else "The request names no model; name one in `model`.")

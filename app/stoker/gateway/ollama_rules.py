@@ -515,6 +515,18 @@ def error(message: str) -> dict:
     return {"error": message}
 
 
+def name_candidates(name: str) -> tuple[str, ...]:
+    """The names an Ollama client's model name may mean here, in order: as written; without
+    `hf.co/` (what /api/pull was given: the store's own name is an alias); without Ollama's
+    default tag `:latest`, which some clients add to every name."""
+    out = [name.strip()]
+    for prefix in ("hf.co/", "huggingface.co/"):
+        if out[0].lower().startswith(prefix):
+            out.append(out[0][len(prefix):])
+    out += [n.removesuffix(":latest") for n in list(out) if n.endswith(":latest")]
+    return tuple(dict.fromkeys(n for n in out if n))
+
+
 def not_found(name: str) -> str:
     """Ollama's own words for an unknown model (clients match on them)."""
     return f"model '{name}' not found"
