@@ -45,7 +45,7 @@ def test_a_tiny_run_reports_every_figure(engine_binary, demo_model, stoker_home)
     for route, paths in (("generate", ["/completion", "/api/generate"]),
                          ("chat", ["/v1/chat/completions", "/api/chat"])):
         o = out["ollama"][route]
-        assert o["paths"] == paths and o["direct"]["n"] == o["gateway"]["n"] == 3
+        assert o["paths"] == paths and o["direct"]["n"] == o["gateway"]["n"] == o["passed_through"]["n"] == 3
         assert o["added_p50_ms"] == pytest.approx(o["gateway"]["p50_ms"] - o["direct"]["p50_ms"])
     for n in ("1", "2"):
         s = out["streaming"][n]
