@@ -927,9 +927,14 @@ class Supervisor:
         """Plan the model again with the context a request asked for: reload when that plan
         gives it, else keep the running plan; `context_asked` says which, in words."""
         engine = self._engines.get(self._key_for(command.model_path))
-        if engine is None or engine.launch is None or engine.phase is not EngineState.READY:
+        if engine is None:
             return
         want = command.ctx_per_slot
+        if engine.launch is None or engine.phase is not EngineState.READY:
+            # Stopped or restarting meanwhile: the asking request runs on whatever comes up.
+            engine.context_asked = (want, "the model was not running, so its context was not changed")
+            self._publish()
+            return
         running = launch_facts(engine.launch)
         now_ctx = _per_slot(engine.launch)
         if now_ctx is not None and now_ctx >= want:
@@ -938,7 +943,7 @@ class Supervisor:
             engine.context_asked = (want, f"this engine's context is fixed at {running.get('ctx') or 0:,} "
                                           "tokens; it was not changed")
         else:
-            engine.ctx_at_least = want
+            before, engine.ctx_at_least = engine.ctx_at_least, want
             trial = self._prepare(engine, attempt=0)
             got = _per_slot(trial) if isinstance(trial, PreparedLaunch) else None
             if got is not None and now_ctx is not None and got > now_ctx:
@@ -947,7 +952,7 @@ class Supervisor:
                 self.routes.close(engine.key)
                 self._feed(engine, RestartRequested(f"a request asked for {want:,} tokens of context"))
             else:
-                engine.ctx_at_least = None
+                engine.ctx_at_least = before  # a context asked earlier, and given, stays
                 why = trial.reason if isinstance(trial, PreparationRefused) else "it does not fit"
                 engine.context_asked = (want, f"clamped to {now_ctx or 0:,} tokens per slot: a plan with "
                                               f"{want:,} does not fit ({why.rstrip('.')})")
