@@ -18,7 +18,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from aiohttp import ClientConnectionError, web
+from aiohttp import ClientConnectionError, ClientError, web
 
 from stoker.fleet import commands as cmd
 from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
@@ -284,7 +284,12 @@ class OllamaApi:
                 return self._error(request, upstream.status, _upstream_message(await upstream.read()))
             if stream:
                 return await self._stream(request, upstream, upstream_path, entry, started, load_s, extra)
-            data = json.loads(await upstream.read())
+            try:
+                data = json.loads(await upstream.read())
+            except (ClientError, ValueError) as exc:
+                log.warning("%s: the engine's answer could not be read: %r", path, exc)
+                return self._error(request, 502, "the model's engine stopped while answering; Stoker restarts it "
+                                   "on the next request.")
             now, total = time.time(), time.monotonic() - started
             if path in (EMBED, EMBEDDINGS):
                 out = rules.embed_answer(data, entry.id, total, load_s, legacy=path == EMBEDDINGS,
@@ -320,7 +325,11 @@ class OllamaApi:
                 data = line[5:].strip()
                 if data == b"[DONE]":
                     break
-                event = json.loads(data)
+                try:
+                    event = json.loads(data)
+                except ValueError:
+                    log.warning("%s: the engine sent a line that is not JSON: %r", request.path, data[:200])
+                    continue
                 if "error" in event:
                     message = event["error"].get("message") if isinstance(event["error"], dict) else event["error"]
                     await response.write(_line(rules.error(str(message))))
@@ -337,7 +346,7 @@ class OllamaApi:
                 state, lines = rules.chat_stream_step(state, event, entry.id, time.time(), generate=chat_generate)
                 for out in lines:
                     await response.write(_line(out))
-        except ClientConnectionError:
+        except ClientError:  # the connection broke, or the chunked body did
             await response.write(_line(rules.error("the model's engine stopped while answering; Stoker restarts "
                                                    "it on the next request.")))
             await response.write_eof()
