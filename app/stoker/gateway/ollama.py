@@ -129,7 +129,10 @@ class OllamaApi:
             return self._error(request, 400, refusal)
         lines: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
-        self._gw._sup.library("pull", name, lambda m: loop.call_soon_threadsafe(lines.put_nowait, m))
+        def heard(m) -> None:  # on the link's reader thread
+            loop.call_soon_threadsafe(lines.put_nowait, m)
+
+        self._gw._sup.library("pull", name, heard)
         if body.get("stream") is False:
             while not (last := await lines.get()).done:
                 pass
@@ -170,7 +173,10 @@ class OllamaApi:
             if m.done and not ended.done():
                 ended.set_result(m)
 
-        self._gw._sup.library("delete", entry.path, lambda m: loop.call_soon_threadsafe(settle, m))
+        def heard(m) -> None:  # on the link's reader thread
+            loop.call_soon_threadsafe(settle, m)
+
+        self._gw._sup.library("delete", entry.path, heard)
         m = await ended
         if m.error:
             return self._error(request, 400, f"{entry.id}: {m.error}")
@@ -200,6 +206,8 @@ class OllamaApi:
             gw._sup.submit(cmd.UnloadModel(entry.path))
             return self._json(request, {"model": entry.id, "created_at": rules.iso_time(time.time()),
                                         "response": "", "done": True, "done_reason": "unload"})
+        if not empty:
+            _translate(path, body, entry, _streams(path, body))  # a request it cannot be is refused before a load
         started = time.monotonic()
         route, error = await gw._lease(request, path, entry.path)
         if error is not None:
@@ -259,21 +267,18 @@ class OllamaApi:
 
     async def _forward(self, request: web.Request, path: str, body: dict, entry: CatalogEntry, route,
                        started: float, load_s: float, note: str | None) -> web.StreamResponse:
-        stream = body.get("stream", True) is not False and path in (CHAT, GENERATE)
-        vision = bool(entry.facts and entry.facts.projector)
-        if path == CHAT:
-            upstream_path, payload = "/v1/chat/completions", rules.chat_request(body, entry.id, vision=vision,
-                                                                                stream=stream)
-        elif path == GENERATE:
-            upstream_path, payload = rules.generate_request(body, entry.id, vision=vision, stream=stream)
-        else:
-            upstream_path, payload = "/v1/embeddings", rules.embed_request(body, entry.id, legacy=path == EMBEDDINGS)
+        stream = _streams(path, body)
+        upstream_path, payload = _translate(path, body, entry, stream)
         headers = {"Content-Type": "application/json", "Accept-Encoding": "identity"}
         if route.engine_key:
             headers["Authorization"] = f"Bearer {route.engine_key}"
-        extra = {"X-Stoker-Context": note} if note else {}
+        # A header carries Latin-1 only; the body's `stoker_context` keeps the sentence whole.
+        extra = {"X-Stoker-Context": note.encode("latin-1", "replace").decode("latin-1")} if note else {}
+        session = self._gw._session
+        if session is None:  # the gateway is stopping
+            return self._error(request, 503, "Stoker's endpoint is stopping; try again in a moment.")
         try:
-            upstream = await self._gw._session.post(route.endpoint + upstream_path, data=json.dumps(payload),
+            upstream = await session.post(route.endpoint + upstream_path, data=json.dumps(payload),
                                                      headers=headers)
         except (TimeoutError, ClientConnectionError) as exc:
             log.warning("%s: the engine at %s failed: %r", path, route.endpoint, exc)
@@ -283,7 +288,7 @@ class OllamaApi:
             if upstream.status >= 400:
                 return self._error(request, upstream.status, _upstream_message(await upstream.read()))
             if stream:
-                return await self._stream(request, upstream, upstream_path, entry, started, load_s, extra)
+                return await self._stream(request, upstream, upstream_path, entry, started, load_s, extra, note)
             try:
                 data = json.loads(await upstream.read())
             except (ClientError, ValueError) as exc:
@@ -306,7 +311,7 @@ class OllamaApi:
             upstream.close()
 
     async def _stream(self, request: web.Request, upstream, upstream_path: str, entry: CatalogEntry,
-                      started: float, load_s: float, extra: dict) -> web.StreamResponse:
+                      started: float, load_s: float, extra: dict, note: str | None) -> web.StreamResponse:
         generate = upstream_path != "/v1/chat/completions"
         chat_generate = request.path == GENERATE
         headers = {"Content-Type": "application/x-ndjson", "X-Accel-Buffering": "no", "Cache-Control": "no-cache",
@@ -354,11 +359,13 @@ class OllamaApi:
         now, total = time.time(), time.monotonic() - started
         if generate:
             final = rules.completion_answer({**last_native, "content": ""}, entry.id, now, total, load_s)
+            if note:
+                final["stoker_context"] = note
             await response.write(_line(final))
         else:
             for out in rules.chat_stream_end(state, entry.id, now, total, load_s, generate=chat_generate):
-                if out.get("done") and extra:
-                    out["stoker_context"] = extra["X-Stoker-Context"]
+                if out.get("done") and note:
+                    out["stoker_context"] = note
                 await response.write(_line(out))
         await response.write_eof()
         return response
@@ -404,6 +411,20 @@ def submit_keep_alive(sup, model_path: str, body: bytes) -> None:
 
 _ROUTES = frozenset({"/api/version", "/api/tags", "/api/ps", "/api/show", "/api/pull", "/api/delete",
                      CHAT, GENERATE, EMBED, EMBEDDINGS})
+
+
+def _streams(path: str, body: dict) -> bool:
+    return body.get("stream", True) is not False and path in (CHAT, GENERATE)
+
+
+def _translate(path: str, body: dict, entry: CatalogEntry, stream: bool) -> tuple[str, dict]:
+    """(llama-server path, body) for an Ollama request; OllamaRequestError when it cannot be."""
+    vision = bool(entry.facts and entry.facts.projector)
+    if path == CHAT:
+        return "/v1/chat/completions", rules.chat_request(body, entry.id, vision=vision, stream=stream)
+    if path == GENERATE:
+        return rules.generate_request(body, entry.id, vision=vision, stream=stream)
+    return "/v1/embeddings", rules.embed_request(body, entry.id, legacy=path == EMBEDDINGS)
 
 
 def _line(obj: dict) -> bytes:
