@@ -21,8 +21,8 @@ REPO = Path(__file__).resolve().parents[2]
 def test_a_tiny_run_reports_every_figure(engine_binary, demo_model, stoker_home):
     result = subprocess.run(
         [sys.executable, "-m", "stoker", "bench", "gateway", "--json", "--model", str(demo_model),
-         "--engine", str(engine_binary), "--iterations", "5", "--ollama-iterations", "3", "--rounds", "1", "--streams", "2",
-         "--tokens", "4", "--chunk-streams", "1", "--disconnects", "1", "--cold-runs", "1",
+         "--engine", str(engine_binary), "--iterations", "5", "--ollama-iterations", "3", "--rounds", "1",
+         "--streams", "2", "--tokens", "4", "--chunk-streams", "1", "--disconnects", "1", "--cold-runs", "1",
          "--idle-timeout", "1", "--ctx-per-slot", "256", "--threads", "1"],
         cwd=REPO, capture_output=True, text=True, timeout=900, env=os.environ.copy())
     assert result.returncode == 0, result.stderr

@@ -786,7 +786,7 @@ def print_report(out: dict) -> None:
         d = lat[side]
         print(f"  {side:8} p50 {d['p50_ms']:.3f}  p90 {d['p90_ms']:.3f}  p99 {d['p99_ms']:.3f}  "
               f"max {d['max_ms']:.3f}")
-    for name, o in out["ollama"].items():
+    for o in out["ollama"].values():
         print(f"POST {o['paths'][1]} beside {o['paths'][0]} (direct, and passed through the gateway), one token, "
               f"{o['direct']['n']} each, interleaved (ms); the translation adds {o['translation_p50_ms']:.2f} ms p50:")
         for side in ("direct", "gateway", "passed_through"):
