@@ -21,13 +21,13 @@ REPO = Path(__file__).resolve().parents[2]
 def test_a_tiny_run_reports_every_figure(engine_binary, demo_model, stoker_home):
     result = subprocess.run(
         [sys.executable, "-m", "stoker", "bench", "gateway", "--json", "--model", str(demo_model),
-         "--engine", str(engine_binary), "--iterations", "5", "--rounds", "1", "--streams", "2",
-         "--tokens", "4", "--chunk-streams", "1", "--disconnects", "1", "--cold-runs", "1",
+         "--engine", str(engine_binary), "--iterations", "5", "--ollama-iterations", "3", "--rounds", "1",
+         "--streams", "2", "--tokens", "4", "--chunk-streams", "1", "--disconnects", "1", "--cold-runs", "1",
          "--idle-timeout", "1", "--ctx-per-slot", "256", "--threads", "1"],
         cwd=REPO, capture_output=True, text=True, timeout=900, env=os.environ.copy())
     assert result.returncode == 0, result.stderr
     out = json.loads(result.stdout)
-    assert out["schema"] == 2 and out["bench"] == "gateway"
+    assert out["schema"] == 3 and out["bench"] == "gateway"
     assert out["gateway_pid"] not in (None, out["stoker_pid"])  # the gateway serves from its own process
     assert out["model"] == "smollm2-135m-instruct:q4_1" and out["slots"] == 2
     argv = out["argv"]
@@ -42,6 +42,11 @@ def test_a_tiny_run_reports_every_figure(engine_binary, demo_model, stoker_home)
     lat = out["latency"]
     assert lat["direct"]["n"] == lat["gateway"]["n"] == 5
     assert lat["added_p50_ms"] == pytest.approx(lat["gateway"]["p50_ms"] - lat["direct"]["p50_ms"])
+    for route, paths in (("generate", ["/completion", "/api/generate"]),
+                         ("chat", ["/v1/chat/completions", "/api/chat"])):
+        o = out["ollama"][route]
+        assert o["paths"] == paths and o["direct"]["n"] == o["gateway"]["n"] == o["passed_through"]["n"] == 3
+        assert o["added_p50_ms"] == pytest.approx(o["gateway"]["p50_ms"] - o["direct"]["p50_ms"])
     for n in ("1", "2"):
         s = out["streaming"][n]
         # ignore_eos: both sides stream the same number of chunks (4 tokens and the final one)

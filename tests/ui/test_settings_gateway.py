@@ -61,6 +61,8 @@ def test_endpoint_memory_and_idle_settings_are_checked_as_typed_and_saved(
     dialog.cors.setPlainText("https://Chat.Example/\n\nhttp://192.168.1.20:3000")
     assert dialog.error.text() == "" and save.isEnabled()
     dialog.idle.setValue(15)
+    assert not dialog.ollama_port.isChecked()  # off by default
+    dialog.ollama_port.setChecked(True)
     dialog.adjustSize()
     qtbot.wait(100)
     assert dialog.grab().save(str(screenshots / "settings-endpoint.png"))
@@ -70,12 +72,13 @@ def test_endpoint_memory_and_idle_settings_are_checked_as_typed_and_saved(
     stored = SettingsStore(stoker_paths().config).load()
     assert stored.gateway_port == 8123 and stored.model_memory_gib == 12.5
     assert stored.cors_origins == ("https://chat.example", "http://192.168.1.20:3000")
-    assert stored.idle_unload_minutes == 15
+    assert stored.idle_unload_minutes == 15 and stored.ollama_port is True
 
     # Reopened, the dialog shows what is stored; emptied, the budget is the machine's again.
     dialog = stoker.open_settings()
     qtbot.waitUntil(lambda: dialog.pending == 0, timeout=10_000)
     assert (dialog.port.value(), dialog.model_memory.text(), dialog.idle.value()) == (8123, "12.5", 15)
+    assert dialog.ollama_port.isChecked()
     assert dialog.cors.toPlainText().splitlines() == ["https://chat.example", "http://192.168.1.20:3000"]
     dialog.model_memory.setText("")
     dialog.cors.setPlainText("")

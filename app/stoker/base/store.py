@@ -206,6 +206,9 @@ class AppSettings:
     # reserve). Residency admits a model only when its plan fits beside the resident ones.
     model_memory_gib: float | None = None
     cors_origins: tuple[str, ...] = ()  # browser origins allowed beside loopback ones
+    # Also answer on 127.0.0.1:11434, where apps written for Ollama look (read at start; not
+    # when Ollama or another program holds it: stoker/gateway/ollama_port.py).
+    ollama_port: bool = False
     # Models left out of every list (paths): other tools' models are hidden, never deleted.
     hidden_models: tuple[str, ...] = ()
     # RPC workers (`stoker worker` on other machines), HOST:PORT each; `stoker run --rpc` beats it.
@@ -290,7 +293,7 @@ def _check_setting(name: str, value, default):
         except ValueError as exc:
             return default, f"rpc_workers: {exc}"
         return default, "rpc_workers must be a list of HOST:PORT strings"
-    if name in ("start_at_login", "worker_enabled", "worker_cache", "worker_allow_remote"):
+    if name in ("start_at_login", "worker_enabled", "worker_cache", "worker_allow_remote", "ollama_port"):
         if isinstance(value, bool):
             return value, None
         return default, f"{name} must be true or false"

@@ -6,6 +6,9 @@ sides alike:
 
 - added latency of a tiny non-streaming request (POST /tokenize), gateway vs the engine's
   private port, warm keep-alive, one connection each;
+- added latency of Ollama's /api/generate (raw) and /api/chat, one token and not streamed,
+  each beside the llama-server endpoint it is translated onto (/completion,
+  /v1/chat/completions);
 - streaming tokens/s (one SSE chunk per token, `ignore_eos` so both sides get the same
   count), gateway ÷ direct, with 1 stream and with 16 parallel streams;
 - added delay per streamed chunk, with Stoker's other threads idle and with a busy "UI
@@ -52,12 +55,17 @@ from stoker.fleet.snapshot import EngineState
 from stoker.instance.instance import Instance
 from stoker.library.models import resolve_model
 
-SCHEMA = 2  # 2: the gateway serves from its own process: `gateway_pid` added, `switch_interval_ms` gone
+SCHEMA = 3  # 2: the gateway serves from its own process: `gateway_pid` added, `switch_interval_ms` gone
+# 3: `ollama`: Ollama's /api/generate and /api/chat beside the engine endpoints they map onto
 PROMPT = "Write a long story about a lighthouse keeper and the sea."
 # (figure key, words, unit, comparison, target)
 TARGETS = {
     "latency_added_p50_ms": ("added latency p50, POST /tokenize", "ms", "<=", 1.0),
     "latency_added_p99_ms": ("added latency p99, POST /tokenize", "ms", "<=", 5.0),
+    "ollama_generate_added_p50_ms": ("added latency p50, /api/generate vs /completion", "ms", "<=", 1.0),
+    "ollama_generate_added_p99_ms": ("added latency p99, /api/generate vs /completion", "ms", "<=", 5.0),
+    "ollama_chat_added_p50_ms": ("added latency p50, /api/chat vs /v1/chat/completions", "ms", "<=", 1.0),
+    "ollama_chat_added_p99_ms": ("added latency p99, /api/chat vs /v1/chat/completions", "ms", "<=", 5.0),
     "stream_ratio_1": ("tokens/s gateway / direct, 1 stream", "", ">=", 0.99),
     "stream_ratio_many": ("tokens/s gateway / direct, {n} streams", "", ">=", 0.98),
     "chunk_idle_p50_ms": ("added delay per chunk p50, UI thread idle", "ms", "<=", 0.5),
@@ -75,6 +83,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--engine", metavar="PATH", help="llama-server binary (default: the best build)")
     parser.add_argument("--iterations", type=int, default=1000, metavar="N",
                         help="non-streaming requests on each side (1000)")
+    parser.add_argument("--ollama-iterations", type=int, default=300, metavar="N",
+                        help="one-token requests on each side for each Ollama route (300)")
     parser.add_argument("--rounds", type=int, default=5, metavar="N",
                         help="streaming rounds on each side, for 1 and for the parallel streams (5)")
     parser.add_argument("--streams", type=int, default=16, metavar="N", help="parallel streams (16)")
@@ -498,6 +508,37 @@ class _Bench:
         return {"direct": d, "gateway": g, "added_p50_ms": g["p50_ms"] - d["p50_ms"],
                 "added_p99_ms": g["p99_ms"] - d["p99_ms"]}
 
+    def ollama_latency(self) -> dict:
+        """Ollama's /api/generate (raw) and /api/chat, one token, not streamed, each beside the
+        llama-server endpoint it is translated onto: what the translation and the gateway add."""
+        greedy = {"temperature": 0, "seed": 1}
+        messages = [{"role": "user", "content": "Hello"}]
+        pairs = {
+            "generate": ("/api/generate", {"model": self.model_id, "prompt": "Hello", "raw": True, "stream": False,
+                                           "options": {"num_predict": 1, **greedy}},
+                         "/completion", {"prompt": "Hello", "n_predict": 1, "stream": False, **greedy}),
+            "chat": ("/api/chat", {"model": self.model_id, "messages": messages, "stream": False,
+                                   "options": {"num_predict": 1, **greedy}},
+                     "/v1/chat/completions", {"model": self.model_id, "messages": messages, "max_tokens": 1,
+                                              "stream": False, **greedy}),
+        }
+        n = self.args.ollama_iterations
+        out = {}
+        for name, (ollama_path, ollama_body, engine_path, engine_body) in pairs.items():
+            # The same engine request passed through the gateway as it is, too: what the
+            # translation adds beyond the pass-through, on a machine too busy for absolutes.
+            passed = {**self.at(self.gateway(), engine_path, {"model": self.model_id, **engine_body}),
+                      "name": "passed"}
+            sides = [self.at(self.direct(), engine_path, engine_body),
+                     self.at(self.gateway(), ollama_path, ollama_body), passed]
+            self.clients.call("latency", sides=sides, n=min(20, n))  # warm-up
+            got = self.clients.call("latency", sides=sides, n=n)
+            d, g, p = _dist_ms(got["direct"]), _dist_ms(got["gateway"]), _dist_ms(got["passed"])
+            out[name] = {"direct": d, "gateway": g, "passed_through": p,
+                         "added_p50_ms": g["p50_ms"] - d["p50_ms"], "added_p99_ms": g["p99_ms"] - d["p99_ms"],
+                         "translation_p50_ms": g["p50_ms"] - p["p50_ms"], "paths": [engine_path, ollama_path]}
+        return out
+
     def streaming(self) -> dict:
         body = self.stream_body(self.args.tokens)
         sides = [self.at(self.direct(), "/v1/completions", body),
@@ -659,6 +700,7 @@ class _Bench:
                      "cpus": os.cpu_count(), "load_average_at_start": _load_average(),
                      "gateway_pid": self.instance.gateway.pid, "stoker_pid": os.getpid()}
             latency = self.latency()
+            ollama = self.ollama_latency()
             streaming = self.streaming()
             warm_ttft = streaming["1"]["ttft_direct_ms"]["p50_ms"] / 1000
             tapped = self.tapped()
@@ -672,6 +714,10 @@ class _Bench:
         figures = {
             "latency_added_p50_ms": latency["added_p50_ms"],
             "latency_added_p99_ms": latency["added_p99_ms"],
+            "ollama_generate_added_p50_ms": ollama["generate"]["added_p50_ms"],
+            "ollama_generate_added_p99_ms": ollama["generate"]["added_p99_ms"],
+            "ollama_chat_added_p50_ms": ollama["chat"]["added_p50_ms"],
+            "ollama_chat_added_p99_ms": ollama["chat"]["added_p99_ms"],
             "stream_ratio_1": streaming["1"]["ratio_median"],
             "stream_ratio_many": streaming[str(a.streams)]["ratio_median"],
             "chunk_idle_p50_ms": tapped["idle"]["added_p50_ms"],
@@ -685,7 +731,7 @@ class _Bench:
         facts["load_average_at_end"] = _load_average()
         return {"schema": SCHEMA, "bench": "gateway", **facts,
                 "figures": [_figure(k, v, a.streams) for k, v in figures.items()],
-                "latency": latency, "streaming": streaming,
+                "latency": latency, "ollama": ollama, "streaming": streaming,
                 "chunk_delay": {k: v for k, v in tapped.items() if k != "disconnect"},
                 "disconnect": tapped["disconnect"], "cold": cold, "notes": self.notes}
 
@@ -736,6 +782,13 @@ def print_report(out: dict) -> None:
         d = lat[side]
         print(f"  {side:8} p50 {d['p50_ms']:.3f}  p90 {d['p90_ms']:.3f}  p99 {d['p99_ms']:.3f}  "
               f"max {d['max_ms']:.3f}")
+    for o in out["ollama"].values():
+        print(f"POST {o['paths'][1]} beside {o['paths'][0]} (direct, and passed through the gateway), one token, "
+              f"{o['direct']['n']} each, interleaved (ms); the translation adds {o['translation_p50_ms']:.2f} ms p50:")
+        for side in ("direct", "gateway", "passed_through"):
+            d = o[side]
+            print(f"  {side:14} p50 {d['p50_ms']:.3f}  p90 {d['p90_ms']:.3f}  p99 {d['p99_ms']:.3f}  "
+                  f"max {d['max_ms']:.3f}")
     for n, s in out["streaming"].items():
         print(f"streaming, {n} stream(s), {s['tokens_per_round']} chunks per round: tokens/s direct "
               + " ".join(f"{v:.0f}" for v in s["direct_tokens_per_s"]) + "; gateway "
@@ -772,7 +825,8 @@ def print_report(out: dict) -> None:
 
 def run(args) -> int:
 
-    for name in ("iterations", "rounds", "streams", "tokens", "chunk_streams", "disconnects", "cold_runs"):
+    for name in ("iterations", "ollama_iterations", "rounds", "streams", "tokens", "chunk_streams", "disconnects",
+                 "cold_runs"):
         if getattr(args, name) < 1:
             raise UserError(f"--{name.replace('_', '-')} must be at least 1.")
     if args.idle_timeout <= 0:

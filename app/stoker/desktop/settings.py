@@ -126,6 +126,12 @@ class SettingsDialog(QDialog):
         endpoint_form.addRow("", _note("Web pages on this machine (loopback) may always call "
                                        "the endpoint; others only when listed here, one origin "
                                        "a line. Read when Stoker starts.", 3))
+        self.ollama_port = QCheckBox("Also answer on Ollama's port (127.0.0.1:11434)")
+        self.ollama_port.setObjectName("ollama-port")
+        endpoint_form.addRow("", self.ollama_port)
+        endpoint_form.addRow("", _note("For apps that only look for Ollama there. Read when Stoker "
+                                       "starts; not taken while Ollama itself or another program "
+                                       "holds the port (the tray then says so).", 3))
 
         # This machine as an RPC worker for other machines' Stoker
         worker_box = QGroupBox("RPC worker")
@@ -295,6 +301,7 @@ class SettingsDialog(QDialog):
         level = values.get("log_level") or "info"
         self.log_level.setCurrentIndex(max(0, self.log_level.findText(level)))
         self.worker_enabled.setChecked(bool(values.get("worker_enabled")))
+        self.ollama_port.setChecked(bool(values.get("ollama_port")))
         self.worker_host.setText(str(values.get("worker_host") or "127.0.0.1"))
         self.worker_port.setValue(int(values.get("worker_port") or DEFAULT_RPC_PORT))
         self.worker_cache.setChecked(bool(values.get("worker_cache")))
@@ -458,6 +465,7 @@ class SettingsDialog(QDialog):
             "start_at_login": self.login.isChecked(),
             "log_level": self.log_level.currentText(),
             "worker_enabled": self.worker_enabled.isChecked(),
+            "ollama_port": self.ollama_port.isChecked(),
             "worker_port": self.worker_port.value(),
             "worker_cache": self.worker_cache.isChecked(),
             "worker_allow_remote": self.worker_allow_remote.isChecked(),

@@ -37,6 +37,8 @@ class AttemptContext:
     held_bytes: tuple[tuple[str, int], ...] = ()
     # The model's gateway id: the engine answers under this name (`--alias`), never its path.
     model_id: str | None = None
+    # A request asked for at least this many tokens per slot (WidenContext): plan with it.
+    ctx_per_slot_at_least: int | None = None
 
 
 @dataclass(frozen=True)

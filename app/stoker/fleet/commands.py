@@ -119,6 +119,27 @@ class CancelRender:
 
 
 @dataclass(frozen=True)
+class KeepAlive:
+    """A request's own idle timeout for its model (Ollama's `keep_alive`, `keep_alive` or
+    `ttl` on the OpenAI routes): it replaces the Settings' one while the model stays resident.
+    An unload right after the answer (keep_alive 0) is UnloadModel, not this."""
+
+    model_path: str
+    idle_timeout_s: float | None  # None: never unloaded for idleness
+
+
+@dataclass(frozen=True)
+class WidenContext:
+    """A request needs `ctx_per_slot` tokens per slot (Ollama's `num_ctx`), more than the
+    running plan gives: the model is planned again with it and reloaded when that plan
+    fits; otherwise the plan stays. Either way the engine's view says what was decided
+    (EngineView.context_asked), so the request can say so."""
+
+    model_path: str
+    ctx_per_slot: int
+
+
+@dataclass(frozen=True)
 class LiftQuarantine:
     build_id: str
 
@@ -160,5 +181,5 @@ class Shutdown:
 
 
 Command = (StartModel | SwitchModel | Stop | Restart | LoadModel | UnloadModel | PinModel | EnsureModel
-           | CancelEnsure | CancelRender | ApplyOverrides | LiftQuarantine | ShareWorker | StartWorker
-           | StopWorker | UseWorkerAgain | Shutdown)
+           | CancelEnsure | CancelRender | ApplyOverrides | KeepAlive | WidenContext | LiftQuarantine
+           | ShareWorker | StartWorker | StopWorker | UseWorkerAgain | Shutdown)

@@ -353,6 +353,17 @@ class RealPreparer:
         plan = plan_model(model, machine, overrides, engine=engine, settings=settings,
                           policy=policy, held_bytes=dict(attempt.held_bytes),
                           memory_budget_bytes=self.memory_budget_bytes, mmproj=projector_of(model))
+        want = attempt.ctx_per_slot_at_least
+        if want and isinstance(plan, LaunchPlan) and plan.ctx_per_slot < want:
+            # A request asked for more context (Ollama's num_ctx): the same plan with that
+            # context per slot, when it fits; otherwise the plan as it was (the request is clamped).
+            wider = dataclasses.replace(overrides, ctx=want * (1 if plan.kv_unified else plan.slots),
+                                        slots=plan.slots)
+            widened = plan_model(model, machine, wider, engine=engine, settings=settings, policy=policy,
+                                 held_bytes=dict(attempt.held_bytes),
+                                 memory_budget_bytes=self.memory_budget_bytes, mmproj=projector_of(model))
+            if isinstance(widened, LaunchPlan):
+                plan, overrides = widened, wider
         summary = load_summary(model)  # cached: plan_model has just read it
         policy = policy if policy is not None else policy_from_settings(settings)
         if isinstance(plan, PlanRefusal):

@@ -46,6 +46,11 @@ class EngineView:
     engine_build: str | None = None
     backend: str | None = None
     ctx: int | None = None
+    # The plan's slots and context per slot (what one request may use); None when unknown.
+    slots: int | None = None
+    ctx_per_slot: int | None = None
+    # The last WidenContext for it: (tokens per slot asked, what was decided, in words).
+    context_asked: tuple[int, str] | None = None
     engine_kind: str | None = None  # llama-server | ds4 | sd-server (core/engine_kind.EngineKind)
     progress: str | None = None  # what a working ds4 / sd-server says it is doing, in words
     # Cancel would stop its work: it renders a request it cannot cancel inside (sd-server).

@@ -191,6 +191,8 @@ class _Engine:
         self.cancelling = False  # stopped to cancel its work: a short grace, no incident
         self.progress: str | None = None  # what a working ds4 / sd-server says it is doing
         self.progress_at = 0.0
+        self.ctx_at_least: int | None = None  # per slot, asked by a request (WidenContext)
+        self.context_asked: tuple[int, str] | None = None
 
     @property
     def phase(self) -> EngineState:
@@ -220,7 +222,8 @@ class Supervisor:
                  gateway_url: str | None = None,
                  name_model: Callable[[str], str | None] | None = None,
                  routes: Routes | None = None,
-                 on_overrides: Callable[[str], None] | None = None):
+                 on_overrides: Callable[[str], None] | None = None,
+                 endpoint_problems: tuple[str, ...] = ()):
 
         paths = stoker_paths()
         self._preparer = preparer
@@ -234,6 +237,7 @@ class Supervisor:
         self._health_failures = health_failures
         self._gateway_url = gateway_url
         self._name_model = name_model
+        self._endpoint_problems = endpoint_problems  # the endpoint's, one sentence each (an extra port)
         self._on_overrides = on_overrides  # told (on this thread; must not block) of new overrides
         self._queue: queue.Queue = queue.Queue()
         self._subscribers: list[Subscriber] = []
@@ -468,6 +472,8 @@ class Supervisor:
             key = self._key_for(command.model_path)
             self._overrides[key] = command.overrides
             engine = self._engines.get(key)
+            if engine is not None:  # the user's own context now, not one a request asked for
+                engine.ctx_at_least = engine.context_asked = None
             if self._on_overrides is not None:  # aliases name (or stop naming) the model at once
                 self._on_overrides(key)
             idle_for = getattr(self._preparer, "idle_timeout_for", None)
@@ -480,6 +486,13 @@ class Supervisor:
                 engine.incident_blockers = ()
                 self.routes.close(engine.key)
                 self._feed(engine, RestartRequested("new settings for this model"))
+        elif isinstance(command, cmd.KeepAlive):
+            engine = self._engines.get(self._key_for(command.model_path))
+            if engine is not None and engine.launch is not None:
+                engine.launch = replace(engine.launch, idle_timeout_s=command.idle_timeout_s)
+                self._publish()
+        elif isinstance(command, cmd.WidenContext):
+            self._widen_context(command)
         elif isinstance(command, cmd.LiftQuarantine):
             lift = getattr(self._preparer, "lift_quarantine", None)
             if lift is not None:  # the quarantine ledger belongs to the preparer's engine choice
@@ -867,13 +880,49 @@ class Supervisor:
 
     # ------------------------------------------------------------------ effects
 
+    def _widen_context(self, command: cmd.WidenContext) -> None:
+        """Plan the model again with the context a request asked for: reload when that plan
+        gives it, else keep the running plan; `context_asked` says which, in words."""
+        engine = self._engines.get(self._key_for(command.model_path))
+        if engine is None:
+            return
+        want = command.ctx_per_slot
+        if engine.launch is None or engine.phase is not EngineState.READY:
+            # Stopped or restarting meanwhile: the asking request runs on whatever comes up.
+            engine.context_asked = (want, "the model was not running, so its context was not changed")
+            self._publish()
+            return
+        running = launch_facts(engine.launch)
+        now_ctx = _per_slot(engine.launch)
+        if now_ctx is not None and now_ctx >= want:
+            engine.context_asked = (want, f"the plan already gives {now_ctx:,} tokens per slot")
+        elif not isinstance(engine.launch.plan, LaunchPlan):
+            engine.context_asked = (want, f"this engine's context is fixed at {running.get('ctx') or 0:,} "
+                                          "tokens; it was not changed")
+        else:
+            before, engine.ctx_at_least = engine.ctx_at_least, want
+            trial = self._prepare(engine, attempt=0)
+            got = _per_slot(trial) if isinstance(trial, PreparedLaunch) else None
+            if got is not None and now_ctx is not None and got > now_ctx:
+                engine.context_asked = (want, f"re-planned for {got:,} tokens per slot and reloaded")
+                engine.prepared = None
+                self.routes.close(engine.key)
+                self._feed(engine, RestartRequested(f"a request asked for {want:,} tokens of context"))
+            else:
+                engine.ctx_at_least = before  # a context asked earlier, and given, stays
+                why = trial.reason if isinstance(trial, PreparationRefused) else "it does not fit"
+                engine.context_asked = (want, f"clamped to {now_ctx or 0:,} tokens per slot: a plan with "
+                                              f"{want:,} does not fit ({why.rstrip('.')})")
+        self._publish()
+
     def _prepare(self, e: _Engine, attempt: int) -> PreparedLaunch | PreparationRefused:
         context = AttemptContext(
             attempt=attempt, port=free_loopback_port(), log_dir=self._log_dir,
             overrides=self._overrides.get(e.key) if e.key else None,
             last_exit=e.last_exit, after_failure=e.after_failure,
             held_bytes=self._held_by_others(e.key),
-            model_id=self._model_id(e.key) if e.key and self._name_model is not None else None)
+            model_id=self._model_id(e.key) if e.key and self._name_model is not None else None,
+            ctx_per_slot_at_least=e.ctx_at_least)
         try:
             prepared = self._preparer(e.key or None, context)
         except Exception as exc:
@@ -1041,7 +1090,8 @@ class Supervisor:
         else:
             snap = AppSnapshot(seq=self._seq, state=EngineState.STOPPED, incidents=self._incidents,
                                blockers=tuple(blockers), quarantined=self._health.quarantined)
-        snap = replace(snap, engines=views, gateway_url=self._gateway_url, problems=self._health.problems,
+        snap = replace(snap, engines=views, gateway_url=self._gateway_url,
+                       problems=self._health.problems + self._endpoint_problems,
                        model_id=self._model_id(focus.key) if focus is not None and focus.key else None,
                        workers_back=self._health.workers_back,
                        worker=self._shared_worker.view() if self._shared_worker is not None else None)
@@ -1070,6 +1120,8 @@ class Supervisor:
             idle_timeout_s=launch.idle_timeout_s if launch is not None else None,
             engine_build=launch.build_id if launch else None,
             backend=launch.backend if launch else None, ctx=facts.get("ctx"),
+            slots=facts.get("slots"), ctx_per_slot=_per_slot(launch) if launch is not None else None,
+            context_asked=e.context_asked,
             engine_kind=launch.kind.value if launch else None,
             progress=e.progress if e.phase in (EngineState.STARTING, EngineState.READY) else None,
             can_cancel=bool(launch is not None and e.phase is EngineState.READY and in_flight
@@ -1091,6 +1143,15 @@ def _argv_value(argv: tuple[str, ...], *names: str) -> str | None:
         if arg in names:
             return argv[i + 1]
     return None
+
+
+def _per_slot(launch: PreparedLaunch) -> int | None:
+    """The context one request may use: the plan's per slot, else -c over --parallel."""
+    if isinstance(launch.plan, LaunchPlan):
+        return launch.plan.ctx_per_slot
+    facts = launch_facts(launch)
+    ctx, slots = facts.get("ctx"), facts.get("slots")
+    return ctx // max(1, slots or 1) if ctx else None
 
 
 def launch_facts(launch: PreparedLaunch) -> dict:

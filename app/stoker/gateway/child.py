@@ -39,6 +39,8 @@ from stoker.gateway.link import (
     Hello,
     IdleAnswer,
     KeyChanged,
+    LibraryProgress,
+    LibraryWanted,
     LinkClosed,
     Listening,
     Outbox,
@@ -72,6 +74,8 @@ class SupervisorMirror:
         self._answers: dict[Hashable, Callable[[cmd.EnsureResult], None]] = {}
         self._lock = threading.Lock()
         self.routes = Routes(on_usage=self._usage)
+        self._library: dict[int, Callable[[LibraryProgress], None]] = {}
+        self._library_asked = 0
 
     def snapshot(self) -> AppSnapshot:
         return self._snapshot
@@ -90,6 +94,22 @@ class SupervisorMirror:
             with self._lock:
                 self._answers.pop(command.ticket, None)
         self._outbox.put(CommandWanted(command))
+
+    def library(self, op: str, name: str, on_progress: Callable[[LibraryProgress], None]) -> int:
+        """Ask Stoker's process to pull or delete (Ollama's routes); `on_progress` is called on
+        the link's reader thread with each LibraryProgress until the one with done True."""
+        with self._lock:
+            self._library_asked += 1
+            asked = self._library_asked
+            self._library[asked] = on_progress
+        self._outbox.put(LibraryWanted(asked, op, name))
+        return asked
+
+    def library_progress(self, message: LibraryProgress) -> None:
+        with self._lock:
+            callback = self._library.pop(message.asked, None) if message.done else self._library.get(message.asked)
+        if callback is not None:
+            callback(message)
 
     # on the link's reader thread
 
@@ -209,6 +229,8 @@ def _dispatch(message: object, sup: SupervisorMirror, catalog: CatalogMirror, ou
         catalog.rescanned(message)
     elif isinstance(message, KeyChanged):
         sup.key = message.key
+    elif isinstance(message, LibraryProgress):
+        sup.library_progress(message)
     else:
         log.warning("the gateway ignored a message it does not know: %s", type(message).__name__)
 

@@ -101,6 +101,18 @@ class Shutdown:
     pass
 
 
+@dataclass(frozen=True)
+class LibraryProgress:
+    """How a LibraryWanted goes: a progress line (done False), then its end (done True)."""
+
+    asked: int
+    status: str  # Ollama's progress words: "pulling manifest", "pulling NAME", "success" …
+    completed: int | None = None
+    total: int | None = None
+    done: bool = False
+    error: str | None = None  # one sentence when it could not be done
+
+
 # ---------------------------------------------------------------------- gateway → Stoker
 
 
@@ -137,6 +149,16 @@ class IdleAnswer:
 @dataclass(frozen=True)
 class RescanWanted:
     asked: int
+
+
+@dataclass(frozen=True)
+class LibraryWanted:
+    """Ollama's /api/pull and /api/delete: done in Stoker's process (stoker/fleet/library_ops.py),
+    which touches the disk; answered with LibraryProgress."""
+
+    asked: int
+    op: str  # "pull" (name: hf.co/OWNER/REPO[:QUANT]) or "delete" (name: the model's path)
+    name: str
 
 
 # ---------------------------------------------------------------------- framing

@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable
 from functools import partial
 
 from stoker.base.secrets import on_api_key_change
+from stoker.errors import UserError
 from stoker.fleet import commands as cmd
 from stoker.fleet.routes import Routes
 from stoker.fleet.snapshot import AppSnapshot
@@ -38,6 +39,8 @@ from stoker.gateway.link import (
     Hello,
     IdleAnswer,
     KeyChanged,
+    LibraryProgress,
+    LibraryWanted,
     LinkClosed,
     Listening,
     Outbox,
@@ -352,6 +355,9 @@ class GatewayProcess:
         elif isinstance(message, RescanWanted):
             threading.Thread(target=self._rescan, args=(outbox, message.asked), name="stoker-gateway-rescan",
                              daemon=True).start()
+        elif isinstance(message, LibraryWanted):
+            threading.Thread(target=self._library, args=(outbox, message), name="stoker-gateway-library",
+                             daemon=True).start()
         elif isinstance(message, Listening):
             self._listening.set()
         else:
@@ -362,6 +368,37 @@ class GatewayProcess:
         with self._lock:
             self._outstanding.discard(ticket)
         outbox.put(EnsureAnswered(ticket, result))
+
+    def _library(self, outbox: Outbox, message: LibraryWanted) -> None:
+        """Ollama's pull or delete, with its progress sent back; the catalog is rescanned
+        before the end is, so the model is (or is no longer) listed when the client hears it."""
+        # lazy, for start-up time: only a pull over the API needs the hub client it brings in
+        from stoker.fleet import library_ops as api_ops
+
+        def report(status: str, completed: int | None, total: int | None) -> None:
+            outbox.put_latest(("library", message.asked),
+                              LibraryProgress(message.asked, status, completed, total))
+
+        try:
+            if message.op == "pull":
+                said = api_ops.pull_model(message.name, report)
+            elif message.op == "delete":
+                said = api_ops.delete_model(message.name)
+            else:
+                raise UserError(f"'{message.op}' is not a library operation.")
+        except UserError as exc:
+            outbox.put(LibraryProgress(message.asked, "failed", done=True, error=str(exc)))
+            return
+        except Exception as exc:
+            log.warning("the gateway's %s of %s failed", message.op, message.name, exc_info=True)
+            outbox.put(LibraryProgress(message.asked, "failed", done=True,
+                                       error=f"the {message.op} failed ({exc}); see stoker.log."))
+            return
+        try:
+            outbox.put(CatalogChanged(self._catalog.refresh()))  # in order: before the end below
+        except Exception:
+            log.warning("the model rescan failed", exc_info=True)
+        outbox.put(LibraryProgress(message.asked, said, done=True))
 
     def _rescan(self, outbox: Outbox, asked: int) -> None:
         try:

@@ -149,8 +149,10 @@ def _multipart_field(body: bytes, ctype: str, name: str) -> str | None:
 
 def error_body(path: str, status: int, message: str, *, code: str | None = None,
                param: str | None = None) -> dict:
-    """An error in the shape the client for `path` parses: Anthropic's for /v1/messages,
+    """An error in the shape the client for `path` parses: Ollama's for /api/*, Anthropic's for /v1/messages,
     OpenAI's everywhere else."""
+    if path.startswith("/api/"):  # Ollama's routes (stoker/gateway/ollama.py): its own shape
+        return {"error": message}
     if path in ANTHROPIC_PATHS:
         kind = {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
                 404: "not_found_error", 429: "rate_limit_error", 502: "api_error",

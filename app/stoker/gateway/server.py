@@ -31,15 +31,17 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
 
 from aiohttp import ClientConnectionError, ClientSession, ClientTimeout, TCPConnector, web
 
 from stoker.fleet import commands as cmd
+from stoker.fleet.commands import Route
 from stoker.fleet.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
-from stoker.fleet.routes import Routes
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
+from stoker.gateway.listing import model_entry
+from stoker.gateway.ollama import OllamaApi, keep_alive_refusal, submit_keep_alive
+from stoker.gateway.ollama_rules import OLLAMA_PREFIX
 from stoker.gateway.rules import (
     ANTHROPIC_PATHS,
     ANY_MODEL,
@@ -53,29 +55,8 @@ from stoker.gateway.rules import (
     unknown_model_message,
     wrong_kind_message,
 )
-from stoker.library.model_ids import Catalog, CatalogEntry, ModelKind
-
-
-class SupervisorSide(Protocol):
-    """What the gateway asks of the supervisor: the in-process Supervisor, or the gateway
-    process's SupervisorMirror (stoker/gateway/child.py), which imports this module."""
-
-    routes: Routes
-
-    def snapshot(self) -> AppSnapshot: ...
-
-    def subscribe(self, callback: Callable[[AppSnapshot], None]) -> Callable[[], None]: ...
-
-    def submit(self, command: cmd.Command) -> None: ...
-
-
-class CatalogSide(Protocol):
-    """What the gateway asks of the model catalog: the one Stoker keeps, or its mirror."""
-
-    @property
-    def current(self) -> Catalog: ...
-
-    def refresh(self) -> Catalog: ...
+from stoker.gateway.seams import CatalogSide, SupervisorSide
+from stoker.library.model_ids import CatalogEntry, ModelKind
 
 log = logging.getLogger(__name__)
 
@@ -173,6 +154,7 @@ class Gateway:
         self._event_queues: set[asyncio.Queue] = set()
         self._unsubscribe: Callable[[], None] | None = None
         self.port = config.port
+        self._ollama = OllamaApi(self)  # Ollama's /api/* routes (stoker/gateway/ollama.py)
 
     @property
     def url(self) -> str:
@@ -279,6 +261,10 @@ class Gateway:
             return self._json(request, await loop.run_in_executor(None, self._status))
         if path == "/stoker/v1/events" and request.method == "GET":
             return await self._events(request)
+        # ---- Ollama's API (stoker/gateway/ollama.py): after the key, Host and Origin checks
+        if path.startswith(OLLAMA_PREFIX):
+            return await self._ollama.serve(request, path)
+        # ---- end of Ollama's API
         if path not in PASS_THROUGH and path not in ANY_MODEL:
             return self._error(path, 404, f"{request.method} {path} is not an endpoint Stoker serves; "
                                "see `GET /v1/models` and the README's endpoint list.", request=request)
@@ -302,7 +288,15 @@ class Gateway:
                                f"last used can answer {path}; name one in `model`"
                                + (f": {', '.join(able[:5])}." if able else " (none is installed)."),
                                param="model", request=request)
-        return await self._forward(request, path, body, key)
+        # ---- a request's keep_alive / ttl (stoker/gateway/ollama.py): refused before, applied after
+        refusal = keep_alive_refusal(body) if entry is not None else None
+        if refusal is not None:
+            return self._error(path, 400, refusal, param="keep_alive", request=request)
+        response = await self._forward(request, path, body, key)
+        if entry is not None:
+            submit_keep_alive(self._sup, entry.path, body)
+        # ---- end of keep_alive / ttl
+        return response
 
     async def _resolve(self, name: str | None) -> CatalogEntry | None:
         if not name:
@@ -334,7 +328,8 @@ class Gateway:
             return max(ready, key=lambda e: e.last_used_at or 0.0).model_path
         return snap.model_path if serves(snap.model_path) else None
 
-    async def _lease(self, request: web.Request, path: str, key: str | None):
+    async def _lease(self, request: web.Request, path: str,
+                     key: str | None) -> tuple[Route | None, web.StreamResponse | None]:
         """A route to a READY engine for `key`, loading it on demand; or an error response."""
         routes = self._sup.routes
         for _ in range(5):
@@ -457,21 +452,10 @@ class Gateway:
     # ------------------------------------------------------------------ Stoker's own endpoints
 
     def _models_list(self) -> dict:
-        snap = self._sup.snapshot()
-        states = {e.model_path: e for e in snap.engines}
-        data = []
-        for entry in self._catalog.current.entries:
-            view = states.get(entry.path)
-            state = "unloaded"
-            if view is not None:
-                state = {EngineState.READY: "loaded", EngineState.STARTING: "loading",
-                         EngineState.BACKOFF: "loading", EngineState.FAILED: "failed",
-                         EngineState.STOPPING: "unloading"}.get(view.state, "loading" if view.queued else "unloaded")
-            data.append({"id": entry.id, "object": "model", "created": 0, "owned_by": "stoker",
-                         "status": state, "kind": entry.kind.value, "aliases": list(entry.aliases),
-                         "origin": entry.origin,
-                         "pinned": bool(view.pinned) if view else False})
-        return {"object": "list", "data": data}
+        views = {e.model_path: e for e in self._sup.snapshot().engines}
+        planned = self._ollama.planned_contexts(views)
+        return {"object": "list", "data": [model_entry(entry, views.get(entry.path), planned.get(entry.path))
+                                           for entry in self._catalog.current.entries]}
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
         """Server-sent events: the status object each time the supervisor publishes."""

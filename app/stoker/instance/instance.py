@@ -11,6 +11,7 @@ and never imports Qt or the CLI.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -22,11 +23,15 @@ from stoker.base.store import DEFAULT_GATEWAY_PORT, SettingsStore
 from stoker.fleet import commands as cmd
 from stoker.fleet.status_report import SCHEMA, running_status
 from stoker.fleet.supervisor import Supervisor
+from stoker.gateway.ollama_port import bind_ollama_port
+from stoker.gateway.ollama_rules import OLLAMA_PORT
 from stoker.gateway.process import GatewayProcess, RemoteRoutes
 from stoker.gateway.server import GatewayConfig, GatewayError, bind_sockets
 from stoker.library.catalog import ModelCatalog
 
 __all__ = ["Instance", "GatewayError", "gateway_port"]
+
+log = logging.getLogger(__name__)
 
 
 def gateway_port(cli_port: int | None) -> int:
@@ -46,6 +51,13 @@ def _cors_origins() -> tuple[str, ...]:
         return SettingsStore().load().cors_origins
     except (OSError, ValueError):
         return ()
+
+
+def _ollama_port_wanted() -> bool:
+    try:
+        return SettingsStore().load().ollama_port
+    except (OSError, ValueError):
+        return False
 
 
 def _shared_worker_command() -> cmd.ShareWorker | None:
@@ -69,16 +81,26 @@ def _api_key() -> str | None:
 class Instance:
     def __init__(self, preparer, *, port: int, extra_models: tuple[str, ...] = (),
                  tray_shown: Callable[[], bool | None] = lambda: False,
-                 on_stop: Callable[[], None] | None = None, **supervisor_options) -> None:
+                 on_stop: Callable[[], None] | None = None, ollama_port: int = OLLAMA_PORT,
+                 **supervisor_options) -> None:
         self.catalog = ModelCatalog(tuple(str(m) for m in extra_models))
         # Bound first: the URL the supervisor reports is the one that really listens.
         sockets = bind_sockets(port, GatewayConfig(port).hosts)
         self.port = sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
+        # Settings' "Also answer on Ollama's port": one more socket for the same gateway, or
+        # the sentence why not, shown with the other settings problems.
+        self.ollama_port_problem: str | None = None
+        if _ollama_port_wanted():
+            extra, self.ollama_port_problem = bind_ollama_port(ollama_port)
+            sockets += extra
+            if self.ollama_port_problem:
+                log.warning("%s", self.ollama_port_problem)
         routes = RemoteRoutes()
         self.supervisor = Supervisor(preparer, gateway_url=self.url, name_model=self.catalog.id_for,
                                      routes=routes, on_overrides=self._overrides_saved,
-                                     **supervisor_options)
+                                     endpoint_problems=(self.ollama_port_problem,) if self.ollama_port_problem
+                                     else (), **supervisor_options)
         self.gateway = GatewayProcess(self.supervisor, self.catalog, routes,
                                       GatewayConfig(self.port, cors_origins=_cors_origins()),
                                       sockets=sockets, tray_shown=tray_shown, api_key=_api_key)

@@ -21,7 +21,7 @@ from pathlib import Path
 from stoker.base.paths import stoker_paths
 from stoker.base.store import OverridesStore
 from stoker.library.image_parts import ImageFile, ImagePart, image_models_from
-from stoker.library.model_ids import Catalog, ModelKind, build_catalog, model_kind
+from stoker.library.model_ids import Catalog, ModelKind, ModelFacts, build_catalog, model_kind
 from stoker.library.models import is_projector_name, list_models, scan_file
 
 log = logging.getLogger(__name__)
@@ -29,6 +29,20 @@ log = logging.getLogger(__name__)
 
 def _real(path: str | Path) -> str:
     return os.path.realpath(os.path.expanduser(str(path)))
+
+
+def _facts(m, s) -> ModelFacts:
+    """The listing facts of one model file (`m` a models.ModelFile, `s` its summary or None)."""
+    try:
+        mtime: float | None = os.path.getmtime(m.path)
+    except OSError:
+        mtime = None
+    return ModelFacts(
+        architecture=s.architecture if s else None, quantization=s.file_type if s else None,
+        parameter_count=(s.parameter_count or None) if s else None, size_bytes=m.size_bytes or None,
+        n_ctx_train=s.n_ctx_train if s else None, n_embd=s.n_embd if s else None, modified_at=mtime,
+        template_tools=s.template_tools if s else None, projector=m.mmproj is not None,
+        fill_in_middle=bool(s and s.has_fim), digest=m.digest)
 
 
 class ModelCatalog:
@@ -61,6 +75,7 @@ class ModelCatalog:
         found: dict[str, tuple[str, str, ModelKind, str]] = {}
         image_files: list[ImageFile] = []  # the parts of image models; only their models are listed
         store_names: dict[str, tuple[str, ...]] = {}  # the other tools' names: usable as aliases
+        facts: dict[str, ModelFacts] = {}
         try:
             models = list(list_models(with_summary=True))
         except OSError as exc:
@@ -87,6 +102,7 @@ class ModelCatalog:
             if real not in found:
                 found[real] = (real, file_name, kind, str(m.origin))
                 store_names[real] = tuple(n for n in (m.origin_name, *m.aliases) if n)
+                facts[real] = _facts(m, s)
         store = OverridesStore(stoker_paths().config)
         try:
             aliases = {_real(k): v.aliases for k, v in store.all().items() if v.aliases}
@@ -96,7 +112,7 @@ class ModelCatalog:
         for real, names in store_names.items():
             aliases[real] = tuple(aliases.get(real, ())) + names
         images = {m.checkpoint or m.diffusion_model: m for m in image_models_from(image_files)}
-        catalog, problems = build_catalog(list(found.values()), aliases, images)
+        catalog, problems = build_catalog(list(found.values()), aliases, images, facts)
         for p in problems:
             log.warning("%s", p)
         with self._lock:

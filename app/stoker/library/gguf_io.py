@@ -513,7 +513,7 @@ def join_split_headers(headers: list[GGUFHeader], names: tuple[str, ...]) -> GGU
 
 # ---- summary cache: in memory and on disk, keyed by (resolved path, size, mtime_ns) ----
 
-CACHE_FORMAT = 2  # 2: ModelSummary.image_part
+CACHE_FORMAT = 3  # 2: ModelSummary.image_part; 3: template_tools, has_fim
 _memory_cache: dict[tuple, ModelSummary] = {}
 _lock = threading.Lock()
 

@@ -143,6 +143,11 @@ class ModelSummary:
     # What the file is to an image engine (core/sd_server.ImagePart value: diffusion, vae,
     # t5xxl …), from its tensor names; None for a llama.cpp model.
     image_part: str | None = None
+    # What the chat template and the tokenizer say the model can do, for the gateway's
+    # capability listings: the template handles `tools` (None: the file has no template),
+    # and the vocabulary has fill-in-the-middle tokens (/infill, Ollama's `insert`).
+    template_tools: bool | None = None
+    has_fim: bool = False
 
     @property
     def is_moe(self) -> bool:
@@ -392,6 +397,9 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         pooling_type=_int(key("pooling_type")),
         general_type=md.get("general.type") if isinstance(md.get("general.type"), str) else None,
         image_part=_image_part(arch, header.tensors),
+        template_tools=("tools" in template) if isinstance(template := md.get("tokenizer.chat_template"), str)
+        else None,
+        has_fim=any(f"tokenizer.ggml.fim_{k}_token_id" in md for k in ("pre", "suf", "mid")),
     )
 
 

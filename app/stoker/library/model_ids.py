@@ -61,6 +61,24 @@ def model_kind(architecture: str, pooling_type: int | None, general_type: str | 
 
 
 @dataclass(frozen=True)
+class ModelFacts:
+    """What a model's header says about it, for listings that clients read (the gateway's
+    /v1/models and Ollama's /api/tags, /api/show): never a plan, which the snapshot carries."""
+
+    architecture: str | None = None
+    quantization: str | None = None  # "Q4_1", from general.file_type
+    parameter_count: int | None = None
+    size_bytes: int | None = None  # every part of a split set together
+    n_ctx_train: int | None = None  # the training maximum, not what is planned
+    n_embd: int | None = None
+    modified_at: float | None = None  # the file's mtime (unix time)
+    template_tools: bool | None = None  # the chat template handles `tools`; None: no template
+    projector: bool = False  # a vision projector (mmproj) goes with it
+    fill_in_middle: bool = False  # /infill tokens in its vocabulary
+    digest: str | None = None  # the sha256 a store names the blob by, when it does
+
+
+@dataclass(frozen=True)
 class CatalogEntry:
     """One model as the gateway knows it."""
 
@@ -70,6 +88,7 @@ class CatalogEntry:
     aliases: tuple[str, ...] = ()
     origin: str = "library"  # where it was found: library, an added folder, a store
     image: ImageModel | None = None  # an image model's files (kind IMAGE); None otherwise
+    facts: ModelFacts | None = None  # None: its header could not be read
 
 
 def base_id(file_name: str) -> str:
@@ -174,10 +193,11 @@ class Catalog:
 
 def build_catalog(models: list[tuple[str, str, ModelKind, str]],
                   aliases: dict[str, tuple[str, ...]] | None = None,
-                  images: dict[str, ImageModel] | None = None) -> tuple[Catalog, tuple[str, ...]]:
-    """A catalog from `(path, file name, kind, origin)`, `{path: aliases}` and the image
-    models' files by path; also the sentences for aliases that could not be used (taken by
-    another model's id or alias)."""
+                  images: dict[str, ImageModel] | None = None,
+                  facts: dict[str, ModelFacts] | None = None) -> tuple[Catalog, tuple[str, ...]]:
+    """A catalog from `(path, file name, kind, origin)`, `{path: aliases}`, the image
+    models' files by path and each model's header facts by path; also the sentences for
+    aliases that could not be used (taken by another model's id or alias)."""
     ids = assign_ids([(path, name) for path, name, _, _ in models])
     taken = set(ids.values())
     problems: list[str] = []
@@ -201,7 +221,8 @@ def build_catalog(models: list[tuple[str, str, ModelKind, str]],
             used[alias] = ids[path]
             mine.append(alias)
         entries.append(CatalogEntry(id=ids[path], path=path, kind=kind, aliases=tuple(mine),
-                                    origin=origin, image=(images or {}).get(path)))
+                                    origin=origin, image=(images or {}).get(path),
+                                    facts=(facts or {}).get(path)))
     return Catalog(tuple(entries)), tuple(problems)
 
 
