@@ -13,6 +13,8 @@ from pathlib import Path
 APP = Path(__file__).resolve().parents[1] / "app"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 PURE = frozenset({
+    "stoker.gateway.metrics_text",
+    "stoker.gateway.responses_chain",
     "stoker.desktop.notifications",
     "stoker.desktop.tray_view",
     "stoker.diagnosis.blockers",
@@ -52,6 +54,8 @@ PURE = frozenset({
     "stoker.planning.speed",
 })
 EFFECTS = frozenset({
+    "stoker.gateway.metrics",
+    "stoker.gateway.responses_state",
     "stoker.base.applog",
     "stoker.base.log_tail",
     "stoker.base.paths",

@@ -39,6 +39,8 @@ from stoker.fleet import commands as cmd
 from stoker.fleet.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
+from stoker.gateway.metrics import GatewayMetrics
+from stoker.gateway.responses_state import ResponseStore, serve_responses
 from stoker.gateway.rules import (
     ANTHROPIC_PATHS,
     ANY_MODEL,
@@ -135,7 +137,7 @@ class Gateway:
 
     def __init__(self, supervisor: SupervisorMirror, catalog: CatalogMirror, config: GatewayConfig, *,
                  status: Callable[[], dict], api_key: Callable[[], str | None] | None = None,
-                 sockets: list[socket.socket] | None = None) -> None:
+                 sockets: list[socket.socket] | None = None, responses: ResponseStore | None = None) -> None:
         self._sup = supervisor
         self._catalog = catalog
         self._config = config
@@ -153,6 +155,9 @@ class Gateway:
         self._event_queues: set[asyncio.Queue] = set()
         self._unsubscribe: Callable[[], None] | None = None
         self.port = config.port
+        # --- metrics and Responses state (stoker/gateway/metrics.py, responses_state.py)
+        self.metrics = GatewayMetrics()
+        self._responses = responses if responses is not None else ResponseStore(None)
 
     @property
     def url(self) -> str:
@@ -217,6 +222,7 @@ class Gateway:
 
     def _on_snapshot(self, snap: AppSnapshot) -> None:
         """On the supervisor thread: hand the snapshot to every events stream."""
+        self.metrics.on_snapshot(snap)
         loop = self._loop
         if loop is None or not self._event_queues:
             return
@@ -242,6 +248,9 @@ class Gateway:
         if request.method == "OPTIONS":
             return self._preflight(request)
         resp = await self._route(request, path)
+        if "stoker_counted" not in request and path not in OPEN_PATHS and path != "/metrics" \
+                and not path.startswith("/stoker/"):  # answered by the gateway itself: count it here
+            self.metrics.refused(None, path, resp.status)
         return resp
 
     async def _route(self, request: web.Request, path: str) -> web.StreamResponse:
@@ -259,6 +268,11 @@ class Gateway:
             return self._json(request, await loop.run_in_executor(None, self._status))
         if path == "/stoker/v1/events" and request.method == "GET":
             return await self._events(request)
+        if path == "/metrics" and request.method == "GET" and not request.query_string:
+            # Stoker's own metrics; `/metrics?model=ID` still reaches that engine's own.
+            text = self.metrics.text(self._catalog.current, lambda key: self._sup.routes.usage(key)[0])
+            return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                                headers={"X-Prometheus-Format": "0.0.4"})
         if path not in PASS_THROUGH and path not in ANY_MODEL:
             return self._error(path, 404, f"{request.method} {path} is not an endpoint Stoker serves; "
                                "see `GET /v1/models` and the README's endpoint list.", request=request)
@@ -282,6 +296,8 @@ class Gateway:
                                f"last used can answer {path}; name one in `model`"
                                + (f": {', '.join(able[:5])}." if able else " (none is installed)."),
                                param="model", request=request)
+        if path == "/v1/responses" and request.method == "POST":
+            return await serve_responses(self, request, path, body, key, self._responses)
         return await self._forward(request, path, body, key)
 
     async def _resolve(self, name: str | None) -> CatalogEntry | None:
@@ -343,6 +359,7 @@ class Gateway:
             loop.call_soon_threadsafe(lambda: future.done() or future.set_result(result))
 
         self._waiting += 1
+        self.metrics.waiting(key, 1)
         try:
             self._sup.submit(cmd.EnsureModel(model_path=key, ticket=ticket, answer=answer))
             return await future
@@ -352,9 +369,27 @@ class Gateway:
             raise
         finally:
             self._waiting -= 1
+            self.metrics.waiting(key, -1)
 
     async def _forward(self, request: web.Request, path: str, body: bytes,
-                       key: str | None) -> web.StreamResponse:
+                       key: str | None, tap=None) -> web.StreamResponse:
+        # `tap` (chunk(bytes), finish(status)) sees the answer too: the Responses state keeps it.
+        request["stoker_counted"] = True
+        taps = (self.metrics.start(key, path),) + ((tap,) if tap is not None else ())
+        status = 502
+        try:
+            response = await self._forward_to_engine(request, path, body, key, taps)
+            status = response.status
+            return response
+        except (ConnectionResetError, asyncio.CancelledError):
+            status = 499  # the client left before the answer ended
+            raise
+        finally:
+            for t in taps:
+                t.finish(status)
+
+    async def _forward_to_engine(self, request: web.Request, path: str, body: bytes, key: str | None,
+                                 taps: tuple) -> web.StreamResponse:
         route, error = await self._lease(request, path, key)
         if error is not None:
             return error
@@ -383,6 +418,8 @@ class Gateway:
                 await response.prepare(request)
                 try:
                     async for chunk in upstream.content.iter_any():
+                        for t in taps:
+                            t.chunk(chunk)
                         await response.write(chunk)
                 except ClientConnectionError as exc:
                     await self._stream_broke(response, path, route, exc)
@@ -393,6 +430,8 @@ class Gateway:
                 data = await upstream.read()
             except ClientConnectionError as exc:
                 return await self._crashed(request, path, route, exc)
+            for t in taps:
+                t.chunk(data)
             return web.Response(status=upstream.status, body=data, headers=out_headers)
         except (ConnectionResetError, asyncio.CancelledError):
             # The client left: `finally` closes the upstream request at once, and an engine
