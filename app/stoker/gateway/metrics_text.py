@@ -79,7 +79,8 @@ def render(families: tuple[Family, ...]) -> str:
             running = 0
             for bound, n in h.buckets:
                 running += n
-                lines.append(f"{fam.name}_bucket{_labels(h.labels, (('le', _number(bound)),))} {running}")
+                # `le` as a float ("1.0"), as Prometheus' own clients write it
+                lines.append(f"{fam.name}_bucket{_labels(h.labels, (('le', repr(float(bound))),))} {running}")
             lines.append(f"{fam.name}_bucket{_labels(h.labels, (('le', '+Inf'),))} {h.count}")
             lines.append(f"{fam.name}_sum{_labels(h.labels)} {_number(h.total)}")
             lines.append(f"{fam.name}_count{_labels(h.labels)} {h.count}")
