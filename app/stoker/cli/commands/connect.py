@@ -1,0 +1,67 @@
+"""`stoker connect APP [--undo] [--model ID] [--show-key]`: point an app at Stoker, then test it.
+
+APP is one of claude-code, codex, opencode, continue, zed, open-webui, llm. It asks the running
+instance for the endpoint, the chat models and the chosen model's real context window, writes
+that app's own settings file (backed up first; `--undo` restores it), prints the environment
+lines where the app reads only those, and sends one request the way the app would, reported
+in one line. Exit 0 when the test request was answered, 1 when it was not or no Stoker runs,
+2 for a name it does not know. The logic is stoker/integration/app_connect.py, shared with the
+tray's "Connect an app…".
+"""
+
+from __future__ import annotations
+
+import sys
+
+from stoker.integration.app_configs import ALIASES, TITLES, App, app_named, mask
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("app", metavar="APP", help="one of: " + ", ".join(a.value for a in App))
+    parser.add_argument("--undo", action="store_true", help="give back the settings as they were before")
+    parser.add_argument("--model", metavar="ID", help="the model the app uses (default: the loaded one)")
+    parser.add_argument("--show-key", action="store_true",
+                        help="print the API key in full in environment lines (it is masked otherwise)")
+
+
+def run(args) -> int:
+    from stoker.cli import UserError
+    from stoker.integration.app_connect import ConnectError, connect, gather_target, send_test, undo
+
+    app = app_named(args.app)
+    if app is None:
+        raise UserError(f"Stoker cannot connect {args.app!r}; choose one of: "
+                        f"{', '.join(sorted(set(ALIASES) - {'claude', 'openwebui'}))}.")
+    try:
+        if args.undo:
+            for line in undo(app):
+                print(line)
+            return 0
+        target = gather_target(args.model)
+        report = connect(app, target)
+    except ConnectError as exc:
+        print(f"stoker: {exc}", file=sys.stderr)
+        return 1
+    window = f", a window of {target.model.context:,} tokens" if target.model.context else \
+        " (its window is not known, so none was written)"
+    print(f"{TITLES[app]} → {target.openai_base}, model {target.model.id}{window}, key {mask(target.key)}")
+    for path in report.written:
+        print(f"wrote {path}")
+    for path in report.backups:
+        print(f"backup {path} (`stoker connect {app.value} --undo` restores it)")
+    for sentence in report.set_aside:
+        print(f"stoker: {sentence}", file=sys.stderr)
+    if report.env:
+        print("set these in the app's environment:" if app is App.OPEN_WEBUI else
+              "set this where the app starts (or enter the key in its settings):")
+        for line in (report.env if not args.show_key else _unmasked(app, target)):
+            print(f"  {line}")
+    ok, line = send_test(app, target)
+    print(line, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1
+
+
+def _unmasked(app, target) -> tuple[str, ...]:
+    from stoker.integration.app_configs import env_lines
+
+    return env_lines(app, target, show_key=True)
