@@ -13,6 +13,7 @@ from pathlib import Path
 APP = Path(__file__).resolve().parents[1] / "app"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 PURE = frozenset({
+    "stoker.integration.app_configs",
     "stoker.gateway.metrics_text",
     "stoker.gateway.responses_chain",
     "stoker.desktop.notifications",
@@ -54,6 +55,7 @@ PURE = frozenset({
     "stoker.planning.speed",
 })
 EFFECTS = frozenset({
+    "stoker.integration.app_connect",
     "stoker.gateway.metrics",
     "stoker.gateway.responses_state",
     "stoker.base.applog",

@@ -48,6 +48,7 @@ from stoker.integration.app_configs import (
     edit_opencode,
     edit_zed,
     env_lines,
+    mask,
     parse_json_text,
     probe_request,
 )
@@ -293,3 +294,35 @@ def send_test(app: App, t: Target) -> tuple[bool, str]:
     line = " ".join(text.split())
     return True, (f"{TITLES[app]}'s test request ({req.api.value}) to {t.model.id} answered in {took:.1f} s: "
                   f"{line[:60]!r}")
+
+
+@dataclass(frozen=True)
+class ConnectOutcome:
+    """What `stoker connect` and the tray's dialog both show: lines to read, problems to heed."""
+
+    answered: bool  # the test request got an answer
+    lines: tuple[str, ...]
+    problems: tuple[str, ...]  # sentences for stderr (a file set aside, a refused test)
+
+
+def connect_and_test(app: App, model: str | None = None, *, show_key: bool = False) -> ConnectOutcome:
+    """Gather from the running Stoker, write the app's settings, send its test request.
+    Raises ConnectError (one sentence) when no Stoker runs or it has no such model."""
+    target = gather_target(model)
+    report = connect(app, target)
+    window = (f", a window of {target.model.context:,} tokens" if target.model.context
+              else " (its window is not known, so none was written)")
+    lines = [f"{TITLES[app]} → {target.openai_base}, model {target.model.id}{window}, key {mask(target.key)}"]
+    lines += [f"wrote {path}" for path in report.written]
+    lines += [f"backup {path} (`stoker connect {app.value} --undo` restores it)" for path in report.backups]
+    if report.env:
+        lines.append("set these in the app's environment:" if app is App.OPEN_WEBUI
+                     else "set this where the app starts (or enter the key in its settings):")
+        lines += [f"  {line}" for line in (env_lines(app, target, show_key=True) if show_key else report.env)]
+    ok, result = send_test(app, target)
+    problems = list(report.set_aside)
+    if ok:
+        lines.append(result)
+    else:
+        problems.append(result)
+    return ConnectOutcome(ok, tuple(lines), tuple(problems))

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from stoker.integration.app_configs import ALIASES, TITLES, App, app_named, mask
+from stoker.integration.app_configs import App, app_named
 
 
 def add_arguments(parser) -> None:
@@ -26,42 +26,23 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from stoker.cli import UserError
-    from stoker.integration.app_connect import ConnectError, connect, gather_target, send_test, undo
+    from stoker.integration.app_connect import ConnectError, connect_and_test, undo
 
     app = app_named(args.app)
     if app is None:
         raise UserError(f"Stoker cannot connect {args.app!r}; choose one of: "
-                        f"{', '.join(sorted(set(ALIASES) - {'claude', 'openwebui'}))}.")
+                        f"{', '.join(a.value for a in App)}.")
     try:
         if args.undo:
             for line in undo(app):
                 print(line)
             return 0
-        target = gather_target(args.model)
-        report = connect(app, target)
+        outcome = connect_and_test(app, args.model, show_key=args.show_key)
     except ConnectError as exc:
         print(f"stoker: {exc}", file=sys.stderr)
         return 1
-    window = f", a window of {target.model.context:,} tokens" if target.model.context else \
-        " (its window is not known, so none was written)"
-    print(f"{TITLES[app]} → {target.openai_base}, model {target.model.id}{window}, key {mask(target.key)}")
-    for path in report.written:
-        print(f"wrote {path}")
-    for path in report.backups:
-        print(f"backup {path} (`stoker connect {app.value} --undo` restores it)")
-    for sentence in report.set_aside:
+    for line in outcome.lines:
+        print(line)
+    for sentence in outcome.problems:
         print(f"stoker: {sentence}", file=sys.stderr)
-    if report.env:
-        print("set these in the app's environment:" if app is App.OPEN_WEBUI else
-              "set this where the app starts (or enter the key in its settings):")
-        for line in (report.env if not args.show_key else _unmasked(app, target)):
-            print(f"  {line}")
-    ok, line = send_test(app, target)
-    print(line, file=sys.stdout if ok else sys.stderr)
-    return 0 if ok else 1
-
-
-def _unmasked(app, target) -> tuple[str, ...]:
-    from stoker.integration.app_configs import env_lines
-
-    return env_lines(app, target, show_key=True)
+    return 0 if outcome.answered else 1
