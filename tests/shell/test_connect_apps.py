@@ -122,11 +122,17 @@ def test_claude_code_print_mode_answers_through_the_settings_connect_wrote(runni
     inst, home = running
     assert stoker_main(["connect", "claude-code"]) == 0
     assert "answered" in capsys.readouterr().out
+    settings = home / ".claude" / "settings.json"
+    written = json.loads(settings.read_text())["env"]
+    assert written["ANTHROPIC_BASE_URL"] == inst.url and written["ANTHROPIC_AUTH_TOKEN"] == KEY
+    assert written["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == str(CTX)
+    # A short answer keeps the test quick on a CPU (connect allows a quarter of the window).
+    settings.write_text(json.dumps({"env": {**written, "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "48"}}))
     env = {**app_env(home), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     # The demo model's 8,192 tokens cannot hold Claude Code's own system prompt and tool list,
     # so they are replaced; the endpoint, key and model come only from the settings file.
-    done = subprocess.run([str(claude), "-p", "--system-prompt", "You are brief.", "--tools", "",
-                           "Reply with one short greeting."], cwd=home, env=env,
+    done = subprocess.run([str(claude), "-p", "Reply with one short greeting.", "--system-prompt", "You are brief.",
+                           "--tools", ""], cwd=home, env=env,
                           capture_output=True, text=True, timeout=APP_TIMEOUT_S, stdin=subprocess.DEVNULL)
     assert done.returncode == 0, (done.stdout + done.stderr)[-2000:]
     assert done.stdout.strip()
