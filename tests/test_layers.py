@@ -29,6 +29,9 @@ STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 PURE = frozenset({
     "stoker.base.overrides",
     "stoker.base.rpc_address",
+    "stoker.integration.app_configs",
+    "stoker.gateway.metrics_text",
+    "stoker.gateway.responses_chain",
     "stoker.desktop.notifications",
     "stoker.desktop.tray_view",
     "stoker.diagnosis.blockers",
@@ -74,6 +77,9 @@ PURE = frozenset({
     "stoker.planning.speed",
 })
 EFFECTS = frozenset({
+    "stoker.integration.app_connect",
+    "stoker.gateway.metrics",
+    "stoker.gateway.responses_state",
     "stoker.base.applog",
     "stoker.base.log_tail",
     "stoker.base.paths",

@@ -32,6 +32,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "unload": ("stoker.cli.commands.load", "unload a model from the running instance"),
     "diagnose": ("stoker.cli.commands.diagnose", "explain a llama-server log and exit status"),
     "worker": ("stoker.cli.commands.worker", "lend this machine's devices to an engine elsewhere (llama.cpp RPC)"),
+    "connect": ("stoker.cli.commands.connect", "point an app (Claude Code, Codex, Zed …) at Stoker, then test it"),
     "bench": ("stoker.cli.commands.bench", "benchmarks that print side-by-side ratios"),
     "tray": ("stoker.cli.commands.tray", "start the tray app (the default with no command)"),
     "desktop": ("stoker.cli.commands.desktop", "add Stoker to (or remove it from) the desktop's launcher"),

@@ -24,6 +24,7 @@ from PySide6.QtWidgets import QApplication, QSystemTrayIcon
 from stoker.base.paths import stoker_paths, storage_sentence
 from stoker.desktop.about_box import AboutDialog
 from stoker.desktop.bridge import SnapshotBridge
+from stoker.desktop.connect_dialog import ConnectDialog
 from stoker.desktop.icons import app_icon
 from stoker.desktop.model_settings import ModelSettingsDialog
 from stoker.desktop.notify import Notifier
@@ -63,6 +64,7 @@ class StokerApp(QObject):
         self.model_dialogs: dict[str, ModelSettingsDialog] = {}
         self.status_window: StatusWindow | None = None
         self.about_dialog: AboutDialog | None = None
+        self.connect_dialog: ConnectDialog | None = None
         self.quitting = False
         self.signal_timer: QTimer | None = None  # wakes Python for signal handlers (quit_on_signals)
         self.tray_shown_flag = False  # written on the GUI thread, read by the control thread
@@ -72,6 +74,7 @@ class StokerApp(QObject):
         self.tray.open_model_settings.connect(self.open_model_settings)
         self.tray.open_status.connect(self.open_status)
         self.tray.open_about.connect(self.open_about)
+        self.tray.open_connect.connect(self.open_connect)
         self.tray.quit_requested.connect(self.quit)
         self.tray.menu.aboutToShow.connect(self.refresh_models)
         self._unsubscribe = supervisor.subscribe(self.bridge.push)
@@ -131,6 +134,13 @@ class StokerApp(QObject):
         self._raise(self.about_dialog)
         return self.about_dialog
 
+    @Slot()
+    def open_connect(self) -> ConnectDialog:
+        if self.connect_dialog is None or not self.connect_dialog.isVisible():
+            self.connect_dialog = ConnectDialog()
+        self._raise(self.connect_dialog)
+        return self.connect_dialog
+
     @staticmethod
     def _raise(widget) -> None:
         widget.show()
@@ -145,7 +155,7 @@ class StokerApp(QObject):
         self.quitting = True
         self.tray.tray.hide()
         self.tray_shown_flag = False
-        for w in [self.settings_dialog, self.status_window, self.about_dialog,
+        for w in [self.settings_dialog, self.status_window, self.about_dialog, self.connect_dialog,
                   *self.model_dialogs.values()]:
             if w is not None:
                 w.close()

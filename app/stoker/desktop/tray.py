@@ -65,6 +65,7 @@ class TrayController(QObject):
     open_model_settings = Signal(str)  # model path
     open_status = Signal()
     open_about = Signal()
+    open_connect = Signal()  # "Connect an app…" (stoker/desktop/connect_dialog.py)
     quit_requested = Signal()
 
     def __init__(self, bridge: SnapshotBridge, submit: Callable[[Command], None],
@@ -180,6 +181,7 @@ class TrayController(QObject):
                      enabled=bool(view.endpoint))
         self._action("Open logs folder", "action-open-logs", self._open_logs)
         self.menu.addSeparator()
+        self._action("Connect an app…", "action-connect", self.open_connect.emit)
         self._action("Settings…", "action-settings", self.open_settings.emit)
         self._action("Status window…", "action-status", self.open_status.emit)
         self._action("About Stoker…", "action-about", self.open_about.emit)

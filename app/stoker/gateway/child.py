@@ -12,7 +12,8 @@ commands go to Stoker's supervisor over the link.
 It holds the leases: the requests in flight are counted here, reported back as usage, and
 Stoker's supervisor asks (`CloseIfIdle`) before it stops an engine for room or idleness.
 It exits when the link closes, so it can never outlive Stoker. Must not plan, launch or read
-settings, the keyring or the disk.
+settings, the keyring or the disk (except the Responses API's kept turns, which are its own:
+stoker/gateway/responses_state.py).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from stoker.gateway.link import (
     UsageChanged,
     read_frame,
 )
+from stoker.gateway.responses_state import ResponseStore, default_folder
 from stoker.gateway.server import Gateway, GatewayConfig, GatewayError
 from stoker.library.model_ids import Catalog
 
@@ -188,7 +190,8 @@ def serve(inbox, outstream) -> int:
     gateway = Gateway(sup, catalog, GatewayConfig(hello.port, cors_origins=hello.cors_origins),
                       status=lambda: running_status(sup.snapshot(), time.time(), instance_pid=hello.parent_pid,
                                                     tray_shown=sup.tray_shown, gateway_pid=os.getpid()),
-                      api_key=lambda: sup.key, sockets=_listening_sockets(hello))
+                      api_key=lambda: sup.key, sockets=_listening_sockets(hello),
+                      responses=ResponseStore(default_folder()))
     try:
         gateway.start()
     except GatewayError as exc:

@@ -42,6 +42,8 @@ from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
 from stoker.gateway.listing import model_entry
 from stoker.gateway.ollama import OllamaApi, keep_alive_refusal, submit_keep_alive
 from stoker.gateway.ollama_rules import OLLAMA_PREFIX
+from stoker.gateway.metrics import GatewayMetrics
+from stoker.gateway.responses_state import ResponseStore, serve_responses
 from stoker.gateway.rules import (
     ANTHROPIC_PATHS,
     ANY_MODEL,
@@ -136,7 +138,7 @@ class Gateway:
 
     def __init__(self, supervisor: SupervisorSide, catalog: CatalogSide, config: GatewayConfig, *,
                  status: Callable[[], dict], api_key: Callable[[], str | None] | None = None,
-                 sockets: list[socket.socket] | None = None) -> None:
+                 sockets: list[socket.socket] | None = None, responses: ResponseStore | None = None) -> None:
         self._sup = supervisor
         self._catalog = catalog
         self._config = config
@@ -155,6 +157,9 @@ class Gateway:
         self._unsubscribe: Callable[[], None] | None = None
         self.port = config.port
         self._ollama = OllamaApi(self)  # Ollama's /api/* routes (stoker/gateway/ollama.py)
+        # --- metrics and Responses state (stoker/gateway/metrics.py, responses_state.py)
+        self.metrics = GatewayMetrics()
+        self._responses = responses if responses is not None else ResponseStore(None)
 
     @property
     def url(self) -> str:
@@ -219,6 +224,7 @@ class Gateway:
 
     def _on_snapshot(self, snap: AppSnapshot) -> None:
         """On the supervisor thread: hand the snapshot to every events stream."""
+        self.metrics.on_snapshot(snap)
         loop = self._loop
         if loop is None or not self._event_queues:
             return
@@ -244,6 +250,9 @@ class Gateway:
         if request.method == "OPTIONS":
             return self._preflight(request)
         resp = await self._route(request, path)
+        if "stoker_counted" not in request and path not in OPEN_PATHS and path != "/metrics" \
+                and not path.startswith("/stoker/"):  # answered by the gateway itself: count it here
+            self.metrics.refused(None, path, resp.status)
         return resp
 
     async def _route(self, request: web.Request, path: str) -> web.StreamResponse:
@@ -265,6 +274,11 @@ class Gateway:
         if path.startswith(OLLAMA_PREFIX):
             return await self._ollama.serve(request, path)
         # ---- end of Ollama's API
+        if path == "/metrics" and request.method == "GET" and not request.query_string:
+            # Stoker's own metrics; `/metrics?model=ID` still reaches that engine's own.
+            text = self.metrics.text(self._catalog.current, lambda key: self._sup.routes.usage(key)[0])
+            return web.Response(text=text, content_type="text/plain", charset="utf-8",
+                                headers={"X-Prometheus-Format": "0.0.4"})
         if path not in PASS_THROUGH and path not in ANY_MODEL:
             return self._error(path, 404, f"{request.method} {path} is not an endpoint Stoker serves; "
                                "see `GET /v1/models` and the README's endpoint list.", request=request)
@@ -292,7 +306,10 @@ class Gateway:
         refusal = keep_alive_refusal(body) if entry is not None else None
         if refusal is not None:
             return self._error(path, 400, refusal, param="keep_alive", request=request)
-        response = await self._forward(request, path, body, key)
+        if path == "/v1/responses" and request.method == "POST":
+            response = await serve_responses(self, request, path, body, key, self._responses)
+        else:
+            response = await self._forward(request, path, body, key)
         if entry is not None:
             submit_keep_alive(self._sup, entry.path, body)
         # ---- end of keep_alive / ttl
@@ -358,6 +375,7 @@ class Gateway:
             loop.call_soon_threadsafe(lambda: future.done() or future.set_result(result))
 
         self._waiting += 1
+        self.metrics.waiting(key, 1)
         try:
             self._sup.submit(cmd.EnsureModel(model_path=key, ticket=ticket, answer=answer))
             return await future
@@ -367,9 +385,27 @@ class Gateway:
             raise
         finally:
             self._waiting -= 1
+            self.metrics.waiting(key, -1)
 
     async def _forward(self, request: web.Request, path: str, body: bytes,
-                       key: str | None) -> web.StreamResponse:
+                       key: str | None, tap=None) -> web.StreamResponse:
+        # `tap` (chunk(bytes), finish(status)) sees the answer too: the Responses state keeps it.
+        request["stoker_counted"] = True
+        taps = (self.metrics.start(key, path),) + ((tap,) if tap is not None else ())
+        status = 502
+        try:
+            response = await self._forward_to_engine(request, path, body, key, taps)
+            status = response.status
+            return response
+        except (ConnectionResetError, asyncio.CancelledError):
+            status = 499  # the client left before the answer ended
+            raise
+        finally:
+            for t in taps:
+                t.finish(status)
+
+    async def _forward_to_engine(self, request: web.Request, path: str, body: bytes, key: str | None,
+                                 taps: tuple) -> web.StreamResponse:
         route, error = await self._lease(request, path, key)
         if error is not None:
             return error
@@ -398,6 +434,8 @@ class Gateway:
                 await response.prepare(request)
                 try:
                     async for chunk in upstream.content.iter_any():
+                        for t in taps:
+                            t.chunk(chunk)
                         await response.write(chunk)
                 except ClientConnectionError as exc:
                     await self._stream_broke(response, path, route, exc)
@@ -408,6 +446,8 @@ class Gateway:
                 data = await upstream.read()
             except ClientConnectionError as exc:
                 return await self._crashed(request, path, route, exc)
+            for t in taps:
+                t.chunk(data)
             return web.Response(status=upstream.status, body=data, headers=out_headers)
         except (ConnectionResetError, asyncio.CancelledError):
             # The client left: `finally` closes the upstream request at once, and an engine
