@@ -233,7 +233,7 @@ def _message(raw: str) -> tuple[str, str | None]:
         except ValueError:
             return line, None
         if isinstance(obj, dict) and obj.get("type") == "log":
-            level = {"error": "E", "warn": "W", "info": "I", "debug": "D"}.get(obj.get("level"))
+            level = {"error": "E", "warn": "W", "info": "I", "debug": "D"}.get(str(obj.get("level")))
             return str(obj.get("msg", "")).rstrip("\n"), level
         if isinstance(obj, dict) and obj.get("type") == "fit_memory_breakdown":
             return "\x00fit_json\x00" + stripped, None

@@ -177,7 +177,7 @@ def sd_launch_spec(plan: ImagePlan, *, binary: str, port: int, log_file: str | N
     argv = [binary]
     if m.checkpoint:
         argv += ["--model", m.checkpoint]
-    else:
+    elif m.diffusion_model is not None:
         argv += ["--diffusion-model", m.diffusion_model]
     for field, flag in AUX_FLAGS:
         value = getattr(m, field)

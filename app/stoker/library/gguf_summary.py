@@ -272,8 +272,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
 
     if arch in ALL_RECURRENT_ARCHS:
         recurrent = (True,) * nl
-    elif arch in RECURRENT_BY_INTERVAL_ARCHS and _int(key("full_attention_interval")):
-        interval = _int(key("full_attention_interval"))
+    elif arch in RECURRENT_BY_INTERVAL_ARCHS and (interval := _int(key("full_attention_interval"))):
         recurrent = tuple((i + 1) % interval != 0 for i in range(nl))
     elif arch in RECURRENT_IF_NO_KV_ARCHS and n_head_kv:
         recurrent = tuple(h == 0 for h in n_head_kv)
@@ -293,6 +292,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
                     _int(key("attention.value_length_mla"))) if kv_lora else None)
 
     tokens = md.get("tokenizer.ggml.tokens")
+    n_vocab: int | None
     if isinstance(tokens, SkippedArray):
         n_vocab = tokens.length
     elif isinstance(tokens, tuple):
@@ -390,7 +390,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         n_ff_exp=_int(key("expert_feed_forward_length")),
         repackable=tuple((b, ty, e, n) for (b, ty, e), n in sorted(repack.items())),
         pooling_type=_int(key("pooling_type")),
-        general_type=md.get("general.type") if isinstance(md.get("general.type"), str) else None,
+        general_type=general_type if isinstance(general_type := md.get("general.type"), str) else None,
         image_part=_image_part(arch, header.tensors),
     )
 

@@ -118,7 +118,7 @@ def _least_squares(xy: list[tuple[float, float]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def _correction(pairs: list[tuple[int, int]]) -> Correction:
+def _correction(pairs: list[tuple[float, float]]) -> Correction:
     """Least squares of the error (engine - analytic) against the analytic value.
 
     Two points: exact at both. Analytic values closer together than MIN_ANALYTIC_SPREAD
@@ -141,8 +141,9 @@ def fit_line(points) -> MeasuredLine | None:
     if len({p.cells for p in pts}) < 2:
         return None
     parts = []
+    analytic = [(p, p.analytic) for p in pts]
     for i in range(3):
-        parts.append(_correction([(p.analytic[i], p.engine[i]) for p in pts]))  # type: ignore[index]
+        parts.append(_correction([(float(a[i]), float(p.engine[i])) for p, a in analytic if a is not None]))
     return MeasuredLine(parts[0], parts[1], parts[2], pts)
 
 
