@@ -13,6 +13,7 @@ import os
 import platform
 import sys
 from pathlib import Path
+from typing import Any
 
 from stoker.engines.builds import (
     ENGINE_BUILD,
@@ -155,11 +156,11 @@ def run(args) -> int:
     from stoker.cli import UserError
 
     _interrupt_on_sigterm()
-    reporter = JsonReporter() if args.json_progress else TerminalReporter()
+    reporter: JsonReporter | TerminalReporter = JsonReporter() if args.json_progress else TerminalReporter()
     try:
         return _run(args, reporter)
     except UserError as exc:
-        if args.json_progress:  # a UI reading the stream learns why it ended, not only the exit code
+        if isinstance(reporter, JsonReporter):  # a UI reading the stream learns why it ended, not only the exit code
             reporter.emit(event="error", text=str(exc))
         raise
 
@@ -202,7 +203,8 @@ def _run(args, reporter) -> int:
     if jobs < 1:
         raise UserError("--jobs must be 1 or more.")
 
-    installed, failures = [], []
+    installed: list[Any] = []
+    failures: list[Any] = []
     if args.image:
         images, failures = _setup_image(args, backends, paths, jobs, reporter)
         if images is None:
@@ -308,7 +310,8 @@ def _setup_image(args, backends, paths, jobs, reporter):
     from stoker.cli import UserError
     from stoker.engines.setup import SetupError, setup_image_engine
 
-    installed, failures = [], []
+    installed: list[Any] = []
+    failures: list[Any] = []
     for backend in backends:
         try:
             result = setup_image_engine(backend, sd_cmake_flags(backend, native=args.native), paths, jobs,
