@@ -136,7 +136,7 @@ def is_ready_status(kind: EngineKind, status: int | None) -> bool:
 # kind -> ((pattern, failure kind from core.diagnosis.KINDS), ...), highest priority first.
 # llama-server's own table is stoker/diagnosis/classify.py (it reads more than lines); these are the
 # lines of the other two engines, copied from their sources and logs.
-_FAILURES: dict[EngineKind, tuple[tuple[re.Pattern, str], ...]] = {
+_FAILURES: dict[EngineKind, tuple[tuple[re.Pattern[str], str], ...]] = {
     EngineKind.DS4: (
         (re.compile(r"CUDA error:\s*(out of memory|memory allocation)|alloc failed \([^)]*\): out of memory",
                     re.I), "cuda-oom"),

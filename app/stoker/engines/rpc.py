@@ -3,14 +3,16 @@
 What is decided here, from values only: how a worker address is written and checked
 (`HOST:PORT`), which engine device belongs to which worker (the engine names them `RPC0`,
 `RPC1` … in `--rpc` order, with the worker's `host:port` as the description), which workers
-are left for the next attempt after one went away, how many bytes a worker's debug log says it allocated,
-which devices a worker's rpc-server says it lends, and the warning for a worker bound beyond loopback. Running rpc-server and the TCP check are
-`stoker/engines/rpc_worker.py` and `stoker/planning/probe.py`; placing layers is `stoker/planning/planner.py`.
+are left for the next attempt after one went away, how many bytes a worker's debug log says it
+allocated, which devices a worker's rpc-server says it lends, and the warning for a worker bound
+beyond loopback. Running rpc-server and the TCP check are `stoker/engines/rpc_worker.py` and
+`stoker/planning/probe.py`; placing layers is `stoker/planning/planner.py`.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from stoker.fleet.snapshot import WorkerDeviceView
@@ -47,7 +49,7 @@ def parse_worker(text: str) -> RpcWorker:
     return RpcWorker(host, port)
 
 
-def parse_workers(items) -> tuple[RpcWorker, ...]:
+def parse_workers(items: str | Iterable[str]) -> tuple[RpcWorker, ...]:
     """A comma list (`--rpc a:1,b:2`) or a list of strings (Settings' rpc_workers), no repeats."""
     if isinstance(items, str):
         items = [p for p in items.split(",") if p.strip()]
@@ -59,7 +61,7 @@ def parse_workers(items) -> tuple[RpcWorker, ...]:
     return tuple(out)
 
 
-def rpc_argument(workers) -> str:
+def rpc_argument(workers: Iterable[RpcWorker]) -> str:
     """The engine's `--rpc` value."""
     return ",".join(w.endpoint for w in workers)
 
@@ -68,13 +70,13 @@ def is_loopback(host: str) -> bool:
     return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
-def worker_of_device(description: str, workers) -> RpcWorker | None:
+def worker_of_device(description: str, workers: Iterable[RpcWorker]) -> RpcWorker | None:
     """The worker an engine device belongs to: the engine writes its `host:port` as the description."""
     desc = description.strip()
     return next((w for w in workers if w.endpoint == desc), None)
 
 
-def remaining_workers(workers, unreachable) -> tuple[RpcWorker, ...]:
+def remaining_workers(workers: Iterable[RpcWorker], unreachable: Collection[RpcWorker]) -> tuple[RpcWorker, ...]:
     """The workers the next attempt uses: every one but those found gone."""
     gone = set(unreachable)
     return tuple(w for w in workers if w not in gone)
@@ -87,7 +89,7 @@ _ALLOC = re.compile(r"\[alloc_buffer\] device: (\d+), size: (\d+) -> remote_ptr:
 _FREE = re.compile(r"\[free_buffer\] remote_ptr: ([0-9a-fA-F]+)")
 
 
-def allocated_bytes(lines) -> int | None:
+def allocated_bytes(lines: Iterable[str]) -> int | None:
     """Bytes a worker holds in buffers now, from its debug log (allocations less frees);
     None when the log has no allocation line (debug off, or nothing allocated yet)."""
     live: dict[str, int] = {}
@@ -104,7 +106,7 @@ def allocated_bytes(lines) -> int | None:
     return sum(live.values()) if seen else None
 
 
-def allocated_by_last_client(lines) -> int | None:
+def allocated_by_last_client(lines: Iterable[str]) -> int | None:
     """Bytes the worker's latest client with buffers holds: its log from the last
     `Accepted client connection` that was followed by allocations (a TCP reachability
     check connects too, and allocates nothing)."""
@@ -127,7 +129,7 @@ _DEVICE = re.compile(r"^\s+(?P<name>[A-Za-z][A-Za-z0-9_]*): (?P<desc>.*?) "
                      r"\((?P<total>\d+) MiB, (?P<free>\d+) MiB free\)\s*$")
 
 
-def worker_devices(lines) -> tuple[WorkerDeviceView, ...]:
+def worker_devices(lines: Iterable[str]) -> tuple[WorkerDeviceView, ...]:
     """The devices of the last `Devices:` block in a worker's log (its latest start); () when
     the banner has not come through yet."""
     found: list[WorkerDeviceView] = []

@@ -24,6 +24,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.library.image_parts import ImagePart, image_part_of  # noqa: F401  (re-exported)
@@ -84,7 +85,7 @@ def image_models_from(files: Iterable[ImageFile]) -> tuple[ImageModel, ...]:
     out = []
     for f in sorted((f for f in files if f.part in _MODEL_PARTS), key=lambda f: f.path):
         folder, stem = os.path.dirname(f.path), _stem(f.path).lower()
-        fields: dict = {}
+        fields: dict[str, Any] = {}
         if f.part is not ImagePart.CHECKPOINT:
             for part, field in _AUX_FIELDS.items():
                 here = [a.path for a in files if a.part is part and os.path.dirname(a.path) == folder]
@@ -247,11 +248,11 @@ class ImageRequestError(ValueError):
 @dataclass(frozen=True)
 class Txt2ImgCall:
     path: str  # the sd-server route
-    body: dict  # its JSON body
+    body: dict[str, Any]  # its JSON body
     response_format: str  # b64_json
 
 
-def openai_to_txt2img(request: Mapping, plan: ImagePlan) -> Txt2ImgCall:
+def openai_to_txt2img(request: Mapping[str, Any], plan: ImagePlan) -> Txt2ImgCall:
     """Map an OpenAI `/v1/images/generations` body onto sd-server's `/sdapi/v1/txt2img`.
 
     prompt -> prompt; size "WxH" -> width/height (default 512x512 for SD-class models);
@@ -280,7 +281,7 @@ def openai_to_txt2img(request: Mapping, plan: ImagePlan) -> Txt2ImgCall:
     if not (64 <= width <= MAX_SIDE and 64 <= height <= MAX_SIDE) or width % 8 or height % 8:
         raise ImageRequestError(f"size {width}x{height} is not rendered: each side must be a multiple of 8 "
                                 f"from 64 to {MAX_SIDE}")
-    body: dict = {"prompt": prompt, "width": width, "height": height, "batch_size": n}
+    body: dict[str, Any] = {"prompt": prompt, "width": width, "height": height, "batch_size": n}
     steps = request.get("steps", plan.steps)
     if steps is not None:
         if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 150:
@@ -301,7 +302,7 @@ def openai_to_txt2img(request: Mapping, plan: ImagePlan) -> Txt2ImgCall:
     return Txt2ImgCall("/sdapi/v1/txt2img", body, "b64_json")
 
 
-def txt2img_to_openai(reply: Mapping, *, created: int | None = None) -> dict:
+def txt2img_to_openai(reply: Mapping[str, Any], *, created: int | None = None) -> dict[str, Any]:
     """sd-server's `{"images": [base64 PNG, …]}` as OpenAI's `{"created", "data": [{"b64_json"}]}`.
 
     Raises ImageRequestError when the engine answered without an image (it reports errors

@@ -8,9 +8,9 @@ It must not open files or import gguf; unknown facts are `None`, never 0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Union
+from typing import Any, Union
 
 from stoker.library.image_parts import image_part_of
 
@@ -27,7 +27,7 @@ class SkippedArray:
     length: int
 
 
-MetaValue = Union[Scalar, tuple, SkippedArray]
+MetaValue = Union[Scalar, tuple[Any, ...], SkippedArray]
 
 
 @dataclass(frozen=True)
@@ -183,13 +183,13 @@ REPACK_CANDIDATE_TYPES = frozenset({"Q1_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q2_
                                     "MXFP4", "Q8_0"})
 
 
-def _int(v) -> int | None:
+def _int(v: object) -> int | None:
     if isinstance(v, bool):
         return int(v)
     return v if isinstance(v, int) else None
 
 
-def _per_layer(v, n: int, default: tuple[int, ...] = ()) -> tuple[int, ...]:
+def _per_layer(v: object, n: int, default: tuple[int, ...] = ()) -> tuple[int, ...]:
     """A scalar-or-array hyperparameter as one value per layer (arrays padded with their last)."""
     if n <= 0:
         return ()
@@ -203,7 +203,7 @@ def _per_layer(v, n: int, default: tuple[int, ...] = ()) -> tuple[int, ...]:
     return default
 
 
-def swa_layers_from(pattern, n_layer: int, n_swa: int | None, arch: str) -> tuple[bool, ...]:
+def swa_layers_from(pattern: object, n_layer: int, n_swa: int | None, arch: str) -> tuple[bool, ...]:
     """Which trunk layers use the sliding window (llama.cpp `set_swa_pattern`)."""
     if n_layer <= 0:
         return ()
@@ -243,7 +243,7 @@ def classify_block_tensor(base: str) -> str:
     return "other"
 
 
-def _image_part(arch: str, tensors) -> str | None:
+def _image_part(arch: str, tensors: Iterable[TensorInfo]) -> str | None:
     part = image_part_of(arch, (t.name for t in tensors))
     return part.value if part is not None else None
 
@@ -253,7 +253,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
     arch = md.get("general.architecture")
     arch = arch if isinstance(arch, str) else "unknown"
 
-    def key(suffix: str):
+    def key(suffix: str) -> MetaValue | None:
         return md.get(f"{arch}.{suffix}")
 
     n_layer_all = _int(key("block_count"))
@@ -395,7 +395,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
     )
 
 
-def summary_to_dict(s: ModelSummary) -> dict:
+def summary_to_dict(s: ModelSummary) -> dict[str, Any]:
     """A JSON-ready dict of every field (plus the derived totals), for caches and --json."""
     d = asdict(s)
     d["is_moe"] = s.is_moe
@@ -403,7 +403,7 @@ def summary_to_dict(s: ModelSummary) -> dict:
     return d
 
 
-def summary_from_dict(d: Mapping) -> ModelSummary:
+def summary_from_dict(d: Mapping[str, Any]) -> ModelSummary:
     """The inverse of `summary_to_dict`; raises KeyError/TypeError on a foreign dict."""
     kw = {f.name: d[f.name] for f in fields(ModelSummary)}
     for k in ("n_head", "n_head_kv", "swa_layers", "recurrent_layers"):

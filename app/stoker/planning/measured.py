@@ -24,6 +24,7 @@ a file or a build changed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 KV_PAD = 256
@@ -133,7 +134,7 @@ def _correction(pairs: list[tuple[float, float]]) -> Correction:
     return Correction(offset, slope)
 
 
-def fit_line(points) -> MeasuredLine | None:
+def fit_line(points: Iterable[MeasuredPoint]) -> MeasuredLine | None:
     """The calibration through the points that carry an analytic estimate, or None when they
     cover fewer than two distinct cell counts (one context cannot tell a constant error from a
     per-token one)."""
