@@ -60,7 +60,7 @@ def time_to_tray(command: list[str], timeout_s: float = 120.0) -> float:
                 elapsed = time.perf_counter() - t0
                 if proc.poll() is not None:
                     raise RuntimeError(f"{command[0]} exited ({proc.returncode}) before its tray "
-                                       f"showed: {(proc.stderr.read() or '').strip()[-300:]}")
+                                       f"showed: {(proc.stderr.read() if proc.stderr else '').strip()[-300:]}")
                 if elapsed > timeout_s:
                     raise RuntimeError(f"{command[0]} showed no tray icon within {timeout_s:.0f} s; "
                                        "is there a display with a tray host?")
@@ -74,7 +74,8 @@ def time_to_tray(command: list[str], timeout_s: float = 120.0) -> float:
             if proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            proc.stderr.close()
+            if proc.stderr:
+                proc.stderr.close()
     return elapsed
 
 

@@ -447,7 +447,7 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
               "the ratio is about that cap.")
     print(f"\nTarget planned >= 95 % of the largest and serving: "
           f"{'met' if result['target_ratio_met'] else 'NOT met'}.")
-    if plan:
+    if est_total is not None:
         print(f"Planner's CPU total at ctx {planned}: {est_total / MIB:.1f} MiB + reserve "
               f"{overhead / MIB:.1f} MiB = {(est_total + overhead) / MIB:.1f} MiB of {args.budget_mib} MiB.")
     print(f"Engine buffers at ctx {RESERVE_CTX}: {buffers / MIB:.1f} MiB. The process's resident memory beyond its "

@@ -294,11 +294,10 @@ def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
                                          repack=not header_only, swa_full=st.swa_full)
                 if progress:
                     progress(f"{label} {st.label}")
-                settings = dict(slots=slots, type_k=kv, type_v=kv, kv_unified=st.unified, ubatch=st.ubatch,
-                                extra=("--swa-full",) if st.swa_full else ())
-                shape = dict(unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full)
+                swa_extra: tuple[str, ...] = ("--swa-full",) if st.swa_full else ()
                 if header_only:
-                    probe = measure_dry_run(binary, target, ctx, **settings)
+                    probe = measure_dry_run(binary, target, ctx, slots=slots, type_k=kv, type_v=kv,
+                                            kv_unified=st.unified, ubatch=st.ubatch, extra=swa_extra)
                     proj = probe.report.projected
                     if probe.started and proj is not None:
                         ew = sum(r.model_bytes for r in proj.rows)
@@ -308,19 +307,20 @@ def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
                         out = (summary.n_vocab or 0) * 4 * slots
                         rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, ew, ek, ec + out,
                                         base, "dry run: whole MiB floored, repacked weights counted once (no mmap'd original) — "
-                                        "estimate compared without the CPU_REPACK copy", **shape))
+                                        "estimate compared without the CPU_REPACK copy", unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
                     else:
                         rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, None, None, None,
-                                        base, probe.report.load_error or probe.reason, **shape))
+                                        base, probe.report.load_error or probe.reason, unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
                     continue
-                probe = run_probe(binary, target, ctx=ctx, **settings)
+                probe = run_probe(binary, target, ctx=ctx, slots=slots, type_k=kv, type_v=kv, kv_unified=st.unified,
+                                  ubatch=st.ubatch, extra=swa_extra)
                 dev = probe.report.device("CPU")
                 if probe.started and dev is not None:
                     rows.append(Row(label, ctx, kv, slots, "buffers", w, k, c, dev.model_bytes,
-                                    dev.kv_bytes, dev.compute_bytes + dev.output_bytes, base, **shape))
+                                    dev.kv_bytes, dev.compute_bytes + dev.output_bytes, base, unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
                 else:
                     rows.append(Row(label, ctx, kv, slots, "buffers", w, k, c, None, None, None, base,
-                                    probe.report.load_error or probe.reason, **shape))
+                                    probe.report.load_error or probe.reason, unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
     return rows
 
 
@@ -334,7 +334,7 @@ def calibrated_predictions(rows: list[Row]) -> list[tuple[int | None, float | No
     """
 
     def point(r: Row) -> MeasuredPoint:
-        return MeasuredPoint(r.ctx, kv_cells(r.ctx, r.slots, r.unified), r.eng_weights,
+        return MeasuredPoint(r.ctx, kv_cells(r.ctx, r.slots, r.unified), r.eng_weights or 0,
                              r.eng_kv or 0, r.eng_compute or 0, r.est_weights, r.est_kv, r.est_compute)
 
     out: list[tuple[int | None, float | None]] = []
@@ -364,8 +364,9 @@ def row_label(r: Row) -> str:
 
 
 def _summary(rows: list[Row]) -> dict:
-    measured = [r for r in rows if r.total_err is not None]
-    errs = [r.total_err for r in measured]
+    measured_errs = [(r, e) for r in rows if (e := r.total_err) is not None]
+    measured = [r for r, _ in measured_errs]
+    errs = [e for _, e in measured_errs]
     cal = [e for _, e in calibrated_predictions(rows) if e is not None]
     base = [r.baseline_err for r in rows if r.baseline_err is not None]
 
@@ -375,16 +376,16 @@ def _summary(rows: list[Row]) -> dict:
         return {"mean_abs_pct": sum(abs(x) for x in xs) / len(xs),
                 "worst_pct": max(xs, key=abs), "worst_under_pct": min(xs), "worst_over_pct": max(xs)}
     s = stats(errs)
-    under = min(measured, key=lambda r: r.total_err) if measured else None
-    over = max(measured, key=lambda r: r.total_err) if measured else None
-    gemma = [r for r in measured if _is_gemma_swa_full(r)]
+    under = min(measured_errs, key=lambda re: re[1]) if measured_errs else None
+    over = max(measured_errs, key=lambda re: re[1]) if measured_errs else None
+    gemma = [e for r, e in measured_errs if _is_gemma_swa_full(r)]
     return {
         "rows_measured": len(errs),
         "estimate": s,
-        "worst_under": None if under is None else {"row": row_label(under), "pct": under.total_err},
-        "worst_over": None if over is None else {"row": row_label(over), "pct": over.total_err},
-        "gemma_swa_full_pct": gemma[0].total_err if gemma else None,
-        "target_gemma_swa_full_within_1pct": bool(gemma) and abs(gemma[0].total_err) <= GEMMA_SWA_FULL_TARGET_PCT,
+        "worst_under": None if under is None else {"row": row_label(under[0]), "pct": under[1]},
+        "worst_over": None if over is None else {"row": row_label(over[0]), "pct": over[1]},
+        "gemma_swa_full_pct": gemma[0] if gemma else None,
+        "target_gemma_swa_full_within_1pct": bool(gemma) and abs(gemma[0]) <= GEMMA_SWA_FULL_TARGET_PCT,
         "baseline": stats(base),
         "calibrated": stats(cal),
         "calibrated_rows": len(cal),

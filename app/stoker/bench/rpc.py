@@ -20,6 +20,7 @@ import statistics
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
@@ -51,7 +52,7 @@ def add_arguments(parser) -> None:
 
 def _start(model: Path, overrides, workers, budget, timeout_s: float = 300):
 
-    launched = []
+    launched: list[Any] = []
     preparer = RealPreparer(cli_overrides=overrides, engine=str(rpc_llama_server()), rpc_workers=workers,
                             memory_budget_bytes=budget, remember_last_model=False)
     sup = Supervisor(preparer, stop_grace_s=5, on_launch=launched.append).start()
@@ -107,7 +108,9 @@ def run(args) -> int:
                 raise UserError("the two loopback rpc-servers did not start within 30 s; see "
                                 f"{stoker_paths().logs}/rpc-worker-*.log")
             time.sleep(0.1)
-        local, split, compare = [], [], []
+        local: list[float] = []
+        split: list[float] = []
+        compare: list[tuple[str, str, int | None, int | None]] = []
         for i in range(args.runs):
             sup, launch = _start(model, overrides, (), None)
             try:
@@ -150,9 +153,9 @@ def run(args) -> int:
     for line in layout:
         print(f"  plan: {line}")
     print("bytes per worker device: planned beside what the worker's log says it allocated")
-    for dev, ep, planned, alloc in compare:
-        p = "unknown" if planned is None else f"{planned / mib:.1f} MiB"
+    for dev, ep, planned_bytes, alloc in compare:
+        p = "unknown" if planned_bytes is None else f"{planned_bytes / mib:.1f} MiB"
         a = "unknown" if alloc is None else f"{alloc / mib:.1f} MiB"
-        r = f"  (allocated/planned {alloc / planned:.2f})" if planned and alloc else ""
+        r = f"  (allocated/planned {alloc / planned_bytes:.2f})" if planned_bytes and alloc else ""
         print(f"  {dev} {ep}: planned {p}, allocated {a}{r}")
     return 0

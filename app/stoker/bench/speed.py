@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import statistics
 import sys
+from typing import Any
 
 from stoker.base.paths import stoker_paths
 from stoker.bench.memory import DEMO_FILE, _engine_binary, ensure_gemma
@@ -73,7 +74,7 @@ def run(args) -> int:
     figure = cpu.effective_bytes_per_s
     if figure is None:
         raise UserError(f"could not measure this CPU's bandwidth: {reason}.")
-    rows = []
+    rows: list[dict[str, Any]] = []
     for label, path in models:
         summary = load_summary(path)
         rates, prompt_n = [], 0
@@ -92,12 +93,12 @@ def run(args) -> int:
         rows.append({"model": label, "bytes_per_token": per_token, "predicted_tokens_per_s": predicted,
                      "measured_tokens_per_s": measured, "measured_runs": rates, "ratio": ratio,
                      "in_target": ratio is not None and TARGET[0] <= ratio <= TARGET[1]})
-    summary = {"cpu_memory_read_bytes_per_s": cpu.memory_read_bytes_per_s,
+    totals: dict[str, Any] = {"cpu_memory_read_bytes_per_s": cpu.memory_read_bytes_per_s,
                "cpu_engine_decode_bytes_per_s": cpu.engine_decode_bytes_per_s,
                "cpu_figure_bytes_per_s": figure, "threads": args.threads,
                "target": list(TARGET), "all_in_target": bool(rows) and all(r["in_target"] for r in rows)}
     if args.json:
-        print(json.dumps({"schema": 1, "bench": "speed", "engine": binary, "rows": rows, "summary": summary,
+        print(json.dumps({"schema": 1, "bench": "speed", "engine": binary, "rows": rows, "summary": totals,
                           "notes": notes}, indent=2))
         return 0
     gb = 1e9
@@ -115,7 +116,7 @@ def run(args) -> int:
         print(f"| {r['model']} | {r['bytes_per_token'] / 2**20:.1f} MiB | "
               f"{r['predicted_tokens_per_s']:.1f} | {measured_text} | {ratio_text} |")
     print("")
-    print(f"Target: every ratio within {TARGET[0]}-{TARGET[1]}: {'met' if summary['all_in_target'] else 'NOT met'}.")
+    print(f"Target: every ratio within {TARGET[0]}-{TARGET[1]}: {'met' if totals['all_in_target'] else 'NOT met'}.")
     for n in notes:
         print(n)
     return 0

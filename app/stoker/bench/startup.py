@@ -53,11 +53,11 @@ def _stoker_once(model, engine, overrides, timeout_s: float = 300):
 def _bare_once(argv: tuple[str, ...], timeout_s: float = 300) -> float:
 
     port = free_loopback_port()
-    argv = list(argv)
-    argv[argv.index("--port") + 1] = str(port)
+    command = list(argv)
+    command[command.index("--port") + 1] = str(port)
     env = clean_engine_env()
     t0 = time.perf_counter()
-    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env, start_new_session=True)
     try:
         result = wait_ready(f"http://127.0.0.1:{port}", proc, timeout_s, interval_s=STARTING_POLL_S)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 from PySide6.QtWidgets import QApplication, QSystemTrayIcon
@@ -167,7 +167,7 @@ class StokerApp(QObject):
         self.finished.emit()
 
 
-def display_available(env: dict | None = None) -> bool:
+def display_available(env: Mapping[str, str] | None = None) -> bool:
     """Could Qt open a real window system here? (Without one, QApplication would abort.)"""
     env = os.environ if env is None else env
     platform = env.get("QT_QPA_PLATFORM", "")
@@ -208,7 +208,8 @@ def run_tray(model: str | None = None, *, headless: Callable[[], int], preparer=
         if problem is not None:
             print(f"stoker: {problem}", file=sys.stderr)
             return headless()
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    existing = QApplication.instance()
+    app = existing if isinstance(existing, QApplication) else QApplication(sys.argv[:1])
     if not QSystemTrayIcon.isSystemTrayAvailable():
         print(NO_TRAY_LINE, file=sys.stderr)
         return headless()

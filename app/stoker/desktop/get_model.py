@@ -11,6 +11,7 @@ StartModel command to the supervisor. Nothing here reads files or talks to the n
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from PySide6.QtCore import QObject, Qt, Signal, Slot
 from PySide6.QtWidgets import (
@@ -30,7 +31,10 @@ from PySide6.QtWidgets import (
 
 from stoker.desktop.workers import run_in_background
 from stoker.fleet.commands import Command, StartModel
-from stoker.planning.quant_choice import Fit
+from stoker.planning.quant_choice import Fit, QuantPick
+
+if TYPE_CHECKING:  # the type only: importing the pull module would bring the hub client into the UI
+    from stoker.planning.pull import JudgedRepo
 
 _FIT_COLOURS = {Fit.RUNS: "#1e7d32", Fit.RUNS_SHORT: "#1e7d32", Fit.RUNS_SLOWLY: "#b26a00",
                 Fit.DOES_NOT_FIT: "#c5221f", Fit.UNKNOWN: "#5f6368"}
@@ -63,8 +67,8 @@ class GetModelDialog(QDialog):
         self._services = services
         self._submit = submit
         self._on_progress = on_progress
-        self._judged = None
-        self._pick = None
+        self._judged: JudgedRepo | None = None
+        self._pick: QuantPick | str | None = None
         self.downloaded: str | None = None
         self.pending = 0  # background calls still out (tests wait for 0)
 
@@ -157,8 +161,9 @@ class GetModelDialog(QDialog):
             self.note.setText("")
             self.error.setText(str(error) or type(error).__name__)
             return
-        self._judged, self._pick = result
-        rows = self._judged.judged
+        judged, pick = result
+        self._judged, self._pick = judged, pick
+        rows = judged.judged
         self.table.setRowCount(len(rows))
         for i, (option, verdict) in enumerate(rows):
             parts = f" ({len(option.files)} parts)" if len(option.files) > 1 else ""
@@ -168,14 +173,14 @@ class GetModelDialog(QDialog):
             item.setForeground(self._colour(verdict.fit))
             item.setToolTip(verdict.text)
             self.table.setItem(i, 2, item)
-        listing = self._judged.listing
-        if isinstance(self._pick, str):
-            self.note.setText(f"{listing.repo}: {self._pick}")
+        listing = judged.listing
+        if isinstance(pick, str):
+            self.note.setText(f"{listing.repo}: {pick}")
             return
-        pick_row = next(i for i, (o, _) in enumerate(rows) if o is self._pick.option)
+        pick_row = next(i for i, (o, _) in enumerate(rows) if o is pick.option)
         self.table.selectRow(pick_row)
-        extra = f" With its vision projector {self._pick.option.mmproj.name}." if self._pick.option.mmproj else ""
-        self.note.setText(f"{listing.repo}: suggested {self._pick.reason}.{extra}")
+        extra = f" With its vision projector {pick.option.mmproj.name}." if pick.option.mmproj else ""
+        self.note.setText(f"{listing.repo}: suggested {pick.reason}.{extra}")
 
     @staticmethod
     def _colour(fit: Fit):
@@ -184,7 +189,9 @@ class GetModelDialog(QDialog):
         return QColor(_FIT_COLOURS[fit])
 
     def _selected_option(self):
-        rows = self.table.selectionModel().selectedRows() if self._judged else []
+        if self._judged is None:
+            return None
+        rows = self.table.selectionModel().selectedRows()
         return self._judged.judged[rows[0].row()][0] if rows else None
 
     def _selection_changed(self) -> None:

@@ -33,7 +33,7 @@ def icon_resource(state: str, panel: str) -> str:
 def panel_is_dark(palette: QPalette | None = None) -> bool:
     if palette is None:
         app = QGuiApplication.instance()
-        palette = app.palette() if app is not None else QPalette()
+        palette = app.palette() if isinstance(app, QGuiApplication) else QPalette()
     return palette.color(QPalette.ColorRole.Window).lightness() < 128
 
 

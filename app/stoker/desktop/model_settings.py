@@ -176,19 +176,22 @@ class ModelSettingsDialog(QDialog):
 
         form_box = QGroupBox("Overrides (empty = Stoker decides)")
         form = QFormLayout(form_box)
-        self.inputs: dict[str, QWidget] = {}
+        self.inputs: dict[str, QComboBox | QLineEdit] = {}
         for name, label, kind, hint in FIELDS:
+            w: QComboBox | QLineEdit
             if kind in ("choice", "tri"):
-                w = QComboBox()
-                w.addItem(AUTO, None)
+                combo = QComboBox()
+                combo.addItem(AUTO, None)
                 for choice in (("on", "off") if kind == "tri" else hint):
-                    w.addItem(choice, (choice == "on") if kind == "tri" else choice)
-                w.currentIndexChanged.connect(self._edited)
+                    combo.addItem(choice, (choice == "on") if kind == "tri" else choice)
+                combo.currentIndexChanged.connect(self._edited)
+                w = combo
             else:
-                w = QLineEdit()
-                w.setPlaceholderText(hint if isinstance(hint, str) else "")
-                w.setClearButtonEnabled(True)
-                w.textChanged.connect(self._edited)
+                line = QLineEdit()
+                line.setPlaceholderText(hint if isinstance(hint, str) else "")
+                line.setClearButtonEnabled(True)
+                line.textChanged.connect(self._edited)
+                w = line
             w.setObjectName(f"override-{name}")
             self.inputs[name] = w
             form.addRow(label, w)
@@ -247,7 +250,8 @@ class ModelSettingsDialog(QDialog):
         if error is not None:  # clashes are then only logged by the gateway's own rescan
             return
         self._catalog = catalog
-        if self.inputs["aliases"].text().strip():
+        aliases = self.inputs["aliases"]
+        if isinstance(aliases, QLineEdit) and aliases.text().strip():
             self._edited()
 
     def set_form(self, o: ModelOverrides) -> None:

@@ -164,7 +164,7 @@ class StatusWindow(QWidget):
         self.plan_summary.setText(snap.plan_summary or plan_line(snap) or "No plan yet.")
         _fill(self.decisions, [(w, y) for w, y in snap.plan_decisions])
         self.argv.setPlainText(" ".join(snap.argv))
-        rows = [(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(i.at)), i.kind, i.summary,
+        rows: list[tuple[str, ...]] = [(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(i.at)), i.kind, i.summary,
                  i.advice, i.action) for i in sorted(snap.incidents, key=lambda i: i.at,
                                                      reverse=True)]
         _fill(self.incidents, rows)

@@ -237,7 +237,7 @@ def engine_line(e: EngineView, now: float | None) -> EngineLine:
     details = []
     if e.plan_summary:
         details.append(e.plan_summary)
-    if queued:
+    if queued and e.queued is not None:
         details.append(e.queued)
     if e.last_error and e.state in (EngineState.FAILED, EngineState.BACKOFF):
         details.append(e.last_error)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from stoker.diagnosis.classify import Incident
 from stoker.diagnosis.views import BlockerView
 
 VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
@@ -203,9 +204,10 @@ def out_of_memory_blocker(model_name: str | None, while_starting: bool, evidence
     )
 
 
-def blocker_from_incident(incident, model_name: str | None, phase: str, backend: str | None) -> BlockerView | None:
+def blocker_from_incident(incident: Incident, model_name: str | None, phase: str,
+                          backend: str | None) -> BlockerView | None:
     """The health-view blocker an incident amounts to, if any (None for ordinary failures)."""
-    kind = getattr(incident, "kind", None)
+    kind = incident.kind
     if kind == "host-oom":
         return out_of_memory_blocker(model_name, phase == "starting", incident.evidence)
     if kind == "gpu-unused":

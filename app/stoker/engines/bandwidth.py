@@ -178,9 +178,11 @@ def measure_cpu_bandwidth(binary: str | Path, demo_model: str | Path, *, threads
     result = CpuBandwidth(read, decode_bw, rate, threads)
     if store and (read or decode_bw):
         data, _ = read_json(_cache_path())
-        if not isinstance(data, dict) or data.get("schema") != CACHE_SCHEMA:
-            data = {"schema": CACHE_SCHEMA, "entries": {}}
-        data.setdefault("entries", {})[_key(binary, threads)] = {
+        entries = data.get("entries") if isinstance(data, dict) and data.get("schema") == CACHE_SCHEMA else None
+        if not isinstance(entries, dict):
+            entries = {}
+        data = {"schema": CACHE_SCHEMA, "entries": entries}
+        entries[_key(binary, threads)] = {
             "memory_read_bytes_per_s": read, "engine_decode_bytes_per_s": decode_bw,
             "engine_tokens_per_s": rate, "measured_at": time.time(), "model": str(demo_model)}
         try:

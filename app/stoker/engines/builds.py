@@ -112,7 +112,7 @@ def order_builds(builds: Iterable[EngineBuild], quarantined: Collection[str] = (
     every usable build so the next one in line is used.
     """
 
-    def key(b: EngineBuild):
+    def key(b: EngineBuild) -> tuple[bool, bool, bool, int, int, int, str]:
         pinned = b.source == "configured"
         is_quarantined = not pinned and (b.id in quarantined or b.binary in quarantined)
         return (
@@ -142,7 +142,10 @@ def detect_toolkits(which: Mapping[str, str | None], system: str = "Linux") -> t
         return ("metal",), ()
     backends = ["cpu"]
     skipped = []
-    has = lambda name: bool(which.get(name))  # noqa: E731
+
+    def has(name: str) -> bool:
+        return bool(which.get(name))
+
     if has("nvcc"):
         if has("nvidia_gpu"):
             backends.append("cuda")
@@ -308,7 +311,7 @@ def parse_nvcc_release(text: str) -> str | None:
     return m.group(1) if m else None
 
 
-def gfx_targets_from_flags(flags) -> tuple[str, ...] | None:
+def gfx_targets_from_flags(flags: Iterable[str]) -> tuple[str, ...] | None:
     """The AMD targets a ROCm build was configured for (AMDGPU_TARGETS / GPU_TARGETS), or None."""
     for flag in flags:
         for key in ("-DAMDGPU_TARGETS=", "-DGPU_TARGETS="):

@@ -233,7 +233,7 @@ def _message(raw: str) -> tuple[str, str | None]:
         except ValueError:
             return line, None
         if isinstance(obj, dict) and obj.get("type") == "log":
-            level = {"error": "E", "warn": "W", "info": "I", "debug": "D"}.get(obj.get("level"))
+            level = {"error": "E", "warn": "W", "info": "I", "debug": "D"}.get(str(obj.get("level")))
             return str(obj.get("msg", "")).rstrip("\n"), level
         if isinstance(obj, dict) and obj.get("type") == "fit_memory_breakdown":
             return "\x00fit_json\x00" + stripped, None
@@ -265,7 +265,7 @@ def _json_rows(text: str) -> tuple[BreakdownRow, ...]:
     scale = MIB if data.get("unit", "MiB") == "MiB" else 1
     rows = []
     for r in data.get("rows", ()):
-        def get(key):
+        def get(key: str) -> int | None:
             v = r.get(key)
             return None if v is None else int(v) * scale
         rows.append(BreakdownRow(str(r.get("kind", "")), str(r.get("name", "")), get("self") or 0,
@@ -294,7 +294,7 @@ def parse_memory_report(lines: Iterable[str]) -> EngineMemoryReport:
     table_is_text = False
     tensors_loaded = False
 
-    def close_table():
+    def close_table() -> None:
         nonlocal table
         if table is not None:
             breakdowns.append(Breakdown("loaded" if tensors_loaded else "projected", tuple(table)))
@@ -374,7 +374,7 @@ def parse_memory_report(lines: Iterable[str]) -> EngineMemoryReport:
             load_error = msg.strip()
     close_table()
 
-    def as_int(key):
+    def as_int(key: str) -> int | None:
         v = params.get(key)
         return int(v) if v is not None and v.isdigit() else None
 

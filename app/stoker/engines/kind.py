@@ -136,7 +136,7 @@ def is_ready_status(kind: EngineKind, status: int | None) -> bool:
 # kind -> ((pattern, failure kind from core.diagnosis.KINDS), ...), highest priority first.
 # llama-server's own table is stoker/diagnosis/classify.py (it reads more than lines); these are the
 # lines of the other two engines, copied from their sources and logs.
-_FAILURES: dict[EngineKind, tuple[tuple[re.Pattern, str], ...]] = {
+_FAILURES: dict[EngineKind, tuple[tuple[re.Pattern[str], str], ...]] = {
     EngineKind.DS4: (
         (re.compile(r"CUDA error:\s*(out of memory|memory allocation)|alloc failed \([^)]*\): out of memory",
                     re.I), "cuda-oom"),
@@ -189,16 +189,16 @@ def progress_text(kind: EngineKind, lines: Iterable[str]) -> str | None:
         done = f"rendering step {last.done} of {last.total}"
         return done + (f" ({last.seconds_per_step:.2f} s per step)" if last.seconds_per_step else "")
     if kind is EngineKind.DS4:
-        events = [e for e in parse_ds4_output(lines) if e.phase != "memory"]
-        last = events[-1] if events else None
-        if last is None or last.phase == "ready":
+        ds4_events = [e for e in parse_ds4_output(lines) if e.phase != "memory"]
+        ds4 = ds4_events[-1] if ds4_events else None
+        if ds4 is None or ds4.phase == "ready":
             return None
-        rate = f" ({last.tokens_per_s:g} tokens/s)" if last.tokens_per_s else ""
-        if last.phase in ("prefill", "rebuild") and last.done is not None and last.total:
-            return f"{'reading the prompt' if last.phase == 'prefill' else 'rebuilding'} {last.done:,}/{last.total:,}{rate}"
-        if last.phase == "generating" and last.done is not None:
-            return f"generating, {last.done:,} tokens{rate}"
-        if last.phase in ("mapping", "warming") and last.bytes:
-            return f"{'mapping' if last.phase == 'mapping' else 'warming'} {last.bytes / 1024 ** 3:.1f} GiB of weights"
+        rate = f" ({ds4.tokens_per_s:g} tokens/s)" if ds4.tokens_per_s else ""
+        if ds4.phase in ("prefill", "rebuild") and ds4.done is not None and ds4.total:
+            return f"{'reading the prompt' if ds4.phase == 'prefill' else 'rebuilding'} {ds4.done:,}/{ds4.total:,}{rate}"
+        if ds4.phase == "generating" and ds4.done is not None:
+            return f"generating, {ds4.done:,} tokens{rate}"
+        if ds4.phase in ("mapping", "warming") and ds4.bytes:
+            return f"{'mapping' if ds4.phase == 'mapping' else 'warming'} {ds4.bytes / 1024 ** 3:.1f} GiB of weights"
         return None
     return None

@@ -13,6 +13,7 @@ placing layers is `stoker/planning/planner.py`.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 
 from stoker.base.rpc_address import RpcWorker
@@ -25,7 +26,7 @@ NO_AUTH_WARNING = ("RPC has no authentication and no encryption: anyone who can 
                    "(ssh -N -L PORT:127.0.0.1:PORT this-host).")
 
 
-def rpc_argument(workers) -> str:
+def rpc_argument(workers: Iterable[RpcWorker]) -> str:
     """The engine's `--rpc` value."""
     return ",".join(w.endpoint for w in workers)
 
@@ -34,13 +35,13 @@ def is_loopback(host: str) -> bool:
     return host in LOOPBACK_HOSTS or host.startswith("127.")
 
 
-def worker_of_device(description: str, workers) -> RpcWorker | None:
+def worker_of_device(description: str, workers: Iterable[RpcWorker]) -> RpcWorker | None:
     """The worker an engine device belongs to: the engine writes its `host:port` as the description."""
     desc = description.strip()
     return next((w for w in workers if w.endpoint == desc), None)
 
 
-def remaining_workers(workers, unreachable) -> tuple[RpcWorker, ...]:
+def remaining_workers(workers: Iterable[RpcWorker], unreachable: Collection[RpcWorker]) -> tuple[RpcWorker, ...]:
     """The workers the next attempt uses: every one but those found gone."""
     gone = set(unreachable)
     return tuple(w for w in workers if w not in gone)
@@ -53,7 +54,7 @@ _ALLOC = re.compile(r"\[alloc_buffer\] device: (\d+), size: (\d+) -> remote_ptr:
 _FREE = re.compile(r"\[free_buffer\] remote_ptr: ([0-9a-fA-F]+)")
 
 
-def allocated_bytes(lines) -> int | None:
+def allocated_bytes(lines: Iterable[str]) -> int | None:
     """Bytes a worker holds in buffers now, from its debug log (allocations less frees);
     None when the log has no allocation line (debug off, or nothing allocated yet)."""
     live: dict[str, int] = {}
@@ -70,7 +71,7 @@ def allocated_bytes(lines) -> int | None:
     return sum(live.values()) if seen else None
 
 
-def allocated_by_last_client(lines) -> int | None:
+def allocated_by_last_client(lines: Iterable[str]) -> int | None:
     """Bytes the worker's latest client with buffers holds: its log from the last
     `Accepted client connection` that was followed by allocations (a TCP reachability
     check connects too, and allocates nothing)."""
@@ -93,7 +94,7 @@ _DEVICE = re.compile(r"^\s+(?P<name>[A-Za-z][A-Za-z0-9_]*): (?P<desc>.*?) "
                      r"\((?P<total>\d+) MiB, (?P<free>\d+) MiB free\)\s*$")
 
 
-def worker_devices(lines) -> tuple[WorkerDeviceView, ...]:
+def worker_devices(lines: Iterable[str]) -> tuple[WorkerDeviceView, ...]:
     """The devices of the last `Devices:` block in a worker's log (its latest start); () when
     the banner has not come through yet."""
     found: list[WorkerDeviceView] = []

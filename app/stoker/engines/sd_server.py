@@ -23,6 +23,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.library.image_parts import ImageModel, ImagePart, image_part_of  # noqa: F401  (re-exported)
@@ -118,7 +119,7 @@ def sd_launch_spec(plan: ImagePlan, *, binary: str, port: int, log_file: str | N
     argv = [binary]
     if m.checkpoint:
         argv += ["--model", m.checkpoint]
-    else:
+    elif m.diffusion_model is not None:
         argv += ["--diffusion-model", m.diffusion_model]
     for field, flag in AUX_FLAGS:
         value = getattr(m, field)
@@ -188,11 +189,11 @@ class ImageRequestError(ValueError):
 @dataclass(frozen=True)
 class Txt2ImgCall:
     path: str  # the sd-server route
-    body: dict  # its JSON body
+    body: dict[str, Any]  # its JSON body
     response_format: str  # b64_json
 
 
-def openai_to_txt2img(request: Mapping, plan: ImagePlan) -> Txt2ImgCall:
+def openai_to_txt2img(request: Mapping[str, Any], plan: ImagePlan) -> Txt2ImgCall:
     """Map an OpenAI `/v1/images/generations` body onto sd-server's `/sdapi/v1/txt2img`.
 
     prompt -> prompt; size "WxH" -> width/height (default 512x512 for SD-class models);
@@ -221,7 +222,7 @@ def openai_to_txt2img(request: Mapping, plan: ImagePlan) -> Txt2ImgCall:
     if not (64 <= width <= MAX_SIDE and 64 <= height <= MAX_SIDE) or width % 8 or height % 8:
         raise ImageRequestError(f"size {width}x{height} is not rendered: each side must be a multiple of 8 "
                                 f"from 64 to {MAX_SIDE}")
-    body: dict = {"prompt": prompt, "width": width, "height": height, "batch_size": n}
+    body: dict[str, Any] = {"prompt": prompt, "width": width, "height": height, "batch_size": n}
     steps = request.get("steps", plan.steps)
     if steps is not None:
         if not isinstance(steps, int) or isinstance(steps, bool) or not 1 <= steps <= 150:
@@ -242,7 +243,7 @@ def openai_to_txt2img(request: Mapping, plan: ImagePlan) -> Txt2ImgCall:
     return Txt2ImgCall("/sdapi/v1/txt2img", body, "b64_json")
 
 
-def txt2img_to_openai(reply: Mapping, *, created: int | None = None) -> dict:
+def txt2img_to_openai(reply: Mapping[str, Any], *, created: int | None = None) -> dict[str, Any]:
     """sd-server's `{"images": [base64 PNG, …]}` as OpenAI's `{"created", "data": [{"b64_json"}]}`.
 
     Raises ImageRequestError when the engine answered without an image (it reports errors

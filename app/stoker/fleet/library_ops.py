@@ -16,12 +16,12 @@ import os
 import time
 from collections.abc import Callable
 
-from stoker.errors import UserError
 from stoker.engines.probe import this_machine
-from stoker.planning import pull as model_pull
+from stoker.errors import UserError
 from stoker.library.models import list_models
 from stoker.library.removal import carry_out, plan_removal
 from stoker.library.store_layouts import ModelOrigin, parse_hf_reference
+from stoker.planning import pull as model_pull
 
 PROGRESS_EVERY_S = 0.25
 Report = Callable[[str, int | None, int | None], None]  # (status words, bytes done, bytes in all)

@@ -8,6 +8,7 @@ here means the JSON schema and the human text cannot drift apart. Pure: `now` is
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 from stoker.fleet.snapshot import AppSnapshot, EngineView, WorkerView
 
@@ -20,7 +21,7 @@ SCHEMA = 2
 
 
 def running_status(snap: AppSnapshot, now: float, *, instance_pid: int, tray_shown: bool | None,
-                   gateway_pid: int | None) -> dict:
+                   gateway_pid: int | None) -> dict[str, Any]:
     """The running instance's answer to `stoker status --json` and `GET /stoker/v1/status`
     (the control channel and the gateway process build it from the same snapshot)."""
     status = status_object(replace(snap, tray_shown=tray_shown), now, instance_pid=instance_pid)
@@ -31,7 +32,7 @@ def running_status(snap: AppSnapshot, now: float, *, instance_pid: int, tray_sho
     return status
 
 
-def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = None) -> dict:
+def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = None) -> dict[str, Any]:
     last = snap.incidents[-1] if snap.incidents else None
     uptime = snap.uptime(now)
     return {
@@ -74,7 +75,7 @@ def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = N
     }
 
 
-def worker_object(w: WorkerView) -> dict:
+def worker_object(w: WorkerView) -> dict[str, Any]:
     """This machine's RPC worker: where it listens, its state, what it lends (bytes)."""
     inc = w.last_incident
     return {
@@ -96,14 +97,14 @@ def worker_object(w: WorkerView) -> dict:
     }
 
 
-def gateway_object(url: str | None) -> dict | None:
+def gateway_object(url: str | None) -> dict[str, Any] | None:
     if not url:
         return None
     port = url.rsplit(":", 1)[-1].split("/", 1)[0]
     return {"url": url, "openai_base_url": f"{url}/v1", "port": int(port) if port.isdigit() else None}
 
 
-def engine_object(e: EngineView, now: float) -> dict:
+def engine_object(e: EngineView, now: float) -> dict[str, Any]:
     idle = e.idle_for(now)
     return {
         "id": e.model_id,
@@ -136,7 +137,7 @@ def _duration(seconds: float) -> str:
     return f"{h}h {m:02d}m" if h else (f"{m}m {s:02d}s" if m else f"{s}s")
 
 
-def status_lines(obj: dict) -> list[str]:
+def status_lines(obj: dict[str, Any]) -> list[str]:
     """Human lines for `stoker status`; only what is known is shown."""
     lines = [f"state:     {obj['state']}"]
     if obj.get("model"):

@@ -40,9 +40,9 @@ from stoker.fleet.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
 from stoker.gateway.listing import model_entry
+from stoker.gateway.metrics import GatewayMetrics
 from stoker.gateway.ollama import OllamaApi, keep_alive_refusal, submit_keep_alive
 from stoker.gateway.ollama_rules import OLLAMA_PREFIX
-from stoker.gateway.metrics import GatewayMetrics
 from stoker.gateway.responses_state import ResponseStore, serve_responses
 from stoker.gateway.rules import (
     ANTHROPIC_PATHS,

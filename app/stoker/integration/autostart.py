@@ -10,11 +10,13 @@ with one sentence, also when it could not. The settings dialog decides when.
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from stoker.integration.login_items import (
     APP_ID,
@@ -111,7 +113,8 @@ def _set_launch_agent(enabled: bool, command: tuple[str, ...]) -> Outcome:
 
 
 def _set_run_key(enabled: bool, command: tuple[str, ...]) -> Outcome:
-    import winreg  # Windows only
+    # winreg (and its type stubs) exist only on Windows; the tests put a stand-in in sys.modules
+    winreg: Any = importlib.import_module("winreg")
 
     with winreg.CreateKeyEx(winreg.HKEY_CURRENT_USER, RUN_KEY, 0, winreg.KEY_SET_VALUE) as key:
         if not enabled:

@@ -17,6 +17,7 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from stoker.engines.process import helper_python
@@ -46,7 +47,7 @@ def debian_package(library: str) -> str:
     return f"{name}-{major}" if name[-1].isdigit() else f"{name}{major}"
 
 
-def xcb_plugin_path(env: dict | None = None) -> Path | None:
+def xcb_plugin_path(env: Mapping[str, str] | None = None) -> Path | None:
     """The libqxcb.so Qt would load: QT_QPA_PLATFORM_PLUGIN_PATH, else PySide6's own."""
     env = os.environ if env is None else env
     override = env.get("QT_QPA_PLATFORM_PLUGIN_PATH")

@@ -21,7 +21,7 @@ from pathlib import Path
 from stoker.base.paths import stoker_paths
 from stoker.base.store import OverridesStore
 from stoker.library.image_parts import ImageFile, ImagePart, image_models_from
-from stoker.library.model_ids import Catalog, ModelKind, ModelFacts, build_catalog, model_kind
+from stoker.library.model_ids import Catalog, ModelFacts, ModelKind, build_catalog, model_kind
 from stoker.library.models import is_projector_name, list_models, scan_file
 
 log = logging.getLogger(__name__)

@@ -22,6 +22,7 @@ import re
 import struct
 import threading
 from pathlib import Path
+from typing import NoReturn
 
 import gguf
 import numpy as np
@@ -29,6 +30,7 @@ import numpy as np
 from stoker.base.paths import stoker_paths
 from stoker.library.gguf_summary import (
     GGUFHeader,
+    MetaValue,
     ModelSummary,
     SkippedArray,
     TensorInfo,
@@ -61,7 +63,7 @@ MAX_MESSAGE = 200  # a refusal is one printable line of at most this many charac
 
 _T = gguf.GGUFValueType
 # value type -> (struct code, item size) for fixed-size scalars
-_FIXED = {
+_FIXED: dict[int, tuple[str, int]] = {
     _T.UINT8: ("B", 1), _T.INT8: ("b", 1), _T.UINT16: ("H", 2), _T.INT16: ("h", 2),
     _T.UINT32: ("I", 4), _T.INT32: ("i", 4), _T.FLOAT32: ("f", 4), _T.BOOL: ("?", 1),
     _T.UINT64: ("Q", 8), _T.INT64: ("q", 8), _T.FLOAT64: ("d", 8),
@@ -111,7 +113,7 @@ class _Header:
         self.kept_items = 0
         self.nested_arrays = 0
 
-    def fail(self, problem: str):
+    def fail(self, problem: str) -> NoReturn:
         raise GGUFError(_one_line(self.path, problem))
 
     def check_room(self, n: int) -> int:
@@ -401,7 +403,7 @@ def read_header_stream(f, size: int, source: str, first_part: bool = True) -> GG
         h.fail(f"it claims {n_kv} metadata entries")
     if n_tensors > MAX_TENSOR_COUNT:
         h.fail(f"it claims {n_tensors} tensors")
-    meta: dict[str, object] = {}
+    meta: dict[str, MetaValue] = {}
     for _ in range(n_kv):
         key = h.string("a metadata key", limit=65536)
         vtype = h.u32()

@@ -8,9 +8,9 @@ It must not open files or import gguf; unknown facts are `None`, never 0.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Union
+from typing import Any, Union
 
 from stoker.library.image_parts import image_part_of
 
@@ -27,7 +27,7 @@ class SkippedArray:
     length: int
 
 
-MetaValue = Union[Scalar, tuple, SkippedArray]
+MetaValue = Union[Scalar, tuple[Any, ...], SkippedArray]
 
 
 @dataclass(frozen=True)
@@ -188,13 +188,13 @@ REPACK_CANDIDATE_TYPES = frozenset({"Q1_0", "Q4_0", "Q4_K", "Q5_K", "Q6_K", "Q2_
                                     "MXFP4", "Q8_0"})
 
 
-def _int(v) -> int | None:
+def _int(v: object) -> int | None:
     if isinstance(v, bool):
         return int(v)
     return v if isinstance(v, int) else None
 
 
-def _per_layer(v, n: int, default: tuple[int, ...] = ()) -> tuple[int, ...]:
+def _per_layer(v: object, n: int, default: tuple[int, ...] = ()) -> tuple[int, ...]:
     """A scalar-or-array hyperparameter as one value per layer (arrays padded with their last)."""
     if n <= 0:
         return ()
@@ -208,7 +208,7 @@ def _per_layer(v, n: int, default: tuple[int, ...] = ()) -> tuple[int, ...]:
     return default
 
 
-def swa_layers_from(pattern, n_layer: int, n_swa: int | None, arch: str) -> tuple[bool, ...]:
+def swa_layers_from(pattern: object, n_layer: int, n_swa: int | None, arch: str) -> tuple[bool, ...]:
     """Which trunk layers use the sliding window (llama.cpp `set_swa_pattern`)."""
     if n_layer <= 0:
         return ()
@@ -248,7 +248,7 @@ def classify_block_tensor(base: str) -> str:
     return "other"
 
 
-def _image_part(arch: str, tensors) -> str | None:
+def _image_part(arch: str, tensors: Iterable[TensorInfo]) -> str | None:
     part = image_part_of(arch, (t.name for t in tensors))
     return part.value if part is not None else None
 
@@ -258,7 +258,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
     arch = md.get("general.architecture")
     arch = arch if isinstance(arch, str) else "unknown"
 
-    def key(suffix: str):
+    def key(suffix: str) -> MetaValue | None:
         return md.get(f"{arch}.{suffix}")
 
     n_layer_all = _int(key("block_count"))
@@ -277,8 +277,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
 
     if arch in ALL_RECURRENT_ARCHS:
         recurrent = (True,) * nl
-    elif arch in RECURRENT_BY_INTERVAL_ARCHS and _int(key("full_attention_interval")):
-        interval = _int(key("full_attention_interval"))
+    elif arch in RECURRENT_BY_INTERVAL_ARCHS and (interval := _int(key("full_attention_interval"))):
         recurrent = tuple((i + 1) % interval != 0 for i in range(nl))
     elif arch in RECURRENT_IF_NO_KV_ARCHS and n_head_kv:
         recurrent = tuple(h == 0 for h in n_head_kv)
@@ -298,6 +297,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
                     _int(key("attention.value_length_mla"))) if kv_lora else None)
 
     tokens = md.get("tokenizer.ggml.tokens")
+    n_vocab: int | None
     if isinstance(tokens, SkippedArray):
         n_vocab = tokens.length
     elif isinstance(tokens, tuple):
@@ -395,7 +395,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         n_ff_exp=_int(key("expert_feed_forward_length")),
         repackable=tuple((b, ty, e, n) for (b, ty, e), n in sorted(repack.items())),
         pooling_type=_int(key("pooling_type")),
-        general_type=md.get("general.type") if isinstance(md.get("general.type"), str) else None,
+        general_type=general_type if isinstance(general_type := md.get("general.type"), str) else None,
         image_part=_image_part(arch, header.tensors),
         template_tools=("tools" in template) if isinstance(template := md.get("tokenizer.chat_template"), str)
         else None,
@@ -403,7 +403,7 @@ def summarise(header: GGUFHeader) -> ModelSummary:
     )
 
 
-def summary_to_dict(s: ModelSummary) -> dict:
+def summary_to_dict(s: ModelSummary) -> dict[str, Any]:
     """A JSON-ready dict of every field (plus the derived totals), for caches and --json."""
     d = asdict(s)
     d["is_moe"] = s.is_moe
@@ -411,7 +411,7 @@ def summary_to_dict(s: ModelSummary) -> dict:
     return d
 
 
-def summary_from_dict(d: Mapping) -> ModelSummary:
+def summary_from_dict(d: Mapping[str, Any]) -> ModelSummary:
     """The inverse of `summary_to_dict`; raises KeyError/TypeError on a foreign dict."""
     kw = {f.name: d[f.name] for f in fields(ModelSummary)}
     for k in ("n_head", "n_head_kv", "swa_layers", "recurrent_layers"):

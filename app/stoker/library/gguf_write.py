@@ -23,7 +23,7 @@ def _string(s: str | bytes) -> bytes:
     return struct.pack("<Q", len(b)) + b
 
 
-_FMT = {T.UINT8: "B", T.INT8: "b", T.UINT16: "H", T.INT16: "h", T.UINT32: "I", T.INT32: "i",
+_FMT: dict[int, str] = {T.UINT8: "B", T.INT8: "b", T.UINT16: "H", T.INT16: "h", T.UINT32: "I", T.INT32: "i",
         T.FLOAT32: "f", T.BOOL: "?", T.UINT64: "Q", T.INT64: "q", T.FLOAT64: "d"}
 
 
@@ -67,6 +67,7 @@ def _payload(tv: Typed) -> bytes:
         return _string(tv.value)
     if tv.vtype == T.ARRAY:
         items = tv.value
+        assert tv.item_type is not None  # _guess gives every array its item type
         head = struct.pack("<IQ", tv.item_type, len(items))
         if tv.item_type == T.STRING:
             return head + b"".join(_string(s) for s in items)
@@ -101,7 +102,7 @@ def write_header_only_gguf(path, arch: str, metadata: dict, tensors, vocab_size:
     values (int -> u32, float -> f32, list -> array) or `Typed`.
     """
     path = Path(path)
-    kv = {"general.architecture": arch}
+    kv: dict[str, object] = {"general.architecture": arch}
     kv.update(metadata)
     if vocab_size:
         kv.update(spm_vocab(vocab_size))

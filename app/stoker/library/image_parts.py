@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 
 class ImagePart(str, Enum):
@@ -118,7 +119,7 @@ def image_models_from(files: Iterable[ImageFile]) -> tuple[ImageModel, ...]:
     out = []
     for f in sorted((f for f in files if f.part in _MODEL_PARTS), key=lambda f: f.path):
         folder, stem = os.path.dirname(f.path), _stem(f.path).lower()
-        fields: dict = {}
+        fields: dict[str, Any] = {}
         if f.part is not ImagePart.CHECKPOINT:
             for part, field in _AUX_FIELDS.items():
                 here = [a.path for a in files if a.part is part and os.path.dirname(a.path) == folder]

@@ -31,7 +31,7 @@ class QuantOption:
     @property
     def size_bytes(self) -> int | None:
         sizes = [f.size_bytes for f in self.files]
-        return None if any(s is None for s in sizes) else sum(sizes)
+        return None if any(s is None for s in sizes) else sum(s for s in sizes if s is not None)
 
     @property
     def download_bytes(self) -> int | None:

@@ -223,7 +223,7 @@ def plan_expert_cache(
     else:
         requested, source = ram_tier_cache_gb(total_ram_bytes), f"the default for {_gib(total_ram_bytes)} of RAM"
     model_budget = measured_fixed_bytes is not None and budget_bytes is not None
-    if model_budget:
+    if measured_fixed_bytes is not None and budget_bytes is not None:
         safe_bytes = budget_bytes - measured_fixed_bytes
         room = f"the {_gib(budget_bytes)} model budget less the measured {_gib(measured_fixed_bytes)}"
     else:

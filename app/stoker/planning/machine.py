@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ _UNITS = (("_bytes", 1), ("_mib", 1024 ** 2), ("_gib", 1024 ** 3))
 _BACKENDS = ("cuda", "rocm", "vulkan", "metal", "sycl", "opencl", "rpc", "other")
 
 
-def _size(obj: dict, stem: str, where: str, required: bool) -> int | None:
+def _size(obj: dict[str, Any], stem: str, where: str, required: bool) -> int | None:
     """Read `stem_bytes`, `stem_mib` or `stem_gib` (exactly one) as bytes."""
     found = [(k, obj[stem + suffix], mult) for suffix, mult in _UNITS
              for k in (stem + suffix,) if k in obj]
@@ -148,7 +149,7 @@ def machine_from_json(text: str, source: str) -> Machine:
                    ram_bandwidth_bytes_per_s=_bandwidth(data, where, "ram_bandwidth_gb_s"))
 
 
-def _bandwidth(obj: dict, where: str, key: str = "bandwidth_gb_s") -> int | None:
+def _bandwidth(obj: dict[str, Any], where: str, key: str = "bandwidth_gb_s") -> int | None:
     v = obj.get(key)
     if v is None:
         return None

@@ -24,6 +24,7 @@ a file or a build changed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 KV_PAD = 256
@@ -118,7 +119,7 @@ def _least_squares(xy: list[tuple[float, float]]) -> tuple[float, float]:
     return my - slope * mx, slope
 
 
-def _correction(pairs: list[tuple[int, int]]) -> Correction:
+def _correction(pairs: list[tuple[float, float]]) -> Correction:
     """Least squares of the error (engine - analytic) against the analytic value.
 
     Two points: exact at both. Analytic values closer together than MIN_ANALYTIC_SPREAD
@@ -133,7 +134,7 @@ def _correction(pairs: list[tuple[int, int]]) -> Correction:
     return Correction(offset, slope)
 
 
-def fit_line(points) -> MeasuredLine | None:
+def fit_line(points: Iterable[MeasuredPoint]) -> MeasuredLine | None:
     """The calibration through the points that carry an analytic estimate, or None when they
     cover fewer than two distinct cell counts (one context cannot tell a constant error from a
     per-token one)."""
@@ -141,8 +142,9 @@ def fit_line(points) -> MeasuredLine | None:
     if len({p.cells for p in pts}) < 2:
         return None
     parts = []
+    analytic = [(p, p.analytic) for p in pts]
     for i in range(3):
-        parts.append(_correction([(p.analytic[i], p.engine[i]) for p in pts]))  # type: ignore[index]
+        parts.append(_correction([(float(a[i]), float(p.engine[i])) for p, a in analytic if a is not None]))
     return MeasuredLine(parts[0], parts[1], parts[2], pts)
 
 

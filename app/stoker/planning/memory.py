@@ -164,12 +164,12 @@ def kv_bytes(model: ModelSummary, *, ctx: int, slots: int, kv_unified: bool,
     cells_swa = None
     if has_swa:
         cells_swa = n_ctx_seq if swa_full else pad(
-            min(n_ctx_seq, model.n_swa * (slots if kv_unified else 1) + ubatch))
+            min(n_ctx_seq, (model.n_swa or 0) * (slots if kv_unified else 1) + ubatch))
 
     per_layer = [0] * n_layer
     k_total = v_total = 0
     for il, k, v, is_swa in owners:
-        cells = (cells_swa if is_swa else n_ctx_seq) * streams
+        cells = (cells_swa if is_swa and cells_swa is not None else n_ctx_seq) * streams
         kb = row_bytes(type_k, k) * cells
         vb = row_bytes(type_v, v) * cells if v else 0
         k_total += kb

@@ -130,7 +130,7 @@ def machine_budgets(machine: Machine, policy: PlanPolicy) -> _Budgets:
                         f"{gib(ram_budget)} for the model")
     if machine.unified_memory:
         g = gpus[0]
-        free = g.free_bytes if g.free_bytes is not None else g.total_bytes
+        free = g.free_bytes if g.free_bytes is not None else (g.total_bytes or 0)
         budget = max(0, min(ram_budget, free - policy.device_margin_bytes))
         return _Budgets((_Pool(g.name, budget, True),), {"CPU": g.name}, ((g.name, 1.0),), False, budget,
                         f"unified memory: {g.name} shares {gib(ram)} of available RAM; "
@@ -138,7 +138,7 @@ def machine_budgets(machine: Machine, policy: PlanPolicy) -> _Budgets:
     pools = [_Pool("CPU", ram_budget, False)]
     splits = []
     for g in gpus:
-        free = g.free_bytes if g.free_bytes is not None else g.total_bytes
+        free = g.free_bytes if g.free_bytes is not None else (g.total_bytes or 0)
         b = max(0, free - policy.device_margin_bytes)
         pools.append(_Pool(g.name, b, True))
         splits.append((g.name, float(max(b, 1))))
@@ -657,6 +657,7 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
                                   + (" and every layer on the GPU" if resident else "")
                                   + f"; {_tokens(lo)} is the largest window that {why_fits}"))
             return r, notes, r
+        assert last is not None  # slot_options always holds at least one count
         return None, notes, last
 
     def settle(spec_: _Spec) -> tuple[_Result | None, list[Decision], _Result]:

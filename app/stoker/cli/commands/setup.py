@@ -13,6 +13,7 @@ import os
 import platform
 import sys
 from pathlib import Path
+from typing import Any
 
 from stoker.base.paths import stoker_paths
 from stoker.engines.bandwidth import cached_cpu_bandwidth, measure_cpu_bandwidth
@@ -166,11 +167,11 @@ def _interrupt_on_sigterm() -> None:
 def run(args) -> int:
 
     _interrupt_on_sigterm()
-    reporter = JsonReporter() if args.json_progress else TerminalReporter()
+    reporter: JsonReporter | TerminalReporter = JsonReporter() if args.json_progress else TerminalReporter()
     try:
         return _run(args, reporter)
     except UserError as exc:
-        if args.json_progress:  # a UI reading the stream learns why it ended, not only the exit code
+        if isinstance(reporter, JsonReporter):  # a UI reading the stream learns why it ended, not only the exit code
             reporter.emit(event="error", text=str(exc))
         raise
 
@@ -208,7 +209,8 @@ def _run(args, reporter) -> int:
     if jobs < 1:
         raise UserError("--jobs must be 1 or more.")
 
-    installed, failures = [], []
+    installed: list[Any] = []
+    failures: list[Any] = []
     if args.image:
         images, failures = _setup_image(args, backends, paths, jobs, reporter)
         if images is None:
@@ -310,7 +312,8 @@ def _setup_image(args, backends, paths, jobs, reporter):
     A GPU image build that fails in auto mode is reported and skipped like a GPU llama-server
     build; the CPU one must succeed."""
 
-    installed, failures = [], []
+    installed: list[Any] = []
+    failures: list[Any] = []
     for backend in backends:
         try:
             result = setup_image_engine(backend, sd_cmake_flags(backend, native=args.native), paths, jobs,
