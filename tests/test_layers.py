@@ -79,6 +79,7 @@ EFFECTS = frozenset({
     "stoker.gateway.process",
     "stoker.gateway.routes",
     "stoker.gateway.server",
+    "stoker.gateway.upstream",
     "stoker.integration.autostart",
     "stoker.integration.desktop_entry",
     "stoker.integration.qt_platform",

@@ -81,6 +81,7 @@ class Instance:
         self.supervisor = Supervisor(preparer, gateway_url=self.url, name_model=self.catalog.id_for,
                                      routes=routes, on_overrides=self._overrides_saved,
                                      **supervisor_options)
+        routes.wake = lambda: self.supervisor.submit(cmd.RouteAnswered())
         self.gateway = GatewayProcess(self.supervisor, self.catalog, routes,
                                       GatewayConfig(self.port, cors_origins=_cors_origins()),
                                       sockets=sockets, tray_shown=tray_shown, api_key=_api_key)

@@ -94,7 +94,7 @@ from stoker.fleet.lifecycle import (
 from stoker.fleet.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
-from stoker.gateway.routes import Routes
+from stoker.gateway.routes import Routes, RouteTable
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import LaunchPlan, plan_summary_line
 
@@ -115,6 +115,9 @@ HEALTH_TIMEOUT_S = 1.0
 # A hung engine (no /health answer, or no READY in time) does not get the polite grace: it
 # cannot act on SIGTERM anyway, and every second it holds is a second the model is away.
 HUNG_GRACE_S = 1.0
+# A stop waits (on its own thread) this long at most for the gateway process to confirm that
+# the engine's route is closed, so no request is leased on an engine that is being stopped.
+ROUTE_CLOSE_WAIT_S = 1.0
 ADMIT_RETRY_S = 1.0  # a load waiting for room is decided again at least this often
 WORKER_CHECK_S = 5.0  # a dropped RPC worker is looked for this often (the preparer's hook)
 PROGRESS_PUBLISH_S = 0.25  # a working ds4 / sd-server's progress line is published at most this often
@@ -257,7 +260,7 @@ class Supervisor:
                  incident_log: IncidentLog | None = None,
                  gateway_url: str | None = None,
                  name_model: Callable[[str], str | None] | None = None,
-                 routes: Routes | None = None,
+                 routes: RouteTable | None = None,
                  on_overrides: Callable[[str], None] | None = None):
         from stoker.base.paths import stoker_paths
 
@@ -278,7 +281,7 @@ class Supervisor:
         self._subscribers: list[Subscriber] = []
         self._sub_lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self.routes = routes or Routes(clock)  # the gateway process's mirror, in an Instance
+        self.routes: RouteTable = routes or Routes(clock)  # the gateway process's mirror, in an Instance
         # Owned by the supervisor thread only:
         self._engines: dict[str, _Engine] = {}
         self._focus: str | None = None  # the model the top-level snapshot fields describe
@@ -381,6 +384,7 @@ class Supervisor:
                 self._answer_waiters()
                 self._drop_stopped()
                 self._watch_workers()
+                self.routes.settle()
                 if self._shutting_down and all(e.state.finished for e in self._engines.values()):
                     self._finished = True
         except Exception:
@@ -545,6 +549,8 @@ class Supervisor:
                 self._publish()
         elif isinstance(command, _WorkerChanged):
             self._publish()
+        elif isinstance(command, cmd.RouteAnswered):
+            pass  # the gateway process answered a close: the pass that follows decides anew
         elif isinstance(command, cmd.Shutdown):
             self._shutting_down = True
             self._pending.clear()
@@ -955,8 +961,12 @@ class Supervisor:
         # A hung engine cannot act on SIGTERM anyway; a cancelled one must let go at once.
         grace = HUNG_GRACE_S if effect.hung or e.cancelling else self._stop_grace_s
 
+        key = e.key
+
         def stop() -> None:
             try:
+                if not self.routes.wait_closed(key, ROUTE_CLOSE_WAIT_S):
+                    log.warning("the gateway process did not confirm that %s is closed", self._model_id(key))
                 proc.stop(grace_s=grace)
                 e.last_exit = proc.exit_report(self._clock())
             except Exception:
