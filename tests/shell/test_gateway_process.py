@@ -7,38 +7,49 @@ are tests/shell/test_gateway.py, which runs through this same process.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
 import signal
+import struct
+import subprocess
 import threading
 import time
 import urllib.error
 import urllib.request
+from typing import get_args
 
 import psutil
 import pytest
 
+from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Route, Shutdown
 from stoker.fleet.instance import Instance
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.gateway.link import (
+    CHILD_COMMANDS,
     PROTOCOL_VERSION,
+    VERSION_MISMATCH_EXIT,
+    ChildToParent,
     CloseIfIdle,
+    CommandWanted,
     Hello,
     IdleAnswer,
     LinkClosed,
     OpenRoute,
     Outbox,
+    ParentToChild,
     RouteClosed,
     RouteOpened,
     UsageChanged,
     read_frame,
     write_frame,
 )
-from stoker.gateway.process import RemoteRoutes
+from stoker.gateway.process import GatewayProcess, RemoteRoutes, gateway_child_argv
 from stoker.gateway.routes import Routes
-from stoker.library.model_ids import Catalog
+from stoker.gateway.server import GatewayConfig, bind_sockets
+from stoker.library.model_ids import Catalog, ModelKind, build_catalog
 
 from .test_faults import Stoker, gone_within, home, run_args, status_json  # noqa: F401 (fixture)
 
@@ -351,3 +362,141 @@ def test_a_request_naming_no_model_goes_to_a_loaded_model_of_the_kind_it_needs()
                                                      model_path="/m/bert.F16.gguf"), None))
     assert gw._default_model(ModelKind.CHAT) is None  # nothing loaded, the last used cannot chat
     box.close()
+
+
+# ------------------------------------------------------------------ the protocol
+
+
+class _FakeSupervisor:
+    """What GatewayProcess reads of the supervisor, recording what it is asked to do."""
+
+    def __init__(self) -> None:
+        self.submitted: list = []
+
+    def snapshot(self) -> AppSnapshot:
+        return AppSnapshot(seq=1, state=EngineState.STOPPED)
+
+    def subscribe(self, callback):
+        return lambda: None
+
+    def submit(self, command) -> None:
+        self.submitted.append(command)
+
+
+class _FakeCatalog:
+    def __init__(self, catalog: Catalog) -> None:
+        self.current = catalog
+
+    def on_change(self, callback):
+        return lambda: None
+
+    def refresh(self) -> Catalog:
+        return self.current
+
+
+def _gateway_process(catalog: Catalog | None = None, key: str | None = "secret"):
+    sockets = bind_sockets(0, ("127.0.0.1",))
+    sup = _FakeSupervisor()
+    gp = GatewayProcess(sup, _FakeCatalog(catalog or Catalog()), RemoteRoutes(),
+                        GatewayConfig(sockets[0].getsockname()[1]),
+                        sockets=sockets, tray_shown=lambda: None, api_key=lambda: key)
+    return gp, sup
+
+
+def test_no_request_is_answered_without_the_key_while_a_large_catalog_is_handed_over():
+    """Issue 21 point 4: the key came after the catalog, and 50 of 50 keyless requests sent
+    during a large catalog's hand-over were answered. Now the key is inside Hello and the
+    child serves nothing before it."""
+    catalog, _ = build_catalog([(f"/m/model-{i}.Q4_0.gguf", f"model-{i}.Q4_0.gguf", ModelKind.CHAT, "folder")
+                                for i in range(20000)])
+    gp, _ = _gateway_process(catalog)
+    answers: list[int] = []
+    sent_at: list[float] = []
+
+    def keyless() -> None:
+        sent_at.append(time.monotonic())
+        try:
+            with urllib.request.urlopen(gp.url + "/v1/models", timeout=60) as resp:
+                answers.append(resp.status)
+        except urllib.error.HTTPError as exc:
+            answers.append(exc.code)
+
+    try:
+        gp.start()
+        askers = [threading.Thread(target=keyless) for _ in range(50)]
+        for t in askers:
+            t.start()
+        gp.wait_ready(60)
+        ready_at = time.monotonic()
+        for t in askers:
+            t.join(60)
+    finally:
+        gp.stop()
+    assert len(sent_at) == 50 and max(sent_at) < ready_at  # every one sent during the hand-over
+    assert answers.count(200) == 0 and answers == [401] * 50
+
+
+def _child() -> subprocess.Popen:
+    return subprocess.Popen(gateway_child_argv(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+
+
+def _one_sentence(proc: subprocess.Popen) -> str:
+    lines = [line for line in proc.stderr.read().decode().splitlines() if line.strip()]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
+def test_a_hello_of_another_protocol_version_is_one_sentence_and_the_child_exits():
+    proc = _child()
+    write_frame(proc.stdin, dataclasses.replace(_hello(()), version=PROTOCOL_VERSION + 1))
+    proc.stdin.close()
+    assert proc.wait(60) == VERSION_MISMATCH_EXIT
+    line = _one_sentence(proc)
+    assert f"protocol {PROTOCOL_VERSION + 1}" in line and "not the same version" in line
+
+
+def test_a_first_message_the_child_cannot_read_is_the_same_sentence():
+    proc = _child()
+    data = b"cstoker.gateway.link\nHelloFromTheFuture\n."  # a class this version does not have
+    proc.stdin.write(struct.pack(">I", len(data)) + data)
+    proc.stdin.close()
+    assert proc.wait(60) == VERSION_MISMATCH_EXIT
+    assert "not the same version" in _one_sentence(proc)
+
+
+def test_the_parent_stops_restarting_a_child_of_another_version(monkeypatch, caplog):
+    gp, _ = _gateway_process()
+    monkeypatch.setattr("stoker.gateway.process.PROTOCOL_VERSION", PROTOCOL_VERSION + 1)
+    try:
+        gp.start()
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and "it is not started again" not in caplog.text:
+            time.sleep(0.05)
+        assert "it is not started again" in caplog.text and gp.pid is None
+    finally:
+        gp.stop()
+
+
+def test_only_the_allowlisted_commands_from_the_child_reach_the_supervisor(caplog):
+    gp, sup = _gateway_process()
+    box = _Link(RemoteRoutes())
+    try:
+        gp._dispatch(CommandWanted(cmd.Stop()), box)  # Stop is a command, but not one the gateway may ask
+        gp._dispatch(CommandWanted(cmd.EnsureModel(model_path="/m/a.gguf", ticket=1, answer=print)), box)
+        gp._dispatch("a string", box)  # not a message at all
+        assert sup.submitted == []
+        assert caplog.text.count("refused a command from the gateway process") == 2
+        assert "refused a message from the gateway process: str" in caplog.text
+        gp._dispatch(CommandWanted(cmd.CancelEnsure(("gateway", 1))), box)
+        gp._dispatch(CommandWanted(cmd.CancelRender(model_path="/m/a.gguf", reason="left")), box)
+        assert sup.submitted == [cmd.CancelEnsure(("gateway", 1)), cmd.CancelRender("/m/a.gguf", "left")]
+    finally:
+        for s in gp._sockets:
+            s.close()
+
+
+def test_each_side_has_one_union_and_every_message_is_in_exactly_one():
+    parent, child = set(get_args(ParentToChild)), set(get_args(ChildToParent))
+    assert not parent & child and Hello in parent and IdleAnswer in child
+    assert set(CHILD_COMMANDS) == {cmd.CancelEnsure, cmd.CancelRender}
