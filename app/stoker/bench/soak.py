@@ -276,6 +276,7 @@ class _Soak:
             if not self.wait_both(sup, 180):
                 raise RuntimeError("the two models did not both become ready within 180 s")
             rss_start = self.rss(instance)
+            log_from = _log_size()
             faults = schedule(a.minutes, a.unload_every, a.engine_kill_every, a.gateway_kill_every)
             t0 = time.time()
             until = t0 + a.minutes * 60
@@ -287,19 +288,21 @@ class _Soak:
             for f in faults:
                 if _sleep_until(t0 + f.at, clients):
                     self.fault(instance, f)
-            requests = [Request(**r) for r in results.get(timeout=a.minutes * 60 + REQUEST_TIMEOUT_S + 60)]
+            requests = [Request(**r) for r in _results(results, clients, until + REQUEST_TIMEOUT_S + 60)]
             clients.join(30)
             recovered = self.wait_both(sup, 60)
             rss_end = self.rss(instance)
+            tracebacks = _tracebacks_since(log_from)
         finally:
             if clients is not None and clients.is_alive():
                 clients.kill()
             instance.close()
             instance.supervisor.submit(cmd.Shutdown())
             instance.supervisor.join(30)
-        return self.report(requests, rss_start, rss_end, recovered)
+        return self.report(requests, rss_start, rss_end, recovered, tracebacks)
 
-    def report(self, requests: list[Request], rss_start: dict, rss_end: dict, recovered: bool) -> dict:
+    def report(self, requests: list[Request], rss_start: dict, rss_end: dict, recovered: bool,
+               tracebacks: int | None) -> dict:
         a = self.args
         done = tuple(self.faults_done)
         rows = []
@@ -314,10 +317,49 @@ class _Soak:
                 "faults": [{"at_s": round(f.at, 1), "fault": f.fault.value,
                             "model": None if f.model is None else self.ids[f.model]} for f in done],
                 "rss_start": rss_start, "rss_end": rss_end, "rss_growth": growth,
-                "both_ready_at_end": recovered,
+                "both_ready_at_end": recovered, "log_tracebacks": tracebacks,
                 "unexplained": [r for r in rows if r["outcome"] == Outcome.UNEXPLAINED.value],
                 "beside_kill": [r for r in rows if r["outcome"] == Outcome.BESIDE_KILL.value],
                 "notes": self.notes}
+
+
+def _results(results, clients, deadline: float) -> list[dict]:
+    """The clients' records, or RuntimeError when their process ended without sending them."""
+    import queue
+
+    while time.time() < deadline:
+        try:
+            return results.get(timeout=5)
+        except queue.Empty:
+            if not clients.is_alive():
+                raise RuntimeError(f"the clients' process ended (exit {clients.exitcode}) without its "
+                                   "results") from None
+    raise RuntimeError("the clients did not finish in time")
+
+
+def _log_path() -> Path:
+    from stoker.base.paths import stoker_paths
+
+    return stoker_paths().logs / "stoker.log"
+
+
+def _log_size() -> int:
+    try:
+        return _log_path().stat().st_size
+    except OSError:
+        return 0
+
+
+def _tracebacks_since(offset: int) -> int | None:
+    """Tracebacks stoker.log got during the run (None: it was rotated meanwhile, or unreadable)."""
+    try:
+        with open(_log_path(), "rb") as f:
+            if f.seek(0, 2) < offset:
+                return None
+            f.seek(offset)
+            return f.read().count(b"Traceback (most recent call last)")
+    except OSError:
+        return None
 
 
 def _kill(pid: int) -> None:
@@ -361,6 +403,8 @@ def print_report(out: dict) -> None:
         print(f"RSS growth     {growth * 100:+.2f} %  (target < {RSS_GROWTH_TARGET * 100:g} %: {verdict})")
     verdict = "met" if c["unexplained"] == 0 else "MISSED"
     print(f"unexplained    {c['unexplained']}  (target 0: {verdict})")
+    tracebacks = out["log_tracebacks"]
+    print(f"tracebacks in stoker.log during the run: {'unknown (rotated)' if tracebacks is None else tracebacks}")
     if not out["both_ready_at_end"]:
         print("both models were NOT ready again at the end")
     for r in out["unexplained"][:20]:
