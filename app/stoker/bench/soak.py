@@ -260,7 +260,7 @@ class _Soak:
         from stoker.fleet.launcher import RealPreparer
 
         a = self.args
-        configure_logging()  # stoker.log, as `stoker run` writes it: what the faults left there is read below
+        configure_logging("info")  # stoker.log, as `stoker run` writes it: what the faults left there is read below
         # idle_timeout_s=0: nothing is unloaded for idleness; only the schedule unloads.
         preparer = RealPreparer(engine=a.engine, remember_last_model=False, idle_timeout_s=0)
         instance = Instance(preparer, port=0, extra_models=tuple(str(m) for m in self.models),
