@@ -234,9 +234,9 @@ class _Soak:
         from stoker.fleet import commands as cmd
 
         sup = instance.supervisor
-        if f.fault is Fault.UNLOAD:
+        if f.fault is Fault.UNLOAD and f.model is not None:
             sup.submit(cmd.UnloadModel(self.keys[f.model]))  # what `stoker unload` submits
-        elif f.fault is Fault.ENGINE_KILL:
+        elif f.fault is Fault.ENGINE_KILL and f.model is not None:
             pid = self.keys_ready(sup.snapshot()).get(self.keys[f.model])
             if pid is None:
                 self.notes.append(f"- at {f.at:.0f} s the engine of {self.ids[f.model]} was not running; "

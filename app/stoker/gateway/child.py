@@ -55,6 +55,7 @@ from stoker.gateway.link import (
     Shutdown,
     SnapshotChanged,
     UsageChanged,
+    from_parent,
     read_frame,
 )
 from stoker.gateway.routes import Routes
@@ -166,9 +167,6 @@ def _listening_sockets(hello: Hello) -> list[socket.socket]:
     return [socket.socket(fileno=fd) for fd in hello.socket_fds]
 
 
-PARENT_MESSAGES: tuple[type, ...] = typing.get_args(ParentToChild)
-
-
 def read_hello(inbox: BinaryIO) -> Hello | int:
     """The first message, or the exit status when it is not a Hello of this version (one
     sentence in the log: the child cannot serve what it cannot read)."""
@@ -226,7 +224,7 @@ def serve(inbox: BinaryIO, outstream: BinaryIO) -> int:
             except LinkVersionError as exc:
                 log.warning("the gateway refused a message from Stoker: %s", exc)
                 continue
-            if not isinstance(message, PARENT_MESSAGES):
+            if not from_parent(message):
                 log.warning("the gateway refused a message it does not know: %s", type(message).__name__)
                 continue
             if isinstance(message, Shutdown):

@@ -21,7 +21,7 @@ import struct
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, TypeGuard, get_args
 
 from stoker.fleet import commands as cmd
 from stoker.fleet.commands import EnsureResult, Route
@@ -185,6 +185,19 @@ class RescanWanted:
 
 
 ChildToParent = Listening | EnsureWanted | CommandWanted | UsageChanged | IdleAnswer | RescanWanted
+
+_PARENT_MESSAGES: tuple[type, ...] = get_args(ParentToChild)
+_CHILD_MESSAGES: tuple[type, ...] = get_args(ChildToParent)
+
+
+def from_parent(message: object) -> TypeGuard[ParentToChild]:
+    """Whether the child may act on this: a member of Stoker's union, nothing else."""
+    return isinstance(message, _PARENT_MESSAGES)
+
+
+def from_child(message: object) -> TypeGuard[ChildToParent]:
+    """Whether Stoker may act on this: a member of the gateway's union, nothing else."""
+    return isinstance(message, _CHILD_MESSAGES)
 
 
 # ---------------------------------------------------------------------- framing

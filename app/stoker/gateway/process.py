@@ -54,6 +54,7 @@ from stoker.gateway.link import (
     Shutdown,
     SnapshotChanged,
     UsageChanged,
+    from_child,
     read_frame,
 )
 from stoker.gateway.server import GatewayConfig, GatewayError
@@ -70,9 +71,6 @@ START_TIMEOUT_S = 15.0
 KEY_REFRESH_S = 2.0  # the keyring is re-read this often (a key saved by another process)
 RESPAWN_DELAYS_S = (0.2, 1.0, 2.0, 5.0)
 STABLE_AFTER_S = 60.0  # a child up this long starts the respawn delays afresh
-
-
-CHILD_MESSAGES: tuple[type, ...] = typing.get_args(ChildToParent)
 
 
 def gateway_child_argv() -> list[str]:
@@ -407,7 +405,7 @@ class GatewayProcess:
             self._child_gone(proc, outbox)
 
     def _dispatch(self, message: object, outbox: Outbox) -> None:
-        if not isinstance(message, CHILD_MESSAGES):
+        if not from_child(message):
             log.warning("refused a message from the gateway process: %s is not one it may send",
                         type(message).__name__)
             return
