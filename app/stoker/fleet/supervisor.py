@@ -287,6 +287,8 @@ class Supervisor:
         self._focus: str | None = None  # the model the top-level snapshot fields describe
         self._pending: list[str] = []  # loads waiting for admission, FIFO
         self._next_admit_at = 0.0
+        # Stops waiting for the gateway process to confirm the route is closed: key → deadline.
+        self._stops_after_close: dict[str, float] = {}
         self._waiters: dict[object, tuple[str, Callable[[EnsureResult], None]]] = {}
         self._shutting_down = False
         self._finished = False
@@ -384,6 +386,7 @@ class Supervisor:
                 self._answer_waiters()
                 self._drop_stopped()
                 self._watch_workers()
+                self._stop_closed()
                 self.routes.settle()
                 if self._shutting_down and all(e.state.finished for e in self._engines.values()):
                     self._finished = True
@@ -418,7 +421,7 @@ class Supervisor:
                 wait = min(wait, READY_POLL_S)
             elif e.phase is EngineState.BACKOFF and e.state.retry_at is not None:
                 wait = min(wait, max(0.0, e.state.retry_at - now))
-        if self._pending or self.routes.changed.is_set():
+        if self._pending or self.routes.changed.is_set() or self._stops_after_close:
             wait = min(wait, READY_POLL_S)
         expiry = next_expiry([r for r in self._residents(exclude=None) if not r.busy])
         if expiry is not None:  # wake for the next idle unload, not only at the next poll
@@ -669,8 +672,25 @@ class Supervisor:
             self._stop(engine)
 
     def _stop(self, engine: _Engine) -> None:
+        """Close its route, and stop it once the gateway process has confirmed the close (a
+        message, not a wait here): until then it stays READY in the snapshot, so a request
+        sent after the snapshot says STOPPING can never be leased on the dying engine."""
         self.routes.close(engine.key)
-        self._feed(engine, StopRequested())
+        if self.routes.wait_closed(engine.key, 0.0):
+            self._feed(engine, StopRequested())
+        else:
+            self._stops_after_close.setdefault(engine.key, self._clock() + ROUTE_CLOSE_WAIT_S)
+
+    def _stop_closed(self) -> None:
+        """Carry out the stops whose close is confirmed (or went unconfirmed too long)."""
+        now = self._clock()
+        for key, deadline in list(self._stops_after_close.items()):
+            if not self.routes.wait_closed(key, 0.0) and now < deadline:
+                continue
+            del self._stops_after_close[key]
+            engine = self._engines.get(key)
+            if engine is not None and engine.phase is not EngineState.STOPPED:
+                self._feed(engine, StopRequested())
 
     def _cancel_waiter(self, ticket) -> None:
         entry = self._waiters.pop(ticket, None)

@@ -215,13 +215,13 @@ class RemoteRoutes:
             closing = self._closing.get(message.key)
             if closing is not None and closing[0] == message.asked:
                 del self._closing[message.key]
-                closing[1].set()
-                return
-            if self._asking_idle.get(message.key) != message.asked:
+                closing[1].set()  # a stop waiting for it goes ahead
+            elif self._asking_idle.get(message.key) != message.asked:
                 return  # a question made void (a new gateway process, or the route reopened)
-            del self._asking_idle[message.key]
-            if message.closed:  # (a route already closed by `close` is answered idle here too)
-                self._idle_closed[message.key] = self._passes
+            else:
+                del self._asking_idle[message.key]
+                if message.closed:  # (a route already closed by `close` is answered idle here too)
+                    self._idle_closed[message.key] = self._passes
         self.changed.set()
         self.wake()
 
