@@ -70,14 +70,10 @@ RESPONSE_DROP = frozenset({"connection", "keep-alive", "transfer-encoding", "con
 MAX_BODY = 64 * 1024 * 1024  # images in chat requests are base64: allow generous bodies
 CRASH_WAIT_S = 2.0  # how long a failed upstream waits for the supervisor to name the incident
 EVENT_KEEPALIVE_S = 15.0
-# Each request to an engine has a connection of its own, closed when its answer ends (no
-# upstream keep-alive). llama-server serves HTTP from a small thread pool (slots + 2 threads,
-# or the cores less one) and a kept-alive idle connection holds one of its threads for up to
-# 5 s; with more clients than threads, the gateway's pooled connections were reused again and
-# again while a connection opened beside them waited in the engine's queue until its client
-# gave up (120 s, seen in `stoker bench soak`), and the engine's health probe could not get a
-# thread either. Reusing a connection the engine had just closed also answered 502 "engine
-# stopped" (seen in `stoker bench gateway`). A loopback connect costs well under a millisecond.
+# An idle upstream connection is dropped after this long, well before llama-server's own
+# keep-alive timeout (cpp-httplib closes idle connections after 5 s): reusing one the engine
+# has just closed answered a client 502 "engine stopped" (seen in `stoker bench gateway`).
+UPSTREAM_KEEPALIVE_S = 2.0
 RESCAN_MIN_S = 2.0
 
 
@@ -203,7 +199,8 @@ class Gateway:
                                shutdown_timeout=1.0)
         await runner.setup()
         self._session = ClientSession(
-            connector=TCPConnector(limit=0, force_close=True, enable_cleanup_closed=True),
+            connector=TCPConnector(limit=0, force_close=False, enable_cleanup_closed=True,
+                                   keepalive_timeout=UPSTREAM_KEEPALIVE_S),
             timeout=ClientTimeout(total=None, sock_connect=10, sock_read=None),
             auto_decompress=False, skip_auto_headers=("User-Agent",))
         for s in self._sockets:
