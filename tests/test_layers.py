@@ -116,6 +116,7 @@ EFFECTS = frozenset({
     "stoker.gateway.server",
     "stoker.instance.control",
     "stoker.instance.instance",
+    "stoker.gateway.upstream",
     "stoker.integration.autostart",
     "stoker.integration.desktop_entry",
     "stoker.integration.qt_platform",

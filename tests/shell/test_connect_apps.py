@@ -19,12 +19,12 @@ import keyring
 import pytest
 
 from stoker.base import secrets
+from stoker.base.overrides import ModelOverrides
 from stoker.cli import main as stoker_main
 from stoker.fleet.commands import Shutdown
+from stoker.fleet.launcher import RealPreparer
 from stoker.instance.control import ControlServer
 from stoker.instance.instance import Instance
-from stoker.fleet.launcher import RealPreparer
-from stoker.base.overrides import ModelOverrides
 from tests.shell.engine_helpers import engines_running
 from tests.shell.test_secrets import MemoryKeyring
 

@@ -339,3 +339,40 @@ def test_embeddings_on_an_embedding_model_and_clear_refusals_elsewhere(gateway, 
     assert "embedding model" in str(embedder.value) and DEMO_ID in str(embedder.value)
     argv = next(e for e in inst.supervisor.snapshot().engines if e.model_id == "tiny-bert:f32")
     assert argv.state is S.READY
+
+
+def _gateway_log_lines(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.name.startswith("stoker.gateway")]
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_kill_9_mid_stream_ends_the_stream_with_its_error_event_and_one_log_line(
+        gateway, demo_model, caplog, api):
+    """The engine dies while a stream is under way: aiohttp raises ClientPayloadError while
+    reading its body. The client reads the API's final error event (OpenAI's `data:` error,
+    Anthropic's `event: error`); the gateway's log has one line for it and no traceback."""
+    caplog.set_level("INFO")
+    inst = gateway(demo_model)
+    assert say(oai(inst))
+    engine = ready(inst, DEMO_ID)
+    messages = [{"role": "user", "content": "Tell me a long story"}]
+    got_text = False
+    with pytest.raises((openai.APIError, anthropic.APIError)) as failed:
+        if api == "openai":
+            for chunk in oai(inst).chat.completions.create(model=DEMO_ID, max_tokens=1000, stream=True,
+                                                           messages=messages, extra_body={"ignore_eos": True}):
+                if chunk.choices and chunk.choices[0].delta.content and not got_text:
+                    got_text = True
+                    os.kill(engine.pid, signal.SIGKILL)  # mid-stream: the first words are out
+        else:
+            claude = anthropic.Anthropic(base_url=inst.url, api_key="unused", max_retries=0)
+            with claude.messages.stream(model=DEMO_ID, max_tokens=1000, messages=messages) as stream:
+                for text in stream.text_stream:
+                    if text and not got_text:
+                        got_text = True
+                        os.kill(engine.pid, signal.SIGKILL)
+    assert got_text
+    assert "stopped while answering" in str(failed.value)
+    lines = _gateway_log_lines(caplog)
+    assert sum("stopped mid-answer" in line for line in lines) == 1, lines
+    assert not [line for line in lines if "Traceback" in line or "Error handling request" in line], lines

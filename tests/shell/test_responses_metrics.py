@@ -17,10 +17,10 @@ import openai
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from stoker.fleet.commands import Shutdown
-from stoker.instance.instance import Instance
-from stoker.fleet.launcher import RealPreparer
 from stoker.base.overrides import ModelOverrides
+from stoker.fleet.commands import Shutdown
+from stoker.fleet.launcher import RealPreparer
+from stoker.instance.instance import Instance
 from tests.shell.engine_helpers import engines_running, wait_until
 
 pytestmark = pytest.mark.engine

@@ -176,10 +176,15 @@ class UseWorkerAgain:
 
 
 @dataclass(frozen=True)
+class RouteAnswered:
+    """The gateway process answered about a route (closed, or busy): decide again now."""
+
+
+@dataclass(frozen=True)
 class Shutdown:
     """Stop the engine cleanly and end the supervisor thread."""
 
 
 Command = (StartModel | SwitchModel | Stop | Restart | LoadModel | UnloadModel | PinModel | EnsureModel
            | CancelEnsure | CancelRender | ApplyOverrides | KeepAlive | WidenContext | LiftQuarantine
-           | ShareWorker | StartWorker | StopWorker | UseWorkerAgain | Shutdown)
+           | ShareWorker | StartWorker | StopWorker | UseWorkerAgain | RouteAnswered | Shutdown)

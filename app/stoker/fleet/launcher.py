@@ -57,7 +57,7 @@ from stoker.fleet.supervisor import EngineHealth, ExitDecision
 from stoker.library.gguf_io import load_summary
 from stoker.library.model_ids import model_kind
 from stoker.library.models import resolve_model
-from stoker.planning.plan import PlanRefusal
+from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.planner import machine_budgets
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,9 @@ handing out a lease, which is what makes "work in flight is never killed" true: 
 supervisor only stops an engine for room or idleness after `close_if_idle` succeeded.
 In one process the supervisor and the gateway share one table; with the gateway in its
 own process (stoker/gateway/process.py) the gateway's copy holds the leases and reports
-usage through `on_usage`, and the supervisor's copy asks it before closing.
-Must not start, stop or plan anything.
+usage through `on_usage`, and the supervisor's copy (`RemoteRoutes`, not a `Routes`: it
+takes no leases) asks it before closing. `RouteTable` is what the supervisor needs of
+either. Must not start, stop or plan anything.
 """
 
 from __future__ import annotations
@@ -14,10 +15,42 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from stoker.fleet.commands import Route
 
 UsageListener = Callable[[str, int, float | None, bool], None]  # key, in flight, last used, released
+
+
+class RouteTable(Protocol):
+    """The supervisor's side of the table: what it opens, closes and reads; never a lease.
+
+    Nothing here may wait on the caller's thread except `wait_closed`, which the supervisor
+    calls only from the thread that stops an engine.
+    """
+
+    changed: threading.Event  # a request ended or a close was answered: decide anew
+
+    def open(self, route: Route, now: float) -> None: ...
+
+    def close(self, key: str) -> None:
+        """Take no new leases on it (in flight ones go on)."""
+
+    def forget(self, key: str) -> None: ...
+
+    def close_if_idle(self, key: str) -> bool:
+        """True: closed now with nothing in flight, so the engine may stop. False: busy, or the
+        answer is still to come (then `changed` is set when it does, and asking again gets it)."""
+
+    def wait_closed(self, key: str, timeout: float) -> bool:
+        """Block until a `close` of `key` holds where the leases are taken (False: timed out)."""
+
+    def settle(self) -> None:
+        """Once per supervisor pass: undo idle closes the supervisor did not act on."""
+
+    def usage(self, key: str) -> tuple[int, float | None]: ...
+
+    def route(self, key: str) -> Route | None: ...
 
 
 class Routes:
@@ -74,6 +107,12 @@ class Routes:
                 return False
             self._routes.pop(key, None)
             return True
+
+    def wait_closed(self, key: str, timeout: float) -> bool:
+        return True  # one table: a close holds the moment it returns
+
+    def settle(self) -> None:
+        pass  # close_if_idle answers at once: nothing is left to undo
 
     def usage(self, key: str) -> tuple[int, float | None]:
         """(requests in flight, when the last one ended or the engine became READY)."""

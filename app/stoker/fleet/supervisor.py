@@ -99,10 +99,10 @@ from stoker.fleet.lifecycle import (
 )
 from stoker.fleet.residency import AdmissionKind, Resident, admit, expired, next_expiry
 from stoker.fleet.restart import RestartPolicy
-from stoker.fleet.routes import Routes
+from stoker.fleet.routes import Routes, RouteTable
 from stoker.fleet.rpc_worker import SharedWorker
 from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
-from stoker.planning.plan import plan_summary_line
+from stoker.planning.plan import LaunchPlan, plan_summary_line
 
 log = logging.getLogger(__name__)
 
@@ -121,6 +121,9 @@ HEALTH_TIMEOUT_S = 1.0
 # A hung engine (no /health answer, or no READY in time) does not get the polite grace: it
 # cannot act on SIGTERM anyway, and every second it holds is a second the model is away.
 HUNG_GRACE_S = 1.0
+# A stop waits (on its own thread) this long at most for the gateway process to confirm that
+# the engine's route is closed, so no request is leased on an engine that is being stopped.
+ROUTE_CLOSE_WAIT_S = 1.0
 ADMIT_RETRY_S = 1.0  # a load waiting for room is decided again at least this often
 WORKER_CHECK_S = 5.0  # a dropped RPC worker is looked for this often (the preparer's hook)
 PROGRESS_PUBLISH_S = 0.25  # a working ds4 / sd-server's progress line is published at most this often
@@ -221,7 +224,7 @@ class Supervisor:
                  incident_log: IncidentLog | None = None,
                  gateway_url: str | None = None,
                  name_model: Callable[[str], str | None] | None = None,
-                 routes: Routes | None = None,
+                 routes: RouteTable | None = None,
                  on_overrides: Callable[[str], None] | None = None,
                  endpoint_problems: tuple[str, ...] = ()):
 
@@ -243,12 +246,14 @@ class Supervisor:
         self._subscribers: list[Subscriber] = []
         self._sub_lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self.routes = routes or Routes(clock)  # the gateway process's mirror, in an Instance
+        self.routes: RouteTable = routes or Routes(clock)  # the gateway process's mirror, in an Instance
         # Owned by the supervisor thread only:
         self._engines: dict[str, _Engine] = {}
         self._focus: str | None = None  # the model the top-level snapshot fields describe
         self._pending: list[str] = []  # loads waiting for admission, FIFO
         self._next_admit_at = 0.0
+        # Stops waiting for the gateway process to confirm the route is closed: key → deadline.
+        self._stops_after_close: dict[str, float] = {}
         self._waiters: dict[object, tuple[str, Callable[[EnsureResult], None]]] = {}
         self._shutting_down = False
         self._finished = False
@@ -346,6 +351,8 @@ class Supervisor:
                 self._answer_waiters()
                 self._drop_stopped()
                 self._watch_workers()
+                self._stop_closed()
+                self.routes.settle()
                 if self._shutting_down and all(e.state.finished for e in self._engines.values()):
                     self._finished = True
         except Exception:
@@ -379,7 +386,7 @@ class Supervisor:
                 wait = min(wait, READY_POLL_S)
             elif e.phase is EngineState.BACKOFF and e.state.retry_at is not None:
                 wait = min(wait, max(0.0, e.state.retry_at - now))
-        if self._pending or self.routes.changed.is_set():
+        if self._pending or self.routes.changed.is_set() or self._stops_after_close:
             wait = min(wait, READY_POLL_S)
         expiry = next_expiry([r for r in self._residents(exclude=None) if not r.busy])
         if expiry is not None:  # wake for the next idle unload, not only at the next poll
@@ -517,6 +524,8 @@ class Supervisor:
                 self._publish()
         elif isinstance(command, _WorkerChanged):
             self._publish()
+        elif isinstance(command, cmd.RouteAnswered):
+            pass  # the gateway process answered a close: the pass that follows decides anew
         elif isinstance(command, cmd.Shutdown):
             self._shutting_down = True
             self._pending.clear()
@@ -635,8 +644,25 @@ class Supervisor:
             self._stop(engine)
 
     def _stop(self, engine: _Engine) -> None:
+        """Close its route, and stop it once the gateway process has confirmed the close (a
+        message, not a wait here): until then it stays READY in the snapshot, so a request
+        sent after the snapshot says STOPPING can never be leased on the dying engine."""
         self.routes.close(engine.key)
-        self._feed(engine, StopRequested())
+        if self.routes.wait_closed(engine.key, 0.0):
+            self._feed(engine, StopRequested())
+        else:
+            self._stops_after_close.setdefault(engine.key, self._clock() + ROUTE_CLOSE_WAIT_S)
+
+    def _stop_closed(self) -> None:
+        """Carry out the stops whose close is confirmed (or went unconfirmed too long)."""
+        now = self._clock()
+        for key, deadline in list(self._stops_after_close.items()):
+            if not self.routes.wait_closed(key, 0.0) and now < deadline:
+                continue
+            del self._stops_after_close[key]
+            engine = self._engines.get(key)
+            if engine is not None and engine.phase is not EngineState.STOPPED:
+                self._feed(engine, StopRequested())
 
     def _cancel_waiter(self, ticket) -> None:
         entry = self._waiters.pop(ticket, None)
@@ -963,8 +989,12 @@ class Supervisor:
         # A hung engine cannot act on SIGTERM anyway; a cancelled one must let go at once.
         grace = HUNG_GRACE_S if effect.hung or e.cancelling else self._stop_grace_s
 
+        key = e.key
+
         def stop() -> None:
             try:
+                if not self.routes.wait_closed(key, ROUTE_CLOSE_WAIT_S):
+                    log.warning("the gateway process did not confirm that %s is closed", self._model_id(key))
                 proc.stop(grace_s=grace)
                 e.last_exit = proc.exit_report(self._clock())
             except Exception:

@@ -5,7 +5,8 @@ share one interpreter lock with anything else in that process, and `stoker bench
 measured a busy UI thread adding 8.5 ms (p50) and 228 ms (p99) to each streamed chunk. Here
 the gateway (stoker/gateway/server.py, unchanged in what it decides) runs alone, fed over the link
 (stoker/gateway/link.py) with mirrors of what it reads in Stoker's process: the latest
-snapshot, the catalog, the API key and the table of READY engines. The warm path (resolve a
+snapshot, the catalog, the API key and the table of READY engines, all of them in the first
+message (Hello), so it never answers a request before it knows the key. The warm path (resolve a
 name, lease a route, forward, stream) touches only this process. Loads, rescans and
 commands go to Stoker's supervisor over the link.
 
@@ -25,13 +26,17 @@ import socket
 import sys
 import threading
 import time
+import typing
 from collections.abc import Callable, Hashable
+from typing import BinaryIO
 
 from stoker.fleet import commands as cmd
 from stoker.fleet.routes import Routes
-from stoker.fleet.snapshot import AppSnapshot, EngineState
+from stoker.fleet.snapshot import AppSnapshot
 from stoker.fleet.status_report import running_status
 from stoker.gateway.link import (
+    PROTOCOL_VERSION,
+    VERSION_MISMATCH_EXIT,
     CatalogChanged,
     CloseIfIdle,
     CommandWanted,
@@ -43,8 +48,10 @@ from stoker.gateway.link import (
     LibraryProgress,
     LibraryWanted,
     LinkClosed,
+    LinkVersionError,
     Listening,
     Outbox,
+    ParentToChild,
     Rescanned,
     RescanWanted,
     RouteClosed,
@@ -52,6 +59,7 @@ from stoker.gateway.link import (
     Shutdown,
     SnapshotChanged,
     UsageChanged,
+    from_parent,
     read_frame,
 )
 from stoker.gateway.responses_state import ResponseStore, default_folder
@@ -67,11 +75,11 @@ class SupervisorMirror:
     """What the gateway asks of the supervisor, answered in this process: `snapshot()`,
     `subscribe()` and `routes` from the mirrors, `submit()` sent over the link."""
 
-    def __init__(self, outbox: Outbox) -> None:
+    def __init__(self, outbox: Outbox, hello: Hello) -> None:
         self._outbox = outbox
-        self._snapshot = AppSnapshot(seq=0, state=EngineState.STOPPED)
-        self.tray_shown: bool | None = None
-        self.key: str | None = None
+        self._snapshot = hello.snapshot
+        self.tray_shown: bool | None = hello.tray_shown
+        self.key: str | None = hello.api_key
         self._subscribers: list[Callable[[AppSnapshot], None]] = []
         self._answers: dict[Hashable, Callable[[cmd.EnsureResult], None]] = {}
         self._lock = threading.Lock()
@@ -86,16 +94,22 @@ class SupervisorMirror:
         self._subscribers.append(callback)
         return lambda: callback in self._subscribers and self._subscribers.remove(callback)
 
-    def submit(self, command: cmd.Command) -> None:
-        if isinstance(command, cmd.EnsureModel):
-            with self._lock:
-                self._answers[command.ticket] = command.answer
-            self._outbox.put(EnsureWanted(command.ticket, command.model_path))
-            return
-        if isinstance(command, cmd.CancelEnsure):
-            with self._lock:
-                self._answers.pop(command.ticket, None)
-        self._outbox.put(CommandWanted(command))
+    def submit(self, command: cmd.EnsureModel | cmd.CancelEnsure | cmd.CancelRender) -> None:
+        """What the gateway may ask of the supervisor: a load, giving up a wait for one, and
+        stopping an engine that cannot cancel a request whose client left."""
+        match command:
+            case cmd.EnsureModel():
+                with self._lock:
+                    self._answers[command.ticket] = command.answer
+                self._outbox.put(EnsureWanted(command.ticket, command.model_path))
+            case cmd.CancelEnsure():
+                with self._lock:
+                    self._answers.pop(command.ticket, None)
+                self._outbox.put(CommandWanted(command))
+            case cmd.CancelRender():
+                self._outbox.put(CommandWanted(command))
+            case _:
+                typing.assert_never(command)
 
     def library(self, op: str, name: str, on_progress: Callable[[LibraryProgress], None]) -> int:
         """Ask Stoker's process to pull or delete (Ollama's routes); `on_progress` is called on
@@ -175,18 +189,44 @@ def _listening_sockets(hello: Hello) -> list[socket.socket]:
     return [socket.socket(fileno=fd) for fd in hello.socket_fds]
 
 
-def serve(inbox, outstream) -> int:
-    """Read Hello, serve, follow the link until it closes or says Shutdown."""
+def read_hello(inbox: BinaryIO) -> Hello | int:
+    """The first message, or the exit status when it is not a Hello of this version (one
+    sentence in the log: the child cannot serve what it cannot read)."""
     try:
-        hello = read_frame(inbox)
+        first = read_frame(inbox)
     except LinkClosed:
         return 0
-    if not isinstance(hello, Hello):
-        log.error("the gateway's first message was %s, not Hello", type(hello).__name__)
-        return 2
+    except LinkVersionError as exc:
+        log.error("Stoker's first message to its gateway could not be read (%s): the two are not "
+                  "the same version; reinstall Stoker and start it again.", exc)
+        return VERSION_MISMATCH_EXIT
+    match first:
+        case Hello(version=version) if version == PROTOCOL_VERSION:
+            return first
+        case Hello(version=version):
+            log.error("Stoker speaks gateway protocol %s and this gateway speaks %s: they are not the "
+                      "same version; reinstall Stoker and start it again.", version, PROTOCOL_VERSION)
+            return VERSION_MISMATCH_EXIT
+        case _:
+            log.error("the gateway's first message was %s, not Hello", type(first).__name__)
+            return 2
+
+
+def serve(inbox: BinaryIO, outstream: BinaryIO) -> int:
+    """Read Hello, serve, follow the link until it closes or says Shutdown.
+
+    Nothing listens for requests before Hello is read (connections wait in the sockets'
+    backlog), and Hello holds the key and the catalog: no request is answered without them.
+    """
+    hello = read_hello(inbox)
+    if isinstance(hello, int):
+        return hello
     outbox = Outbox(outstream, "stoker-gateway-out")
-    sup = SupervisorMirror(outbox)
+    sup = SupervisorMirror(outbox, hello)
     catalog = CatalogMirror(outbox)
+    catalog.changed(hello.catalog)
+    for opened in hello.routes:
+        sup.routes.open(opened.route, opened.at)
     gateway = Gateway(sup, catalog, GatewayConfig(hello.port, cors_origins=hello.cors_origins),
                       status=lambda: running_status(sup.snapshot(), time.time(), instance_pid=hello.parent_pid,
                                                     tray_shown=sup.tray_shown, gateway_pid=os.getpid()),
@@ -204,40 +244,49 @@ def serve(inbox, outstream) -> int:
                 message = read_frame(inbox)
             except LinkClosed:
                 break  # Stoker has gone: so does its endpoint
+            except LinkVersionError as exc:
+                log.warning("the gateway refused a message from Stoker: %s", exc)
+                continue
+            if not from_parent(message):
+                log.warning("the gateway refused a message it does not know: %s", type(message).__name__)
+                continue
             if isinstance(message, Shutdown):
                 break
-            _dispatch(message, sup, catalog, outbox)
+            dispatch(message, sup, catalog, outbox)
     finally:
         gateway.stop()
         outbox.close()
     return 0
 
 
-def _dispatch(message: object, sup: SupervisorMirror, catalog: CatalogMirror, outbox: Outbox) -> None:
-    if isinstance(message, SnapshotChanged):
-        sup.snapshot_changed(message)
-    elif isinstance(message, RouteOpened):
-        sup.routes.open(message.route, message.at)
-    elif isinstance(message, RouteClosed):
-        (sup.routes.forget if message.forget else sup.routes.close)(message.key)
-        if message.asked is not None:
-            outbox.put(IdleAnswer(message.asked, True))
-    elif isinstance(message, CloseIfIdle):
-        outbox.put(IdleAnswer(message.asked, sup.routes.close_if_idle(message.key)))
-    elif isinstance(message, EnsureAnswered):
-        sup.ensure_answered(message)
-    elif isinstance(message, CatalogChanged):
-        catalog.changed(message.catalog)
-    elif isinstance(message, Rescanned):
-        catalog.rescanned(message)
-    elif isinstance(message, KeyChanged):
-        sup.key = message.key
-    elif isinstance(message, LibraryProgress):
-        sup.library_progress(message)
-    else:
-        log.warning("the gateway ignored a message it does not know: %s", type(message).__name__)
-
-
+def dispatch(message: ParentToChild, sup: SupervisorMirror, catalog: CatalogMirror, outbox: Outbox) -> None:
+    match message:
+        case SnapshotChanged():
+            sup.snapshot_changed(message)
+        case RouteOpened(route=route, at=at):
+            sup.routes.open(route, at)
+        case RouteClosed(key=key, forget=forget, asked=asked):
+            (sup.routes.forget if forget else sup.routes.close)(key)
+            if asked is not None:
+                outbox.put(IdleAnswer(asked, key, True))
+        case CloseIfIdle(asked=asked, key=key):
+            outbox.put(IdleAnswer(asked, key, sup.routes.close_if_idle(key)))
+        case EnsureAnswered():
+            sup.ensure_answered(message)
+        case CatalogChanged(catalog=new):
+            catalog.changed(new)
+        case Rescanned():
+            catalog.rescanned(message)
+        case KeyChanged(key=key):
+            sup.key = key
+        case LibraryProgress():
+            sup.library_progress(message)
+        case Hello():
+            log.warning("the gateway ignored a second Hello")
+        case Shutdown():
+            pass  # the loop in `serve` ends on it
+        case _:
+            typing.assert_never(message)
 def main() -> int:
     # The protocol owns stdout: anything else printed goes to stderr, which Stoker logs.
     outstream = os.fdopen(os.dup(sys.stdout.fileno()), "wb")

@@ -15,13 +15,14 @@ import asyncio
 import json
 import logging
 
-from aiohttp import ClientConnectionError, web
+from aiohttp import web
 
 from stoker.engines.kind import describe
 from stoker.engines.sd_server import ImageRequestError, openai_to_txt2img, plan_image_launch, txt2img_to_openai
 from stoker.fleet import commands as cmd
 from stoker.fleet.snapshot import EngineState
 from stoker.gateway.rules import IMAGES_GENERATIONS
+from stoker.gateway.upstream import UPSTREAM_ERRORS
 from stoker.library.image_parts import ImageModel
 from stoker.library.model_ids import CatalogEntry, ModelKind
 
@@ -77,7 +78,7 @@ async def serve_image_request(gw, request: web.Request, path: str, body: bytes,
         try:
             upstream = await gw._session.post(route.endpoint + call.path, json=call.body)
             reply = await upstream.read()
-        except (TimeoutError, ClientConnectionError):
+        except UPSTREAM_ERRORS:
             sentence = await gw._incident_for(route)
             return gw._error(path, 502, f"the image engine stopped before the render finished: {sentence}",
                              request=request)

@@ -6,9 +6,11 @@ talk over the child's stdin (Stoker → gateway) and stdout (gateway → Stoker)
 a 4-byte big-endian length and a pickle of one of the frozen messages below. Both ends are
 this program, spawned by it on pipes only the two of them hold, so pickle carries values
 that are already frozen dataclasses (snapshots, the catalog, routes) without a schema of
-their own. A sender never blocks on the pipe: `Outbox` writes from its own thread, and
-messages that only matter at their latest (a snapshot, a model's usage) replace the
-unsent one before them. Must not decide anything: it only carries.
+their own. Each direction has one union of messages (`ParentToChild`, `ChildToParent`),
+matched exhaustively by its reader; `Hello` carries `PROTOCOL_VERSION`, the API key and the
+catalog, and the child answers no request before it. A sender never blocks on the pipe:
+`Outbox` writes from its own thread, and messages that only matter at their latest (a
+snapshot, a model's usage) replace the unsent one before them. Must not decide anything: it only carries.
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import logging
 import pickle
 import struct
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import BinaryIO, TypeGuard, get_args
 
+from stoker.fleet import commands as cmd
 from stoker.fleet.commands import EnsureResult, Route
 from stoker.fleet.snapshot import AppSnapshot
 from stoker.library.model_ids import Catalog
@@ -35,16 +38,39 @@ class LinkClosed(Exception):
     """The other side has gone (end of file or a broken pipe)."""
 
 
+class LinkVersionError(Exception):
+    """A frame names a message this side does not have: the two sides are not one version."""
+
+
+# The version of the messages below. Stoker spawns its gateway from its own install, so the
+# two can only differ after a half-finished upgrade; then the child says so and exits.
+PROTOCOL_VERSION = 2
+VERSION_MISMATCH_EXIT = 3  # the child's exit status when Hello's version is not its own
+
+
 # ---------------------------------------------------------------------- Stoker → gateway
 
 
 @dataclass(frozen=True)
-class Hello:
-    """The first message: what the gateway needs before it can answer anything."""
+class OpenRoute:
+    route: Route
+    at: float  # when it became READY or was last used, for the child's idle accounting
 
+
+@dataclass(frozen=True)
+class Hello:
+    """The first message: everything the gateway needs before it may answer anything, the
+    API key and the catalog included, so no request is ever served before the key is known."""
+
+    version: int
     port: int
     cors_origins: tuple[str, ...]
     parent_pid: int
+    api_key: str | None  # the keyring's API key; never logged, never in argv
+    catalog: Catalog
+    snapshot: AppSnapshot
+    tray_shown: bool | None
+    routes: tuple[OpenRoute, ...] = ()
     socket_shares: tuple[bytes, ...] = ()  # Windows: socket.share() of each listening socket
     socket_fds: tuple[int, ...] = ()  # elsewhere: the inherited descriptors
 
@@ -73,13 +99,18 @@ class RouteOpened:
 
 @dataclass(frozen=True)
 class RouteClosed:
+    """Take no more leases on this engine. `asked`: answer `IdleAnswer(asked, key, True)` once
+    closed, so the engine is stopped only after the gateway can no longer lease it."""
+
     key: str
     forget: bool = False  # also drop when it was last used (the model left the residents)
-    asked: int | None = None  # answer IdleAnswer(asked, True) once closed: the engine stops next
+    asked: int | None = None
 
 
 @dataclass(frozen=True)
 class CloseIfIdle:
+    """Close the route only with nothing in flight (atomic with leases, in the child)."""
+
     asked: int
     key: str
 
@@ -113,6 +144,10 @@ class LibraryProgress:
     error: str | None = None  # one sentence when it could not be done
 
 
+ParentToChild = (Hello | SnapshotChanged | CatalogChanged | KeyChanged | RouteOpened | RouteClosed
+                 | CloseIfIdle | EnsureAnswered | Rescanned | LibraryProgress | Shutdown)
+
+
 # ---------------------------------------------------------------------- gateway → Stoker
 
 
@@ -127,9 +162,16 @@ class EnsureWanted:
     model_path: str | None
 
 
+# The only commands the gateway may ask of the supervisor besides a load (EnsureWanted):
+# giving up a wait, and stopping an engine that cannot cancel a request its client left.
+# Anything else arriving from the child is refused and logged by Stoker's side.
+ChildCommand = cmd.CancelEnsure | cmd.CancelRender
+CHILD_COMMANDS: tuple[type, ...] = (cmd.CancelEnsure, cmd.CancelRender)
+
+
 @dataclass(frozen=True)
 class CommandWanted:
-    command: object  # a frozen, picklable command from stoker/fleet/commands.py (no callables)
+    command: ChildCommand
 
 
 @dataclass(frozen=True)
@@ -142,7 +184,10 @@ class UsageChanged:
 
 @dataclass(frozen=True)
 class IdleAnswer:
+    """The answer to RouteClosed(asked=…) (always closed) or CloseIfIdle (closed or busy)."""
+
     asked: int
+    key: str
     closed: bool
 
 
@@ -161,10 +206,27 @@ class LibraryWanted:
     name: str
 
 
+ChildToParent = (Listening | EnsureWanted | CommandWanted | UsageChanged | IdleAnswer | RescanWanted
+                 | LibraryWanted)
+
+_PARENT_MESSAGES: tuple[type, ...] = get_args(ParentToChild)
+_CHILD_MESSAGES: tuple[type, ...] = get_args(ChildToParent)
+
+
+def from_parent(message: object) -> TypeGuard[ParentToChild]:
+    """Whether the child may act on this: a member of Stoker's union, nothing else."""
+    return isinstance(message, _PARENT_MESSAGES)
+
+
+def from_child(message: object) -> TypeGuard[ChildToParent]:
+    """Whether Stoker may act on this: a member of the gateway's union, nothing else."""
+    return isinstance(message, _CHILD_MESSAGES)
+
+
 # ---------------------------------------------------------------------- framing
 
 
-def write_frame(stream: BinaryIO, message: object) -> None:
+def write_frame(stream: BinaryIO, message: ParentToChild | ChildToParent) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     try:
         stream.write(_LENGTH.pack(len(data)) + data)
@@ -188,10 +250,16 @@ def _read_exact(stream: BinaryIO, n: int) -> bytes:
 
 
 def read_frame(stream: BinaryIO) -> object:
+    """One message as it came (the reader matches it against its side's union: anything
+    else is refused there). A frame that does not unpickle is LinkVersionError."""
     (n,) = _LENGTH.unpack(_read_exact(stream, _LENGTH.size))
     if n > MAX_FRAME:
         raise LinkClosed(f"a frame of {n} bytes is not from Stoker")
-    return pickle.loads(_read_exact(stream, n))
+    data = _read_exact(stream, n)
+    try:
+        return pickle.loads(data)
+    except (pickle.UnpicklingError, AttributeError, ImportError, TypeError, EOFError) as exc:
+        raise LinkVersionError(f"a message could not be read ({exc})") from None
 
 
 class Outbox:
@@ -202,23 +270,23 @@ class Outbox:
     When the pipe breaks, `on_closed` is called once and later messages are dropped.
     """
 
-    def __init__(self, stream: BinaryIO, name: str, on_closed=None) -> None:
+    def __init__(self, stream: BinaryIO, name: str, on_closed: Callable[[], None] | None = None) -> None:
         self._stream = stream
         self._cond = threading.Condition()
-        self._ordered: list[object] = []
-        self._latest: dict[Hashable, object] = {}
+        self._ordered: list[ParentToChild | ChildToParent] = []
+        self._latest: dict[Hashable, ParentToChild | ChildToParent] = {}
         self._closed = False
         self._on_closed = on_closed
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def put(self, message: object) -> None:
+    def put(self, message: ParentToChild | ChildToParent) -> None:
         with self._cond:
             if not self._closed:
                 self._ordered.append(message)
                 self._cond.notify()
 
-    def put_latest(self, slot: Hashable, message: object) -> None:
+    def put_latest(self, slot: Hashable, message: ParentToChild | ChildToParent) -> None:
         with self._cond:
             if not self._closed:
                 self._latest.pop(slot, None)  # re-inserted last: slots keep their send order

@@ -21,17 +21,21 @@ import subprocess
 import sys
 import threading
 import time
+import typing
 from collections.abc import Callable, Hashable
 from functools import partial
 
 from stoker.base.secrets import on_api_key_change
 from stoker.errors import UserError
 from stoker.fleet import commands as cmd
-from stoker.fleet.routes import Routes
+from stoker.fleet.commands import Route
 from stoker.fleet.snapshot import AppSnapshot
 from stoker.fleet.supervisor import Supervisor
 from stoker.gateway.link import (
+    PROTOCOL_VERSION,
+    VERSION_MISMATCH_EXIT,
     CatalogChanged,
+    ChildToParent,
     CloseIfIdle,
     CommandWanted,
     EnsureAnswered,
@@ -42,7 +46,9 @@ from stoker.gateway.link import (
     LibraryProgress,
     LibraryWanted,
     LinkClosed,
+    LinkVersionError,
     Listening,
+    OpenRoute,
     Outbox,
     Rescanned,
     RescanWanted,
@@ -51,6 +57,7 @@ from stoker.gateway.link import (
     Shutdown,
     SnapshotChanged,
     UsageChanged,
+    from_child,
     read_frame,
 )
 from stoker.gateway.server import GatewayConfig, GatewayError
@@ -61,8 +68,6 @@ log = logging.getLogger(__name__)
 
 GATEWAY_CHILD_FLAG = "--stoker-gateway-process"  # the frozen bundle's entry runs the child on it
 START_TIMEOUT_S = 15.0
-IDLE_ANSWER_TIMEOUT_S = 5.0  # no answer: treat the model as busy, ask again on the next pass
-CLOSE_ACK_TIMEOUT_S = 1.0  # a stuck gateway process delays an engine's stop by no more than this
 KEY_REFRESH_S = 2.0  # the keyring is re-read this often (a key saved by another process)
 RESPAWN_DELAYS_S = (0.2, 1.0, 2.0, 5.0)
 STABLE_AFTER_S = 60.0  # a child up this long starts the respawn delays afresh
@@ -76,87 +81,149 @@ def gateway_child_argv() -> list[str]:
     return [sys.executable, "-m", "stoker.gateway.child"]
 
 
-class RemoteRoutes(Routes):
-    """The supervisor's route table when the leases are held by the gateway process."""
+class RemoteRoutes:
+    """The supervisor's route table when the leases are held by the gateway process.
+
+    It satisfies `RouteTable` and never waits on the supervisor's thread: an open or a close
+    is sent and returns; `close_if_idle` sends the question and says False until the answer
+    (an `IdleAnswer` on the link's reader thread) is in, then sets `changed` and calls
+    `wake` so the supervisor decides again and finds it. An idle close the supervisor does
+    not act on within a whole pass (it changed its mind) is undone by `settle`. The stop of
+    an engine waits for the close's confirmation on the stopping thread (`wait_closed`), so
+    no lease can be taken on an engine that is being stopped.
+    """
 
     def __init__(self, clock: Callable[[], float] = time.time) -> None:
-        super().__init__(clock)
+        self._lock = threading.Lock()
+        self._clock = clock
+        self._routes: dict[str, Route] = {}
+        self._in_flight: dict[str, int] = {}
+        self._last_used: dict[str, float] = {}
+        self.changed = threading.Event()
+        self.wake: Callable[[], None] = lambda: None  # the supervisor's: decide anew now
         self._outbox: Outbox | None = None
         self._asked = itertools.count(1)
-        self._answers: dict[int, list] = {}  # asked → [Event, closed]
+        self._asking_idle: dict[str, int] = {}  # key → the CloseIfIdle still unanswered
+        self._idle_closed: dict[str, int] = {}  # key → the pass its idle close was answered in
+        self._closing: dict[str, tuple[int, threading.Event]] = {}  # key → its last RouteClosed
+        self._passes = 0
 
-    def attach(self, outbox: Outbox) -> None:
-        """A new gateway process: send it every open route."""
+    def attach(self, outbox: Outbox, hello: Callable[[tuple[OpenRoute, ...]], Hello]) -> None:
+        """A new gateway process: its Hello (made by `hello` from the routes open now) is put
+        first, and every open or close after it follows it on the same outbox."""
         with self._lock:
+            self._release_waits()
+            outbox.put(hello(tuple(OpenRoute(route, self._last_used.get(key) or self._clock())
+                                   for key, route in self._routes.items() if key not in self._idle_closed)))
             self._outbox = outbox
-            for route in self._routes.values():
-                outbox.put(RouteOpened(route, self._last_used.get(route.key) or self._clock()))
 
     def detach(self) -> None:
         """The gateway process has gone: nothing is in flight through it any more."""
         with self._lock:
             self._outbox = None
             self._in_flight = {k: 0 for k in self._in_flight}
-            waiting = list(self._answers.values())
-        for slot in waiting:
-            slot[1] = True
-            slot[0].set()
+            self._release_waits()
         self.changed.set()
+        self.wake()
 
-    def acquire(self, key: str):
-        raise RuntimeError("leases are taken in the gateway process")
+    def _release_waits(self) -> None:
+        """Under the lock: questions to a gateway process that is gone are void; its routes
+        went with it, so every close holds."""
+        self._asking_idle.clear()
+        for _, done in self._closing.values():
+            done.set()
+        self._closing.clear()
 
-    def release(self, route) -> None:
-        raise RuntimeError("leases are taken in the gateway process")
-
-    def open(self, route, now: float) -> None:
-        super().open(route, now)
-        self._send(RouteOpened(route, now))
+    def open(self, route: Route, now: float) -> None:
+        with self._lock:
+            self._routes[route.key] = route
+            self._idle_closed.pop(route.key, None)
+            self._last_used[route.key] = max(self._last_used.get(route.key, now), now)
+            outbox = self._outbox
+        if outbox is not None:
+            outbox.put(RouteOpened(route, now))
 
     def close(self, key: str) -> None:
-        """Closed here and, before this returns, in the gateway process: the supervisor stops
-        the engine next, and a request leased after that would meet a dying engine (a 502)
-        where it should have been held for the next load."""
-        super().close(key)
-        if self._ask(lambda asked: RouteClosed(key, asked=asked), CLOSE_ACK_TIMEOUT_S) is None:
-            log.warning("the gateway process did not confirm that %s is closed", key)
+        with self._lock:
+            was_open = self._routes.pop(key, None) is not None and key not in self._idle_closed
+            self._idle_closed.pop(key, None)
+            outbox = self._outbox
+            if not was_open or outbox is None:
+                return
+            asked = next(self._asked)
+            self._closing[key] = (asked, threading.Event())
+        outbox.put(RouteClosed(key, asked=asked))
+
+    def wait_closed(self, key: str, timeout: float) -> bool:
+        with self._lock:
+            waiting = self._closing.get(key)
+        return True if waiting is None else waiting[1].wait(timeout)
 
     def forget(self, key: str) -> None:
-        super().forget(key)
-        self._send(RouteClosed(key, forget=True))
+        with self._lock:
+            self._routes.pop(key, None)
+            self._idle_closed.pop(key, None)
+            self._last_used.pop(key, None)
+            outbox = self._outbox
+        if outbox is not None:
+            outbox.put(RouteClosed(key, forget=True))
 
     def close_if_idle(self, key: str) -> bool:
-        closed = self._ask(lambda asked: CloseIfIdle(asked, key), IDLE_ANSWER_TIMEOUT_S)
-        if closed is None:
-            log.warning("the gateway process did not say whether %s is idle; it stays for now", key)
-            return False
-        if closed:
-            super().close(key)
-        return closed
-
-    def _ask(self, message: Callable[[int], object], timeout: float) -> bool | None:
-        """Send the gateway process a question and wait for its answer (None: none came).
-        With no gateway process there is nothing in flight: the answer is yes."""
         with self._lock:
-            outbox = self._outbox
-            if outbox is None:
+            if key in self._idle_closed:  # answered: closed in the gateway with nothing in flight
+                del self._idle_closed[key]
+                self._routes.pop(key, None)
                 return True
-            asked = next(self._asked)
-            slot = self._answers[asked] = [threading.Event(), False]
-        outbox.put(message(asked))
-        answered = slot[0].wait(timeout)
+            if key in self._asking_idle:
+                return False
+            outbox = self._outbox
+            if outbox is None:  # no gateway process: nothing can be in flight
+                self._routes.pop(key, None)
+                return True
+            asked = self._asking_idle[key] = next(self._asked)
+        outbox.put(CloseIfIdle(asked, key))
+        return False
+
+    def settle(self) -> None:
         with self._lock:
-            self._answers.pop(asked, None)
-        return slot[1] if answered else None
+            self._passes += 1
+            stale = [k for k, at in self._idle_closed.items() if self._passes - at >= 2]
+            reopen = []
+            for key in stale:
+                del self._idle_closed[key]
+                route = self._routes.get(key)
+                if route is not None:
+                    reopen.append(route)
+            outbox = self._outbox
+        for route in reopen:
+            log.info("%s stays: it is open to requests again", route.key)
+            if outbox is not None:
+                outbox.put(RouteOpened(route, self._clock()))
+
+    def usage(self, key: str) -> tuple[int, float | None]:
+        with self._lock:
+            return self._in_flight.get(key, 0), self._last_used.get(key)
+
+    def route(self, key: str) -> Route | None:
+        with self._lock:
+            return None if key in self._idle_closed else self._routes.get(key)
 
     # on the link's reader thread
 
     def idle_answered(self, message: IdleAnswer) -> None:
         with self._lock:
-            slot = self._answers.get(message.asked)
-        if slot is not None:
-            slot[1] = message.closed
-            slot[0].set()
+            closing = self._closing.get(message.key)
+            if closing is not None and closing[0] == message.asked:
+                del self._closing[message.key]
+                closing[1].set()  # a stop waiting for it goes ahead
+            elif self._asking_idle.get(message.key) != message.asked:
+                return  # a question made void (a new gateway process, or the route reopened)
+            else:
+                del self._asking_idle[message.key]
+                if message.closed:  # (a route already closed by `close` is answered idle here too)
+                    self._idle_closed[message.key] = self._passes
+        self.changed.set()
+        self.wake()
 
     def usage_changed(self, message: UsageChanged) -> None:
         with self._lock:
@@ -165,11 +232,6 @@ class RemoteRoutes(Routes):
                 self._last_used[message.key] = message.last_used
         if message.released:
             self.changed.set()
-
-    def _send(self, message: object) -> None:
-        outbox = self._outbox
-        if outbox is not None:
-            outbox.put(message)
 
 
 class GatewayProcess:
@@ -275,20 +337,21 @@ class GatewayProcess:
         except OSError as exc:
             raise GatewayError(f"the endpoint's process could not start ({exc.strerror or exc}); "
                                "see stoker.log.") from None
-        if sys.platform == "win32":
-            hello = Hello(self.port, self._config.cors_origins, os.getpid(),
-                          socket_shares=tuple(s.share(proc.pid) for s in self._sockets))
-        else:
-            hello = Hello(self.port, self._config.cors_origins, os.getpid(), socket_fds=tuple(fds))
         outbox = Outbox(proc.stdin, "stoker-gateway-in")
-        outbox.put(hello)
-        outbox.put(CatalogChanged(self._catalog.current))
+        shares = tuple(s.share(proc.pid) for s in self._sockets) if sys.platform == "win32" else ()
+
+        def hello(routes: tuple[OpenRoute, ...]) -> Hello:
+            return Hello(PROTOCOL_VERSION, self.port, self._config.cors_origins, os.getpid(),
+                         api_key=self._key, catalog=self._catalog.current, snapshot=self._sup.snapshot(),
+                         tray_shown=self._tray_shown(), routes=routes, socket_shares=shares,
+                         socket_fds=() if shares else tuple(fds))
+
         with self._lock:
-            outbox.put_latest("key", KeyChanged(self._key))
+            # Under the lock that the key, snapshot and catalog senders take: what Hello holds
+            # is the newest, or a message that changes it follows Hello on this outbox.
+            self._routes.attach(outbox, hello)
             self._proc, self._outbox = proc, outbox
             self._spawned_at = time.monotonic()
-        outbox.put_latest("snapshot", SnapshotChanged(self._sup.snapshot(), self._tray_shown()))
-        self._routes.attach(outbox)
         threading.Thread(target=self._read, args=(proc, outbox), name="stoker-gateway-link",
                          daemon=True).start()
         threading.Thread(target=self._log_stderr, args=(proc,), name="stoker-gateway-log",
@@ -308,6 +371,10 @@ class GatewayProcess:
             return
         code = proc.wait()
         up_for = time.monotonic() - self._spawned_at
+        if code == VERSION_MISMATCH_EXIT:
+            log.error("the endpoint's process is not the same version as Stoker (see the line before); "
+                      "it is not started again: reinstall Stoker and start it again")
+            return
         if up_for >= STABLE_AFTER_S:
             self._respawns = 0
         delay = RESPAWN_DELAYS_S[min(self._respawns, len(RESPAWN_DELAYS_S) - 1)]
@@ -330,38 +397,56 @@ class GatewayProcess:
                     message = read_frame(proc.stdout)
                 except LinkClosed:
                     break
+                except LinkVersionError as exc:
+                    log.warning("refused a message from the gateway process: %s", exc)
+                    continue
                 self._dispatch(message, outbox)
         finally:
             self._child_gone(proc, outbox)
 
     def _dispatch(self, message: object, outbox: Outbox) -> None:
-        if isinstance(message, UsageChanged):
-            self._routes.usage_changed(message)
-        elif isinstance(message, EnsureWanted):
-            with self._lock:
-                self._outstanding.add(message.ticket)
-            self._sup.submit(cmd.EnsureModel(model_path=message.model_path, ticket=message.ticket,
-                                             answer=partial(self._answer, outbox, message.ticket)))
-        elif isinstance(message, IdleAnswer):
-            self._routes.idle_answered(message)
-        elif isinstance(message, CommandWanted):
-            if not isinstance(message.command, cmd.Command) or isinstance(message.command, cmd.EnsureModel):
-                log.warning("the gateway process sent %r, which is not a command", message.command)
-                return
-            if isinstance(message.command, cmd.CancelEnsure):
+        if not from_child(message):
+            log.warning("refused a message from the gateway process: %s is not one it may send",
+                        type(message).__name__)
+            return
+        self._act_on(message, outbox)
+
+    def _act_on(self, message: ChildToParent, outbox: Outbox) -> None:
+        match message:
+            case UsageChanged():
+                self._routes.usage_changed(message)
+            case EnsureWanted(ticket=ticket, model_path=model_path):
                 with self._lock:
-                    self._outstanding.discard(message.command.ticket)
-            self._sup.submit(message.command)
-        elif isinstance(message, RescanWanted):
-            threading.Thread(target=self._rescan, args=(outbox, message.asked), name="stoker-gateway-rescan",
-                             daemon=True).start()
-        elif isinstance(message, LibraryWanted):
-            threading.Thread(target=self._library, args=(outbox, message), name="stoker-gateway-library",
-                             daemon=True).start()
-        elif isinstance(message, Listening):
-            self._listening.set()
-        else:
-            log.warning("the gateway process sent a message Stoker does not know: %s", type(message).__name__)
+                    self._outstanding.add(ticket)
+                self._sup.submit(cmd.EnsureModel(model_path=model_path, ticket=ticket,
+                                                 answer=partial(self._answer, outbox, ticket)))
+            case IdleAnswer():
+                self._routes.idle_answered(message)
+            case CommandWanted(command=command):
+                self._command(command)
+            case RescanWanted(asked=asked):
+                threading.Thread(target=self._rescan, args=(outbox, asked), name="stoker-gateway-rescan",
+                                 daemon=True).start()
+            case LibraryWanted():
+                threading.Thread(target=self._library, args=(outbox, message), name="stoker-gateway-library",
+                                 daemon=True).start()
+            case Listening():
+                self._listening.set()
+            case _:
+                typing.assert_never(message)
+
+    def _command(self, command: object) -> None:
+        """Only the commands on the allowlist (link.CHILD_COMMANDS) reach the supervisor."""
+        match command:
+            case cmd.CancelEnsure(ticket=ticket):
+                with self._lock:
+                    self._outstanding.discard(ticket)
+                self._sup.submit(command)
+            case cmd.CancelRender():
+                self._sup.submit(command)
+            case _:
+                log.warning("refused a command from the gateway process: %s is not one it may ask for",
+                            type(command).__name__)
 
     def _answer(self, outbox: Outbox, ticket: Hashable, result: cmd.EnsureResult) -> None:
         """On the supervisor thread: the load the gateway waited for is READY or cannot be."""
@@ -412,12 +497,14 @@ class GatewayProcess:
 
     def _on_snapshot(self, snap: AppSnapshot) -> None:
         """On the supervisor thread: only queued (the outbox thread pickles and writes it)."""
-        outbox = self._outbox
+        with self._lock:
+            outbox = self._outbox
         if outbox is not None:
             outbox.put_latest("snapshot", SnapshotChanged(snap, self._tray_shown()))
 
     def _on_catalog(self, catalog: Catalog) -> None:
-        outbox = self._outbox
+        with self._lock:
+            outbox = self._outbox
         if outbox is not None:
             outbox.put_latest("catalog", CatalogChanged(catalog))
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from aiohttp import ClientConnectionError, ClientSession, ClientTimeout, TCPConnector, web
+from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
 from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Route
@@ -58,6 +58,7 @@ from stoker.gateway.rules import (
     wrong_kind_message,
 )
 from stoker.gateway.seams import CatalogSide, SupervisorSide
+from stoker.gateway.upstream import UPSTREAM_ERRORS
 from stoker.library.model_ids import CatalogEntry, ModelKind
 
 log = logging.getLogger(__name__)
@@ -421,7 +422,7 @@ class Gateway:
             try:
                 upstream = await self._session.request(request.method, url, headers=headers,
                                                        data=body if body else None)
-            except (TimeoutError, ClientConnectionError) as exc:
+            except UPSTREAM_ERRORS as exc:
                 return await self._crashed(request, path, route, exc)
             ctype = upstream.headers.get("Content-Type", "")
             out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in RESPONSE_DROP}
@@ -432,19 +433,23 @@ class Gateway:
                 response = web.StreamResponse(status=upstream.status, headers=out_headers)
                 response.enable_chunked_encoding()
                 await response.prepare(request)
-                try:
-                    async for chunk in upstream.content.iter_any():
-                        for t in taps:
-                            t.chunk(chunk)
-                        await response.write(chunk)
-                except ClientConnectionError as exc:
-                    await self._stream_broke(response, path, route, exc)
-                    return response
+                while True:
+                    # Only the read is the engine's: a failed write is the client leaving (below).
+                    try:
+                        chunk = await upstream.content.readany()
+                    except UPSTREAM_ERRORS as exc:
+                        await self._stream_broke(request, response, path, route, exc)
+                        return response
+                    if not chunk:
+                        break
+                    for t in taps:
+                        t.chunk(chunk)
+                    await response.write(chunk)
                 await response.write_eof()
                 return response
             try:
                 data = await upstream.read()
-            except ClientConnectionError as exc:
+            except UPSTREAM_ERRORS as exc:
                 return await self._crashed(request, path, route, exc)
             for t in taps:
                 t.chunk(data)
@@ -466,7 +471,11 @@ class Gateway:
         return self._error(path, 502, f"the model's engine stopped while answering: {sentence}",
                            request=request)
 
-    async def _stream_broke(self, response: web.StreamResponse, path: str, route, exc) -> None:
+    async def _stream_broke(self, request: web.Request, response: web.StreamResponse, path: str, route,
+                            exc: BaseException) -> None:
+        """The engine went away mid-stream: one log line, and the stream ends with the error
+        event its API defines (OpenAI: a `data:` error object; Anthropic: `event: error`)."""
+        log.warning("%s %s: the engine at %s stopped mid-answer: %r", request.method, path, route.endpoint, exc)
         sentence = await self._incident_for(route)
         body = error_body(path, 502, f"the model's engine stopped while answering: {sentence}")
         try:
@@ -476,7 +485,7 @@ class Gateway:
                 await response.write(b"data: " + json.dumps(body).encode() + b"\n\n")
             await response.write_eof()
         except (ConnectionResetError, RuntimeError):
-            pass
+            pass  # the client has gone too
 
     async def _incident_for(self, route) -> str:
         """The incident the supervisor records for this engine's exit (waits briefly for it)."""

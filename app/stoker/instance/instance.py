@@ -101,6 +101,7 @@ class Instance:
                                      routes=routes, on_overrides=self._overrides_saved,
                                      endpoint_problems=(self.ollama_port_problem,) if self.ollama_port_problem
                                      else (), **supervisor_options)
+        routes.wake = lambda: self.supervisor.submit(cmd.RouteAnswered())
         self.gateway = GatewayProcess(self.supervisor, self.catalog, routes,
                                       GatewayConfig(self.port, cors_origins=_cors_origins()),
                                       sockets=sockets, tray_shown=tray_shown, api_key=_api_key)
