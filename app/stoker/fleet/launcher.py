@@ -15,13 +15,19 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from secrets import token_urlsafe
 
 from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
 from stoker.engines.kind import EngineKind, engine_kind_for
-from stoker.fleet.supervisor import AttemptContext, EngineHealth, ExitDecision, PreparationRefused, PreparedLaunch
+from stoker.fleet.supervisor import (
+    AttemptContext,
+    EngineHealth,
+    ExitDecision,
+    LaunchContext,
+    PreparationRefused,
+    PreparedLaunch,
+)
 from stoker.library.model_ids import model_kind
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.pipeline import (
@@ -43,19 +49,6 @@ HOST = "127.0.0.1"
 # vocabulary is the owner's choice, and it is still "chosen" (not forced): when it breaks a
 # launch it is left out, not kept.
 __all__ = ["DRAFT_SUFFIX", "RealPreparer", "auto_drafter", "merge_overrides"]
-
-
-@dataclass(frozen=True)
-class _LaunchContext:
-    """How a PreparedLaunch was made, for the decisions after it ends."""
-
-    binary: str
-    identity: str | None
-    user_overrides: ModelOverrides  # what the user pinned: the ladder never changes these
-    overrides: ModelOverrides  # what this launch used (user's + recovery steps)
-    policy: object  # core.planner.PlanPolicy
-    n_layers: int | None
-    is_moe: bool
 
 
 def _step_words(step) -> str:
@@ -118,7 +111,6 @@ class RealPreparer:
         self._lock = threading.Lock()
         # model path -> the recovery steps taken since a person last started it
         self._recovery: dict[str, tuple] = {}
-        self._context: dict[int, _LaunchContext] = {}  # id(PreparedLaunch) -> how it was made
         self._passed_over: tuple[tuple[str, str], ...] = ()
         self._missing_runtime = ()
         self._build_blockers: tuple = ()  # cudaBlocker / rocmBlocker of builds passed over
@@ -377,11 +369,10 @@ class RealPreparer:
                                   backend=build.backend, secrets=secrets,
                                   startup_deadline_s=self.startup_deadline_s,
                                   idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
-                                  engine_key=dict(secrets).get(API_KEY_ENV))
-        with self._lock:
-            self._context = {id(prepared): _LaunchContext(
-                build.binary, identity, user_overrides, overrides, policy, summary.n_layer,
-                bool(summary.n_expert))}
+                                  engine_key=dict(secrets).get(API_KEY_ENV),
+                                  context=LaunchContext(build.binary, identity, user_overrides,
+                                                        overrides, policy, summary.n_layer,
+                                                        bool(summary.n_expert)))
         return prepared
 
     def _prepare_other_kind(self, kind: EngineKind, model: Path, attempt: AttemptContext, settings):
@@ -503,7 +494,7 @@ class RealPreparer:
         from stoker.fleet.quarantine import is_quarantined, mark_drafter_broken, record_strike
         from stoker.fleet.recovery import CTX_FLOOR, RecoveryInputs, next_recovery_step
 
-        ctx = self._context.get(id(launch))
+        ctx = launch.context
         plan = launch.plan
         if ctx is None or plan is None:
             return ExitDecision()
@@ -575,7 +566,7 @@ class RealPreparer:
 
                 log.warning("could not save ds4's measured memory: %s", storage_sentence(exc))
             return
-        ctx = self._context.get(id(launch))
+        ctx = launch.context
         if ctx is None or launch.plan is None:
             return
         drafter = launch.plan.drafter

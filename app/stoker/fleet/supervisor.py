@@ -97,6 +97,7 @@ from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, EngineV
 from stoker.gateway.routes import Routes
 from stoker.planning.overrides import ModelOverrides
 from stoker.planning.plan import LaunchPlan, plan_summary_line
+from stoker.planning.planner import PlanPolicy
 
 log = logging.getLogger(__name__)
 
@@ -141,6 +142,21 @@ class AttemptContext:
 
 
 @dataclass(frozen=True)
+class LaunchContext:
+    """How a planned llama-server launch was made, for the decisions after it ends (the
+    preparer's after_exit and after_ready): it travels inside its PreparedLaunch, so each
+    resident model's failure is judged by its own launch, never by the latest one prepared."""
+
+    binary: str
+    identity: str | None  # the binary's identity (stoker/fleet/ledger.py binary_identity)
+    user_overrides: ModelOverrides  # what the user pinned: the recovery ladder never changes these
+    overrides: ModelOverrides  # what this launch used (the user's + recovery steps)
+    policy: PlanPolicy
+    n_layers: int | None
+    is_moe: bool
+
+
+@dataclass(frozen=True)
 class PreparedLaunch:
     spec: LaunchSpec
     model_path: str
@@ -156,6 +172,9 @@ class PreparedLaunch:
     # Which engine this is: where readiness is asked, which lines are progress and failure,
     # whether a request can be cancelled inside it (stoker/engines/kind.py).
     kind: EngineKind = EngineKind.LLAMA_SERVER
+    # How the preparer made it (RealPreparer's llama-server launches); None for a hand-made
+    # launch or another kind, whose exits and READY teach the preparer nothing.
+    context: LaunchContext | None = None
 
 
 @dataclass(frozen=True)
