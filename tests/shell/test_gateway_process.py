@@ -21,6 +21,7 @@ import pytest
 
 from stoker.fleet.commands import Route, Shutdown
 from stoker.fleet.instance import Instance
+from stoker.fleet.supervisor import FunctionPreparer
 from stoker.gateway.link import (
     CloseIfIdle,
     IdleAnswer,
@@ -38,8 +39,11 @@ from stoker.gateway.routes import Routes
 from .test_faults import Stoker, gone_within, home, run_args, status_json  # noqa: F401 (fixture)
 
 
-def never_prepare(model_path, attempt):
+def _never(model_path, attempt):
     raise AssertionError("nothing is loaded in this test")
+
+
+never_prepare = FunctionPreparer(_never)
 
 
 ROUTE = Route(key="/m/a.gguf", endpoint="http://127.0.0.1:1", engine_key="k", pid=1)

@@ -210,10 +210,10 @@ def test_this_machine_shares_a_supervised_worker_with_its_own_line(rpc_home):
     """ShareWorker runs rpc-server under the supervisor: the snapshot's worker view (and the
     tray line decided from it) goes starting -> ready with the devices it lends, a kill -9 is
     an incident and a restart, StopWorker stops it; a LAN address without consent is refused."""
-    from stoker.fleet.supervisor import PreparationRefused, Supervisor
+    from stoker.fleet.supervisor import FunctionPreparer, PreparationRefused, Supervisor
 
     port = free_loopback_port()
-    sup = Supervisor(lambda path, attempt: PreparationRefused(path, "no model in this test"),
+    sup = Supervisor(FunctionPreparer(lambda path, attempt: PreparationRefused(path, "no model in this test")),
                      stop_grace_s=5).start()
     try:
         sup.submit(ShareWorker(port=port))

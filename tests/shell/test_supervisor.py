@@ -12,7 +12,7 @@ from stoker.base.paths import stoker_paths
 from stoker.fleet.commands import Restart, Shutdown, StartModel, Stop
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import PreparationRefused, Supervisor, hand_made_preparer
+from stoker.fleet.supervisor import FunctionPreparer, PreparationRefused, Supervisor, hand_made_preparer
 from tests.shell.engine_helpers import chat, demo_spec, engines_running
 
 pytestmark = pytest.mark.engine
@@ -122,7 +122,8 @@ def test_crash_loop_ends_failed_after_the_budget(supervised, engine_binary, demo
 
 
 def test_refused_preparation_fails_with_its_sentence(supervised):
-    sup = supervised(lambda model, attempt: PreparationRefused(model, "the model needs 9 GiB, 2 are free"))
+    sup = supervised(FunctionPreparer(
+        lambda model, attempt: PreparationRefused(model, "the model needs 9 GiB, 2 are free")))
     sup.submit(StartModel("/nowhere.gguf"))
     failed = sup.wait_for(lambda s: s.state is S.FAILED, 10)
     assert failed.last_error == "the model needs 9 GiB, 2 are free"

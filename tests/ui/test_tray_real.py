@@ -63,15 +63,16 @@ def argv_value(argv, flag):
     return argv[argv.index(flag) + 1] if flag in argv else None
 
 
-class SlowPreparer:
+class SlowPreparer(RealPreparer):
     """The real preparer, made slower (as a big model's header read and probe would be)."""
 
-    def __init__(self, inner, delay_s):
-        self.inner, self.delay_s = inner, delay_s
+    def __init__(self, delay_s, **options):
+        super().__init__(**options)
+        self.delay_s = delay_s
 
     def __call__(self, model_path, attempt):
         time.sleep(self.delay_s)
-        return self.inner(model_path, attempt)
+        return super().__call__(model_path, attempt)
 
 
 @pytest.fixture
@@ -89,7 +90,7 @@ def library(stoker_home, demo_model, engine_binary):
 
 @pytest.fixture
 def real_app(qtbot, library, engine_binary):
-    sup = Supervisor(SlowPreparer(RealPreparer(remember_last_model=False), 1.5),
+    sup = Supervisor(SlowPreparer(1.5, remember_last_model=False),
                      stop_grace_s=5.0)
     stoker = StokerApp(sup, Services())
     sup.start()

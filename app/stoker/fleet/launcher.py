@@ -278,9 +278,10 @@ class RealPreparer:
                 self._told.add(problem)
                 log.warning("%s", problem)
 
-    def idle_timeout_for(self, overrides: ModelOverrides) -> float | None:
+    def idle_timeout_for(self, overrides: ModelOverrides, current: float | None) -> float | None:
         """The idle timeout new overrides give a model that is already running: it applies at
-        once, with no restart (the supervisor's ApplyOverrides hook)."""
+        once, with no restart (the supervisor's ApplyOverrides hook). `current` is not needed:
+        the overrides and Settings decide it, as at a launch."""
         return self._idle_timeout_s(self._settings(), overrides)
 
     def _idle_timeout_s(self, settings, overrides: ModelOverrides) -> float | None:

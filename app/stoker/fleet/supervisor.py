@@ -50,15 +50,16 @@ import queue
 import shlex
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import httpx
 
 from stoker.base.paths import storage_sentence
+from stoker.diagnosis.classify import Incident
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.engines.ds4_launch import Ds4Plan, ds4_summary_line
 from stoker.engines.health import probe_health
@@ -209,9 +210,97 @@ class _WorkerChanged:
     thread publishes)."""
 
 
+@runtime_checkable
 class LaunchPreparer(Protocol):
+    """What the supervisor asks of whoever decides launches: every hook it calls, declared.
+
+    RealPreparer (stoker/fleet/launcher.py) is the real one; a launch made by hand (tests,
+    bare launches) subclasses PlainPreparer, whose hooks learn nothing."""
+
     def __call__(self, model_path: str | None, attempt: AttemptContext
-                 ) -> PreparedLaunch | PreparationRefused: ...
+                 ) -> PreparedLaunch | PreparationRefused:
+        """The launch for this attempt, or the sentence why there is none."""
+        ...
+
+    def choose_model(self, model_path: str | None) -> Path | None:
+        """The file a model path means ("the last used model" for None); raises when none."""
+        ...
+
+    def idle_timeout_for(self, overrides: ModelOverrides, current: float | None) -> float | None:
+        """The idle timeout new overrides give a model already running (`current` is its
+        launch's), applied at once with no restart."""
+        ...
+
+    def after_exit(self, launch: PreparedLaunch, incident: Incident, exit: EngineExit) -> ExitDecision:
+        """What a diagnosed failed exit teaches: strikes, quarantine, the recovery ladder."""
+        ...
+
+    def after_ready(self, launch: PreparedLaunch, lines: Sequence[str]) -> None:
+        """The start-up log of a launch that became READY (measured memory lines)."""
+        ...
+
+    def engine_health(self) -> EngineHealth:
+        """Blockers, quarantined builds, settings problems, RPC workers back: for the snapshot."""
+        ...
+
+    def lift_quarantine(self, build_id: str) -> None: ...
+
+    def watching_workers(self) -> bool:
+        """Whether an RPC worker was dropped, so its coming back is worth looking for."""
+        ...
+
+    def readmit_worker(self, endpoint: str) -> tuple[str, ...]:
+        """Let a dropped RPC worker back in; the model paths planned without it."""
+        ...
+
+
+class PlainPreparer:
+    """The hooks of a preparer that learns nothing from failures and knows no library:
+    subclasses give `__call__`. For launches made by hand (tests, bench tools)."""
+
+    def __call__(self, model_path: str | None, attempt: AttemptContext
+                 ) -> PreparedLaunch | PreparationRefused:
+        raise NotImplementedError
+
+    def choose_model(self, model_path: str | None) -> Path | None:
+        return Path(model_path) if model_path else None
+
+    def idle_timeout_for(self, overrides: ModelOverrides, current: float | None) -> float | None:
+        return current
+
+    def after_exit(self, launch: PreparedLaunch, incident: Incident, exit: EngineExit) -> ExitDecision:
+        return ExitDecision()
+
+    def after_ready(self, launch: PreparedLaunch, lines: Sequence[str]) -> None:
+        return None
+
+    def engine_health(self) -> EngineHealth:
+        return EngineHealth()
+
+    def lift_quarantine(self, build_id: str) -> None:
+        return None
+
+    def watching_workers(self) -> bool:
+        return False
+
+    def readmit_worker(self, endpoint: str) -> tuple[str, ...]:
+        return ()
+
+
+class FunctionPreparer(PlainPreparer):
+    """A preparer from a function `(model_path, attempt) -> PreparedLaunch | PreparationRefused`."""
+
+    def __init__(self, prepare: Callable[[str | None, AttemptContext], PreparedLaunch | PreparationRefused],
+                 *, idle_timeout_for: Callable[[ModelOverrides], float | None] | None = None) -> None:
+        self._prepare = prepare
+        self._idle_timeout_for = idle_timeout_for
+
+    def __call__(self, model_path: str | None, attempt: AttemptContext
+                 ) -> PreparedLaunch | PreparationRefused:
+        return self._prepare(model_path, attempt)
+
+    def idle_timeout_for(self, overrides: ModelOverrides, current: float | None) -> float | None:
+        return self._idle_timeout_for(overrides) if self._idle_timeout_for is not None else current
 
 
 Subscriber = Callable[[AppSnapshot], None]
@@ -281,6 +370,8 @@ class Supervisor:
         from stoker.base.paths import stoker_paths
 
         paths = stoker_paths()
+        if not isinstance(preparer, LaunchPreparer):  # a bare function would lose every hook quietly
+            raise TypeError(f"{preparer!r} is not a LaunchPreparer; wrap a function in FunctionPreparer")
         self._preparer = preparer
         self._clock = clock
         self._policy = policy or RestartPolicy()
@@ -448,13 +539,12 @@ class Supervisor:
 
     def _key_for(self, model_path: str | None) -> str:
         """The engine key for a model: its real path (the preparer resolves "last used")."""
-        choose = getattr(self._preparer, "choose_model", None)
         path = model_path
-        if choose is not None:
-            try:
-                path = str(choose(model_path))
-            except Exception:
-                path = model_path
+        try:
+            chosen = self._preparer.choose_model(model_path)
+            path = str(chosen) if chosen is not None else model_path
+        except Exception:
+            path = model_path
         if path and os.path.exists(path):
             return os.path.realpath(path)
         return path or ""
@@ -528,10 +618,11 @@ class Supervisor:
             engine = self._engines.get(key)
             if self._on_overrides is not None:  # aliases name (or stop naming) the model at once
                 self._on_overrides(key)
-            idle_for = getattr(self._preparer, "idle_timeout_for", None)
-            if idle_for is not None and engine is not None and engine.launch is not None:
-                engine.launch = replace(engine.launch, idle_timeout_s=idle_for(command.overrides))
-                self._publish()
+            if engine is not None and engine.launch is not None:
+                idle = self._preparer.idle_timeout_for(command.overrides, engine.launch.idle_timeout_s)
+                if idle != engine.launch.idle_timeout_s:
+                    engine.launch = replace(engine.launch, idle_timeout_s=idle)
+                    self._publish()
             if command.restart and engine is not None and engine.phase in (
                     EngineState.STARTING, EngineState.READY, EngineState.BACKOFF):
                 engine.after_failure = False
@@ -539,9 +630,8 @@ class Supervisor:
                 self.routes.close(engine.key)
                 self._feed(engine, RestartRequested("new settings for this model"))
         elif isinstance(command, cmd.LiftQuarantine):
-            lift = getattr(self._preparer, "lift_quarantine", None)
-            if lift is not None:  # the quarantine ledger belongs to the preparer's engine choice
-                lift(command.build_id)
+            # the quarantine ledger belongs to the preparer's engine choice
+            self._preparer.lift_quarantine(command.build_id)
             self._refresh_health()
             self._publish()
         elif isinstance(command, cmd.UseWorkerAgain):
@@ -1016,11 +1106,10 @@ class Supervisor:
     # ------------------------------------------------------------------ preparer hooks
 
     def _after_exit(self, e: _Engine, incident, report: EngineExit) -> ExitDecision:
-        hook = getattr(self._preparer, "after_exit", None)
-        if hook is None or incident is None or e.launch is None or report.signalled_by_us:
+        if incident is None or e.launch is None or report.signalled_by_us:
             return ExitDecision()
         try:
-            return hook(e.launch, incident, report) or ExitDecision()
+            return self._preparer.after_exit(e.launch, incident, report)
         except Exception:
             log.exception("the preparer's after_exit failed")
             return ExitDecision()
@@ -1032,24 +1121,20 @@ class Supervisor:
         lines = proc.tail()
         e.ready_blockers = gpu_unused_blockers(lines, launch)
         e.drafter_note = drafter_left_out_by_engine(lines, launch)
-        hook = getattr(self._preparer, "after_ready", None)
-        if hook is not None:
-            try:
-                hook(launch, lines)
-            except Exception:
-                log.exception("the preparer's after_ready failed")
+        try:
+            self._preparer.after_ready(launch, lines)
+        except Exception:
+            log.exception("the preparer's after_ready failed")
 
     def _use_worker_again(self, endpoint: str) -> None:
         """A person chose "Use HOST:PORT again": the preparer lets the worker back in and
         names the models planned without it; those that are resident restart (a person's
         restart: planned afresh with every worker that answers)."""
-        hook = getattr(self._preparer, "readmit_worker", None)
         keys: tuple[str, ...] = ()
-        if hook is not None:
-            try:
-                keys = tuple(hook(endpoint) or ())
-            except Exception:
-                log.exception("the preparer's readmit_worker failed")
+        try:
+            keys = tuple(self._preparer.readmit_worker(endpoint))
+        except Exception:
+            log.exception("the preparer's readmit_worker failed")
         for path in keys:
             engine = self._engines.get(self._key_for(path))  # the preparer's path, resolved as keys are
             if engine is None or engine.phase not in (EngineState.STARTING, EngineState.READY,
@@ -1065,9 +1150,8 @@ class Supervisor:
     def _watch_workers(self) -> None:
         """While the preparer has dropped an RPC worker, refresh the health (which says when
         it is back) every WORKER_CHECK_S and publish when that changed."""
-        watching = getattr(self._preparer, "watching_workers", None)
         now = self._clock()
-        if watching is None or now < self._next_worker_check or not watching():
+        if now < self._next_worker_check or not self._preparer.watching_workers():
             return
         self._next_worker_check = now + WORKER_CHECK_S
         before = self._health
@@ -1076,11 +1160,8 @@ class Supervisor:
             self._publish()
 
     def _refresh_health(self) -> None:
-        hook = getattr(self._preparer, "engine_health", None)
-        if hook is None:
-            return
         try:
-            self._health = hook() or EngineHealth()
+            self._health = self._preparer.engine_health()
         except Exception:
             log.exception("the preparer's engine_health failed")
 
@@ -1337,14 +1418,14 @@ def hand_made_preparer(spec_for: Callable[[str | None, int], LaunchSpec], *,
                        secrets: Mapping[str, str] | None = None) -> LaunchPreparer:
     """A preparer from a function (model, port) -> LaunchSpec: for tests and bare launches."""
 
-    def prepare(model_path: str | None, attempt: AttemptContext):
+    def prepare(model_path: str | None, attempt: AttemptContext) -> PreparedLaunch:
         spec = spec_for(model_path, attempt.port)
         model = _argv_value(spec.argv, "-m", "--model") or model_path or ""
         return PreparedLaunch(spec=spec, model_path=model, backend=backend, build_id=build_id,
                               secrets=tuple((secrets or {}).items()),
                               startup_deadline_s=startup_deadline_s)
 
-    return prepare
+    return FunctionPreparer(prepare)
 
 
 def argv_line(argv: tuple[str, ...]) -> str:
