@@ -17,7 +17,8 @@ ended (a thread waits on it), a stop that finished, a health probe that answered
 an idle expiry that is due. What stays periodic is cheap: the READY engine's /health every
 2 s, which notices a hang (stoker/fleet/health_watch.py), the readiness poll while an
 engine starts, and, while a load waits for busy models or an unload waits for requests in
-flight, a look at the route table every 0.1 s.
+flight, a look at the route table every 0.1 s. STOKER_SUPERVISOR_TICK_S (seconds) wakes it at
+least that often, as the fixed tick of old did: `stoker bench idle` measures both side by side.
 
 The gateway reaches a READY engine without a round trip through this thread: `routes`
 (stoker/gateway/routes.py, a small lock-protected table; in an Instance the gateway process
@@ -292,6 +293,21 @@ class FunctionPreparer(PlainPreparer):
 Subscriber = Callable[[AppSnapshot], None]
 
 
+def _fixed_tick() -> float | None:
+    """STOKER_SUPERVISOR_TICK_S: wake at least this often (the old fixed tick, for benches)."""
+    raw = os.environ.get("STOKER_SUPERVISOR_TICK_S")
+    if not raw:
+        return None
+    try:
+        tick = float(raw)
+    except ValueError:
+        tick = 0.0
+    if not tick > 0:
+        log.warning("STOKER_SUPERVISOR_TICK_S=%r is not a positive number of seconds; ignored", raw)
+        return None
+    return tick
+
+
 # ---------------------------------------------------------------------- one model's engine
 
 
@@ -371,6 +387,7 @@ class Supervisor:
                                    lambda: self._preparer.watching_workers(), clock)
         self._health = EngineHealth()
         self._overrides: dict[str, ModelOverrides] = {}
+        self._tick_s = _fixed_tick()
         # Shared, replaced atomically:
         self._seq = 0
         self._snapshot = AppSnapshot(seq=0, state=EngineState.STOPPED, gateway_url=gateway_url,
@@ -482,7 +499,7 @@ class Supervisor:
         """Until the next thing due: a readiness poll, a health probe, a retry, a queued
         load's next decision, an idle expiry, a look for a dropped worker."""
         now = self._clock()
-        due = [now + LONGEST_SLEEP_S]
+        due = [now + (self._tick_s or LONGEST_SLEEP_S)]
         can_wait_on_exit = hasattr(os, "waitid")
         for e in self._engines.values():
             if e.phase is EngineState.STARTING:

@@ -15,6 +15,7 @@ BENCHES = {
     "bundle": "the frozen bundle's size and start-to-tray time beside the venv install's",
     "library": "listing 200 models across Ollama, HF cache and LM Studio, cold and cached",
     "gateway": "what the gateway adds to latency, streaming, disconnects and loads, beside the engine's port",
+    "idle": "what an idle Stoker with one model resident costs: its own processes' memory and CPU",
 }
 
 
