@@ -76,6 +76,7 @@ EFFECTS = frozenset({
     "stoker.fleet.launcher",
     "stoker.fleet.ledger",
     "stoker.fleet.snapshot_assembly",
+    "stoker.fleet.snapshot_hub",
     "stoker.fleet.supervisor",
     "stoker.fleet.worker_tray",
     "stoker.gateway.child",

@@ -11,7 +11,13 @@ import pytest
 
 from stoker.fleet.commands import CancelEnsure, EnsureModel, PinModel, Shutdown
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import FunctionPreparer, PreparedLaunch, Supervisor
+from stoker.fleet.supervisor import (
+    FunctionPreparer,
+    PreparedLaunch,
+    Supervisor,
+    SupervisorHooks,
+    SupervisorOptions,
+)
 from stoker.planning.plan import DeviceMemory, DrafterChoice, LaunchPlan
 from tests.shell.engine_helpers import demo_spec, engines_running
 from tests.shell.engine_helpers import wait_until as wait
@@ -42,7 +48,7 @@ def sup(engine_binary, demo_model, stoker_home):
         return PreparedLaunch(spec=spec, model_path=model_path, plan=plan_of(sizes[model_path], model_path),
                               backend="cpu", build_id="b11434-cpu", startup_deadline_s=60)
 
-    s = Supervisor(FunctionPreparer(prepare), stop_grace_s=3).start()
+    s = Supervisor(FunctionPreparer(prepare), SupervisorOptions(stop_grace_s=3)).start()
     yield s
     s.submit(Shutdown())
     assert s.join(30)
@@ -114,8 +120,8 @@ def test_new_overrides_apply_at_once_the_idle_timeout_and_the_hook(engine_binary
         return overrides.idle_minutes * 60 / 100  # 0.6 s per "minute"
 
     told: list[str] = []
-    s = Supervisor(FunctionPreparer(prepare, idle_timeout_for=idle_for), stop_grace_s=3,
-                   on_overrides=told.append).start()
+    s = Supervisor(FunctionPreparer(prepare, idle_timeout_for=idle_for), SupervisorOptions(stop_grace_s=3),
+                   SupervisorHooks(on_overrides=told.append)).start()
     try:
         s.submit(LoadModel("a"))
         assert wait(lambda: states(s).get("a", (None,))[0] is S.READY)

@@ -12,7 +12,13 @@ from stoker.base.paths import stoker_paths
 from stoker.fleet.commands import Restart, Shutdown, StartModel, Stop
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import FunctionPreparer, PreparationRefused, Supervisor, hand_made_preparer
+from stoker.fleet.supervisor import (
+    FunctionPreparer,
+    PreparationRefused,
+    Supervisor,
+    SupervisorOptions,
+    hand_made_preparer,
+)
 from tests.shell.engine_helpers import chat, demo_spec, engines_running
 
 pytestmark = pytest.mark.engine
@@ -29,7 +35,7 @@ def supervised(engine_binary, demo_model, stoker_home):
             lambda model, port: demo_spec(engine_binary, demo_model, port=port),
             backend="cpu", build_id="b11434-cpu", startup_deadline_s=60)
         kwargs.setdefault("stop_grace_s", 3)
-        sup = Supervisor(preparer, policy=policy, **kwargs).start()
+        sup = Supervisor(preparer, SupervisorOptions(policy=policy, **kwargs)).start()
         made.append(sup)
         return sup
 

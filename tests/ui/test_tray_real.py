@@ -26,7 +26,7 @@ from stoker.fleet.commands import StartModel
 from stoker.fleet.instance import Instance
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState
-from stoker.fleet.supervisor import Supervisor
+from stoker.fleet.supervisor import Supervisor, SupervisorOptions
 from tests.ui.fakes import grab_menus
 
 pytestmark = [pytest.mark.engine, pytest.mark.ui]
@@ -90,8 +90,7 @@ def library(stoker_home, demo_model, engine_binary):
 
 @pytest.fixture
 def real_app(qtbot, library, engine_binary):
-    sup = Supervisor(SlowPreparer(1.5, remember_last_model=False),
-                     stop_grace_s=5.0)
+    sup = Supervisor(SlowPreparer(1.5, remember_last_model=False), SupervisorOptions(stop_grace_s=5.0))
     stoker = StokerApp(sup, Services())
     sup.start()
     assert stoker.show_tray()
@@ -227,7 +226,8 @@ def test_menu_dialogs_and_quit_against_the_real_engine(qtbot, real_app, library,
 def gateway_app(qtbot, library, engine_binary):
     """The tray on what `stoker` runs: the gateway (on a free port) before a real supervisor."""
     # Any free port: the documented one may be held by a Stoker (or a test) running beside.
-    instance = Instance(RealPreparer(remember_last_model=False), port=0, stop_grace_s=5.0)
+    instance = Instance(RealPreparer(remember_last_model=False), port=0,
+                        options=SupervisorOptions(stop_grace_s=5.0))
     stoker = StokerApp(instance.supervisor, Services())
     instance.start()
     assert stoker.show_tray()

@@ -638,6 +638,7 @@ class _Bench:
         from stoker.fleet import commands as cmd
         from stoker.fleet.instance import Instance
         from stoker.fleet.launcher import RealPreparer
+        from stoker.fleet.supervisor import SupervisorOptions
         from stoker.library.models import resolve_model
         from stoker.planning.overrides import ModelOverrides
 
@@ -654,7 +655,7 @@ class _Bench:
         try:
             self.preparer = TapPreparer(self.real_preparer, self.clients.relay_port)
             self.instance = Instance(self.preparer, port=0, extra_models=(str(model),),
-                                     on_launch=self.on_launch, stop_grace_s=5).start()
+                                     on_launch=self.on_launch, options=SupervisorOptions(stop_grace_s=5)).start()
             self.sup = self.instance.supervisor
             self.sup.submit(cmd.StartModel(str(model)))
             taken = self.sup.wait_for(lambda s: any(e.model_path for e in s.engines), 60)

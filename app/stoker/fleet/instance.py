@@ -15,11 +15,12 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from stoker.fleet import commands as cmd
 from stoker.fleet.status_report import SCHEMA, running_status
-from stoker.fleet.supervisor import Supervisor
+from stoker.fleet.supervisor import PreparedLaunch, Supervisor, SupervisorHooks, SupervisorOptions
 from stoker.gateway.process import GatewayProcess, RemoteRoutes
 from stoker.gateway.server import GatewayConfig, GatewayError, bind_sockets
 from stoker.library.catalog import ModelCatalog
@@ -71,16 +72,18 @@ def _api_key() -> str | None:
 class Instance:
     def __init__(self, preparer, *, port: int, extra_models: tuple[str, ...] = (),
                  tray_shown: Callable[[], bool | None] = lambda: False,
-                 on_stop: Callable[[], None] | None = None, **supervisor_options) -> None:
+                 on_stop: Callable[[], None] | None = None, options: SupervisorOptions | None = None,
+                 on_launch: Callable[[PreparedLaunch], None] | None = None) -> None:
         self.catalog = ModelCatalog(tuple(str(m) for m in extra_models))
         # Bound first: the URL the supervisor reports is the one that really listens.
         sockets = bind_sockets(port, GatewayConfig(port).hosts)
         self.port = sockets[0].getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         routes = RemoteRoutes()
-        self.supervisor = Supervisor(preparer, gateway_url=self.url, name_model=self.catalog.id_for,
-                                     routes=routes, on_overrides=self._overrides_saved,
-                                     **supervisor_options)
+        self.supervisor = Supervisor(
+            preparer, replace(options or SupervisorOptions(), gateway_url=self.url),
+            SupervisorHooks(on_launch=on_launch, on_overrides=self._overrides_saved,
+                            name_model=self.catalog.id_for), routes=routes)
         self.gateway = GatewayProcess(self.supervisor, self.catalog, routes,
                                       GatewayConfig(self.port, cors_origins=_cors_origins()),
                                       sockets=sockets, tray_shown=tray_shown, api_key=_api_key)

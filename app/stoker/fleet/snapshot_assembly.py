@@ -42,10 +42,9 @@ def launch_facts(launch: PreparedLaunch) -> dict:
     if plan is not None:
         facts = {"ctx": plan.ctx, "slots": plan.slots, "kv_type_k": plan.kv_type_k,
                  "kv_type_v": plan.kv_type_v}
-        drafter = getattr(plan, "drafter", None)
-        facts["drafter_status"] = getattr(drafter, "status", None)
-        facts["drafter_reason"] = getattr(drafter, "reason", None)
-        facts["plan_decisions"] = tuple((d.what, d.why) for d in getattr(plan, "decisions", ()))
+        facts["drafter_status"] = plan.drafter.status
+        facts["drafter_reason"] = plan.drafter.reason
+        facts["plan_decisions"] = tuple((d.what, d.why) for d in plan.decisions)
         return facts
     argv = launch.spec.argv
     ctx = argv_value(argv, "-c", "--ctx-size")

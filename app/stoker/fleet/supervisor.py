@@ -41,6 +41,7 @@ it to its own loop). A subscriber that raises is logged and kept.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
@@ -48,7 +49,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, assert_never, runtime_checkable
 
@@ -83,6 +84,7 @@ from stoker.fleet.snapshot_assembly import (
     engine_view,
     merged_blockers,
 )
+from stoker.fleet.snapshot_hub import SnapshotHub, Subscriber
 from stoker.fleet.worker_tray import WorkerTray
 from stoker.gateway.routes import Routes
 from stoker.planning.overrides import ModelOverrides
@@ -290,7 +292,6 @@ class FunctionPreparer(PlainPreparer):
         return self._idle_timeout_for(overrides) if self._idle_timeout_for is not None else current
 
 
-Subscriber = Callable[[AppSnapshot], None]
 
 
 def _fixed_tick() -> float | None:
@@ -348,32 +349,338 @@ class SupervisorHooks:
     name_model: Callable[[str], str | None] | None = None  # a model path's gateway id
 
 
+@dataclass(frozen=True)
+class EngineHost:
+    """What the engine runner needs of the supervisor it works for (called on its thread)."""
+
+    publish: Callable[[], None]
+    engine_changed: Callable[[_Engine], None]  # its phase or launch changed: the fleet hears of it
+    refresh_health: Callable[[], None]
+    model_id: Callable[[str], str]
+    held_by_others: Callable[[str], tuple[tuple[str, int], ...]]  # bytes per device the others hold
+    unloading: Callable[[str], bool]  # asked to unload: its route stays closed
+
+
+class EngineRunner:
+    """Runs each model's engine for the supervisor: turns what the process and /health say
+    into lifecycle events, feeds the lifecycle reducer and carries out its effects (prepare,
+    spawn, stop off the thread, record an incident), and hears the preparer's hooks. It
+    decides no transition (stoker/fleet/lifecycle.py does) and nothing about the fleet."""
+
+    def __init__(self, host: EngineHost, preparer: LaunchPreparer, routes: Routes, prober: HealthProber,
+                 incidents: IncidentRecorder, *, clock: Callable[[], float], stop_grace_s: float,
+                 log_dir: Path, run_dir: Path, on_launch: Callable[[PreparedLaunch], None] | None,
+                 name_model: Callable[[str], str | None] | None, wake: Callable[[], None]) -> None:
+        self._host = host
+        self._preparer = preparer
+        self.routes = routes
+        self._prober = prober
+        self._incidents = incidents
+        self._clock = clock
+        self._stop_grace_s = stop_grace_s
+        self._log_dir = log_dir
+        self._run_dir = run_dir
+        self._on_launch = on_launch
+        self._names_models = name_model is not None
+        self._wake = wake
+        self.overrides: dict[str, ModelOverrides] = {}  # sent with ApplyOverrides, per key
+
+    def next_due(self, e: _Engine, now: float) -> float | None:
+        """When this engine next needs a look without any event (None: an event will come)."""
+        due: list[float] = []
+        if e.phase is EngineState.STARTING:
+            due.append(now + STARTING_POLL_S)
+        elif e.phase is EngineState.READY:
+            probe = self._prober.next_due(e.key)
+            if probe is not None:
+                due.append(probe)
+            if not hasattr(os, "waitid"):
+                due.append(now + READY_POLL_S)
+        elif e.phase is EngineState.STOPPING and e.stopper is None:
+            due.append(now + READY_POLL_S)
+        elif e.phase is EngineState.BACKOFF and e.state.retry_at is not None:
+            due.append(e.state.retry_at)
+        if e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER and e.proc is not None \
+                and (e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0):
+            due.append(e.progress_at + PROGRESS_PUBLISH_S)
+        return min(due) if due else None
+
+    def view(self, e: _Engine, *, pinned: bool, queued: str | None) -> EngineView:
+        """The engine's line in the snapshot."""
+        in_flight, last_used = self.routes.usage(e.key)
+        facts = EngineFacts(model_id=self._host.model_id(e.key), model_path=e.key or None, state=e.state,
+                            pinned=pinned, queued=queued, in_flight=in_flight, last_used_at=last_used,
+                            progress=e.progress)
+        return engine_view(facts, e.launch)
+
+    def close(self, e: _Engine) -> None:
+        """The supervisor is ending: the engine goes, whatever it was doing."""
+        if e.stopper is not None:
+            e.stopper.join(self._stop_grace_s + 15)
+        if e.proc is not None:
+            e.proc.stop(grace_s=self._stop_grace_s)
+            e.proc = None
+        self.routes.forget(e.key)
+
+    def stop(self, engine: _Engine) -> None:
+        self.routes.close(engine.key)
+        self.feed(engine, life.StopRequested())
+
+    def cancel_work(self, engine: _Engine | None, reason: str) -> None:
+        """An engine that cannot cancel a request it started (stoker/engines/kind.py) is stopped,
+        at once and as an expected exit; the next request starts it again. One that can
+        cancel is left alone: closing the request's connection already cancels it there."""
+        if engine is None or engine.launch is None or engine.phase not in (EngineState.READY,
+                                                                            EngineState.STARTING):
+            return
+        if describe(engine.launch.kind).cancellable_in_engine:
+            return
+        log.info("stopping %s: %s (it cannot cancel a request it has started)", self._host.model_id(engine.key),
+                 reason)
+        engine.cancelling = True
+        self.stop(engine)
+
+    def observe(self, e: _Engine) -> None:
+        """Turn what the process and /health say now into events."""
+        st, proc, now = e.state, e.proc, self._clock()
+        if e.stopper is not None:
+            if e.stop_done.is_set():
+                e.stopper.join()
+                e.stopper = None
+                self.feed(e, life.StoppedClean())
+            return
+        if proc is not None and st.phase in (EngineState.STARTING, EngineState.READY) \
+                and proc.poll() is not None:
+            self._exited(e, proc, now)
+            return
+        if proc is not None and e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER:
+            self._follow_progress(e, proc, now)
+        if st.phase is EngineState.STARTING and proc is not None and e.launch is not None:
+            kind = e.launch.kind
+            status = self._prober.ready_status(e.launch.spec.endpoint, kind)
+            now = self._clock()
+            if is_ready_status(kind, status):
+                proc.mark_ready(now)
+                self._on_ready(e, proc)
+                self.feed(e, life.BecameReady())
+            elif st.spawned_at is not None and now - st.spawned_at > e.launch.startup_deadline_s:
+                self.feed(e, life.StartupTimedOut(now - st.spawned_at))
+        elif st.phase is EngineState.BACKOFF and st.retry_at is not None and now >= st.retry_at:
+            e.after_failure = True
+            self.feed(e, life.RetryDue())
+        elif st.phase is EngineState.READY and e.launch is not None:
+            silent = self._prober.check(e.key, e.launch.spec.endpoint, e.launch.kind,
+                                        working=self.routes.usage(e.key)[0] > 0, now=now)
+            if silent is not None:
+                self.routes.close(e.key)
+                self.feed(e, life.Unresponsive(silent))
+
+    def _exited(self, e: _Engine, proc: EngineProcess, now: float) -> None:
+        """The process ended by itself: diagnose it, hear the preparer, tell the lifecycle."""
+        self.routes.close(e.key)
+        e.proc = None
+        self._prober.forget(e.key)
+        report = proc.exit_report(now)
+        incident = diagnose_exit(report, e.launch)
+        decision = self._after_exit(e, incident, report)
+        hopeless = hopeless_reason(report, e.launch, incident)
+        if decision.retry is True:
+            hopeless = None
+        elif decision.retry is False and report.phase == "starting" and incident is not None:
+            hopeless = hopeless or incident.title
+        if hopeless:
+            report = replace(report, hopeless=hopeless)
+        e.diagnosed = (report, incident, decision)
+        e.last_exit = report
+        self._host.refresh_health()
+        e.after_failure = not report.signalled_by_us
+        self.feed(e, life.Exited(report))
+
+    def _follow_progress(self, e: _Engine, proc: EngineProcess, now: float) -> None:
+        """Publish what a ds4 / sd-server says it is doing (its progress lines), while it
+        starts or serves a request, at most every PROGRESS_PUBLISH_S."""
+        if now - e.progress_at < PROGRESS_PUBLISH_S or e.launch is None:
+            return
+        e.progress_at = now
+        working = e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0
+        text = progress_text(e.launch.kind, proc.tail(8)) if working else None
+        if text != e.progress:
+            e.progress = text
+            self._host.publish()
+
+    def feed(self, e: _Engine, event: life.Event) -> None:
+        e.events.append(event)
+        if len(e.events) > 1:
+            return  # an effect fed this; the outer loop below picks it up in order
+        while e.events:
+            ev = e.events[0]
+            e.state, effects = life.step(e.state, ev, self._clock())
+            for effect in effects:
+                self._carry_out(e, effect)
+            e.events.pop(0)
+        self._host.engine_changed(e)
+        self._sync_route(e)
+
+    def _sync_route(self, e: _Engine) -> None:
+        unloading = self._host.unloading(e.key)
+        if e.phase is EngineState.READY and e.proc is not None and e.launch is not None and not unloading:
+            if self.routes.route(e.key) is None:
+                self.routes.open(Route(key=e.key, endpoint=e.launch.spec.endpoint,
+                                       engine_key=e.launch.engine_key, pid=e.proc.pid,
+                                       kind=e.launch.kind),
+                                 self._clock())
+        else:
+            self.routes.close(e.key)
+
+    def _carry_out(self, e: _Engine, effect: life.Effect) -> None:
+        match effect:
+            case life.Spawn():
+                self._spawn(e)
+            case life.Kill():
+                self._kill(e, effect)
+            case life.RecordIncident():
+                self._record_incident(e, effect)
+            case life.Publish():
+                self._host.publish()
+            case life.ScheduleRetry() | life.Finish():
+                pass  # the state carries retry_at / finished; the loop's deadlines act on them
+            case _:
+                assert_never(effect)
+
+    def prepare(self, e: _Engine, attempt: int) -> PreparedLaunch | PreparationRefused:
+        context = AttemptContext(
+            attempt=attempt, port=free_loopback_port(), log_dir=self._log_dir,
+            overrides=self.overrides.get(e.key) if e.key else None,
+            last_exit=e.last_exit, after_failure=e.after_failure,
+            held_bytes=self._host.held_by_others(e.key),
+            model_id=self._host.model_id(e.key) if e.key and self._names_models else None)
+        try:
+            prepared = self._preparer(e.key or None, context)
+        except Exception as exc:
+            log.exception("preparing the launch failed")
+            prepared = PreparationRefused(e.key or None, f"preparing the launch failed: {exc}")
+        self._host.refresh_health()
+        return prepared
+
+    def _spawn(self, e: _Engine) -> None:
+        e.ready_blockers = ()
+        e.drafter_note = None
+        e.cancelling, e.progress = False, None
+        prepared, e.prepared = e.prepared, None
+        if prepared is None:  # a restart or a retry: planned afresh
+            prepared = self.prepare(e, attempt=e.state.restarts)
+        if isinstance(prepared, PreparationRefused):
+            e.events.append(life.SpawnFailed(prepared.reason))
+            return
+        e.launch = prepared
+        if self._on_launch is not None:
+            self._on_launch(prepared)
+        try:
+            e.proc = EngineProcess.start(prepared.spec, secrets=dict(prepared.secrets),
+                                         log_dir=self._log_dir, run_dir=self._run_dir)
+        except OSError as exc:
+            e.events.append(life.SpawnFailed(str(exc)))
+            return
+        self._wait_on_exit(e.proc.pid)
+        e.events.append(life.Spawned(e.proc.pid))
+
+    def _wait_on_exit(self, pid: int) -> None:
+        """A thread that wakes this one when the process ends (it does not reap it: poll()
+        here does), so a crash is noticed at once without polling."""
+        if not hasattr(os, "waitid"):
+            return  # no such wait here (Windows): READY_POLL_S polling notices the exit
+
+        def wait() -> None:
+            with contextlib.suppress(OSError):  # already reaped (a stop), or not our child
+                os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+            self._wake()
+
+        threading.Thread(target=wait, name=f"stoker-exit-{pid}", daemon=True).start()
+
+    def _kill(self, e: _Engine, effect: life.Kill) -> None:
+        """Stop the process off this thread; StoppedClean follows when it is gone."""
+        self._prober.forget(e.key)
+        self.routes.close(e.key)
+        proc, e.proc = e.proc, None
+        if proc is None:
+            e.events.append(life.StoppedClean())
+            return
+        # A hung engine cannot act on SIGTERM anyway; a cancelled one must let go at once.
+        grace = HUNG_GRACE_S if effect.hung or e.cancelling else self._stop_grace_s
+
+        def stop() -> None:
+            try:
+                proc.stop(grace_s=grace)
+                e.last_exit = proc.exit_report(self._clock())
+            except Exception:
+                log.exception("stopping the engine (pid %s) failed", proc.pid)
+            done.set()
+            self._wake()
+
+        done = e.stop_done = threading.Event()
+        e.stopper = threading.Thread(target=stop, name=f"stoker-stop-{proc.pid}", daemon=True)
+        e.stopper.start()
+
+    def _record_incident(self, e: _Engine, effect: life.RecordIncident) -> None:
+        _, blocker = self._incidents.record(
+            effect, now=self._clock(), key=e.key, model_id=self._host.model_id(e.key) if e.key else None,
+            launch=e.launch, diagnosed=e.diagnosed)
+        if blocker is not None:
+            e.incident_blockers = tuple(b for b in e.incident_blockers if b.kind != blocker.kind) + (blocker,)
+        self._host.publish()
+
+    def _after_exit(self, e: _Engine, incident: Incident | None, report: EngineExit) -> ExitDecision:
+        if incident is None or e.launch is None or report.signalled_by_us:
+            return ExitDecision()
+        try:
+            return self._preparer.after_exit(e.launch, incident, report)
+        except Exception:
+            log.exception("the preparer's after_exit failed")
+            return ExitDecision()
+
+    def _on_ready(self, e: _Engine, proc: EngineProcess) -> None:
+        launch = e.launch
+        if launch is None:
+            return
+        lines = proc.tail()
+        e.ready_blockers = gpu_unused_blockers(lines, launch)
+        e.drafter_note = drafter_left_out_by_engine(lines, launch)
+        try:
+            self._preparer.after_ready(launch, lines)
+        except Exception:
+            log.exception("the preparer's after_ready failed")
+
+
+@dataclass(frozen=True)
+class SupervisorOptions:
+    """How the supervisor runs: its clock, restart policy, stop grace, folders, health probe."""
+
+    clock: Callable[[], float] = time.time
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    stop_grace_s: float = 10.0
+    log_dir: Path | None = None  # None: Stoker's log folder
+    run_dir: Path | None = None  # None: Stoker's run folder (pid files)
+    health_interval_s: float = HEALTH_INTERVAL_S
+    health_failures: int = HEALTH_FAILURES
+    gateway_url: str | None = None  # the endpoint the snapshot names, in an Instance
+
+
 class Supervisor:
-    def __init__(self, preparer: LaunchPreparer, *, clock: Callable[[], float] = time.time,
-                 policy: RestartPolicy | None = None, stop_grace_s: float = 10.0,
-                 log_dir: Path | None = None, run_dir: Path | None = None,
-                 on_launch: Callable[[PreparedLaunch], None] | None = None,
-                 health_interval_s: float = HEALTH_INTERVAL_S,
-                 health_failures: int = HEALTH_FAILURES,
-                 incident_log: IncidentLog | None = None,
-                 gateway_url: str | None = None,
-                 name_model: Callable[[str], str | None] | None = None,
-                 routes: Routes | None = None,
-                 on_overrides: Callable[[str], None] | None = None):
+    def __init__(self, preparer: LaunchPreparer, options: SupervisorOptions | None = None,
+                 hooks: SupervisorHooks | None = None, *, routes: Routes | None = None,
+                 incident_log: IncidentLog | None = None):
         paths = stoker_paths()
         if not isinstance(preparer, LaunchPreparer):  # a bare function would lose every hook quietly
             raise TypeError(f"{preparer!r} is not a LaunchPreparer; wrap a function in FunctionPreparer")
+        opts = options or SupervisorOptions()
         self._preparer = preparer
-        self._clock = clock
-        self._policy = policy or RestartPolicy()
-        self._stop_grace_s = stop_grace_s
-        self._log_dir = Path(log_dir or paths.logs)
-        self._run_dir = Path(run_dir or paths.run)
-        self._hooks = SupervisorHooks(on_launch, on_overrides, name_model)
-        self._gateway_url = gateway_url
+        self._clock = clock = opts.clock
+        self._policy = opts.policy
+        self._log_dir = Path(opts.log_dir or paths.logs)
+        self._run_dir = Path(opts.run_dir or paths.run)
+        self._hooks = hooks or SupervisorHooks()
+        self._gateway_url = opts.gateway_url
         self._queue: queue.Queue[cmd.Command | _Wake | _WorkerChanged] = queue.Queue()
-        self._subscribers: list[Subscriber] = []
-        self._sub_lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self.routes = routes or Routes(clock)  # the gateway process's mirror, in an Instance
         # Owned by the supervisor thread only:
@@ -382,16 +689,20 @@ class Supervisor:
         self._answers: dict[Hashable, Callable[[EnsureResult], None]] = {}  # EnsureModel tickets
         self._finished = False
         self._incidents = IncidentRecorder(incident_log or IncidentLog.in_data_dir(paths.data))
-        self._prober = HealthProber(self._wake, interval_s=health_interval_s, failures=health_failures)
+        self._prober = HealthProber(self._wake, interval_s=opts.health_interval_s, failures=opts.health_failures)
         self._workers = WorkerTray(lambda: self._queue.put(_WorkerChanged()),
                                    lambda: self._preparer.watching_workers(), clock)
         self._health = EngineHealth()
-        self._overrides: dict[str, ModelOverrides] = {}
+        self._runner = EngineRunner(
+            EngineHost(self._publish, self._phase_changed, self._refresh_health, self._model_id,
+                       self._held_by_others, self._unloading),
+            preparer, self.routes, self._prober, self._incidents, clock=clock, stop_grace_s=opts.stop_grace_s,
+            log_dir=self._log_dir, run_dir=self._run_dir, on_launch=self._hooks.on_launch,
+            name_model=self._hooks.name_model, wake=self._wake)
         self._tick_s = _fixed_tick()
-        # Shared, replaced atomically:
         self._seq = 0
-        self._snapshot = AppSnapshot(seq=0, state=EngineState.STOPPED, gateway_url=gateway_url,
-                                     endpoint=gateway_url)
+        self._hub = SnapshotHub(AppSnapshot(seq=0, state=EngineState.STOPPED, gateway_url=opts.gateway_url,
+                                            endpoint=opts.gateway_url))
 
     # ------------------------------------------------------------------ public API
 
@@ -411,21 +722,10 @@ class Supervisor:
 
         The latest snapshot is delivered at once. Returns a function that unsubscribes.
         """
-        with self._sub_lock:
-            self._subscribers.append(callback)
-            current = self._snapshot
-        if current.seq:
-            self._deliver(callback, current)
-
-        def unsubscribe() -> None:
-            with self._sub_lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
-
-        return unsubscribe
+        return self._hub.subscribe(callback)
 
     def snapshot(self) -> AppSnapshot:
-        return self._snapshot
+        return self._hub.current
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end (after Shutdown); True when it has."""
@@ -436,21 +736,7 @@ class Supervisor:
 
     def wait_for(self, predicate: Callable[[AppSnapshot], bool], timeout: float) -> AppSnapshot | None:
         """Block until a snapshot satisfies `predicate` (checked on every publish), or time out."""
-        hit = threading.Event()
-        found: list[AppSnapshot] = []
-
-        def check(snap: AppSnapshot) -> None:
-            if not hit.is_set() and predicate(snap):
-                found.append(snap)
-                hit.set()
-
-        unsubscribe = self.subscribe(check)
-        try:
-            check(self._snapshot)
-            hit.wait(timeout)
-        finally:
-            unsubscribe()
-        return found[0] if found else None
+        return self._hub.wait_for(predicate, timeout)
 
     # ------------------------------------------------------------------ the thread
 
@@ -470,7 +756,7 @@ class Supervisor:
                 elif not isinstance(item, _Wake):
                     self._on_command(item)
                 for engine in list(self._engines.values()):
-                    self._observe(engine)
+                    self._runner.observe(engine)
                 self._tick_fleet()
                 self._watch_workers()
                 if self._fleet.shutting_down and all(e.state.finished for e in self._engines.values()):
@@ -483,15 +769,10 @@ class Supervisor:
 
     def _close(self) -> None:
         for engine in self._engines.values():
-            if engine.stopper is not None:
-                engine.stopper.join(self._stop_grace_s + 15)
-            if engine.proc is not None:
-                engine.proc.stop(grace_s=self._stop_grace_s)
-                engine.proc = None
-            self.routes.forget(engine.key)
+            self._runner.close(engine)
         self._workers.close()
         for answer in list(self._answers.values()):
-            self._call(answer, EnsureResult(error="Stoker is shutting down"))
+            _call(answer, EnsureResult(error="Stoker is shutting down"))
         self._answers.clear()
         self._prober.close()
 
@@ -500,23 +781,10 @@ class Supervisor:
         load's next decision, an idle expiry, a look for a dropped worker."""
         now = self._clock()
         due = [now + (self._tick_s or LONGEST_SLEEP_S)]
-        can_wait_on_exit = hasattr(os, "waitid")
         for e in self._engines.values():
-            if e.phase is EngineState.STARTING:
-                due.append(now + STARTING_POLL_S)
-            elif e.phase is EngineState.READY:
-                probe = self._prober.next_due(e.key)
-                if probe is not None:
-                    due.append(probe)
-                if not can_wait_on_exit:
-                    due.append(now + READY_POLL_S)
-            elif e.phase is EngineState.STOPPING and e.stopper is None:
-                due.append(now + READY_POLL_S)
-            elif e.phase is EngineState.BACKOFF and e.state.retry_at is not None:
-                due.append(e.state.retry_at)
-            if e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER and e.proc is not None:
-                if e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0:
-                    due.append(e.progress_at + PROGRESS_PUBLISH_S)
+            engine_due = self._runner.next_due(e, now)
+            if engine_due is not None:
+                due.append(engine_due)
         usage = self._usage()
         for deadline in (fleet.next_deadline(self._fleet), fleet.expiry_deadline(self._fleet, usage),
                          self._workers.next_check()):
@@ -534,16 +802,7 @@ class Supervisor:
         return engine
 
     def _key_for(self, model_path: str | None) -> str:
-        """The engine key for a model: its real path (the preparer resolves "last used")."""
-        path = model_path
-        try:
-            chosen = self._preparer.choose_model(model_path)
-            path = str(chosen) if chosen is not None else model_path
-        except Exception:
-            path = model_path
-        if path and os.path.exists(path):
-            return os.path.realpath(path)
-        return path or ""
+        return engine_key(self._preparer, model_path)
 
     def _key_or_focus(self, model_path: str | None) -> str | None:
         """The key a command means: its model's, else (None) the focused model's."""
@@ -556,7 +815,7 @@ class Supervisor:
     def _on_command(self, command: cmd.Command) -> None:
         if self._fleet.shutting_down and not isinstance(command, cmd.Shutdown):
             if isinstance(command, cmd.EnsureModel):
-                self._call(command.answer, EnsureResult(error="Stoker is shutting down"))
+                _call(command.answer, EnsureResult(error="Stoker is shutting down"))
             return
         match command:
             case cmd.StartModel() | cmd.SwitchModel() | cmd.LoadModel():
@@ -576,7 +835,7 @@ class Supervisor:
                 self._answers.pop(command.ticket, None)
                 self._fleet_do(fleet.EnsureCancelled(command.ticket))
             case cmd.CancelRender():
-                self._cancel_work(self._engines.get(self._key_for(command.model_path)), command.reason)
+                self._runner.cancel_work(self._engines.get(self._key_for(command.model_path)), command.reason)
             case cmd.PinModel():
                 self._fleet_do(fleet.PinAsked(self._key_or_focus(command.model_path), command.pinned))
             case cmd.UnloadModel():
@@ -616,11 +875,11 @@ class Supervisor:
         if engine.phase is EngineState.STOPPED and engine.key in self._fleet.pending:
             return
         self.routes.close(engine.key)
-        self._feed(engine, life.RestartRequested(reason))
+        self._runner.feed(engine, life.RestartRequested(reason))
 
     def _apply_overrides(self, command: cmd.ApplyOverrides) -> None:
         key = self._key_for(command.model_path)
-        self._overrides[key] = command.overrides
+        self._runner.overrides[key] = command.overrides
         engine = self._engines.get(key)
         if self._hooks.on_overrides is not None:  # aliases name (or stop naming) the model at once
             self._hooks.on_overrides(key)
@@ -657,18 +916,18 @@ class Supervisor:
                     engine = self._engine(effect.key)
                     if effect.refused is not None:
                         engine.prepared = PreparationRefused(effect.key, effect.refused)
-                    self._feed(engine, life.StartRequested(effect.key or None))
+                    self._runner.feed(engine, life.StartRequested(effect.key or None))
                 case fleet.StopEngine():
                     stopped = self._engines.get(effect.key)
                     if stopped is not None:
                         log.info("stopping %s: %s", self._model_id(effect.key), effect.why)
-                        self._stop(stopped)
+                        self._runner.stop(stopped)
                 case fleet.StopIfIdle():
                     idle = self._engines.get(effect.key)
                     if idle is not None and idle.phase is EngineState.READY \
                             and self.routes.close_if_idle(effect.key):
                         log.info("unloading %s: %s", self._model_id(effect.key), effect.why)
-                        self._stop(idle)
+                        self._runner.stop(idle)
                 case fleet.CloseRoute():
                     self.routes.close(effect.key)
                 case fleet.PrepareAdmission():
@@ -678,7 +937,7 @@ class Supervisor:
                 case fleet.ShutdownEngines():
                     for engine in list(self._engines.values()):
                         self.routes.close(engine.key)
-                        self._feed(engine, life.ShutdownRequested())
+                        self._runner.feed(engine, life.ShutdownRequested())
                 case fleet.Forget():
                     self._engines.pop(effect.key, None)
                     self.routes.forget(effect.key)
@@ -693,7 +952,7 @@ class Supervisor:
         """Prepare the head of the queue's launch, so admission can weigh its plan's bytes;
         the launch is kept for its spawn when it is admitted now."""
         engine = self._engine(key)
-        prepared = self._prepare(engine, attempt=0)
+        prepared = self._runner.prepare(engine, attempt=0)
         engine.prepared = prepared
         need = budget = None
         if isinstance(prepared, PreparedLaunch) and prepared.plan is not None:
@@ -708,127 +967,12 @@ class Supervisor:
         if answer is None:
             return
         if effect.error is not None:
-            self._call(answer, EnsureResult(error=effect.error))
+            _call(answer, EnsureResult(error=effect.error))
             return
-        self._call(answer, EnsureResult(route=self.routes.route(effect.key)))
-
-    def _stop(self, engine: _Engine) -> None:
-        self.routes.close(engine.key)
-        self._feed(engine, life.StopRequested())
-
-    def _cancel_work(self, engine: _Engine | None, reason: str) -> None:
-        """An engine that cannot cancel a request it started (stoker/engines/kind.py) is stopped,
-        at once and as an expected exit; the next request starts it again. One that can
-        cancel is left alone: closing the request's connection already cancels it there."""
-        if engine is None or engine.launch is None or engine.phase not in (EngineState.READY,
-                                                                            EngineState.STARTING):
-            return
-        if describe(engine.launch.kind).cancellable_in_engine:
-            return
-        log.info("stopping %s: %s (it cannot cancel a request it has started)", self._model_id(engine.key),
-                 reason)
-        engine.cancelling = True
-        self._stop(engine)
-
-    @staticmethod
-    def _call(answer: Callable[[EnsureResult], None], result: EnsureResult) -> None:
-        try:
-            answer(result)
-        except Exception:
-            log.exception("an EnsureModel callback failed")
+        _call(answer, EnsureResult(route=self.routes.route(effect.key)))
 
     def _model_id(self, key: str) -> str:
-        if self._hooks.name_model is not None and key:
-            try:
-                ident = self._hooks.name_model(key)
-            except Exception:
-                ident = None
-            if ident:
-                return ident
-        return Path(key).name.removesuffix(".gguf") if key else "model"
-
-    # ------------------------------------------------------------------ observing
-
-    def _observe(self, e: _Engine) -> None:
-        """Turn what the process and /health say now into events."""
-        st, proc, now = e.state, e.proc, self._clock()
-        if e.stopper is not None:
-            if e.stop_done.is_set():
-                e.stopper.join()
-                e.stopper = None
-                self._feed(e, life.StoppedClean())
-            return
-        if proc is not None and st.phase in (EngineState.STARTING, EngineState.READY) \
-                and proc.poll() is not None:
-            self._exited(e, proc, now)
-            return
-        if proc is not None and e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER:
-            self._follow_progress(e, proc, now)
-        if st.phase is EngineState.STARTING and proc is not None and e.launch is not None:
-            kind = e.launch.kind
-            status = self._prober.ready_status(e.launch.spec.endpoint, kind)
-            now = self._clock()
-            if is_ready_status(kind, status):
-                proc.mark_ready(now)
-                self._on_ready(e, proc)
-                self._feed(e, life.BecameReady())
-            elif st.spawned_at is not None and now - st.spawned_at > e.launch.startup_deadline_s:
-                self._feed(e, life.StartupTimedOut(now - st.spawned_at))
-        elif st.phase is EngineState.BACKOFF and st.retry_at is not None and now >= st.retry_at:
-            e.after_failure = True
-            self._feed(e, life.RetryDue())
-        elif st.phase is EngineState.READY and e.launch is not None:
-            silent = self._prober.check(e.key, e.launch.spec.endpoint, e.launch.kind,
-                                        working=self.routes.usage(e.key)[0] > 0, now=now)
-            if silent is not None:
-                self.routes.close(e.key)
-                self._feed(e, life.Unresponsive(silent))
-
-    def _exited(self, e: _Engine, proc: EngineProcess, now: float) -> None:
-        """The process ended by itself: diagnose it, hear the preparer, tell the lifecycle."""
-        self.routes.close(e.key)
-        e.proc = None
-        self._prober.forget(e.key)
-        report = proc.exit_report(now)
-        incident = diagnose_exit(report, e.launch)
-        decision = self._after_exit(e, incident, report)
-        hopeless = hopeless_reason(report, e.launch, incident)
-        if decision.retry is True:
-            hopeless = None
-        elif decision.retry is False and report.phase == "starting" and incident is not None:
-            hopeless = hopeless or incident.title
-        if hopeless:
-            report = replace(report, hopeless=hopeless)
-        e.diagnosed = (report, incident, decision)
-        e.last_exit = report
-        self._refresh_health()
-        e.after_failure = not report.signalled_by_us
-        self._feed(e, life.Exited(report))
-
-    def _follow_progress(self, e: _Engine, proc: EngineProcess, now: float) -> None:
-        """Publish what a ds4 / sd-server says it is doing (its progress lines), while it
-        starts or serves a request, at most every PROGRESS_PUBLISH_S."""
-        if now - e.progress_at < PROGRESS_PUBLISH_S or e.launch is None:
-            return
-        e.progress_at = now
-        working = e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0
-        text = progress_text(e.launch.kind, proc.tail(8)) if working else None
-        if text != e.progress:
-            e.progress = text
-            self._publish()
-
-    def _feed(self, e: _Engine, event: life.Event) -> None:
-        e.events.append(event)
-        if len(e.events) > 1:
-            return  # an effect fed this; the outer loop below picks it up in order
-        while e.events:
-            ev = e.events[0]
-            e.state, effects = life.step(e.state, ev, self._clock())
-            for effect in effects:
-                self._carry_out(e, effect)
-            e.events.pop(0)
-        self._phase_changed(e)
-        self._sync_route(e)
+        return model_id_of(self._hooks.name_model, key)
 
     def _phase_changed(self, e: _Engine) -> None:
         """Tell the fleet what it decides on: the phase, the plan's bytes, the idle timeout."""
@@ -840,49 +984,9 @@ class Supervisor:
             e.key, e.phase, bytes_by_device(e.launch),
             e.launch.idle_timeout_s if e.launch is not None else None, failure))
 
-    def _sync_route(self, e: _Engine) -> None:
-        member = self._fleet.member(e.key)
-        unloading = member is not None and member.unload_when_idle
-        if e.phase is EngineState.READY and e.proc is not None and e.launch is not None and not unloading:
-            if self.routes.route(e.key) is None:
-                self.routes.open(Route(key=e.key, endpoint=e.launch.spec.endpoint,
-                                       engine_key=e.launch.engine_key, pid=e.proc.pid,
-                                       kind=e.launch.kind),
-                                 self._clock())
-        else:
-            self.routes.close(e.key)
-
-    def _carry_out(self, e: _Engine, effect: life.Effect) -> None:
-        match effect:
-            case life.Spawn():
-                self._spawn(e)
-            case life.Kill():
-                self._kill(e, effect)
-            case life.RecordIncident():
-                self._record_incident(e, effect)
-            case life.Publish():
-                self._publish()
-            case life.ScheduleRetry() | life.Finish():
-                pass  # the state carries retry_at / finished; the loop's deadlines act on them
-            case _:
-                assert_never(effect)
-
-    # ------------------------------------------------------------------ lifecycle effects
-
-    def _prepare(self, e: _Engine, attempt: int) -> PreparedLaunch | PreparationRefused:
-        context = AttemptContext(
-            attempt=attempt, port=free_loopback_port(), log_dir=self._log_dir,
-            overrides=self._overrides.get(e.key) if e.key else None,
-            last_exit=e.last_exit, after_failure=e.after_failure,
-            held_bytes=self._held_by_others(e.key),
-            model_id=self._model_id(e.key) if e.key and self._hooks.name_model is not None else None)
-        try:
-            prepared = self._preparer(e.key or None, context)
-        except Exception as exc:
-            log.exception("preparing the launch failed")
-            prepared = PreparationRefused(e.key or None, f"preparing the launch failed: {exc}")
-        self._refresh_health()
-        return prepared
+    def _unloading(self, key: str) -> bool:
+        member = self._fleet.member(key)
+        return member is not None and member.unload_when_idle
 
     def _held_by_others(self, key: str) -> tuple[tuple[str, int], ...]:
         held: dict[str, int] = {}
@@ -891,98 +995,6 @@ class Supervisor:
                 for dev, b in m.bytes_by_device:
                     held[dev] = held.get(dev, 0) + b
         return tuple(held.items())
-
-    def _spawn(self, e: _Engine) -> None:
-        e.ready_blockers = ()
-        e.drafter_note = None
-        e.cancelling, e.progress = False, None
-        prepared, e.prepared = e.prepared, None
-        if prepared is None:  # a restart or a retry: planned afresh
-            prepared = self._prepare(e, attempt=e.state.restarts)
-        if isinstance(prepared, PreparationRefused):
-            e.events.append(life.SpawnFailed(prepared.reason))
-            return
-        e.launch = prepared
-        if self._hooks.on_launch is not None:
-            self._hooks.on_launch(prepared)
-        try:
-            e.proc = EngineProcess.start(prepared.spec, secrets=dict(prepared.secrets),
-                                         log_dir=self._log_dir, run_dir=self._run_dir)
-        except OSError as exc:
-            e.events.append(life.SpawnFailed(str(exc)))
-            return
-        self._wait_on_exit(e.proc.pid)
-        e.events.append(life.Spawned(e.proc.pid))
-
-    def _wait_on_exit(self, pid: int) -> None:
-        """A thread that wakes this one when the process ends (it does not reap it: poll()
-        here does), so a crash is noticed at once without polling."""
-        if not hasattr(os, "waitid"):
-            return  # no such wait here (Windows): READY_POLL_S polling notices the exit
-
-        def wait() -> None:
-            try:
-                os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-            except OSError:
-                pass  # already reaped (a stop), or not our child
-            self._wake()
-
-        threading.Thread(target=wait, name=f"stoker-exit-{pid}", daemon=True).start()
-
-    def _kill(self, e: _Engine, effect: life.Kill) -> None:
-        """Stop the process off this thread; StoppedClean follows when it is gone."""
-        self._prober.forget(e.key)
-        self.routes.close(e.key)
-        proc, e.proc = e.proc, None
-        if proc is None:
-            e.events.append(life.StoppedClean())
-            return
-        # A hung engine cannot act on SIGTERM anyway; a cancelled one must let go at once.
-        grace = HUNG_GRACE_S if effect.hung or e.cancelling else self._stop_grace_s
-
-        def stop() -> None:
-            try:
-                proc.stop(grace_s=grace)
-                e.last_exit = proc.exit_report(self._clock())
-            except Exception:
-                log.exception("stopping the engine (pid %s) failed", proc.pid)
-            done.set()
-            self._wake()
-
-        done = e.stop_done = threading.Event()
-        e.stopper = threading.Thread(target=stop, name=f"stoker-stop-{proc.pid}", daemon=True)
-        e.stopper.start()
-
-    def _record_incident(self, e: _Engine, effect: life.RecordIncident) -> None:
-        _, blocker = self._incidents.record(
-            effect, now=self._clock(), key=e.key, model_id=self._model_id(e.key) if e.key else None,
-            launch=e.launch, diagnosed=e.diagnosed)
-        if blocker is not None:
-            e.incident_blockers = tuple(b for b in e.incident_blockers if b.kind != blocker.kind) + (blocker,)
-        self._publish()
-
-    # ------------------------------------------------------------------ preparer hooks
-
-    def _after_exit(self, e: _Engine, incident: Incident | None, report: EngineExit) -> ExitDecision:
-        if incident is None or e.launch is None or report.signalled_by_us:
-            return ExitDecision()
-        try:
-            return self._preparer.after_exit(e.launch, incident, report)
-        except Exception:
-            log.exception("the preparer's after_exit failed")
-            return ExitDecision()
-
-    def _on_ready(self, e: _Engine, proc: EngineProcess) -> None:
-        launch = e.launch
-        if launch is None:
-            return
-        lines = proc.tail()
-        e.ready_blockers = gpu_unused_blockers(lines, launch)
-        e.drafter_note = drafter_left_out_by_engine(lines, launch)
-        try:
-            self._preparer.after_ready(launch, lines)
-        except Exception:
-            log.exception("the preparer's after_ready failed")
 
     def _use_worker_again(self, endpoint: str) -> None:
         """A person chose "Use HOST:PORT again": the preparer lets the worker back in and
@@ -1041,27 +1053,45 @@ class Supervisor:
                        workers_back=self._health.workers_back, worker=self._workers.view())
         if self._gateway_url:
             snap = replace(snap, endpoint=self._gateway_url)
-        self._snapshot = snap
-        with self._sub_lock:
-            subscribers = list(self._subscribers)
-        for callback in subscribers:
-            self._deliver(callback, snap)
+        self._hub.publish(snap)
 
     def _engine_view(self, e: _Engine) -> EngineView:
-        in_flight, last_used = self.routes.usage(e.key)
         member = self._fleet.member(e.key)
-        facts = EngineFacts(model_id=self._model_id(e.key), model_path=e.key or None, state=e.state,
-                            pinned=member.pinned if member is not None else False,
-                            queued=member.queued if member is not None else None,
-                            in_flight=in_flight, last_used_at=last_used, progress=e.progress)
-        return engine_view(facts, e.launch)
+        if member is None:
+            return self._runner.view(e, pinned=False, queued=None)
+        return self._runner.view(e, pinned=member.pinned, queued=member.queued)
 
-    @staticmethod
-    def _deliver(callback: Subscriber, snap: AppSnapshot) -> None:
+
+def _call(answer: Callable[[EnsureResult], None], result: EnsureResult) -> None:
+    try:
+        answer(result)
+    except Exception:
+        log.exception("an EnsureModel callback failed")
+
+
+def model_id_of(name_model: Callable[[str], str | None] | None, key: str) -> str:
+    """A model's gateway id (the catalog's, when the supervisor has one), else its file's stem."""
+    if name_model is not None and key:
         try:
-            callback(snap)
+            ident = name_model(key)
         except Exception:
-            log.exception("a snapshot subscriber failed")
+            ident = None
+        if ident:
+            return ident
+    return Path(key).name.removesuffix(".gguf") if key else "model"
+
+
+def engine_key(preparer: LaunchPreparer, model_path: str | None) -> str:
+    """The engine key for a model: its real path (the preparer resolves "last used")."""
+    path = model_path
+    try:
+        chosen = preparer.choose_model(model_path)
+        path = str(chosen) if chosen is not None else model_path
+    except Exception:
+        path = model_path
+    if path and os.path.exists(path):
+        return os.path.realpath(path)
+    return path or ""
 
 
 def hand_made_preparer(spec_for: Callable[[str | None, int], LaunchSpec], *,
