@@ -40,11 +40,12 @@ HOPELESS_KINDS = frozenset({"bad-argument", "bad-model", "missing-library", "ill
 
 def drafter_left_out_by_engine(lines, launch: PreparedLaunch | None) -> tuple[str, str] | None:
     """("left-out", sentence) when the engine dropped the planned drafter while starting."""
+    plan = launch.plan if launch is not None else None
     has_drafter, _ = _drafter_facts(launch)
     why = drafter_dropped_from_log(lines) if has_drafter else None
-    if why is None:
+    if why is None or not isinstance(plan, LaunchPlan):
         return None
-    name = Path(launch.plan.drafter.draft_path or "the drafter").name
+    name = Path(plan.drafter.draft_path or "the drafter").name
     return "left-out", f"the engine started without {name}: {why}"
 
 

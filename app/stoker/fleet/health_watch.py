@@ -65,9 +65,14 @@ class HealthProber:
         self._watches.pop(key, None)
 
     def next_due(self, key: str) -> float | None:
+        """When `check` is next due for this READY engine: at once for one not yet watched
+        (its first check schedules the probes), None while a probe is in flight (its end
+        wakes the supervisor)."""
         watch = self._watches.get(key)
-        if watch is None or watch.probe is not None:
-            return None  # a probe in flight wakes the supervisor when it ends
+        if watch is None or watch.next_at is None:
+            return 0.0
+        if watch.probe is not None:
+            return None
         return watch.next_at
 
     def check(self, key: str, endpoint: str, kind: EngineKind, *, working: bool,
@@ -77,7 +82,9 @@ class HealthProber:
         flight on this engine."""
         watch = self._watches.setdefault(key, _Watch())
         if describe(kind).concurrency == 1 and working:
-            self._watches[key] = _Watch()
+            # Not asked while it works; looked at again after an interval, and probed then
+            # if it is idle by then.
+            self._watches[key] = _Watch(next_at=now + self.interval_s)
             return None
         if watch.probe is not None:
             if not watch.probe.done():

@@ -841,8 +841,8 @@ class Supervisor:
             case cmd.UnloadModel():
                 self._fleet_do(fleet.UnloadAsked(self._key_or_focus(command.model_path)))
             case cmd.Stop():
-                key = self._key_for(command.model_path) if command.model_path else None
-                self._fleet_do(fleet.StopAsked(key))
+                stop_key = self._key_for(command.model_path) if command.model_path else None
+                self._fleet_do(fleet.StopAsked(stop_key))
             case cmd.Restart():
                 self._restart(self._target(command.model_path), command.reason)
             case cmd.ApplyOverrides():
