@@ -237,6 +237,7 @@ def test_stoker_launches_ds4_through_the_seam_and_the_gateway_routes_a_chat_to_i
     from stoker.fleet.commands import Shutdown, Stop
     from stoker.fleet.launcher import RealPreparer
     from stoker.fleet.snapshot import EngineState
+    from stoker.fleet.supervisor import SupervisorOptions
     from stoker.instance.instance import Instance
 
     binary = install_fake(tmp_path / "ds4-build")
@@ -245,7 +246,8 @@ def test_stoker_launches_ds4_through_the_seam_and_the_gateway_routes_a_chat_to_i
     model = ds4_model(stoker_paths().models / "DeepSeek-V4-Flash-IQ2XXS.gguf", 81)
     record = tmp_path / "argv.jsonl"
     monkeypatch.setenv("FAKE_DS4_RECORD", str(record))
-    inst = Instance(RealPreparer(machine=mac(128), remember_last_model=False), port=0, stop_grace_s=5).start()
+    inst = Instance(RealPreparer(machine=mac(128), remember_last_model=False), port=0,
+                    options=SupervisorOptions(stop_grace_s=5)).start()
     try:
         listed = {m["id"]: m for m in httpx.get(inst.url + "/v1/models").json()["data"]}
         assert listed["deepseek-v4-flash-iq2xxs"]["kind"] == "chat"

@@ -20,7 +20,7 @@ from stoker.base.paths import stoker_paths
 from stoker.fleet.commands import LiftQuarantine, Shutdown, StartModel, Stop
 from stoker.fleet.ledger import LedgerStore
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import Supervisor
+from stoker.fleet.supervisor import Supervisor, SupervisorHooks, SupervisorOptions
 from tests.shell.engine_helpers import chat, engine_key, engines_running
 
 pytestmark = pytest.mark.engine
@@ -32,8 +32,8 @@ def _supervisor(preparer, launches=None):
     from stoker.fleet.restart import RestartPolicy
 
     policy = RestartPolicy(first_delay_s=0.2, factor=2.0, cap_s=2.0)
-    return Supervisor(preparer, policy=policy, stop_grace_s=5,
-                      on_launch=launches.append if launches is not None else None).start()
+    return Supervisor(preparer, SupervisorOptions(policy=policy, stop_grace_s=5),
+                      SupervisorHooks(on_launch=launches.append if launches is not None else None)).start()
 
 
 def _shutdown(sup):

@@ -26,6 +26,7 @@ from stoker.base.overrides import ModelOverrides
 from stoker.fleet.commands import ApplyOverrides, Restart, Shutdown, StartModel, SwitchModel
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState as S
+from stoker.fleet.supervisor import SupervisorOptions
 from stoker.instance.instance import Instance
 from tests.shell.engine_helpers import engines_running
 from tests.shell.test_secrets import MemoryKeyring
@@ -44,7 +45,7 @@ def gateway(engine_binary, stoker_home):
         preparer = RealPreparer(engine=str(engine_binary), remember_last_model=False,
                                 cli_overrides=ModelOverrides(ctx=ctx, slots=slots), **prep)
         inst = Instance(preparer, port=0, extra_models=tuple(str(m) for m in models),
-                        stop_grace_s=5).start()
+                        options=SupervisorOptions(stop_grace_s=5)).start()
         made.append(inst)
         return inst
 

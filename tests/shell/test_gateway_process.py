@@ -27,6 +27,7 @@ from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Route, Shutdown
 from stoker.fleet.routes import Routes
 from stoker.fleet.snapshot import AppSnapshot, EngineState
+from stoker.fleet.supervisor import FunctionPreparer
 from stoker.gateway.link import (
     CHILD_COMMANDS,
     PROTOCOL_VERSION,
@@ -54,8 +55,11 @@ from stoker.library.model_ids import Catalog, ModelKind, build_catalog
 from .test_faults import Stoker, gone_within, home, run_args, status_json  # noqa: F401 (fixture)
 
 
-def never_prepare(model_path, attempt):
+def _never(model_path, attempt):
     raise AssertionError("nothing is loaded in this test")
+
+
+never_prepare = FunctionPreparer(_never)
 
 
 ROUTE = Route(key="/m/a.gguf", endpoint="http://127.0.0.1:1", engine_key="k", pid=1)

@@ -21,7 +21,7 @@ from stoker.diagnosis import memory_cgroup
 from stoker.engines.process import EngineProcess
 from stoker.fleet.commands import Shutdown, StartModel
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import Supervisor
+from stoker.fleet.supervisor import Supervisor, SupervisorHooks, SupervisorOptions
 from tests.shell.engine_helpers import chat, demo_spec, engine_key, engines_running
 
 pytestmark = [pytest.mark.engine,
@@ -65,8 +65,9 @@ def _supervisor_on_a_claimed_big_machine(engine_dir, limit, launches):
     big = dataclasses.replace(real, ram_total_bytes=64 * GIB, ram_available_bytes=60 * GIB)
     prep = RealPreparer(cli_overrides=ModelOverrides(slots=1), machine=big, memory_limit_bytes=limit,
                         remember_last_model=False, startup_deadline_s=60)
-    return Supervisor(prep, policy=RestartPolicy(first_delay_s=0.2, factor=2.0, cap_s=2.0),
-                      stop_grace_s=5, on_launch=launches.append).start()
+    return Supervisor(prep, SupervisorOptions(policy=RestartPolicy(first_delay_s=0.2, factor=2.0, cap_s=2.0),
+                                              stop_grace_s=5),
+                      SupervisorHooks(on_launch=launches.append)).start()
 
 
 def test_a_plan_that_cannot_fit_ends_ready_on_a_smaller_one(engine_dir, demo_model, stoker_home):

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import pytest
 
+from stoker.engines.launch import PreparedLaunch
 from stoker.fleet.commands import KeepAlive, Restart, Shutdown, StartModel, WidenContext
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import PreparedLaunch, Supervisor
+from stoker.fleet.supervisor import Supervisor
 from tests.shell.engine_helpers import demo_spec, engines_running
 from tests.shell.engine_helpers import wait_until as wait
 from tests.shell.test_residency_supervisor import plan_of

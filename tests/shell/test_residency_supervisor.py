@@ -12,7 +12,7 @@ import pytest
 from stoker.engines.launch import PreparedLaunch
 from stoker.fleet.commands import CancelEnsure, EnsureModel, PinModel, Shutdown
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import Supervisor
+from stoker.fleet.supervisor import FunctionPreparer, Supervisor, SupervisorHooks, SupervisorOptions
 from stoker.planning.plan import DeviceMemory, DrafterChoice, LaunchPlan
 from tests.shell.engine_helpers import demo_spec, engines_running
 from tests.shell.engine_helpers import wait_until as wait
@@ -43,7 +43,7 @@ def sup(engine_binary, demo_model, stoker_home):
         return PreparedLaunch(spec=spec, model_path=model_path, plan=plan_of(sizes[model_path], model_path),
                               backend="cpu", build_id="b11434-cpu", startup_deadline_s=60)
 
-    s = Supervisor(prepare, stop_grace_s=3).start()
+    s = Supervisor(FunctionPreparer(prepare), SupervisorOptions(stop_grace_s=3)).start()
     yield s
     s.submit(Shutdown())
     assert s.join(30)
@@ -111,9 +111,12 @@ def test_new_overrides_apply_at_once_the_idle_timeout_and_the_hook(engine_binary
                               model_path=model_path, plan=plan_of(100, model_path), backend="cpu",
                               build_id="b11434-cpu", startup_deadline_s=60)
 
-    prepare.idle_timeout_for = lambda overrides: overrides.idle_minutes * 60 / 100  # 0.6 s per "minute"
+    def idle_for(overrides):
+        return overrides.idle_minutes * 60 / 100  # 0.6 s per "minute"
+
     told: list[str] = []
-    s = Supervisor(prepare, stop_grace_s=3, on_overrides=told.append).start()
+    s = Supervisor(FunctionPreparer(prepare, idle_timeout_for=idle_for), SupervisorOptions(stop_grace_s=3),
+                   SupervisorHooks(on_overrides=told.append)).start()
     try:
         s.submit(LoadModel("a"))
         assert wait(lambda: states(s).get("a", (None,))[0] is S.READY)

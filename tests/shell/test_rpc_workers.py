@@ -149,7 +149,7 @@ def test_use_a_worker_again_once_it_is_back(rpc_home, demo_model):
     """Kill one of two workers: the model serves on what is left; restart it: the snapshot
     and the tray offer it; UseWorkerAgain re-plans with both (layers on RPC0 and RPC1)."""
     from stoker.fleet.launcher import RealPreparer
-    from stoker.fleet.supervisor import Supervisor
+    from stoker.fleet.supervisor import Supervisor, SupervisorOptions
 
     p1, p2 = free_loopback_port(), free_loopback_port()
     ep1, ep2 = f"127.0.0.1:{p1}", f"127.0.0.1:{p2}"
@@ -162,7 +162,8 @@ def test_use_a_worker_again_once_it_is_back(rpc_home, demo_model):
                                 cli_overrides=ModelOverrides(ctx=2048),
                                 memory_budget_bytes=int(0.08 * 1024 ** 3),
                                 rpc_workers=parse_workers(f"{ep1},{ep2}"))
-        sup = Supervisor(preparer, policy=RestartPolicy(first_delay_s=0.2, cap_s=2.0), stop_grace_s=5).start()
+        sup = Supervisor(preparer, SupervisorOptions(policy=RestartPolicy(first_delay_s=0.2, cap_s=2.0),
+                                                     stop_grace_s=5)).start()
         sup.submit(StartModel(str(demo_model)))
         both = sup.wait_for(lambda s: s.state is S.READY and {"RPC0", "RPC1"} <= set(_bytes(s)), 180)
         assert both is not None, sup.snapshot()
@@ -211,11 +212,11 @@ def test_this_machine_shares_a_supervised_worker_with_its_own_line(rpc_home):
     tray line decided from it) goes starting -> ready with the devices it lends, a kill -9 is
     an incident and a restart, StopWorker stops it; a LAN address without consent is refused."""
     from stoker.engines.launch import PreparationRefused
-    from stoker.fleet.supervisor import Supervisor
+    from stoker.fleet.supervisor import FunctionPreparer, Supervisor, SupervisorOptions
 
     port = free_loopback_port()
-    sup = Supervisor(lambda path, attempt: PreparationRefused(path, "no model in this test"),
-                     stop_grace_s=5).start()
+    sup = Supervisor(FunctionPreparer(lambda path, attempt: PreparationRefused(path, "no model in this test")),
+                     SupervisorOptions(stop_grace_s=5)).start()
     try:
         sup.submit(ShareWorker(port=port))
         ready = sup.wait_for(lambda s: s.worker is not None and s.worker.state is S.READY

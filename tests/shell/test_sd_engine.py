@@ -210,11 +210,13 @@ def image_instance(sd_server_binary, stoker_home, monkeypatch):
     from stoker.base.paths import stoker_paths
     from stoker.fleet.commands import Shutdown
     from stoker.fleet.launcher import RealPreparer
+    from stoker.fleet.supervisor import SupervisorOptions
     from stoker.instance.instance import Instance
 
     monkeypatch.setenv("STOKER_SD_SERVER", str(sd_server_binary))
     model = write_tiny_flux2_klein(stoker_paths().models / "tiny-flux2-klein")
-    inst = Instance(RealPreparer(remember_last_model=False), port=0, stop_grace_s=5).start()
+    inst = Instance(RealPreparer(remember_last_model=False), port=0,
+                    options=SupervisorOptions(stop_grace_s=5)).start()
     yield inst, model
     inst.supervisor.submit(Shutdown())
     assert inst.supervisor.join(30)

@@ -16,13 +16,17 @@ from stoker.base.paths import stoker_paths
 from stoker.base.store import OverridesStore, SettingsStore
 from stoker.engines.process import free_loopback_port
 from stoker.fleet.commands import Shutdown
+from stoker.fleet.supervisor import FunctionPreparer
 from stoker.instance.instance import Instance, gateway_port
 from stoker.library.catalog import ModelCatalog
 from tests.shell.engine_helpers import wait_until
 
 
-def never_prepare(model_path, attempt):
+def _never(model_path, attempt):
     raise AssertionError("nothing is loaded in this test")
+
+
+never_prepare = FunctionPreparer(_never)
 
 
 def get(url, origin=None):

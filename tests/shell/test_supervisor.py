@@ -13,7 +13,7 @@ from stoker.engines.launch import PreparationRefused
 from stoker.fleet.commands import Restart, Shutdown, StartModel, Stop
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import Supervisor, hand_made_preparer
+from stoker.fleet.supervisor import FunctionPreparer, Supervisor, SupervisorOptions, hand_made_preparer
 from tests.shell.engine_helpers import chat, demo_spec, engines_running
 
 pytestmark = pytest.mark.engine
@@ -30,7 +30,7 @@ def supervised(engine_binary, demo_model, stoker_home):
             lambda model, port: demo_spec(engine_binary, demo_model, port=port),
             backend="cpu", build_id="b11434-cpu", startup_deadline_s=60)
         kwargs.setdefault("stop_grace_s", 3)
-        sup = Supervisor(preparer, policy=policy, **kwargs).start()
+        sup = Supervisor(preparer, SupervisorOptions(policy=policy, **kwargs)).start()
         made.append(sup)
         return sup
 
@@ -123,7 +123,8 @@ def test_crash_loop_ends_failed_after_the_budget(supervised, engine_binary, demo
 
 
 def test_refused_preparation_fails_with_its_sentence(supervised):
-    sup = supervised(lambda model, attempt: PreparationRefused(model, "the model needs 9 GiB, 2 are free"))
+    sup = supervised(FunctionPreparer(
+        lambda model, attempt: PreparationRefused(model, "the model needs 9 GiB, 2 are free")))
     sup.submit(StartModel("/nowhere.gguf"))
     failed = sup.wait_for(lambda s: s.state is S.FAILED, 10)
     assert failed.last_error == "the model needs 9 GiB, 2 are free"

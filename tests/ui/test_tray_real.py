@@ -25,7 +25,7 @@ from stoker.desktop.services import Services
 from stoker.fleet.commands import StartModel
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState
-from stoker.fleet.supervisor import Supervisor
+from stoker.fleet.supervisor import Supervisor, SupervisorOptions
 from stoker.instance.instance import Instance
 from tests.ui.fakes import grab_menus
 
@@ -63,15 +63,16 @@ def argv_value(argv, flag):
     return argv[argv.index(flag) + 1] if flag in argv else None
 
 
-class SlowPreparer:
+class SlowPreparer(RealPreparer):
     """The real preparer, made slower (as a big model's header read and probe would be)."""
 
-    def __init__(self, inner, delay_s):
-        self.inner, self.delay_s = inner, delay_s
+    def __init__(self, delay_s, **options):
+        super().__init__(**options)
+        self.delay_s = delay_s
 
     def __call__(self, model_path, attempt):
         time.sleep(self.delay_s)
-        return self.inner(model_path, attempt)
+        return super().__call__(model_path, attempt)
 
 
 @pytest.fixture
@@ -89,8 +90,7 @@ def library(stoker_home, demo_model, engine_binary):
 
 @pytest.fixture
 def real_app(qtbot, library, engine_binary):
-    sup = Supervisor(SlowPreparer(RealPreparer(remember_last_model=False), 1.5),
-                     stop_grace_s=5.0)
+    sup = Supervisor(SlowPreparer(1.5, remember_last_model=False), SupervisorOptions(stop_grace_s=5.0))
     stoker = StokerApp(sup, Services())
     sup.start()
     assert stoker.show_tray()
@@ -226,7 +226,8 @@ def test_menu_dialogs_and_quit_against_the_real_engine(qtbot, real_app, library,
 def gateway_app(qtbot, library, engine_binary):
     """The tray on what `stoker` runs: the gateway (on a free port) before a real supervisor."""
     # Any free port: the documented one may be held by a Stoker (or a test) running beside.
-    instance = Instance(RealPreparer(remember_last_model=False), port=0, stop_grace_s=5.0)
+    instance = Instance(RealPreparer(remember_last_model=False), port=0,
+                        options=SupervisorOptions(stop_grace_s=5.0))
     stoker = StokerApp(instance.supervisor, Services())
     instance.start()
     assert stoker.show_tray()

@@ -52,6 +52,7 @@ from stoker.errors import UserError
 from stoker.fleet import commands as cmd
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState
+from stoker.fleet.supervisor import SupervisorOptions
 from stoker.instance.instance import Instance
 from stoker.library.models import resolve_model
 
@@ -355,14 +356,14 @@ class TapPreparer:
 
     The engine then listens on `tap_engine_port` (its argv says so), and only `spec.port`,
     which the supervisor's health checks and the gateway's route use, becomes the relay's.
-    Everything else is the RealPreparer's own: its hooks see the launch they made.
+    Everything else is the RealPreparer's own: its hooks see the launch they made (the
+    launch context travels inside the tapped launch).
     """
 
     def __init__(self, real: RealPreparer, relay_port: int) -> None:
         self.real = real
         self.relay_port = relay_port
         self.tap_engine_port: int | None = None
-        self._made: dict[int, PreparedLaunch] = {}  # id(tapped launch) → the real one
 
     def __call__(self, model_path: str | None, attempt: AttemptContext):
 
@@ -372,24 +373,31 @@ class TapPreparer:
         launch = self.real(model_path, dataclasses.replace(attempt, port=port))
         if not isinstance(launch, PreparedLaunch):
             return launch
-        tapped = dataclasses.replace(launch, spec=dataclasses.replace(launch.spec, port=self.relay_port))
-        self._made[id(tapped)] = launch
-        return tapped
+        return dataclasses.replace(launch, spec=dataclasses.replace(launch.spec, port=self.relay_port))
 
     def after_exit(self, launch, incident, exit):
-        return self.real.after_exit(self._made.get(id(launch), launch), incident, exit)
+        return self.real.after_exit(launch, incident, exit)
 
     def after_ready(self, launch, lines) -> None:
-        self.real.after_ready(self._made.get(id(launch), launch), lines)
+        self.real.after_ready(launch, lines)
 
     def choose_model(self, model_path: str | None):
         return self.real.choose_model(model_path)
+
+    def idle_timeout_for(self, overrides, current):
+        return self.real.idle_timeout_for(overrides, current)
 
     def engine_health(self):
         return self.real.engine_health()
 
     def lift_quarantine(self, build_id: str) -> None:
         self.real.lift_quarantine(build_id)
+
+    def watching_workers(self) -> bool:
+        return self.real.watching_workers()
+
+    def readmit_worker(self, endpoint: str) -> tuple[str, ...]:
+        return self.real.readmit_worker(endpoint)
 
 
 def _burn(stop: threading.Event) -> None:
@@ -684,7 +692,7 @@ class _Bench:
         try:
             self.preparer = TapPreparer(self.real_preparer, self.clients.relay_port)
             self.instance = Instance(self.preparer, port=0, extra_models=(str(model),),
-                                     on_launch=self.on_launch, stop_grace_s=5).start()
+                                     on_launch=self.on_launch, options=SupervisorOptions(stop_grace_s=5)).start()
             self.sup = self.instance.supervisor
             self.sup.submit(cmd.StartModel(str(model)))
             taken = self.sup.wait_for(lambda s: any(e.model_path for e in s.engines), 60)

@@ -365,7 +365,6 @@ def row_label(r: Row) -> str:
 
 def _summary(rows: list[Row]) -> dict:
     measured_errs = [(r, e) for r in rows if (e := r.total_err) is not None]
-    measured = [r for r, _ in measured_errs]
     errs = [e for _, e in measured_errs]
     cal = [e for _, e in calibrated_predictions(rows) if e is not None]
     base = [r.baseline_err for r in rows if r.baseline_err is not None]

@@ -33,7 +33,7 @@ from stoker.fleet.commands import Shutdown, StartModel
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.rpc_worker import WorkerSupervisor, rpc_llama_server, rpc_server_binary
 from stoker.fleet.snapshot import EngineState
-from stoker.fleet.supervisor import Supervisor
+from stoker.fleet.supervisor import Supervisor, SupervisorHooks, SupervisorOptions
 from stoker.library.models import resolve_model
 from stoker.planning.planner import GIB
 
@@ -55,7 +55,7 @@ def _start(model: Path, overrides, workers, budget, timeout_s: float = 300):
     launched: list[Any] = []
     preparer = RealPreparer(cli_overrides=overrides, engine=str(rpc_llama_server()), rpc_workers=workers,
                             memory_budget_bytes=budget, remember_last_model=False)
-    sup = Supervisor(preparer, stop_grace_s=5, on_launch=launched.append).start()
+    sup = Supervisor(preparer, SupervisorOptions(stop_grace_s=5), SupervisorHooks(on_launch=launched.append)).start()
     sup.submit(StartModel(str(model)))
     snap = sup.wait_for(lambda s: s.state in (EngineState.READY, EngineState.FAILED), timeout_s)
     if snap is None or snap.state is not EngineState.READY:

@@ -21,7 +21,7 @@ from stoker.errors import UserError
 from stoker.fleet.commands import Shutdown, StartModel
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState
-from stoker.fleet.supervisor import STARTING_POLL_S, Supervisor
+from stoker.fleet.supervisor import STARTING_POLL_S, Supervisor, SupervisorOptions
 
 TARGET_RATIO = 1.05
 
@@ -39,7 +39,7 @@ def _stoker_once(model, engine, overrides, timeout_s: float = 300):
 
     preparer = RealPreparer(cli_overrides=overrides, engine=engine, remember_last_model=False)
     t0 = time.perf_counter()
-    sup = Supervisor(preparer, stop_grace_s=5).start()
+    sup = Supervisor(preparer, SupervisorOptions(stop_grace_s=5)).start()
     sup.submit(StartModel(model))
     snap = sup.wait_for(lambda s: s.state in (EngineState.READY, EngineState.FAILED), timeout_s)
     elapsed = time.perf_counter() - t0

@@ -1,6 +1,7 @@
 """The seam between the fleet and a kind's launch preparation: what the supervisor tells a
 preparer about an attempt (`AttemptContext`), what a preparer hands back (`PreparedLaunch`)
-or why it refuses (`PreparationRefused`). They live in engines, below the fleet, so the
+or why it refuses (`PreparationRefused`), and what it makes of an exit (`ExitDecision`) and
+of the builds (`EngineHealth`). They live in engines, below the fleet, so the
 per-kind file preparers (ds4_files, sd_files) build them without importing the supervisor.
 Values only.
 """
@@ -11,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stoker.base.overrides import ModelOverrides
+from stoker.diagnosis.views import BlockerView
 from stoker.engines.ds4_launch import Ds4Plan
 from stoker.engines.engine_exit import EngineExit
 from stoker.engines.kind import EngineKind
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.sd_server import ImagePlan
 from stoker.planning.plan import LaunchPlan
+from stoker.planning.planner import PlanPolicy
 
 
 @dataclass(frozen=True)
@@ -42,6 +45,21 @@ class AttemptContext:
 
 
 @dataclass(frozen=True)
+class LaunchContext:
+    """How a planned llama-server launch was made, for the decisions after it ends (the
+    preparer's after_exit and after_ready): it travels inside its PreparedLaunch, so each
+    resident model's failure is judged by its own launch, never by the latest one prepared."""
+
+    binary: str
+    identity: str | None  # the binary's identity (stoker/engines/identity.py binary_identity)
+    user_overrides: ModelOverrides  # what the user pinned: the recovery ladder never changes these
+    overrides: ModelOverrides  # what this launch used (the user's + recovery steps)
+    policy: PlanPolicy
+    n_layers: int | None
+    is_moe: bool
+
+
+@dataclass(frozen=True)
 class PreparedLaunch:
     spec: LaunchSpec
     model_path: str
@@ -57,9 +75,32 @@ class PreparedLaunch:
     # Which engine this is: where readiness is asked, which lines are progress and failure,
     # whether a request can be cancelled inside it (stoker/engines/kind.py).
     kind: EngineKind = EngineKind.LLAMA_SERVER
+    # How the preparer made it (RealPreparer's llama-server launches); None for a hand-made
+    # launch or another kind, whose exits and READY teach the preparer nothing.
+    context: LaunchContext | None = None
 
 
 @dataclass(frozen=True)
 class PreparationRefused:
     model_path: str | None
     reason: str  # one sentence: what is wrong and what to do
+
+
+@dataclass(frozen=True)
+class ExitDecision:
+    """What the preparer made of a failed attempt (its `after_exit` hook)."""
+
+    action: str | None = None  # what Stoker did about it, e.g. "retrying with context 16,384: …"
+    # True: the next attempt differs or counts toward quarantine, so retry even a failure
+    # that would repeat as it is; False: trying again cannot help; None: the restart policy.
+    retry: bool | None = None
+
+
+@dataclass(frozen=True)
+class EngineHealth:
+    """Facts about the engine builds for the snapshot (the preparer's `engine_health`)."""
+
+    blockers: tuple[BlockerView, ...] = ()
+    quarantined: tuple[tuple[str, str], ...] = ()  # (build id, why)
+    problems: tuple[str, ...] = ()  # settings files moved aside, bad hand-written values
+    workers_back: tuple[str, ...] = ()  # dropped RPC workers (HOST:PORT) reachable again

@@ -15,7 +15,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from secrets import token_urlsafe
 
@@ -33,7 +32,14 @@ from stoker.engines.engine_log import parse_memory_report
 from stoker.engines.find import discover_engines
 from stoker.engines.identity import binary_identity
 from stoker.engines.kind import EngineKind, engine_kind_for
-from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.engines.launch import (
+    AttemptContext,
+    EngineHealth,
+    ExitDecision,
+    LaunchContext,
+    PreparationRefused,
+    PreparedLaunch,
+)
 from stoker.engines.probe import probe_machine, probe_workers, reachable
 from stoker.engines.rpc import remaining_workers
 from stoker.engines.sd_files import prepare_image_launch
@@ -53,7 +59,6 @@ from stoker.fleet.pipeline import (
 from stoker.fleet.quarantine import choose_build, is_quarantined, lift, mark_drafter_broken, record_strike
 from stoker.fleet.recovery import CTX_FLOOR, RecoveryInputs, next_recovery_step
 from stoker.fleet.rpc_worker import rpc_llama_server
-from stoker.fleet.supervisor import EngineHealth, ExitDecision
 from stoker.library.gguf_io import load_summary
 from stoker.library.model_ids import model_kind
 from stoker.library.models import resolve_model
@@ -68,19 +73,6 @@ HOST = "127.0.0.1"
 # vocabulary is the owner's choice, and it is still "chosen" (not forced): when it breaks a
 # launch it is left out, not kept.
 __all__ = ["DRAFT_SUFFIX", "RealPreparer", "auto_drafter", "merge_overrides"]
-
-
-@dataclass(frozen=True)
-class _LaunchContext:
-    """How a PreparedLaunch was made, for the decisions after it ends."""
-
-    binary: str
-    identity: str | None
-    user_overrides: ModelOverrides  # what the user pinned: the ladder never changes these
-    overrides: ModelOverrides  # what this launch used (user's + recovery steps)
-    policy: object  # core.planner.PlanPolicy
-    n_layers: int | None
-    is_moe: bool
 
 
 def _step_words(step) -> str:
@@ -143,7 +135,6 @@ class RealPreparer:
         self._lock = threading.Lock()
         # model path -> the recovery steps taken since a person last started it
         self._recovery: dict[str, tuple] = {}
-        self._context: dict[int, _LaunchContext] = {}  # id(PreparedLaunch) -> how it was made
         self._passed_over: tuple[tuple[str, str], ...] = ()
         self._missing_runtime = ()
         self._build_blockers: tuple = ()  # cudaBlocker / rocmBlocker of builds passed over
@@ -296,9 +287,10 @@ class RealPreparer:
                 self._told.add(problem)
                 log.warning("%s", problem)
 
-    def idle_timeout_for(self, overrides: ModelOverrides) -> float | None:
+    def idle_timeout_for(self, overrides: ModelOverrides, current: float | None) -> float | None:
         """The idle timeout new overrides give a model that is already running: it applies at
-        once, with no restart (the supervisor's ApplyOverrides hook)."""
+        once, with no restart (the supervisor's ApplyOverrides hook). `current` is not needed:
+        the overrides and Settings decide it, as at a launch."""
         return self._idle_timeout_s(self._settings(), overrides)
 
     def _idle_timeout_s(self, settings, overrides: ModelOverrides) -> float | None:
@@ -390,11 +382,10 @@ class RealPreparer:
                                   backend=build.backend, secrets=secrets,
                                   startup_deadline_s=self.startup_deadline_s,
                                   idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
-                                  engine_key=dict(secrets).get(API_KEY_ENV))
-        with self._lock:
-            self._context = {id(prepared): _LaunchContext(
-                build.binary, identity, user_overrides, overrides, policy, summary.n_layer,
-                bool(summary.n_expert))}
+                                  engine_key=dict(secrets).get(API_KEY_ENV),
+                                  context=LaunchContext(build.binary, identity, user_overrides,
+                                                        overrides, policy, summary.n_layer,
+                                                        bool(summary.n_expert)))
         return prepared
 
     def _prepare_other_kind(self, kind: EngineKind, model: Path, attempt: AttemptContext, settings):
@@ -498,7 +489,7 @@ class RealPreparer:
     def after_exit(self, launch: PreparedLaunch, incident, exit) -> ExitDecision:
         """Strikes and quarantine, broken drafters, the OOM recovery ladder."""
 
-        ctx = self._context.get(id(launch))
+        ctx = launch.context
         plan = launch.plan
         if ctx is None or plan is None:
             return ExitDecision()
@@ -564,7 +555,7 @@ class RealPreparer:
 
                 log.warning("could not save ds4's measured memory: %s", storage_sentence(exc))
             return
-        ctx = self._context.get(id(launch))
+        ctx = launch.context
         if ctx is None or launch.plan is None:
             return
         drafter = launch.plan.drafter

@@ -89,6 +89,15 @@ def _gib(n: int) -> str:
     return f"{n / GIB:.2f} GiB" if n < 10 * GIB else f"{n / GIB:.1f} GiB"
 
 
+def eviction_order(residents: Sequence[Resident]) -> list[Resident]:
+    """The models that may be unloaded to make room, in the order they go: idle and unpinned
+    only (a busy or pinned model is never a candidate), least recently used first (a model
+    never used goes before any used one). The one place the order is chosen, so it can weigh
+    what a model costs to load again against the bytes it frees."""
+    return sorted((r for r in residents if not r.busy and not r.pinned),
+                  key=lambda r: (r.last_used_at is not None, r.last_used_at or 0.0, r.model_id))
+
+
 def admit(model_id: str, need: Mapping[str, int], budget: Mapping[str, int],
           residents: Sequence[Resident]) -> Admission:
     """Whether a model whose plan needs `need` bytes per device may load beside `residents`,
@@ -100,8 +109,7 @@ def admit(model_id: str, need: Mapping[str, int], budget: Mapping[str, int],
             return Admission(AdmissionKind.FITS, f"{model_id} fits beside "
                              + ", ".join(r.model_id for r in residents))
         return Admission(AdmissionKind.FITS, f"{model_id} is the only model loaded")
-    idle = sorted((r for r in residents if not r.busy and not r.pinned),
-                  key=lambda r: (r.last_used_at is not None, r.last_used_at or 0.0, r.model_id))
+    idle = eviction_order(residents)
     evict: list[str] = []
     keep = list(residents)
     for r in idle:

@@ -1,41 +1,38 @@
-"""The one thread that owns engine state: it takes commands, runs the engines, publishes snapshots.
+"""The one thread that owns engine state: a thin executor of the fleet's and the lifecycles' decisions.
 
 UI, CLI, the control channel and the gateway call `submit(command)` and `subscribe(callback)`;
-only the supervisor thread starts, watches and stops engine processes. It holds one
-lifecycle per resident model (`_Engine`), each driven by the pure reducer in
-stoker/fleet/lifecycle.py: this module feeds it events (a command arrived, /health said 200, the
-process exited, a retry is due) and carries out the effects it asks for. Which models may
-be resident together is decided by stoker/fleet/residency.py from the plans' bytes: a load that
-does not fit unloads idle models (least recently used first) or waits, FIFO, for busy ones;
-idle models are unloaded after their idle timeout. What to launch is decided by ONE
-injected collaborator, the `LaunchPreparer` (stoker/fleet/launcher.py has the real one: plan +
-argv + engine build), so tests can hand it a LaunchSpec built by hand.
+only the supervisor thread starts, watches and stops engine processes. Every decision is a
+pure reducer's: stoker/fleet/fleet_state.py decides for the models as a group (admission by
+planned bytes through stoker/fleet/residency.py, loads waiting for room, requests waiting
+for a model, pins, on-demand loads, asked unloads, idle expiry, the focus) and
+stoker/fleet/lifecycle.py for one model's engine (STARTING → READY, retries, stops). This
+module feeds them events and carries out their effects; what it keeps per model
+(`_Engine`) is the lifecycle state and the handles of the process and its launch.
+What to launch is decided by ONE injected collaborator, the `LaunchPreparer` (every hook it
+has is declared below; stoker/fleet/launcher.py has the real one: plan + argv + engine
+build), so tests can hand it a LaunchSpec built by hand (PlainPreparer, FunctionPreparer).
+
+The thread wakes on events and deadlines, never on a fixed tick: a command, a process that
+ended (a thread waits on it), a stop that finished, a health probe that answered, a retry or
+an idle expiry that is due. What stays periodic is cheap: the READY engine's /health every
+2 s, which notices a hang (stoker/fleet/health_watch.py), the readiness poll while an
+engine starts, and, while a load waits for busy models or an unload waits for requests in
+flight, a look at the route table every 0.1 s. STOKER_SUPERVISOR_TICK_S (seconds) wakes it at
+least that often, as the fixed tick of old did: `stoker bench idle` measures both side by side.
 
 The gateway reaches a READY engine without a round trip through this thread: `routes`
-(stoker/fleet/routes.py, a small lock-protected table; in an Instance the gateway process holds
-the leases and this side is its RemoteRoutes mirror) hands out leases on READY engines,
-counts the requests in flight and when each model was last used; an engine is only ever
-stopped for room or for idleness after its route is closed with nothing in flight
-(`close_if_idle`), so a request can never be routed to an engine that is being stopped for it. `EnsureModel` asks for a
-model to be made resident and is answered through its callback once it is READY (a
-route) or cannot be (a sentence); when every waiter for an on-demand load has gone, the
-load is cancelled unless the model is pinned.
+(stoker/gateway/routes.py, a small lock-protected table; in an Instance the gateway process
+holds the leases and this side is its RemoteRoutes mirror) hands out leases on READY
+engines, counts the requests in flight and when each model was last used; an engine is only
+ever stopped for room or for idleness after its route is closed with nothing in flight
+(`close_if_idle`), so a request can never be routed to an engine that is being stopped for
+it. `EnsureModel` asks for a model to be made resident and is answered through its callback
+once it is READY (a route) or cannot be (a sentence).
 
-Failure and memory truth go through the same preparer, by optional hooks a hand-made
-preparer need not have: `after_exit(launch, incident, exit)` hears every diagnosed exit
-(strikes, quarantine, broken drafters, the OOM recovery ladder live in the preparer, which
-owns the engine choice and the plan) and answers with an `ExitDecision`; `after_ready(launch,
-log_lines)` gets the engine's start-up log (measured memory lines); `engine_health()` gives
-the blockers and quarantined builds for the snapshot; `lift_quarantine(build_id)`;
-`choose_model(name)` turns "the last used model" into a path.
-Incidents go to ONE ledger, `<data>/incidents.jsonl` (stoker/diagnosis/incidents.py), and the latest of
-them are in every snapshot, also after Stoker restarts.
-
-RPC workers: the preparer's `workers_back` (in EngineHealth) says which dropped workers are
-reachable again, and `readmit_worker(endpoint)` (for UseWorkerAgain) lets one back in and
-names the models planned without it, which are then restarted. This machine's own worker
-(ShareWorker / StopWorker) is a shell/rpc_worker.SharedWorker on a thread of its own; its
-view is part of every snapshot, and its changes wake this thread to publish.
+Failures go through the preparer's `after_exit` (strikes, quarantine, broken drafters, the
+OOM recovery ladder) and incidents to ONE ledger (stoker/fleet/exit_diagnosis.py
+IncidentRecorder); the RPC worker part is stoker/fleet/worker_tray.py; the snapshot's fields
+come from stoker/fleet/snapshot_assembly.py.
 
 Subscribers are called ON THE SUPERVISOR THREAD for every snapshot: they must not block
 (the Qt bridge re-emits through a queued signal; the CLI prints a line; the gateway hands
@@ -44,109 +41,79 @@ it to its own loop). A subscriber that raises is logged and kept.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import queue
 import shlex
 import threading
 import time
-from collections.abc import Callable, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
-
-import httpx
+from typing import Protocol, assert_never, runtime_checkable
 
 from stoker.base.overrides import ModelOverrides
-from stoker.base.paths import stoker_paths, storage_sentence
-from stoker.diagnosis import classify as diagnosis
-from stoker.diagnosis.blockers import blocker_from_incident, gpu_unused_blocker
-from stoker.diagnosis.classify import Incident, drafter_dropped_from_log, gpu_unused_from_log
+from stoker.base.paths import stoker_paths
+from stoker.diagnosis.classify import Incident
 from stoker.diagnosis.incidents import IncidentLog
-from stoker.diagnosis.views import BlockerView, IncidentView
-from stoker.engines.ds4_launch import Ds4Plan, ds4_summary_line
+from stoker.diagnosis.views import BlockerView
 from stoker.engines.engine_exit import EngineExit
-from stoker.engines.health import probe_health
-from stoker.engines.kind import EngineKind, describe, failure_of_line, is_ready_status, progress_text
-from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
-from stoker.engines.launch_spec import LaunchSpec
-from stoker.engines.process import EngineProcess, free_loopback_port, host_os
-from stoker.engines.sd_server import ImagePlan
-from stoker.fleet import commands as cmd
-from stoker.fleet.commands import EnsureResult, Route
-from stoker.fleet.lifecycle import (
-    BecameReady,
-    Exited,
-    Finish,
-    Kill,
-    LifecycleState,
-    Publish,
-    RecordIncident,
-    RestartRequested,
-    RetryDue,
-    ScheduleRetry,
-    ShutdownRequested,
-    Spawn,
-    Spawned,
-    SpawnFailed,
-    StartRequested,
-    StartupTimedOut,
-    StoppedClean,
-    StopRequested,
-    Unresponsive,
-    step,
+from stoker.engines.kind import EngineKind, describe, is_ready_status, progress_text
+from stoker.engines.launch import (
+    AttemptContext,
+    EngineHealth,
+    ExitDecision,
+    PreparationRefused,
+    PreparedLaunch,
 )
-from stoker.fleet.residency import AdmissionKind, Resident, admit, expired, next_expiry
+from stoker.engines.launch_spec import LaunchSpec
+from stoker.engines.process import EngineProcess, free_loopback_port
+from stoker.fleet import commands as cmd
+from stoker.fleet import fleet_state as fleet
+from stoker.fleet import lifecycle as life
+from stoker.fleet.commands import EnsureResult, Route
+from stoker.fleet.exit_diagnosis import (
+    IncidentRecorder,
+    diagnose_exit,
+    drafter_left_out_by_engine,
+    gpu_unused_blockers,
+    hopeless_reason,
+)
+from stoker.fleet.health_watch import HEALTH_FAILURES, HEALTH_INTERVAL_S, HealthProber
+from stoker.fleet.lifecycle import LifecycleState
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.routes import Routes, RouteTable
-from stoker.fleet.rpc_worker import SharedWorker
 from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
-from stoker.planning.plan import LaunchPlan, plan_summary_line
+from stoker.fleet.snapshot_assembly import (
+    EngineFacts,
+    argv_value,
+    build_snapshot,
+    bytes_by_device,
+    ctx_per_slot,
+    engine_view,
+    launch_facts,
+    merged_blockers,
+)
+from stoker.fleet.snapshot_hub import SnapshotHub, Subscriber
+from stoker.fleet.worker_tray import WorkerTray
+from stoker.planning.plan import LaunchPlan
 
 log = logging.getLogger(__name__)
 
-MAX_INCIDENTS = 5  # the latest incidents every snapshot carries (oldest first, newest last)
 STARTING_POLL_S = 0.02  # /health poll while starting: it adds directly to time-to-READY
-READY_POLL_S = 0.1  # how quickly a crash of a running engine is noticed
-IDLE_POLL_S = 0.5
-# A READY engine is asked /health this often (off this thread), and again 1 s after a probe
-# that got no answer; this many failures in a row mean it hangs. llama-server answers /health
-# from its HTTP thread in milliseconds even while it generates, so 1 s without an answer is
-# already unusual: a hung engine is noticed within about 7 s of its last answer.
-HEALTH_INTERVAL_S = 2.0
-HEALTH_RETRY_S = 1.0
-HEALTH_FAILURES = 3
-HEALTH_TIMEOUT_S = 1.0
+# How often the route table is looked at while a decision waits on it (a load waiting for
+# busy models, an unload waiting for requests in flight), and how quickly a crash is noticed
+# where no thread can wait on the process (no os.waitid: Windows).
+READY_POLL_S = 0.1
+LONGEST_SLEEP_S = 30.0  # with nothing due the thread still looks around this often
 # A hung engine (no /health answer, or no READY in time) does not get the polite grace: it
 # cannot act on SIGTERM anyway, and every second it holds is a second the model is away.
 HUNG_GRACE_S = 1.0
 # A stop waits (on its own thread) this long at most for the gateway process to confirm that
 # the engine's route is closed, so no request is leased on an engine that is being stopped.
 ROUTE_CLOSE_WAIT_S = 1.0
-ADMIT_RETRY_S = 1.0  # a load waiting for room is decided again at least this often
-WORKER_CHECK_S = 5.0  # a dropped RPC worker is looked for this often (the preparer's hook)
 PROGRESS_PUBLISH_S = 0.25  # a working ds4 / sd-server's progress line is published at most this often
-
-
-@dataclass(frozen=True)
-class ExitDecision:
-    """What the preparer made of a failed attempt (its `after_exit` hook)."""
-
-    action: str | None = None  # what Stoker did about it, e.g. "retrying with context 16,384: …"
-    # True: the next attempt differs or counts toward quarantine, so retry even a failure
-    # that would repeat as it is; False: trying again cannot help; None: the restart policy.
-    retry: bool | None = None
-
-
-@dataclass(frozen=True)
-class EngineHealth:
-    """Facts about the engine builds for the snapshot (the preparer's `engine_health`)."""
-
-    blockers: tuple[BlockerView, ...] = ()
-    quarantined: tuple[tuple[str, str], ...] = ()  # (build id, why)
-    problems: tuple[str, ...] = ()  # settings files moved aside, bad hand-written values
-    workers_back: tuple[str, ...] = ()  # dropped RPC workers (HOST:PORT) reachable again
 
 
 @dataclass(frozen=True)
@@ -155,19 +122,128 @@ class _WorkerChanged:
     thread publishes)."""
 
 
+@dataclass(frozen=True)
+class _Wake:
+    """Internal: something this thread waits on happened (a process ended, a stop finished,
+    a health probe answered); the next pass looks at everything."""
+
+
+@runtime_checkable
 class LaunchPreparer(Protocol):
+    """What the supervisor asks of whoever decides launches: every hook it calls, declared.
+
+    RealPreparer (stoker/fleet/launcher.py) is the real one; a launch made by hand (tests,
+    bare launches) subclasses PlainPreparer, whose hooks learn nothing."""
+
     def __call__(self, model_path: str | None, attempt: AttemptContext
-                 ) -> PreparedLaunch | PreparationRefused: ...
+                 ) -> PreparedLaunch | PreparationRefused:
+        """The launch for this attempt, or the sentence why there is none."""
+        ...
+
+    def choose_model(self, model_path: str | None) -> Path | None:
+        """The file a model path means ("the last used model" for None); raises when none."""
+        ...
+
+    def idle_timeout_for(self, overrides: ModelOverrides, current: float | None) -> float | None:
+        """The idle timeout new overrides give a model already running (`current` is its
+        launch's), applied at once with no restart."""
+        ...
+
+    def after_exit(self, launch: PreparedLaunch, incident: Incident, exit: EngineExit) -> ExitDecision:
+        """What a diagnosed failed exit teaches: strikes, quarantine, the recovery ladder."""
+        ...
+
+    def after_ready(self, launch: PreparedLaunch, lines: Sequence[str]) -> None:
+        """The start-up log of a launch that became READY (measured memory lines)."""
+        ...
+
+    def engine_health(self) -> EngineHealth:
+        """Blockers, quarantined builds, settings problems, RPC workers back: for the snapshot."""
+        ...
+
+    def lift_quarantine(self, build_id: str) -> None: ...
+
+    def watching_workers(self) -> bool:
+        """Whether an RPC worker was dropped, so its coming back is worth looking for."""
+        ...
+
+    def readmit_worker(self, endpoint: str) -> tuple[str, ...]:
+        """Let a dropped RPC worker back in; the model paths planned without it."""
+        ...
 
 
-Subscriber = Callable[[AppSnapshot], None]
+class PlainPreparer:
+    """The hooks of a preparer that learns nothing from failures and knows no library:
+    subclasses give `__call__`. For launches made by hand (tests, bench tools)."""
+
+    def __call__(self, model_path: str | None, attempt: AttemptContext
+                 ) -> PreparedLaunch | PreparationRefused:
+        raise NotImplementedError
+
+    def choose_model(self, model_path: str | None) -> Path | None:
+        return Path(model_path) if model_path else None
+
+    def idle_timeout_for(self, overrides: ModelOverrides, current: float | None) -> float | None:
+        return current
+
+    def after_exit(self, launch: PreparedLaunch, incident: Incident, exit: EngineExit) -> ExitDecision:
+        return ExitDecision()
+
+    def after_ready(self, launch: PreparedLaunch, lines: Sequence[str]) -> None:
+        return None
+
+    def engine_health(self) -> EngineHealth:
+        return EngineHealth()
+
+    def lift_quarantine(self, build_id: str) -> None:
+        return None
+
+    def watching_workers(self) -> bool:
+        return False
+
+    def readmit_worker(self, endpoint: str) -> tuple[str, ...]:
+        return ()
+
+
+class FunctionPreparer(PlainPreparer):
+    """A preparer from a function `(model_path, attempt) -> PreparedLaunch | PreparationRefused`."""
+
+    def __init__(self, prepare: Callable[[str | None, AttemptContext], PreparedLaunch | PreparationRefused],
+                 *, idle_timeout_for: Callable[[ModelOverrides], float | None] | None = None) -> None:
+        self._prepare = prepare
+        self._idle_timeout_for = idle_timeout_for
+
+    def __call__(self, model_path: str | None, attempt: AttemptContext
+                 ) -> PreparedLaunch | PreparationRefused:
+        return self._prepare(model_path, attempt)
+
+    def idle_timeout_for(self, overrides: ModelOverrides, current: float | None) -> float | None:
+        return self._idle_timeout_for(overrides) if self._idle_timeout_for is not None else current
+
+
+
+
+def _fixed_tick() -> float | None:
+    """STOKER_SUPERVISOR_TICK_S: wake at least this often (the old fixed tick, for benches)."""
+    raw = os.environ.get("STOKER_SUPERVISOR_TICK_S")
+    if not raw:
+        return None
+    try:
+        tick = float(raw)
+    except ValueError:
+        tick = 0.0
+    if not tick > 0:
+        log.warning("STOKER_SUPERVISOR_TICK_S=%r is not a positive number of seconds; ignored", raw)
+        return None
+    return tick
 
 
 # ---------------------------------------------------------------------- one model's engine
 
 
 class _Engine:
-    """One model's lifecycle, process and facts; touched only by the supervisor thread."""
+    """One model's lifecycle state and the handles of its process and launch; touched only
+    by the supervisor thread. What the fleet decides about it lives in fleet_state."""
 
     def __init__(self, key: str, policy: RestartPolicy) -> None:
         self.key = key
@@ -175,103 +251,413 @@ class _Engine:
         self.proc: EngineProcess | None = None
         self.launch: PreparedLaunch | None = None
         self.prepared: PreparedLaunch | PreparationRefused | None = None  # admitted, not spawned
-        self.events: list = []
-        self.next_health_at: float | None = None
-        self.silent_since: float | None = None
-        self.failed_probes = 0
-        self.probe: Future | None = None
+        self.events: list[life.Event] = []
         self.stopper: threading.Thread | None = None  # a stop in progress, off this thread
-        self.diagnosed: tuple[EngineExit, object, ExitDecision] | None = None
+        self.stop_done = threading.Event()  # set by the stopper as it ends, before it wakes us
+        self.diagnosed: tuple[EngineExit, Incident | None, ExitDecision] | None = None
         self.last_exit: EngineExit | None = None
         self.incident_blockers: tuple[BlockerView, ...] = ()  # until a person starts again
         self.ready_blockers: tuple[BlockerView, ...] = ()  # about the build running now
         self.drafter_note: tuple[str, str] | None = None  # the engine dropped the drafter
-        self.after_failure = False
-        self.pinned = False
-        self.on_demand = False  # loaded for waiting requests: cancelled when they all leave
-        self.unload_when_idle = False  # asked to unload: stop once nothing is in flight
-        self.queued_reason: str | None = None  # waiting for room, and why
+        self.after_failure = False  # the next attempt is an automatic retry
         self.cancelling = False  # stopped to cancel its work: a short grace, no incident
         self.progress: str | None = None  # what a working ds4 / sd-server says it is doing
         self.progress_at = 0.0
         self.ctx_at_least: int | None = None  # per slot, asked by a request (WidenContext)
-        self.context_asked: tuple[int, str] | None = None
+        self.context_asked: tuple[int, str] | None = None  # (tokens asked, what was done, in words)
 
     @property
     def phase(self) -> EngineState:
         return self.state.phase
 
-    @property
-    def resident(self) -> bool:
-        """Holds (or is about to hold) memory: counted against the budget."""
-        return self.phase in (EngineState.STARTING, EngineState.READY, EngineState.STOPPING,
-                              EngineState.BACKOFF)
 
-    def bytes_by_device(self) -> tuple[tuple[str, int], ...]:
-        plan = self.launch.plan if self.launch is not None else None
-        if plan is None:
-            return ()
-        return tuple((d.name, d.total_bytes) for d in plan.devices)
+@dataclass(frozen=True)
+class SupervisorHooks:
+    """Who else hears of the supervisor's work (each called on its thread; none may block)."""
+
+    on_launch: Callable[[PreparedLaunch], None] | None = None  # just before an engine is spawned
+    on_overrides: Callable[[str], None] | None = None  # a model's overrides were saved
+    name_model: Callable[[str], str | None] | None = None  # a model path's gateway id
+
+
+@dataclass(frozen=True)
+class EngineHost:
+    """What the engine runner needs of the supervisor it works for (called on its thread)."""
+
+    publish: Callable[[], None]
+    engine_changed: Callable[[_Engine], None]  # its phase or launch changed: the fleet hears of it
+    refresh_health: Callable[[], None]
+    model_id: Callable[[str], str]
+    held_by_others: Callable[[str], tuple[tuple[str, int], ...]]  # bytes per device the others hold
+    unloading: Callable[[str], bool]  # asked to unload: its route stays closed
+
+
+class EngineRunner:
+    """Runs each model's engine for the supervisor: turns what the process and /health say
+    into lifecycle events, feeds the lifecycle reducer and carries out its effects (prepare,
+    spawn, stop off the thread, record an incident), and hears the preparer's hooks. It
+    decides no transition (stoker/fleet/lifecycle.py does) and nothing about the fleet."""
+
+    def __init__(self, host: EngineHost, preparer: LaunchPreparer, routes: RouteTable, prober: HealthProber,
+                 incidents: IncidentRecorder, *, clock: Callable[[], float], stop_grace_s: float,
+                 log_dir: Path, run_dir: Path, on_launch: Callable[[PreparedLaunch], None] | None,
+                 name_model: Callable[[str], str | None] | None, wake: Callable[[], None]) -> None:
+        self._host = host
+        self._preparer = preparer
+        self.routes = routes
+        # Stops waiting for the gateway process to confirm the route is closed: key -> (engine, deadline).
+        self.stops_after_close: dict[str, tuple[_Engine, float]] = {}
+        self._prober = prober
+        self._incidents = incidents
+        self._clock = clock
+        self._stop_grace_s = stop_grace_s
+        self._log_dir = log_dir
+        self._run_dir = run_dir
+        self._on_launch = on_launch
+        self._names_models = name_model is not None
+        self._wake = wake
+        self.overrides: dict[str, ModelOverrides] = {}  # sent with ApplyOverrides, per key
+
+    def next_due(self, e: _Engine, now: float) -> float | None:
+        """When this engine next needs a look without any event (None: an event will come)."""
+        due: list[float] = []
+        if e.phase is EngineState.STARTING:
+            due.append(now + STARTING_POLL_S)
+        elif e.phase is EngineState.READY:
+            probe = self._prober.next_due(e.key)
+            if probe is not None:
+                due.append(probe)
+            if not hasattr(os, "waitid"):
+                due.append(now + READY_POLL_S)
+        elif e.phase is EngineState.STOPPING and e.stopper is None:
+            due.append(now + READY_POLL_S)
+        elif e.phase is EngineState.BACKOFF and e.state.retry_at is not None:
+            due.append(e.state.retry_at)
+        if e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER and e.proc is not None \
+                and (e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0):
+            due.append(e.progress_at + PROGRESS_PUBLISH_S)
+        return min(due) if due else None
+
+    def view(self, e: _Engine, *, pinned: bool, queued: str | None) -> EngineView:
+        """The engine's line in the snapshot."""
+        in_flight, last_used = self.routes.usage(e.key)
+        facts = EngineFacts(model_id=self._host.model_id(e.key), model_path=e.key or None, state=e.state,
+                            pinned=pinned, queued=queued, in_flight=in_flight, last_used_at=last_used,
+                            progress=e.progress, context_asked=e.context_asked)
+        return engine_view(facts, e.launch)
+
+    def close(self, e: _Engine) -> None:
+        """The supervisor is ending: the engine goes, whatever it was doing."""
+        if e.stopper is not None:
+            e.stopper.join(self._stop_grace_s + 15)
+        if e.proc is not None:
+            e.proc.stop(grace_s=self._stop_grace_s)
+            e.proc = None
+        self.routes.forget(e.key)
+
+    def stop(self, engine: _Engine) -> None:
+        """Close its route, and stop it once the gateway process has confirmed the close (a
+        message, not a wait here): until then it stays READY in the snapshot, so a request
+        sent after the snapshot says STOPPING can never be leased on the dying engine."""
+        self.routes.close(engine.key)
+        if self.routes.wait_closed(engine.key, 0.0):
+            self.feed(engine, life.StopRequested())
+        else:
+            self.stops_after_close.setdefault(engine.key, (engine, self._clock() + ROUTE_CLOSE_WAIT_S))
+
+    def stop_closed(self) -> None:
+        """Carry out the stops whose close is confirmed (or went unconfirmed too long)."""
+        now = self._clock()
+        for key, (engine, deadline) in list(self.stops_after_close.items()):
+            if not self.routes.wait_closed(key, 0.0) and now < deadline:
+                continue
+            del self.stops_after_close[key]
+            if engine.phase is not EngineState.STOPPED:
+                self.feed(engine, life.StopRequested())
+
+    def cancel_work(self, engine: _Engine | None, reason: str) -> None:
+        """An engine that cannot cancel a request it started (stoker/engines/kind.py) is stopped,
+        at once and as an expected exit; the next request starts it again. One that can
+        cancel is left alone: closing the request's connection already cancels it there."""
+        if engine is None or engine.launch is None or engine.phase not in (EngineState.READY,
+                                                                            EngineState.STARTING):
+            return
+        if describe(engine.launch.kind).cancellable_in_engine:
+            return
+        log.info("stopping %s: %s (it cannot cancel a request it has started)", self._host.model_id(engine.key),
+                 reason)
+        engine.cancelling = True
+        self.stop(engine)
+
+    def observe(self, e: _Engine) -> None:
+        """Turn what the process and /health say now into events."""
+        st, proc, now = e.state, e.proc, self._clock()
+        if e.stopper is not None:
+            if e.stop_done.is_set():
+                e.stopper.join()
+                e.stopper = None
+                self.feed(e, life.StoppedClean())
+            return
+        if proc is not None and st.phase in (EngineState.STARTING, EngineState.READY) \
+                and proc.poll() is not None:
+            self._exited(e, proc, now)
+            return
+        if proc is not None and e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER:
+            self._follow_progress(e, proc, now)
+        if st.phase is EngineState.STARTING and proc is not None and e.launch is not None:
+            kind = e.launch.kind
+            status = self._prober.ready_status(e.launch.spec.endpoint, kind)
+            now = self._clock()
+            if is_ready_status(kind, status):
+                proc.mark_ready(now)
+                self._on_ready(e, proc)
+                self.feed(e, life.BecameReady())
+            elif st.spawned_at is not None and now - st.spawned_at > e.launch.startup_deadline_s:
+                self.feed(e, life.StartupTimedOut(now - st.spawned_at))
+        elif st.phase is EngineState.BACKOFF and st.retry_at is not None and now >= st.retry_at:
+            e.after_failure = True
+            self.feed(e, life.RetryDue())
+        elif st.phase is EngineState.READY and e.launch is not None:
+            silent = self._prober.check(e.key, e.launch.spec.endpoint, e.launch.kind,
+                                        working=self.routes.usage(e.key)[0] > 0, now=now)
+            if silent is not None:
+                self.routes.close(e.key)
+                self.feed(e, life.Unresponsive(silent))
+
+    def _exited(self, e: _Engine, proc: EngineProcess, now: float) -> None:
+        """The process ended by itself: diagnose it, hear the preparer, tell the lifecycle."""
+        self.routes.close(e.key)
+        e.proc = None
+        self._prober.forget(e.key)
+        report = proc.exit_report(now)
+        incident = diagnose_exit(report, e.launch)
+        decision = self._after_exit(e, incident, report)
+        hopeless = hopeless_reason(report, e.launch, incident)
+        if decision.retry is True:
+            hopeless = None
+        elif decision.retry is False and report.phase == "starting" and incident is not None:
+            hopeless = hopeless or incident.title
+        if hopeless:
+            report = replace(report, hopeless=hopeless)
+        e.diagnosed = (report, incident, decision)
+        e.last_exit = report
+        self._host.refresh_health()
+        e.after_failure = not report.signalled_by_us
+        self.feed(e, life.Exited(report))
+
+    def _follow_progress(self, e: _Engine, proc: EngineProcess, now: float) -> None:
+        """Publish what a ds4 / sd-server says it is doing (its progress lines), while it
+        starts or serves a request, at most every PROGRESS_PUBLISH_S."""
+        if now - e.progress_at < PROGRESS_PUBLISH_S or e.launch is None:
+            return
+        e.progress_at = now
+        working = e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0
+        text = progress_text(e.launch.kind, proc.tail(8)) if working else None
+        if text != e.progress:
+            e.progress = text
+            self._host.publish()
+
+    def feed(self, e: _Engine, event: life.Event) -> None:
+        e.events.append(event)
+        if len(e.events) > 1:
+            return  # an effect fed this; the outer loop below picks it up in order
+        while e.events:
+            ev = e.events[0]
+            e.state, effects = life.step(e.state, ev, self._clock())
+            for effect in effects:
+                self._carry_out(e, effect)
+            e.events.pop(0)
+        self._host.engine_changed(e)
+        self._sync_route(e)
+
+    def _sync_route(self, e: _Engine) -> None:
+        unloading = self._host.unloading(e.key)
+        if e.phase is EngineState.READY and e.proc is not None and e.launch is not None and not unloading:
+            if self.routes.route(e.key) is None:
+                self.routes.open(Route(key=e.key, endpoint=e.launch.spec.endpoint,
+                                       engine_key=e.launch.engine_key, pid=e.proc.pid,
+                                       kind=e.launch.kind),
+                                 self._clock())
+        else:
+            self.routes.close(e.key)
+
+    def _carry_out(self, e: _Engine, effect: life.Effect) -> None:
+        match effect:
+            case life.Spawn():
+                self._spawn(e)
+            case life.Kill():
+                self._kill(e, effect)
+            case life.RecordIncident():
+                self._record_incident(e, effect)
+            case life.Publish():
+                self._host.publish()
+            case life.ScheduleRetry() | life.Finish():
+                pass  # the state carries retry_at / finished; the loop's deadlines act on them
+            case _:
+                assert_never(effect)
+
+    def prepare(self, e: _Engine, attempt: int) -> PreparedLaunch | PreparationRefused:
+        context = AttemptContext(
+            attempt=attempt, port=free_loopback_port(), log_dir=self._log_dir,
+            overrides=self.overrides.get(e.key) if e.key else None,
+            last_exit=e.last_exit, after_failure=e.after_failure,
+            held_bytes=self._host.held_by_others(e.key),
+            model_id=self._host.model_id(e.key) if e.key and self._names_models else None,
+            ctx_per_slot_at_least=e.ctx_at_least)
+        try:
+            prepared = self._preparer(e.key or None, context)
+        except Exception as exc:
+            log.exception("preparing the launch failed")
+            prepared = PreparationRefused(e.key or None, f"preparing the launch failed: {exc}")
+        self._host.refresh_health()
+        return prepared
+
+    def _spawn(self, e: _Engine) -> None:
+        e.ready_blockers = ()
+        e.drafter_note = None
+        e.cancelling, e.progress = False, None
+        prepared, e.prepared = e.prepared, None
+        if prepared is None:  # a restart or a retry: planned afresh
+            prepared = self.prepare(e, attempt=e.state.restarts)
+        if isinstance(prepared, PreparationRefused):
+            e.events.append(life.SpawnFailed(prepared.reason))
+            return
+        e.launch = prepared
+        if self._on_launch is not None:
+            self._on_launch(prepared)
+        try:
+            e.proc = EngineProcess.start(prepared.spec, secrets=dict(prepared.secrets),
+                                         log_dir=self._log_dir, run_dir=self._run_dir)
+        except OSError as exc:
+            e.events.append(life.SpawnFailed(str(exc)))
+            return
+        self._wait_on_exit(e.proc.pid)
+        e.events.append(life.Spawned(e.proc.pid))
+
+    def _wait_on_exit(self, pid: int) -> None:
+        """A thread that wakes this one when the process ends (it does not reap it: poll()
+        here does), so a crash is noticed at once without polling."""
+        if not hasattr(os, "waitid"):
+            return  # no such wait here (Windows): READY_POLL_S polling notices the exit
+
+        def wait() -> None:
+            with contextlib.suppress(OSError):  # already reaped (a stop), or not our child
+                os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+            self._wake()
+
+        threading.Thread(target=wait, name=f"stoker-exit-{pid}", daemon=True).start()
+
+    def _kill(self, e: _Engine, effect: life.Kill) -> None:
+        """Stop the process off this thread; StoppedClean follows when it is gone."""
+        self._prober.forget(e.key)
+        self.routes.close(e.key)
+        proc, e.proc = e.proc, None
+        if proc is None:
+            e.events.append(life.StoppedClean())
+            return
+        # A hung engine cannot act on SIGTERM anyway; a cancelled one must let go at once.
+        grace = HUNG_GRACE_S if effect.hung or e.cancelling else self._stop_grace_s
+        key, model_id = e.key, self._host.model_id(e.key)
+
+        def stop() -> None:
+            try:
+                if not self.routes.wait_closed(key, ROUTE_CLOSE_WAIT_S):
+                    log.warning("the gateway process did not confirm that %s is closed", model_id)
+                proc.stop(grace_s=grace)
+                e.last_exit = proc.exit_report(self._clock())
+            except Exception:
+                log.exception("stopping the engine (pid %s) failed", proc.pid)
+            done.set()
+            self._wake()
+
+        done = e.stop_done = threading.Event()
+        e.stopper = threading.Thread(target=stop, name=f"stoker-stop-{proc.pid}", daemon=True)
+        e.stopper.start()
+
+    def _record_incident(self, e: _Engine, effect: life.RecordIncident) -> None:
+        _, blocker = self._incidents.record(
+            effect, now=self._clock(), key=e.key, model_id=self._host.model_id(e.key) if e.key else None,
+            launch=e.launch, diagnosed=e.diagnosed)
+        if blocker is not None:
+            e.incident_blockers = tuple(b for b in e.incident_blockers if b.kind != blocker.kind) + (blocker,)
+        self._host.publish()
+
+    def _after_exit(self, e: _Engine, incident: Incident | None, report: EngineExit) -> ExitDecision:
+        if incident is None or e.launch is None or report.signalled_by_us:
+            return ExitDecision()
+        try:
+            return self._preparer.after_exit(e.launch, incident, report)
+        except Exception:
+            log.exception("the preparer's after_exit failed")
+            return ExitDecision()
+
+    def _on_ready(self, e: _Engine, proc: EngineProcess) -> None:
+        launch = e.launch
+        if launch is None:
+            return
+        lines = proc.tail()
+        e.ready_blockers = gpu_unused_blockers(lines, launch)
+        e.drafter_note = drafter_left_out_by_engine(lines, launch)
+        try:
+            self._preparer.after_ready(launch, lines)
+        except Exception:
+            log.exception("the preparer's after_ready failed")
+
+
+@dataclass(frozen=True)
+class SupervisorOptions:
+    """How the supervisor runs: its clock, restart policy, stop grace, folders, health probe."""
+
+    clock: Callable[[], float] = time.time
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    stop_grace_s: float = 10.0
+    log_dir: Path | None = None  # None: Stoker's log folder
+    run_dir: Path | None = None  # None: Stoker's run folder (pid files)
+    health_interval_s: float = HEALTH_INTERVAL_S
+    health_failures: int = HEALTH_FAILURES
+    gateway_url: str | None = None  # the endpoint the snapshot names, in an Instance
+    endpoint_problems: tuple[str, ...] = ()  # the endpoint's own, one sentence each (an extra port)
 
 
 class Supervisor:
-    def __init__(self, preparer: LaunchPreparer, *, clock: Callable[[], float] = time.time,
-                 policy: RestartPolicy | None = None, stop_grace_s: float = 10.0,
-                 log_dir: Path | None = None, run_dir: Path | None = None,
-                 on_launch: Callable[[PreparedLaunch], None] | None = None,
-                 health_interval_s: float = HEALTH_INTERVAL_S,
-                 health_failures: int = HEALTH_FAILURES,
-                 incident_log: IncidentLog | None = None,
-                 gateway_url: str | None = None,
-                 name_model: Callable[[str], str | None] | None = None,
-                 routes: RouteTable | None = None,
-                 on_overrides: Callable[[str], None] | None = None,
-                 endpoint_problems: tuple[str, ...] = ()):
-
+    def __init__(self, preparer: LaunchPreparer, options: SupervisorOptions | None = None,
+                 hooks: SupervisorHooks | None = None, *, routes: RouteTable | None = None,
+                 incident_log: IncidentLog | None = None):
         paths = stoker_paths()
+        if not isinstance(preparer, LaunchPreparer):  # a bare function would lose every hook quietly
+            raise TypeError(f"{preparer!r} is not a LaunchPreparer; wrap a function in FunctionPreparer")
+        opts = options or SupervisorOptions()
         self._preparer = preparer
-        self._clock = clock
-        self._policy = policy or RestartPolicy()
-        self._stop_grace_s = stop_grace_s
-        self._log_dir = Path(log_dir or paths.logs)
-        self._run_dir = Path(run_dir or paths.run)
-        self._on_launch = on_launch
-        self._health_interval_s = health_interval_s
-        self._health_failures = health_failures
-        self._gateway_url = gateway_url
-        self._name_model = name_model
-        self._endpoint_problems = endpoint_problems  # the endpoint's, one sentence each (an extra port)
-        self._on_overrides = on_overrides  # told (on this thread; must not block) of new overrides
-        self._queue: queue.Queue = queue.Queue()
-        self._subscribers: list[Subscriber] = []
-        self._sub_lock = threading.Lock()
+        self._clock = clock = opts.clock
+        self._policy = opts.policy
+        self._log_dir = Path(opts.log_dir or paths.logs)
+        self._run_dir = Path(opts.run_dir or paths.run)
+        self._hooks = hooks or SupervisorHooks()
+        self._gateway_url = opts.gateway_url
+        self._endpoint_problems = opts.endpoint_problems
+        self._queue: queue.Queue[cmd.Command | _Wake | _WorkerChanged] = queue.Queue()
         self._thread: threading.Thread | None = None
         self.routes: RouteTable = routes or Routes(clock)  # the gateway process's mirror, in an Instance
         # Owned by the supervisor thread only:
+        self._fleet = fleet.FleetState()
         self._engines: dict[str, _Engine] = {}
-        self._focus: str | None = None  # the model the top-level snapshot fields describe
-        self._pending: list[str] = []  # loads waiting for admission, FIFO
-        self._next_admit_at = 0.0
-        # Stops waiting for the gateway process to confirm the route is closed: key → deadline.
-        self._stops_after_close: dict[str, float] = {}
-        self._waiters: dict[object, tuple[str, Callable[[EnsureResult], None]]] = {}
-        self._shutting_down = False
+        self._answers: dict[Hashable, Callable[[EnsureResult], None]] = {}  # EnsureModel tickets
         self._finished = False
-        self._incident_log = incident_log or IncidentLog.in_data_dir(paths.data)
-        try:  # what happened before this Stoker started stays visible
-            self._incidents = tuple(reversed(self._incident_log.latest(MAX_INCIDENTS)))
-        except OSError:
-            self._incidents = ()
+        self._incidents = IncidentRecorder(incident_log or IncidentLog.in_data_dir(paths.data))
+        self._prober = HealthProber(self._wake, interval_s=opts.health_interval_s, failures=opts.health_failures)
+        self._workers = WorkerTray(lambda: self._queue.put(_WorkerChanged()),
+                                   lambda: self._preparer.watching_workers(), clock)
         self._health = EngineHealth()
-        self._next_worker_check = 0.0
-        self._shared_worker = None  # shell.rpc_worker.SharedWorker, made by the first ShareWorker
-        self._overrides: dict[str, ModelOverrides] = {}
-        self._http: httpx.Client | None = None
-        self._probes = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stoker-health")
-        # Shared, replaced atomically:
+        self._runner = EngineRunner(
+            EngineHost(self._publish, self._phase_changed, self._refresh_health, self._model_id,
+                       self._held_by_others, self._unloading),
+            preparer, self.routes, self._prober, self._incidents, clock=clock, stop_grace_s=opts.stop_grace_s,
+            log_dir=self._log_dir, run_dir=self._run_dir, on_launch=self._hooks.on_launch,
+            name_model=self._hooks.name_model, wake=self._wake)
+        self._tick_s = _fixed_tick()
         self._seq = 0
-        self._snapshot = AppSnapshot(seq=0, state=EngineState.STOPPED, gateway_url=gateway_url,
-                                     endpoint=gateway_url)
+        self._hub = SnapshotHub(AppSnapshot(seq=0, state=EngineState.STOPPED, gateway_url=opts.gateway_url,
+                                            endpoint=opts.gateway_url))
 
     # ------------------------------------------------------------------ public API
 
@@ -291,21 +677,10 @@ class Supervisor:
 
         The latest snapshot is delivered at once. Returns a function that unsubscribes.
         """
-        with self._sub_lock:
-            self._subscribers.append(callback)
-            current = self._snapshot
-        if current.seq:
-            self._deliver(callback, current)
-
-        def unsubscribe() -> None:
-            with self._sub_lock:
-                if callback in self._subscribers:
-                    self._subscribers.remove(callback)
-
-        return unsubscribe
+        return self._hub.subscribe(callback)
 
     def snapshot(self) -> AppSnapshot:
-        return self._snapshot
+        return self._hub.current
 
     def join(self, timeout: float | None = None) -> bool:
         """Wait for the thread to end (after Shutdown); True when it has."""
@@ -316,82 +691,67 @@ class Supervisor:
 
     def wait_for(self, predicate: Callable[[AppSnapshot], bool], timeout: float) -> AppSnapshot | None:
         """Block until a snapshot satisfies `predicate` (checked on every publish), or time out."""
-        hit = threading.Event()
-        found: list[AppSnapshot] = []
-
-        def check(snap: AppSnapshot) -> None:
-            if not hit.is_set() and predicate(snap):
-                found.append(snap)
-                hit.set()
-
-        unsubscribe = self.subscribe(check)
-        try:
-            check(self._snapshot)
-            hit.wait(timeout)
-        finally:
-            unsubscribe()
-        return found[0] if found else None
+        return self._hub.wait_for(predicate, timeout)
 
     # ------------------------------------------------------------------ the thread
+
+    def _wake(self) -> None:
+        self._queue.put(_Wake())
 
     def _run(self) -> None:
         try:
             self._publish()
             while not self._finished:
                 try:
-                    command = self._queue.get(timeout=self._wait_time())
+                    item = self._queue.get(timeout=self._wait_time())
                 except queue.Empty:
-                    command = None
-                if command is not None:
-                    self._on_command(command)
+                    item = _Wake()
+                if isinstance(item, _WorkerChanged):
+                    self._publish()
+                elif not isinstance(item, _Wake):
+                    self._on_command(item)
                 for engine in list(self._engines.values()):
-                    self._observe(engine)
-                self._admit_pending()
-                self._unload_idle()
-                self._answer_waiters()
-                self._drop_stopped()
+                    self._runner.observe(engine)
+                self._tick_fleet()
                 self._watch_workers()
-                self._stop_closed()
+                self._runner.stop_closed()
                 self.routes.settle()
-                if self._shutting_down and all(e.state.finished for e in self._engines.values()):
+                if self._fleet.shutting_down and all(e.state.finished for e in self._engines.values()):
                     self._finished = True
         except Exception:
             log.exception("the supervisor thread failed; stopping the engines")
             raise
         finally:
-            for engine in self._engines.values():
-                if engine.stopper is not None:
-                    engine.stopper.join(self._stop_grace_s + 15)
-                if engine.proc is not None:
-                    engine.proc.stop(grace_s=self._stop_grace_s)
-                    engine.proc = None
-                self.routes.forget(engine.key)
-            if self._shared_worker is not None:
-                self._shared_worker.stop()
-                self._shared_worker.join(15)
-            for _, answer in list(self._waiters.values()):
-                self._call(answer, EnsureResult(error="Stoker is shutting down"))
-            self._waiters.clear()
-            self._probes.shutdown(wait=False, cancel_futures=True)
-            if self._http is not None:
-                self._http.close()
+            self._close()
+
+    def _close(self) -> None:
+        for engine in self._engines.values():
+            self._runner.close(engine)
+        self._workers.close()
+        for answer in list(self._answers.values()):
+            _call(answer, EnsureResult(error="Stoker is shutting down"))
+        self._answers.clear()
+        self._prober.close()
 
     def _wait_time(self) -> float:
-        wait = IDLE_POLL_S
+        """Until the next thing due: a readiness poll, a health probe, a retry, a queued
+        load's next decision, an idle expiry, a look for a dropped worker."""
         now = self._clock()
+        due = [now + (self._tick_s or LONGEST_SLEEP_S)]
         for e in self._engines.values():
-            if e.phase is EngineState.STARTING:
-                wait = min(wait, STARTING_POLL_S)
-            elif e.phase in (EngineState.READY, EngineState.STOPPING):
-                wait = min(wait, READY_POLL_S)
-            elif e.phase is EngineState.BACKOFF and e.state.retry_at is not None:
-                wait = min(wait, max(0.0, e.state.retry_at - now))
-        if self._pending or self.routes.changed.is_set() or self._stops_after_close:
-            wait = min(wait, READY_POLL_S)
-        expiry = next_expiry([r for r in self._residents(exclude=None) if not r.busy])
-        if expiry is not None:  # wake for the next idle unload, not only at the next poll
-            wait = min(wait, max(0.0, expiry - now))
-        return wait
+            engine_due = self._runner.next_due(e, now)
+            if engine_due is not None:
+                due.append(engine_due)
+        usage = self._usage()
+        for deadline in (fleet.next_deadline(self._fleet), fleet.expiry_deadline(self._fleet, usage),
+                         self._workers.next_check()):
+            if deadline is not None:
+                due.append(deadline)
+        # The route table has no wake of its own: look at it while a decision waits on it.
+        if (self._fleet.pending or any(m.unload_when_idle for m in self._fleet.members)
+                or self._runner.stops_after_close):
+            due.append(now + READY_POLL_S)
+        return max(0.0, min(due) - now)
 
     def _engine(self, key: str) -> _Engine:
         engine = self._engines.get(key)
@@ -400,511 +760,112 @@ class Supervisor:
         return engine
 
     def _key_for(self, model_path: str | None) -> str:
-        """The engine key for a model: its real path (the preparer resolves "last used")."""
-        choose = getattr(self._preparer, "choose_model", None)
-        path = model_path
-        if choose is not None:
-            try:
-                path = str(choose(model_path))
-            except Exception:
-                path = model_path
-        if path and os.path.exists(path):
-            return os.path.realpath(path)
-        return path or ""
+        return engine_key(self._preparer, model_path)
+
+    def _key_or_focus(self, model_path: str | None) -> str | None:
+        """The key a command means: its model's, else (None) the focused model's."""
+        return self._key_for(model_path) if model_path is not None else self._fleet.focus
 
     def _target(self, model_path: str | None) -> _Engine | None:
-        """The engine a command without a model means: the focused one."""
-        if model_path is not None:
-            return self._engines.get(self._key_for(model_path))
-        return self._engines.get(self._focus) if self._focus is not None else None
+        key = self._key_or_focus(model_path)
+        return self._engines.get(key) if key is not None else None
 
-    def _on_command(self, command) -> None:
-        if self._shutting_down and not isinstance(command, cmd.Shutdown):
+    def _on_command(self, command: cmd.Command) -> None:
+        if self._fleet.shutting_down and not isinstance(command, cmd.Shutdown):
             if isinstance(command, cmd.EnsureModel):
-                self._call(command.answer, EnsureResult(error="Stoker is shutting down"))
+                _call(command.answer, EnsureResult(error="Stoker is shutting down"))
             return
-        if isinstance(command, (cmd.StartModel, cmd.SwitchModel, cmd.LoadModel)):
-            key = self._key_for(command.model_path)
-            self._focus = key
-            if isinstance(command, cmd.SwitchModel):
-                for other in self._engines.values():
-                    if other.key != key:
-                        self._unload(other)
-            engine = self._engine(key)
-            engine.after_failure = False
-            engine.incident_blockers = ()
-            engine.on_demand = False
-            if isinstance(command, cmd.LoadModel) and command.pin is not None:
-                engine.pinned = command.pin
-            self._request_load(engine)
-        elif isinstance(command, cmd.EnsureModel):
-            key = self._key_for(command.model_path)
-            engine = self._engine(key)
-            self._waiters[command.ticket] = (key, command.answer)
-            if engine.phase in (EngineState.STOPPED, EngineState.FAILED) and key not in self._pending:
-                if engine.phase is EngineState.FAILED and engine.state.last_error:
-                    return  # answered with its sentence by _answer_waiters
-                engine.on_demand = True
-                self._request_load(engine)
-        elif isinstance(command, cmd.CancelEnsure):
-            self._cancel_waiter(command.ticket)
-        elif isinstance(command, cmd.CancelRender):
-            self._cancel_work(self._engines.get(self._key_for(command.model_path)), command.reason)
-        elif isinstance(command, cmd.PinModel):
-            engine = self._target(command.model_path)
-            if engine is not None:
-                engine.pinned = command.pinned
-                self._publish()
-        elif isinstance(command, cmd.UnloadModel):
-            engine = self._target(command.model_path)
-            if engine is not None:
-                self._unload(engine)
-        elif isinstance(command, cmd.Stop):
-            engines = [self._target(command.model_path)] if command.model_path else \
-                list(self._engines.values())
-            for engine in engines:
-                if engine is not None:
-                    self._remove_pending(engine)
-                    self._stop(engine)
-        elif isinstance(command, cmd.Restart):
-            engine = self._target(command.model_path)
-            if engine is not None:
-                engine.after_failure = False
+        match command:
+            case cmd.StartModel() | cmd.SwitchModel() | cmd.LoadModel():
+                key = self._key_for(command.model_path)
+                engine = self._engine(key)
+                engine.after_failure = False  # a person's start ends any recovery
                 engine.incident_blockers = ()
-                if engine.phase in (EngineState.STOPPED,) and engine.key in self._pending:
-                    return
-                self.routes.close(engine.key)
-                self._feed(engine, RestartRequested(command.reason))
-        elif isinstance(command, cmd.ApplyOverrides):
-            key = self._key_for(command.model_path)
-            self._overrides[key] = command.overrides
-            engine = self._engines.get(key)
-            if engine is not None:  # the user's own context now, not one a request asked for
-                engine.ctx_at_least = engine.context_asked = None
-            if self._on_overrides is not None:  # aliases name (or stop naming) the model at once
-                self._on_overrides(key)
-            idle_for = getattr(self._preparer, "idle_timeout_for", None)
-            if idle_for is not None and engine is not None and engine.launch is not None:
-                engine.launch = replace(engine.launch, idle_timeout_s=idle_for(command.overrides))
-                self._publish()
-            if command.restart and engine is not None and engine.phase in (
-                    EngineState.STARTING, EngineState.READY, EngineState.BACKOFF):
-                engine.after_failure = False
-                engine.incident_blockers = ()
-                self.routes.close(engine.key)
-                self._feed(engine, RestartRequested("new settings for this model"))
-        elif isinstance(command, cmd.KeepAlive):
-            engine = self._engines.get(self._key_for(command.model_path))
-            if engine is not None and engine.launch is not None:
-                engine.launch = replace(engine.launch, idle_timeout_s=command.idle_timeout_s)
-                self._publish()
-        elif isinstance(command, cmd.WidenContext):
-            self._widen_context(command)
-        elif isinstance(command, cmd.LiftQuarantine):
-            lift = getattr(self._preparer, "lift_quarantine", None)
-            if lift is not None:  # the quarantine ledger belongs to the preparer's engine choice
-                lift(command.build_id)
-            self._refresh_health()
-            self._publish()
-        elif isinstance(command, cmd.UseWorkerAgain):
-            self._use_worker_again(command.endpoint)
-        elif isinstance(command, cmd.ShareWorker):
-            if self._shared_worker is None:
-
-                self._shared_worker = SharedWorker(lambda: self._queue.put(_WorkerChanged()),
-                                                   clock=self._clock)
-            self._shared_worker.start(command.host, command.port, command.cache,
-                                      allow_remote=command.allow_remote)
-        elif isinstance(command, cmd.StartWorker):
-            if self._shared_worker is not None:
-                self._shared_worker.start_again()
-        elif isinstance(command, cmd.StopWorker):
-            if self._shared_worker is not None:
-                self._shared_worker.stop()
-                self._publish()
-        elif isinstance(command, _WorkerChanged):
-            self._publish()
-        elif isinstance(command, cmd.RouteAnswered):
-            pass  # the gateway process answered a close: the pass that follows decides anew
-        elif isinstance(command, cmd.Shutdown):
-            self._shutting_down = True
-            self._pending.clear()
-            if self._shared_worker is not None:
-                self._shared_worker.stop()
-            for engine in list(self._engines.values()):
-                self.routes.close(engine.key)
-                self._feed(engine, ShutdownRequested())
-            self._publish()
-        else:
-            log.warning("ignoring unknown command %r", command)
-
-    # ------------------------------------------------------------------ residency
-
-    def _request_load(self, engine: _Engine) -> None:
-        """Make this model resident: at once when it fits, else when room is made."""
-        engine.unload_when_idle = False
-        if engine.phase in (EngineState.STARTING, EngineState.READY, EngineState.BACKOFF):
-            return
-        if engine.phase is EngineState.STOPPING:
-            # Started again once the old process is gone (the reducer remembers it).
-            self._feed(engine, StartRequested(engine.key or None))
-            return
-        if engine.key not in self._pending:
-            self._pending.append(engine.key)
-        self._next_admit_at = 0.0
-        self._admit_pending()
-
-    def _remove_pending(self, engine: _Engine) -> None:
-        if engine.key in self._pending:
-            self._pending.remove(engine.key)
-            engine.queued_reason = None
-            engine.prepared = None
-
-    def _held_by_others(self, key: str) -> tuple[tuple[str, int], ...]:
-        held: dict[str, int] = {}
-        for e in self._engines.values():
-            if e.key != key and e.resident:
-                for dev, b in e.bytes_by_device():
-                    held[dev] = held.get(dev, 0) + b
-        return tuple(held.items())
-
-    def _residents(self, exclude: str | None) -> list[Resident]:
-        out = []
-        for e in self._engines.values():
-            if (exclude is not None and e.key == exclude) or not e.resident:
-                continue
-            in_flight, last_used = self.routes.usage(e.key)
-            busy = in_flight > 0 or e.phase is not EngineState.READY
-            out.append(Resident(key=e.key, model_id=self._model_id(e.key), busy=busy,
-                                bytes_by_device=e.bytes_by_device(), pinned=e.pinned,
-                                last_used_at=last_used,
-                                idle_timeout_s=e.launch.idle_timeout_s if e.launch else None))
-        return out
-
-    def _admit_pending(self) -> None:
-        """Decide the first waiting load (FIFO): load it, make room for it, or keep waiting."""
-        now = self._clock()
-        changed = self.routes.changed.is_set()
-        if not self._pending or (now < self._next_admit_at and not changed):
-            return
-        self.routes.changed.clear()
-        key = self._pending[0]
-        engine = self._engine(key)
-        if any(e.phase is EngineState.STOPPING for e in self._engines.values() if e.key != key):
-            self._next_admit_at = now + READY_POLL_S  # room is being made: decide once it is
-            return
-        prepared = self._prepare(engine, attempt=0)
-        engine.prepared = prepared
-        if isinstance(prepared, PreparedLaunch) and prepared.plan is not None:
-            need = {d.name: d.total_bytes for d in prepared.plan.devices}
-            budget = {d.name: d.budget_bytes for d in prepared.plan.devices}
-            decision = admit(self._model_id(key), need, budget, self._residents(exclude=key))
-            if decision.kind is AdmissionKind.REFUSE:
-                engine.prepared = PreparationRefused(key, decision.reason)
-            elif decision.kind is not AdmissionKind.FITS:
-                if decision.kind is AdmissionKind.EVICT:
-                    for victim_key in decision.evict:
-                        victim = self._engines.get(victim_key)
-                        if victim is not None and self.routes.close_if_idle(victim_key):
-                            log.info("%s", decision.reason)
-                            self._stop(victim)
-                if engine.queued_reason != decision.reason:
-                    engine.queued_reason = decision.reason
-                    self._publish()
-                engine.prepared = None
-                self._next_admit_at = now + ADMIT_RETRY_S
-                return
-        self._pending.pop(0)
-        engine.queued_reason = None
-        self._feed(engine, StartRequested(key or None))
-        if self._pending:
-            self._next_admit_at = 0.0
-
-    def _unload_idle(self) -> None:
-        now = self._clock()
-        for e in list(self._engines.values()):
-            if e.unload_when_idle and e.phase is EngineState.READY and self.routes.close_if_idle(e.key):
-                e.unload_when_idle = False
-                self._stop(e)
-        residents = [r for r in self._residents(exclude=None) if not r.busy]
-        for key in expired(residents, now):
-            engine = self._engines.get(key)
-            if engine is not None and engine.phase is EngineState.READY and self.routes.close_if_idle(key):
-                log.info("unloading %s: idle for its timeout", self._model_id(key))
-                self._stop(engine)
-
-    def _unload(self, engine: _Engine) -> None:
-        """A person asked: stop taking requests for it and stop it once none is in flight."""
-        self._remove_pending(engine)
-        self.routes.close(engine.key)
-        if engine.phase is EngineState.READY:
-            engine.unload_when_idle = True
-            self._unload_idle()
-        elif engine.phase in (EngineState.STARTING, EngineState.BACKOFF, EngineState.FAILED):
-            self._stop(engine)
-
-    def _stop(self, engine: _Engine) -> None:
-        """Close its route, and stop it once the gateway process has confirmed the close (a
-        message, not a wait here): until then it stays READY in the snapshot, so a request
-        sent after the snapshot says STOPPING can never be leased on the dying engine."""
-        self.routes.close(engine.key)
-        if self.routes.wait_closed(engine.key, 0.0):
-            self._feed(engine, StopRequested())
-        else:
-            self._stops_after_close.setdefault(engine.key, self._clock() + ROUTE_CLOSE_WAIT_S)
-
-    def _stop_closed(self) -> None:
-        """Carry out the stops whose close is confirmed (or went unconfirmed too long)."""
-        now = self._clock()
-        for key, deadline in list(self._stops_after_close.items()):
-            if not self.routes.wait_closed(key, 0.0) and now < deadline:
-                continue
-            del self._stops_after_close[key]
-            engine = self._engines.get(key)
-            if engine is not None and engine.phase is not EngineState.STOPPED:
-                self._feed(engine, StopRequested())
-
-    def _cancel_waiter(self, ticket) -> None:
-        entry = self._waiters.pop(ticket, None)
-        if entry is None:
-            return
-        key = entry[0]
-        if any(k == key for k, _ in self._waiters.values()):
-            return
-        engine = self._engines.get(key)
-        if engine is None or engine.pinned or not engine.on_demand:
-            return
-        if key in self._pending:
-            log.info("every request waiting for %s has gone; its load is cancelled", self._model_id(key))
-            self._remove_pending(engine)
-            self._publish()
-        elif engine.phase is EngineState.STARTING:
-            log.info("every request waiting for %s has gone; its load is cancelled", self._model_id(key))
-            self._stop(engine)
-
-    def _cancel_work(self, engine: _Engine | None, reason: str) -> None:
-        """An engine that cannot cancel a request it started (stoker/engines/kind.py) is stopped,
-        at once and as an expected exit; the next request starts it again. One that can
-        cancel is left alone: closing the request's connection already cancels it there."""
-        if engine is None or engine.launch is None or engine.phase not in (EngineState.READY,
-                                                                            EngineState.STARTING):
-            return
-        if describe(engine.launch.kind).cancellable_in_engine:
-            return
-        log.info("stopping %s: %s (it cannot cancel a request it has started)", self._model_id(engine.key),
-                 reason)
-        engine.cancelling = True
-        self._stop(engine)
-
-    def _answer_waiters(self) -> None:
-        for ticket, (key, answer) in list(self._waiters.items()):
-            engine = self._engines.get(key)
-            route = self.routes.route(key)
-            if route is not None:
-                result = EnsureResult(route=route)
-            elif engine is not None and engine.phase is EngineState.FAILED:
-                result = EnsureResult(error=self._failure_sentence(engine))
-            elif engine is not None and engine.phase is EngineState.STOPPED \
-                    and key not in self._pending and not self._shutting_down:
-                engine.on_demand = True  # unloaded meanwhile (idle, or for room): load it again
-                self._request_load(engine)
-                continue
-            else:
-                continue
-            del self._waiters[ticket]
-            self._call(answer, result)
-
-    def _failure_sentence(self, engine: _Engine) -> str:
-        for inc in reversed(self._incidents):
-            if inc.model_path == engine.key or inc.model_path is None:
-                return f"{inc.summary}: {inc.advice}" if inc.advice else inc.summary
-        return engine.state.last_error or "the model could not be loaded"
-
-    @staticmethod
-    def _call(answer: Callable[[EnsureResult], None], result: EnsureResult) -> None:
-        try:
-            answer(result)
-        except Exception:
-            log.exception("an EnsureModel callback failed")
-
-    def _drop_stopped(self) -> None:
-        """Forget engines that are gone and not asked for. The focused one stays (the tray
-        shows the last model) unless another one runs, which then takes the focus."""
-        if self._shutting_down:
-            return
-        rank = {EngineState.READY: 0, EngineState.STARTING: 1, EngineState.BACKOFF: 2,
-                EngineState.STOPPING: 3, EngineState.FAILED: 4}
-        alive = sorted((e for e in self._engines.values() if e.phase is not EngineState.STOPPED),
-                       key=lambda e: rank[e.phase])
-        focus = self._engines.get(self._focus) if self._focus is not None else None
-        if alive and (focus is None or focus.phase is EngineState.STOPPED) \
-                and (focus is None or focus.key not in self._pending):
-            self._focus = alive[0].key  # the one that serves, when one does
-            self._publish()
-        waited = {k for k, _ in self._waiters.values()}
-        gone = [k for k, e in self._engines.items() if e.phase is EngineState.STOPPED
-                and k != self._focus and k not in self._pending and k not in waited
-                and e.stopper is None]
-        for key in gone:
-            del self._engines[key]
-            self.routes.forget(key)
-        if gone:
-            self._publish()
-
-    def _model_id(self, key: str) -> str:
-        if self._name_model is not None and key:
-            try:
-                ident = self._name_model(key)
-            except Exception:
-                ident = None
-            if ident:
-                return ident
-        return Path(key).name.removesuffix(".gguf") if key else "model"
-
-    # ------------------------------------------------------------------ observing
-
-    def _observe(self, e: _Engine) -> None:
-        """Turn what the process and /health say now into events."""
-        st, proc, now = e.state, e.proc, self._clock()
-        if e.stopper is not None:
-            if not e.stopper.is_alive():
-                e.stopper = None
-                self._feed(e, StoppedClean())
-            return
-        if proc is not None and st.phase in (EngineState.STARTING, EngineState.READY):
-            if proc.poll() is not None:
-                self.routes.close(e.key)
-                e.proc = None
-                e.next_health_at, e.probe = None, None
-                report = proc.exit_report(now)
-                incident = diagnose_exit(report, e.launch)
-                decision = self._after_exit(e, incident, report)
-                hopeless = hopeless_reason(report, e.launch, incident)
-                if decision.retry is True:
-                    hopeless = None
-                elif decision.retry is False and report.phase == "starting" and incident is not None:
-                    hopeless = hopeless or incident.title
-                if hopeless:
-                    report = replace(report, hopeless=hopeless)
-                e.diagnosed = (report, incident, decision)
-                e.last_exit = report
+                pin = command.pin if isinstance(command, cmd.LoadModel) else None
+                self._fleet_do(fleet.LoadAsked(key, self._model_id(key), pin=pin,
+                                               switch=isinstance(command, cmd.SwitchModel)))
+            case cmd.EnsureModel():
+                key = self._key_for(command.model_path)
+                self._engine(key)
+                self._answers[command.ticket] = command.answer
+                self._fleet_do(fleet.EnsureAsked(command.ticket, key, self._model_id(key)))
+            case cmd.CancelEnsure():
+                self._answers.pop(command.ticket, None)
+                self._fleet_do(fleet.EnsureCancelled(command.ticket))
+            case cmd.CancelRender():
+                self._runner.cancel_work(self._engines.get(self._key_for(command.model_path)), command.reason)
+            case cmd.PinModel():
+                self._fleet_do(fleet.PinAsked(self._key_or_focus(command.model_path), command.pinned))
+            case cmd.UnloadModel():
+                self._fleet_do(fleet.UnloadAsked(self._key_or_focus(command.model_path)))
+            case cmd.Stop():
+                stop_key = self._key_for(command.model_path) if command.model_path else None
+                self._fleet_do(fleet.StopAsked(stop_key))
+            case cmd.Restart():
+                self._restart(self._target(command.model_path), command.reason)
+            case cmd.ApplyOverrides():
+                self._apply_overrides(command)
+            case cmd.KeepAlive():
+                self._keep_alive(command)
+            case cmd.WidenContext():
+                self._widen_context(command)
+            case cmd.RouteAnswered():
+                pass  # the gateway process answered a close: the pass that follows decides anew
+            case cmd.LiftQuarantine():
+                # the quarantine ledger belongs to the preparer's engine choice
+                self._preparer.lift_quarantine(command.build_id)
                 self._refresh_health()
-                e.after_failure = not report.signalled_by_us
-                self._feed(e, Exited(report))
-                return
-        if proc is not None and e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER:
-            self._follow_progress(e, proc, now)
-        if st.phase is EngineState.STARTING and proc is not None and e.launch is not None:
-            if self._http is None:
-                # Made after the first spawn (it costs tens of ms), so it overlaps the model load.
-                self._http = httpx.Client()
-            kind = e.launch.kind
-            status = probe_health(e.launch.spec.endpoint, client=self._http, timeout_s=0.5,
-                                  path=describe(kind).readiness_path)
-            now = self._clock()
-            if is_ready_status(kind, status):
-                proc.mark_ready(now)
-                self._on_ready(e, proc)
-                self._feed(e, BecameReady())
-            elif st.spawned_at is not None and now - st.spawned_at > e.launch.startup_deadline_s:
-                self._feed(e, StartupTimedOut(now - st.spawned_at))
-        elif st.phase is EngineState.BACKOFF and st.retry_at is not None and now >= st.retry_at:
-            e.after_failure = True
-            self._feed(e, RetryDue())
-        elif st.phase is EngineState.READY and e.launch is not None:
-            self._watch_health(e, now)
+                self._publish()
+            case cmd.UseWorkerAgain():
+                self._use_worker_again(command.endpoint)
+            case cmd.ShareWorker():
+                self._workers.share(command)
+            case cmd.StartWorker():
+                self._workers.start_again()
+            case cmd.StopWorker():
+                if self._workers.stop():
+                    self._publish()
+            case cmd.Shutdown():
+                self._workers.stop()
+                self._fleet_do(fleet.ShutdownAsked())
+            case _:
+                assert_never(command)
 
-    def _follow_progress(self, e: _Engine, proc: EngineProcess, now: float) -> None:
-        """Publish what a ds4 / sd-server says it is doing (its progress lines), while it
-        starts or serves a request, at most every PROGRESS_PUBLISH_S."""
-        if now - e.progress_at < PROGRESS_PUBLISH_S:
+    def _restart(self, engine: _Engine | None, reason: str) -> None:
+        if engine is None:
             return
-        e.progress_at = now
-        working = e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0
-        text = progress_text(e.launch.kind, proc.tail(8)) if working else None
-        if text != e.progress:
-            e.progress = text
+        engine.after_failure = False
+        engine.incident_blockers = ()
+        if engine.phase is EngineState.STOPPED and engine.key in self._fleet.pending:
+            return
+        self.routes.close(engine.key)
+        self._runner.feed(engine, life.RestartRequested(reason))
+
+    def _apply_overrides(self, command: cmd.ApplyOverrides) -> None:
+        key = self._key_for(command.model_path)
+        self._runner.overrides[key] = command.overrides
+        engine = self._engines.get(key)
+        if engine is not None:  # the user's own context now, not one a request asked for
+            engine.ctx_at_least = engine.context_asked = None
+        if self._hooks.on_overrides is not None:  # aliases name (or stop naming) the model at once
+            self._hooks.on_overrides(key)
+        if engine is not None and engine.launch is not None:
+            idle = self._preparer.idle_timeout_for(command.overrides, engine.launch.idle_timeout_s)
+            if idle != engine.launch.idle_timeout_s:
+                engine.launch = replace(engine.launch, idle_timeout_s=idle)
+                self._phase_changed(engine)
+                self._publish()
+        if command.restart and engine is not None and engine.phase in (
+                EngineState.STARTING, EngineState.READY, EngineState.BACKOFF):
+            self._restart(engine, "new settings for this model")
+
+    def _keep_alive(self, command: cmd.KeepAlive) -> None:
+        """A request's keep_alive / ttl: the model's idle time from now on."""
+        engine = self._engines.get(self._key_for(command.model_path))
+        if engine is not None and engine.launch is not None:
+            engine.launch = replace(engine.launch, idle_timeout_s=command.idle_timeout_s)
+            self._phase_changed(engine)
             self._publish()
-
-    def _watch_health(self, e: _Engine, now: float) -> None:
-        """Probe a READY engine now and then, off this thread; several failures in a row mean
-        it hangs. An engine that takes one request at a time is not asked while it works on
-        one: ds4 and sd-server may not answer then, and that is no hang."""
-        if describe(e.launch.kind).concurrency == 1 and self.routes.usage(e.key)[0] > 0:
-            e.probe, e.next_health_at, e.failed_probes, e.silent_since = None, None, 0, None
-            return
-        if e.probe is not None:
-            if not e.probe.done():
-                return
-            try:
-                status = e.probe.result()
-            except Exception:
-                status = None
-            e.probe = None
-            if is_ready_status(e.launch.kind, status):
-                e.failed_probes, e.silent_since = 0, None
-            else:
-                e.failed_probes += 1
-                if e.failed_probes >= self._health_failures:
-                    silent = self._clock() - (e.silent_since or now)
-                    e.next_health_at = None
-                    self.routes.close(e.key)
-                    self._feed(e, Unresponsive(silent))
-                    return
-                e.next_health_at = min(e.next_health_at or now, now + HEALTH_RETRY_S)
-        if e.next_health_at is None:
-            e.next_health_at = now + self._health_interval_s
-            e.failed_probes, e.silent_since = 0, None
-            return
-        if now < e.next_health_at:
-            return
-        e.next_health_at = now + self._health_interval_s
-        if e.failed_probes == 0:
-            e.silent_since = now
-        timeout = min(HEALTH_TIMEOUT_S, max(0.5, self._health_interval_s / 2))
-        if self._http is None:
-            self._http = httpx.Client()
-        e.probe = self._probes.submit(probe_health, e.launch.spec.endpoint, client=self._http,
-                                      timeout_s=timeout, path=describe(e.launch.kind).readiness_path)
-
-    def _feed(self, e: _Engine, event) -> None:
-        e.events.append(event)
-        if len(e.events) > 1:
-            return  # an effect fed this; the outer loop below picks it up in order
-        while e.events:
-            ev = e.events[0]
-            e.state, effects = step(e.state, ev, self._clock())
-            for effect in effects:
-                self._carry_out(e, effect)
-            e.events.pop(0)
-        self._sync_route(e)
-
-    def _sync_route(self, e: _Engine) -> None:
-        if e.phase is EngineState.READY and e.proc is not None and e.launch is not None \
-                and not e.unload_when_idle:
-            if self.routes.route(e.key) is None:
-                self.routes.open(Route(key=e.key, endpoint=e.launch.spec.endpoint,
-                                       engine_key=e.launch.engine_key, pid=e.proc.pid,
-                                       kind=e.launch.kind),
-                                 self._clock())
-        else:
-            self.routes.close(e.key)
-
-    def _carry_out(self, e: _Engine, effect) -> None:
-        if isinstance(effect, Spawn):
-            self._spawn(e)
-        elif isinstance(effect, Kill):
-            self._kill(e, effect)
-        elif isinstance(effect, RecordIncident):
-            self._record_incident(e, effect)
-        elif isinstance(effect, Publish):
-            self._publish()
-        elif isinstance(effect, (ScheduleRetry, Finish)):
-            pass  # the state carries retry_at / finished; the loop acts on them
-        else:
-            log.warning("unknown effect %r", effect)
-
-    # ------------------------------------------------------------------ effects
 
     def _widen_context(self, command: cmd.WidenContext) -> None:
         """Plan the model again with the context a request asked for: reload when that plan
@@ -918,22 +879,20 @@ class Supervisor:
             engine.context_asked = (want, "the model was not running, so its context was not changed")
             self._publish()
             return
-        running = launch_facts(engine.launch)
-        now_ctx = _per_slot(engine.launch)
+        now_ctx = ctx_per_slot(engine.launch)
         if now_ctx is not None and now_ctx >= want:
             engine.context_asked = (want, f"the plan already gives {now_ctx:,} tokens per slot")
         elif not isinstance(engine.launch.plan, LaunchPlan):
-            engine.context_asked = (want, f"this engine's context is fixed at {running.get('ctx') or 0:,} "
-                                          "tokens; it was not changed")
+            fixed = launch_facts(engine.launch).get("ctx") or 0
+            engine.context_asked = (want, f"this engine's context is fixed at {fixed:,} tokens; it was not changed")
         else:
             before, engine.ctx_at_least = engine.ctx_at_least, want
-            trial = self._prepare(engine, attempt=0)
-            got = _per_slot(trial) if isinstance(trial, PreparedLaunch) else None
+            trial = self._runner.prepare(engine, attempt=0)
+            got = ctx_per_slot(trial) if isinstance(trial, PreparedLaunch) else None
             if got is not None and now_ctx is not None and got > now_ctx:
                 engine.context_asked = (want, f"re-planned for {got:,} tokens per slot and reloaded")
                 engine.prepared = None
-                self.routes.close(engine.key)
-                self._feed(engine, RestartRequested(f"a request asked for {want:,} tokens of context"))
+                self._restart(engine, f"a request asked for {want:,} tokens of context")
             else:
                 engine.ctx_at_least = before  # a context asked earlier, and given, stays
                 why = trial.reason if isinstance(trial, PreparationRefused) else "it does not fit"
@@ -941,419 +900,205 @@ class Supervisor:
                                               f"{want:,} does not fit ({why.rstrip('.')})")
         self._publish()
 
-    def _prepare(self, e: _Engine, attempt: int) -> PreparedLaunch | PreparationRefused:
-        context = AttemptContext(
-            attempt=attempt, port=free_loopback_port(), log_dir=self._log_dir,
-            overrides=self._overrides.get(e.key) if e.key else None,
-            last_exit=e.last_exit, after_failure=e.after_failure,
-            held_bytes=self._held_by_others(e.key),
-            model_id=self._model_id(e.key) if e.key and self._name_model is not None else None,
-            ctx_per_slot_at_least=e.ctx_at_least)
-        try:
-            prepared = self._preparer(e.key or None, context)
-        except Exception as exc:
-            log.exception("preparing the launch failed")
-            prepared = PreparationRefused(e.key or None, f"preparing the launch failed: {exc}")
-        self._refresh_health()
-        return prepared
+    # ------------------------------------------------------------------ the fleet's effects
 
-    def _spawn(self, e: _Engine) -> None:
-        e.ready_blockers = ()
-        e.drafter_note = None
-        e.cancelling, e.progress = False, None
-        prepared, e.prepared = e.prepared, None
-        if prepared is None:  # a restart or a retry: planned afresh
-            prepared = self._prepare(e, attempt=e.state.restarts)
-        if isinstance(prepared, PreparationRefused):
-            e.events.append(SpawnFailed(prepared.reason))
+    def _usage(self) -> tuple[fleet.Usage, ...]:
+        out = []
+        for m in self._fleet.members:
+            in_flight, last_used = self.routes.usage(m.key)
+            out.append(fleet.Usage(m.key, in_flight, last_used, self.routes.route(m.key) is not None))
+        return tuple(out)
+
+    def _tick_fleet(self) -> None:
+        changed = self.routes.changed.is_set()
+        self.routes.changed.clear()
+        self._fleet_do(fleet.Tick(self._usage(), usage_changed=changed))
+
+    def _fleet_do(self, event: fleet.Event) -> tuple[fleet.Effect, ...]:
+        """Step the fleet and carry out what it decided, in order."""
+        self._fleet, effects = fleet.step(self._fleet, event, self._clock())
+        for effect in effects:
+            match effect:
+                case fleet.StartEngine():
+                    engine = self._engine(effect.key)
+                    if effect.refused is not None:
+                        engine.prepared = PreparationRefused(effect.key, effect.refused)
+                    self._runner.feed(engine, life.StartRequested(effect.key or None))
+                case fleet.StopEngine():
+                    stopped = self._engines.get(effect.key)
+                    if stopped is not None:
+                        log.info("stopping %s: %s", self._model_id(effect.key), effect.why)
+                        self._runner.stop(stopped)
+                case fleet.StopIfIdle():
+                    idle = self._engines.get(effect.key)
+                    if idle is not None and idle.phase is EngineState.READY \
+                            and self.routes.close_if_idle(effect.key):
+                        log.info("unloading %s: %s", self._model_id(effect.key), effect.why)
+                        self._runner.stop(idle)
+                case fleet.CloseRoute():
+                    self.routes.close(effect.key)
+                case fleet.PrepareAdmission():
+                    self._prepare_admission(effect.key)
+                case fleet.Answer():
+                    self._answer(effect)
+                case fleet.ShutdownEngines():
+                    for engine in list(self._engines.values()):
+                        self.routes.close(engine.key)
+                        self._runner.feed(engine, life.ShutdownRequested())
+                case fleet.Forget():
+                    self._engines.pop(effect.key, None)
+                    self.routes.forget(effect.key)
+                    self._prober.forget(effect.key)
+                case fleet.Publish():
+                    self._publish()
+                case _:
+                    assert_never(effect)
+        return effects
+
+    def _prepare_admission(self, key: str) -> None:
+        """Prepare the head of the queue's launch, so admission can weigh its plan's bytes;
+        the launch is kept for its spawn when it is admitted now."""
+        engine = self._engine(key)
+        prepared = self._runner.prepare(engine, attempt=0)
+        engine.prepared = prepared
+        need = budget = None
+        if isinstance(prepared, PreparedLaunch) and prepared.plan is not None:
+            need = tuple((d.name, d.total_bytes) for d in prepared.plan.devices)
+            budget = tuple((d.name, d.budget_bytes) for d in prepared.plan.devices)
+        effects = self._fleet_do(fleet.AdmissionFacts(key, need, budget, self._usage()))
+        if not any(isinstance(x, fleet.StartEngine) and x.key == key for x in effects):
+            engine.prepared = None  # waits: planned afresh at its next decision
+
+    def _answer(self, effect: fleet.Answer) -> None:
+        answer = self._answers.pop(effect.ticket, None)
+        if answer is None:
             return
-        e.launch = prepared
-        if self._on_launch is not None:
-            self._on_launch(prepared)
-        try:
-            e.proc = EngineProcess.start(prepared.spec, secrets=dict(prepared.secrets),
-                                         log_dir=self._log_dir, run_dir=self._run_dir)
-        except OSError as exc:
-            e.events.append(SpawnFailed(str(exc)))
+        if effect.error is not None:
+            _call(answer, EnsureResult(error=effect.error))
             return
-        e.events.append(Spawned(e.proc.pid))
+        _call(answer, EnsureResult(route=self.routes.route(effect.key)))
 
-    def _kill(self, e: _Engine, effect: Kill) -> None:
-        """Stop the process off this thread; StoppedClean follows when it is gone."""
-        e.next_health_at, e.probe = None, None
-        self.routes.close(e.key)
-        proc, e.proc = e.proc, None
-        if proc is None:
-            e.events.append(StoppedClean())
+    def _model_id(self, key: str) -> str:
+        return model_id_of(self._hooks.name_model, key)
+
+    def _phase_changed(self, e: _Engine) -> None:
+        """Tell the fleet what it decides on: the phase, the plan's bytes, the idle timeout."""
+        if self._fleet.member(e.key) is None:
             return
-        # A hung engine cannot act on SIGTERM anyway; a cancelled one must let go at once.
-        grace = HUNG_GRACE_S if effect.hung or e.cancelling else self._stop_grace_s
+        failure = (self._incidents.failure_sentence(e.key, e.state.last_error)
+                   if e.phase is EngineState.FAILED else None)
+        self._fleet_do(fleet.PhaseChanged(
+            e.key, e.phase, bytes_by_device(e.launch),
+            e.launch.idle_timeout_s if e.launch is not None else None, failure))
 
-        key = e.key
+    def _unloading(self, key: str) -> bool:
+        member = self._fleet.member(key)
+        return member is not None and member.unload_when_idle
 
-        def stop() -> None:
-            try:
-                if not self.routes.wait_closed(key, ROUTE_CLOSE_WAIT_S):
-                    log.warning("the gateway process did not confirm that %s is closed", self._model_id(key))
-                proc.stop(grace_s=grace)
-                e.last_exit = proc.exit_report(self._clock())
-            except Exception:
-                log.exception("stopping the engine (pid %s) failed", proc.pid)
-
-        e.stopper = threading.Thread(target=stop, name=f"stoker-stop-{proc.pid}", daemon=True)
-        e.stopper.start()
-
-    def _record_incident(self, e: _Engine, effect: RecordIncident) -> None:
-        now, launch = self._clock(), e.launch
-        incident, decision = None, ExitDecision()
-        if effect.exit is not None and e.diagnosed is not None and e.diagnosed[0] is effect.exit:
-            _, incident, decision = e.diagnosed
-        elif effect.exit is not None:
-            incident = diagnose_exit(effect.exit, launch)
-        action = effect.action
-        if decision.action:
-            action = f"{decision.action}; {action}"
-        if incident is None:
-            incident = plain_incident(effect)
-        model = e.key or (launch.model_path if launch is not None else None)
-        view = IncidentView(at=now, kind=incident.kind, summary=incident.title,
-                            evidence=incident.evidence or None, advice=incident.advice, action=action,
-                            model_path=e.key or None, model_id=self._model_id(e.key) if e.key else None)
-        self._incidents = (self._incidents + (view,))[-MAX_INCIDENTS:]
-        if effect.exit is not None:
-            blocker = _blocker_for(incident, effect.exit, launch, model)
-            if blocker is not None:
-                e.incident_blockers = tuple(
-                    b for b in e.incident_blockers if b.kind != blocker.kind) + (blocker,)
-        try:
-            self._incident_log.append(incident, at=now, model=model,
-                                      build=launch.build_id if launch else None, action=action)
-        except OSError as exc:  # a read-only or full data folder: one sentence, the engine goes on
-            log.warning("could not append to the incident log: %s", storage_sentence(exc))
-        self._publish()
-
-    # ------------------------------------------------------------------ preparer hooks
-
-    def _after_exit(self, e: _Engine, incident, report: EngineExit) -> ExitDecision:
-        hook = getattr(self._preparer, "after_exit", None)
-        if hook is None or incident is None or e.launch is None or report.signalled_by_us:
-            return ExitDecision()
-        try:
-            return hook(e.launch, incident, report) or ExitDecision()
-        except Exception:
-            log.exception("the preparer's after_exit failed")
-            return ExitDecision()
-
-    def _on_ready(self, e: _Engine, proc: EngineProcess) -> None:
-        launch = e.launch
-        if launch is None:
-            return
-        lines = proc.tail()
-        e.ready_blockers = gpu_unused_blockers(lines, launch)
-        e.drafter_note = drafter_left_out_by_engine(lines, launch)
-        hook = getattr(self._preparer, "after_ready", None)
-        if hook is not None:
-            try:
-                hook(launch, lines)
-            except Exception:
-                log.exception("the preparer's after_ready failed")
+    def _held_by_others(self, key: str) -> tuple[tuple[str, int], ...]:
+        held: dict[str, int] = {}
+        for m in self._fleet.members:
+            if m.key != key and m.resident:
+                for dev, b in m.bytes_by_device:
+                    held[dev] = held.get(dev, 0) + b
+        return tuple(held.items())
 
     def _use_worker_again(self, endpoint: str) -> None:
         """A person chose "Use HOST:PORT again": the preparer lets the worker back in and
         names the models planned without it; those that are resident restart (a person's
         restart: planned afresh with every worker that answers)."""
-        hook = getattr(self._preparer, "readmit_worker", None)
         keys: tuple[str, ...] = ()
-        if hook is not None:
-            try:
-                keys = tuple(hook(endpoint) or ())
-            except Exception:
-                log.exception("the preparer's readmit_worker failed")
+        try:
+            keys = tuple(self._preparer.readmit_worker(endpoint))
+        except Exception:
+            log.exception("the preparer's readmit_worker failed")
         for path in keys:
             engine = self._engines.get(self._key_for(path))  # the preparer's path, resolved as keys are
             if engine is None or engine.phase not in (EngineState.STARTING, EngineState.READY,
                                                       EngineState.BACKOFF):
                 continue  # not resident: its next start plans with the worker anyway
-            engine.after_failure = False
-            engine.incident_blockers = ()
-            self.routes.close(engine.key)
-            self._feed(engine, RestartRequested(f"the RPC worker {endpoint} is back"))
+            self._restart(engine, f"the RPC worker {endpoint} is back")
         self._refresh_health()
         self._publish()
 
     def _watch_workers(self) -> None:
         """While the preparer has dropped an RPC worker, refresh the health (which says when
         it is back) every WORKER_CHECK_S and publish when that changed."""
-        watching = getattr(self._preparer, "watching_workers", None)
-        now = self._clock()
-        if watching is None or now < self._next_worker_check or not watching():
+        if not self._workers.check_due(self._clock()):
             return
-        self._next_worker_check = now + WORKER_CHECK_S
         before = self._health
         self._refresh_health()
         if self._health != before:
             self._publish()
 
     def _refresh_health(self) -> None:
-        hook = getattr(self._preparer, "engine_health", None)
-        if hook is None:
-            return
         try:
-            self._health = hook() or EngineHealth()
+            self._health = self._preparer.engine_health()
         except Exception:
             log.exception("the preparer's engine_health failed")
 
+    # ------------------------------------------------------------------ snapshots
+
     def _publish(self) -> None:
         self._seq += 1
-        blockers: list[BlockerView] = []
-        focus = self._engines.get(self._focus) if self._focus is not None else None
+        focus_key = self._fleet.focus
+        focus = self._engines.get(focus_key) if focus_key is not None else None
         engine_blockers = (focus.incident_blockers + focus.ready_blockers) if focus else ()
-        for b in self._health.blockers + engine_blockers:
-            if b not in blockers:
-                blockers.append(b)
+        blockers = merged_blockers(self._health.blockers, engine_blockers)
         views = tuple(self._engine_view(e) for e in self._engines.values()
-                      if e.phase is not EngineState.STOPPED or e.key in self._pending)
+                      if e.phase is not EngineState.STOPPED or e.key in self._fleet.pending)
+        incidents = self._incidents.latest
         if focus is not None:
-            snap = build_snapshot(self._seq, focus.state, focus.launch, self._incidents, focus.proc,
-                                  blockers=tuple(blockers), quarantined=self._health.quarantined,
+            snap = build_snapshot(self._seq, focus.state, focus.launch, incidents, focus.proc,
+                                  blockers=blockers, quarantined=self._health.quarantined,
                                   drafter_note=focus.drafter_note)
         else:
-            snap = AppSnapshot(seq=self._seq, state=EngineState.STOPPED, incidents=self._incidents,
-                               blockers=tuple(blockers), quarantined=self._health.quarantined)
-        snap = replace(snap, engines=views, gateway_url=self._gateway_url,
-                       problems=self._health.problems + self._endpoint_problems,
+            snap = AppSnapshot(seq=self._seq, state=EngineState.STOPPED, incidents=incidents,
+                               blockers=blockers, quarantined=self._health.quarantined)
+        snap = replace(snap, engines=views, gateway_url=self._gateway_url, problems=self._health.problems + self._endpoint_problems,
                        model_id=self._model_id(focus.key) if focus is not None and focus.key else None,
-                       workers_back=self._health.workers_back,
-                       worker=self._shared_worker.view() if self._shared_worker is not None else None)
+                       workers_back=self._health.workers_back, worker=self._workers.view())
         if self._gateway_url:
             snap = replace(snap, endpoint=self._gateway_url)
-        self._snapshot = snap
-        with self._sub_lock:
-            subscribers = list(self._subscribers)
-        for callback in subscribers:
-            self._deliver(callback, snap)
+        self._hub.publish(snap)
 
     def _engine_view(self, e: _Engine) -> EngineView:
-        in_flight, last_used = self.routes.usage(e.key)
-        launch = e.launch
-        facts = launch_facts(launch) if launch is not None else {}
-        running = e.phase in (EngineState.STARTING, EngineState.READY, EngineState.STOPPING)
-        return EngineView(
-            model_id=self._model_id(e.key), model_path=e.key or (launch.model_path if launch else None),
-            state=e.phase, pid=e.state.pid if running else None,
-            endpoint=launch.spec.endpoint if launch is not None and running else None,
-            plan_summary=plan_summary(launch) if launch is not None else None,
-            bytes_by_device=e.bytes_by_device(), in_flight=in_flight,
-            last_used_at=last_used if e.phase is EngineState.READY else None,
-            ready_at=e.state.ready_at, pinned=e.pinned, restarts=e.state.restarts,
-            last_error=e.state.last_error, queued=e.queued_reason,
-            idle_timeout_s=launch.idle_timeout_s if launch is not None else None,
-            engine_build=launch.build_id if launch else None,
-            backend=launch.backend if launch else None, ctx=facts.get("ctx"),
-            slots=facts.get("slots"), ctx_per_slot=_per_slot(launch) if launch is not None else None,
-            context_asked=e.context_asked,
-            engine_kind=launch.kind.value if launch else None,
-            progress=e.progress if e.phase in (EngineState.STARTING, EngineState.READY) else None,
-            can_cancel=bool(launch is not None and e.phase is EngineState.READY and in_flight
-                            and not describe(launch.kind).cancellable_in_engine))
+        member = self._fleet.member(e.key)
+        if member is None:
+            return self._runner.view(e, pinned=False, queued=None)
+        return self._runner.view(e, pinned=member.pinned, queued=member.queued)
 
-    @staticmethod
-    def _deliver(callback: Subscriber, snap: AppSnapshot) -> None:
+
+def _call(answer: Callable[[EnsureResult], None], result: EnsureResult) -> None:
+    try:
+        answer(result)
+    except Exception:
+        log.exception("an EnsureModel callback failed")
+
+
+def model_id_of(name_model: Callable[[str], str | None] | None, key: str) -> str:
+    """A model's gateway id (the catalog's, when the supervisor has one), else its file's stem."""
+    if name_model is not None and key:
         try:
-            callback(snap)
+            ident = name_model(key)
         except Exception:
-            log.exception("a snapshot subscriber failed")
+            ident = None
+        if ident:
+            return ident
+    return Path(key).name.removesuffix(".gguf") if key else "model"
 
 
-# ---------------------------------------------------------------------- snapshot assembly
-
-
-def _argv_value(argv: tuple[str, ...], *names: str) -> str | None:
-    for i, arg in enumerate(argv[:-1]):
-        if arg in names:
-            return argv[i + 1]
-    return None
-
-
-def _per_slot(launch: PreparedLaunch) -> int | None:
-    """The context one request may use: the plan's per slot, else -c over --parallel."""
-    if isinstance(launch.plan, LaunchPlan):
-        return launch.plan.ctx_per_slot
-    facts = launch_facts(launch)
-    ctx, slots = facts.get("ctx"), facts.get("slots")
-    return ctx // max(1, slots or 1) if ctx else None
-
-
-def launch_facts(launch: PreparedLaunch) -> dict:
-    """ctx, slots and KV types of a launch: from its plan when there is one, else from its argv."""
-    plan = launch.plan
-    if isinstance(plan, (Ds4Plan, ImagePlan)):
-        return {"ctx": plan.ctx if isinstance(plan, Ds4Plan) else None,
-                "slots": describe(launch.kind).concurrency, "kv_type_k": None, "kv_type_v": None,
-                "drafter_status": None, "drafter_reason": None,
-                "plan_decisions": tuple((d.what, d.why) for d in plan.decisions)}
-    if plan is not None:
-        facts = {"ctx": plan.ctx, "slots": plan.slots, "kv_type_k": plan.kv_type_k,
-                 "kv_type_v": plan.kv_type_v}
-        drafter = getattr(plan, "drafter", None)
-        facts["drafter_status"] = getattr(drafter, "status", None)
-        facts["drafter_reason"] = getattr(drafter, "reason", None)
-        facts["plan_decisions"] = tuple((d.what, d.why) for d in getattr(plan, "decisions", ()))
-        return facts
-    argv = launch.spec.argv
-    ctx = _argv_value(argv, "-c", "--ctx-size")
-    slots = _argv_value(argv, "-np", "--parallel")
-    return {
-        "ctx": int(ctx) if ctx and ctx.isdigit() and int(ctx) > 0 else None,
-        "slots": int(slots) if slots and slots.lstrip("-").isdigit() and int(slots) > 0 else None,
-        # f16 is the engine's own default when the argv names no cache type.
-        "kv_type_k": _argv_value(argv, "-ctk", "--cache-type-k") or "f16",
-        "kv_type_v": _argv_value(argv, "-ctv", "--cache-type-v") or "f16",
-        "drafter_status": "none" if _argv_value(argv, "--spec-type") in (None, "none") else "in",
-        "drafter_reason": None,
-        "plan_decisions": (),
-    }
-
-
-def plan_summary(launch: PreparedLaunch) -> str:
-    """"context 8,192, 1 slot, KV f16/f16, ~18 tok/s decode, cpu": the plan line the tray and
-    the CLI show (core's line for a planned launch; the argv's facts for a hand-made one)."""
-    if isinstance(launch.plan, Ds4Plan):
-        return ds4_summary_line(launch.plan)
-    if isinstance(launch.plan, ImagePlan):
-        return launch.plan.summary_line(launch.backend)
-    if launch.plan is not None:
-        return plan_summary_line(launch.plan, launch.backend)
-    facts = launch_facts(launch)
-    ctx, slots = facts["ctx"], facts["slots"]
-    parts = [f"context {ctx:,}" if ctx else "context from the model"]
-    if slots:
-        parts.append(f"{slots} slot{'s' if slots != 1 else ''}")
-    parts.append(f"KV {facts['kv_type_k']}/{facts['kv_type_v']}")
-    if launch.backend:
-        parts.append(launch.backend)
-    return ", ".join(parts)
-
-
-def build_snapshot(seq: int, st: LifecycleState, launch: PreparedLaunch | None,
-                   incidents: tuple[IncidentView, ...], proc: EngineProcess | None, *,
-                   blockers: tuple[BlockerView, ...] = (),
-                   quarantined: tuple[tuple[str, str], ...] = (),
-                   drafter_note: tuple[str, str] | None = None) -> AppSnapshot:
-    running = st.phase in (EngineState.STARTING, EngineState.READY, EngineState.STOPPING)
-    model_path = launch.model_path if launch is not None else st.model_path
-    fields: dict = {}
-    if launch is not None:
-        fields.update(launch_facts(launch))
-        fields["plan_summary"] = plan_summary(launch)
-        if drafter_note is not None:  # what the engine really did beats what the plan asked
-            fields["drafter_status"], fields["drafter_reason"] = drafter_note
-        fields["argv"] = launch.spec.argv
-        fields["engine_build"] = launch.build_id
-        fields["backend"] = launch.backend
-    return AppSnapshot(
-        seq=seq,
-        state=st.phase,
-        model_path=model_path,
-        model_name=Path(model_path).name.removesuffix(".gguf") if model_path else None,
-        endpoint=launch.spec.endpoint if launch is not None and running else None,
-        pid=st.pid if running else None,
-        started_at=st.ready_at if st.phase is EngineState.READY else None,
-        restarts=st.restarts,
-        next_retry_at=st.retry_at if st.phase is EngineState.BACKOFF else None,
-        last_error=st.last_error,
-        incidents=incidents,
-        blockers=blockers,
-        quarantined=quarantined,
-        **fields,
-    )
-
-
-# Diagnosis kinds that a second identical launch would hit again: no retry loop for these.
-HOPELESS_KINDS = frozenset({"bad-argument", "bad-model", "missing-library", "illegal-instruction",
-                            "cuda-driver-too-old", "no-kernel-image", "stale-library",
-                            "system-too-old"})
-
-
-def drafter_left_out_by_engine(lines, launch: PreparedLaunch | None) -> tuple[str, str] | None:
-    """("left-out", sentence) when the engine dropped the planned drafter while starting."""
-
-    has_drafter, _ = _drafter_facts(launch)
-    why = drafter_dropped_from_log(lines) if has_drafter else None
-    if why is None:
-        return None
-    name = Path(launch.plan.drafter.draft_path or "the drafter").name
-    return "left-out", f"the engine started without {name}: {why}"
-
-
-def _drafter_facts(launch: PreparedLaunch | None) -> tuple[bool, bool]:
-    """(a drafter file or head was loaded, the user forced it) for this launch's plan."""
-    drafter = getattr(getattr(launch, "plan", None), "drafter", None)
-    status = getattr(drafter, "status", None)
-    return status in ("in", "forced"), status == "forced"
-
-
-def _plan_wanted_gpu(launch: PreparedLaunch | None) -> bool:
-    layers = getattr(getattr(launch, "plan", None), "gpu_layers", None)
-    return bool(launch and launch.backend not in (None, "cpu") and layers not in (None, 0, "0"))
-
-
-def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None):
-    """core.diagnosis.Incident for an exit (drafter, GPU and OOM-killer facts included), or None."""
-
-    has_drafter, forced = _drafter_facts(launch)
+def engine_key(preparer: LaunchPreparer, model_path: str | None) -> str:
+    """The engine key for a model: its real path (the preparer resolves "last used")."""
+    path = model_path
     try:
-        report = diagnosis.report_from_engine_exit(
-            ex, backend=launch.backend if launch else None, plan_wanted_gpu=_plan_wanted_gpu(launch),
-            has_drafter=has_drafter, drafter_forced=forced,
-            os=host_os(), oom_killed=ex.oom_killed)
-        if launch is not None and launch.kind is not EngineKind.LLAMA_SERVER:
-            # ds4 and sd-server name their failures in lines of their own (stoker/engines/kind.py).
-            for line in reversed(ex.log_tail):
-                kind = failure_of_line(launch.kind, line)
-                if kind is not None:
-                    return diagnosis.incident_of_kind(kind, report, line)
-        return diagnosis.classify_exit(report)
+        chosen = preparer.choose_model(model_path)
+        path = str(chosen) if chosen is not None else model_path
     except Exception:
-        log.warning("classify_exit failed; recording a plain incident", exc_info=True)
-        return None
-
-
-def hopeless_reason(ex: EngineExit, launch: PreparedLaunch | None, incident=None) -> str | None:
-    """A sentence when retrying this start-up failure cannot help, else None."""
-    if ex.phase != "starting" or ex.signalled_by_us:
-        return None
-    inc = incident if incident is not None else diagnose_exit(ex, launch)
-    if inc is None:
-        return None  # without diagnosis, fall back to the retry budget
-    return inc.title if inc.kind in HOPELESS_KINDS else None
-
-
-def plain_incident(effect: RecordIncident):
-    """An Incident for a failure with no process exit: a start-up timeout or a refused start."""
-
-    return Incident(kind=effect.kind or "unknown", title=effect.summary, evidence="",
-                    advice="see the engine log, or start it again with a smaller context",
-                    counts_as_strike=False, recoverable_by=None, exit_description=None)
-
-
-def _blocker_for(incident, ex: EngineExit, launch: PreparedLaunch | None,
-                 model_path: str | None) -> BlockerView | None:
-
-    name = Path(model_path).name.removesuffix(".gguf") if model_path else None
-    try:
-        return blocker_from_incident(incident, name, ex.phase, launch.backend if launch else None)
-    except Exception:
-        log.warning("could not turn an incident into a blocker", exc_info=True)
-        return None
-
-
-def gpu_unused_blockers(lines, launch: PreparedLaunch) -> tuple[BlockerView, ...]:
-    """gpuUnused for the build that just became READY, from its own start-up log."""
-
-    evidence = gpu_unused_from_log(lines, launch.backend, _plan_wanted_gpu(launch))
-    blocker = gpu_unused_blocker(evidence, launch.backend)
-    return (blocker,) if blocker is not None else ()
+        path = model_path
+    if path and os.path.exists(path):
+        return os.path.realpath(path)
+    return path or ""
 
 
 def hand_made_preparer(spec_for: Callable[[str | None, int], LaunchSpec], *,
@@ -1362,14 +1107,14 @@ def hand_made_preparer(spec_for: Callable[[str | None, int], LaunchSpec], *,
                        secrets: Mapping[str, str] | None = None) -> LaunchPreparer:
     """A preparer from a function (model, port) -> LaunchSpec: for tests and bare launches."""
 
-    def prepare(model_path: str | None, attempt: AttemptContext):
+    def prepare(model_path: str | None, attempt: AttemptContext) -> PreparedLaunch:
         spec = spec_for(model_path, attempt.port)
-        model = _argv_value(spec.argv, "-m", "--model") or model_path or ""
+        model = argv_value(spec.argv, "-m", "--model") or model_path or ""
         return PreparedLaunch(spec=spec, model_path=model, backend=backend, build_id=build_id,
                               secrets=tuple((secrets or {}).items()),
                               startup_deadline_s=startup_deadline_s)
 
-    return prepare
+    return FunctionPreparer(prepare)
 
 
 def argv_line(argv: tuple[str, ...]) -> str:

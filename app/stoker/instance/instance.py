@@ -16,13 +16,15 @@ import os
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from stoker.base.secrets import get_api_key
 from stoker.base.store import DEFAULT_GATEWAY_PORT, SettingsStore
+from stoker.engines.launch import PreparedLaunch
 from stoker.fleet import commands as cmd
 from stoker.fleet.status_report import SCHEMA, running_status
-from stoker.fleet.supervisor import Supervisor
+from stoker.fleet.supervisor import Supervisor, SupervisorHooks, SupervisorOptions
 from stoker.gateway.ollama_port import bind_ollama_port
 from stoker.gateway.ollama_rules import OLLAMA_PORT
 from stoker.gateway.process import GatewayProcess, RemoteRoutes
@@ -82,7 +84,8 @@ class Instance:
     def __init__(self, preparer, *, port: int, extra_models: tuple[str, ...] = (),
                  tray_shown: Callable[[], bool | None] = lambda: False,
                  on_stop: Callable[[], None] | None = None, ollama_port: int = OLLAMA_PORT,
-                 **supervisor_options) -> None:
+                 options: SupervisorOptions | None = None,
+                 on_launch: Callable[[PreparedLaunch], None] | None = None) -> None:
         self.catalog = ModelCatalog(tuple(str(m) for m in extra_models))
         # Bound first: the URL the supervisor reports is the one that really listens.
         sockets = bind_sockets(port, GatewayConfig(port).hosts)
@@ -97,10 +100,11 @@ class Instance:
             if self.ollama_port_problem:
                 log.warning("%s", self.ollama_port_problem)
         routes = RemoteRoutes()
-        self.supervisor = Supervisor(preparer, gateway_url=self.url, name_model=self.catalog.id_for,
-                                     routes=routes, on_overrides=self._overrides_saved,
-                                     endpoint_problems=(self.ollama_port_problem,) if self.ollama_port_problem
-                                     else (), **supervisor_options)
+        problems = (self.ollama_port_problem,) if self.ollama_port_problem else ()
+        self.supervisor = Supervisor(
+            preparer, replace(options or SupervisorOptions(), gateway_url=self.url, endpoint_problems=problems),
+            SupervisorHooks(on_launch=on_launch, on_overrides=self._overrides_saved,
+                            name_model=self.catalog.id_for), routes=routes)
         routes.wake = lambda: self.supervisor.submit(cmd.RouteAnswered())
         self.gateway = GatewayProcess(self.supervisor, self.catalog, routes,
                                       GatewayConfig(self.port, cors_origins=_cors_origins()),

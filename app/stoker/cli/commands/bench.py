@@ -18,6 +18,7 @@ BENCHES = {
     "library": "listing 200 models across Ollama, HF cache and LM Studio, cold and cached",
     "gateway": "what the gateway adds to latency, streaming, disconnects and loads, beside the engine's port",
     "soak": "clients over two models with unloads and kills: answered, failed beside a kill, unexplained",
+    "idle": "what an idle Stoker with one model resident costs: its own processes' memory and CPU",
 }
 
 
