@@ -65,10 +65,11 @@ from stoker.diagnosis.blockers import blocker_from_incident, gpu_unused_blocker
 from stoker.diagnosis.classify import Incident, drafter_dropped_from_log, gpu_unused_from_log
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.diagnosis.views import BlockerView, IncidentView
+from stoker.engines.drivers import driver_for
 from stoker.engines.ds4_launch import Ds4Plan, ds4_summary_line
 from stoker.engines.engine_exit import EngineExit
 from stoker.engines.health import probe_health
-from stoker.engines.kind import EngineKind, describe, failure_of_line, is_ready_status, progress_text
+from stoker.engines.kind import describe
 from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.process import EngineProcess, free_loopback_port, host_os
@@ -753,7 +754,7 @@ class Supervisor:
                 e.after_failure = not report.signalled_by_us
                 self._feed(e, Exited(report))
                 return
-        if proc is not None and e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER:
+        if proc is not None and e.launch is not None:
             self._follow_progress(e, proc, now)
         if st.phase is EngineState.STARTING and proc is not None and e.launch is not None:
             if self._http is None:
@@ -763,7 +764,7 @@ class Supervisor:
             status = probe_health(e.launch.spec.endpoint, client=self._http, timeout_s=0.5,
                                   path=describe(kind).readiness_path)
             now = self._clock()
-            if is_ready_status(kind, status):
+            if driver_for(kind).is_ready(status):
                 proc.mark_ready(now)
                 self._on_ready(e, proc)
                 self._feed(e, BecameReady())
@@ -776,13 +777,13 @@ class Supervisor:
             self._watch_health(e, now)
 
     def _follow_progress(self, e: _Engine, proc: EngineProcess, now: float) -> None:
-        """Publish what a ds4 / sd-server says it is doing (its progress lines), while it
+        """Publish what an engine says it is doing (its driver reads its progress lines), while it
         starts or serves a request, at most every PROGRESS_PUBLISH_S."""
         if now - e.progress_at < PROGRESS_PUBLISH_S:
             return
         e.progress_at = now
         working = e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0
-        text = progress_text(e.launch.kind, proc.tail(8)) if working else None
+        text = driver_for(e.launch.kind).progress(proc.tail(8)) if working else None
         if text != e.progress:
             e.progress = text
             self._publish()
@@ -802,7 +803,7 @@ class Supervisor:
             except Exception:
                 status = None
             e.probe = None
-            if is_ready_status(e.launch.kind, status):
+            if driver_for(e.launch.kind).is_ready(status):
                 e.failed_probes, e.silent_since = 0, None
             else:
                 e.failed_probes += 1
@@ -1216,10 +1217,12 @@ def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None):
             ex, backend=launch.backend if launch else None, plan_wanted_gpu=_plan_wanted_gpu(launch),
             has_drafter=has_drafter, drafter_forced=forced,
             os=host_os(), oom_killed=ex.oom_killed)
-        if launch is not None and launch.kind is not EngineKind.LLAMA_SERVER:
-            # ds4 and sd-server name their failures in lines of their own (stoker/engines/kind.py).
+        if launch is not None:
+            # ds4 and sd-server name their failures in lines of their own (their drivers);
+            # llama-server's lines are classify_exit's, its driver names none.
+            driver = driver_for(launch.kind)
             for line in reversed(ex.log_tail):
-                kind = failure_of_line(launch.kind, line)
+                kind = driver.failure_of_line(line)
                 if kind is not None:
                     return diagnosis.incident_of_kind(kind, report, line)
         return diagnosis.classify_exit(report)
