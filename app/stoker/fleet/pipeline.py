@@ -160,12 +160,15 @@ def gather_plan_inputs(model: Path | str, machine: Machine, overrides: ModelOver
 
 
 def plan_model(model: Path | str, machine: Machine, overrides: ModelOverrides, *,
-               engine: EngineChoice, settings: AppSettings, use_measured: bool = True,
-               projector: str | None, held_bytes: Mapping[str, int] | None = None,
+               engine: EngineChoice, settings: AppSettings | None = None, use_measured: bool = True,
+               held_bytes: Mapping[str, int] | None = None,
                memory_budget_bytes: int | None = None) -> EnginePlan | PlanRefusal:
-    """`driver_for(model).plan(inputs)` with the inputs `gather_plan_inputs` reads, for a
-    caller that has a build already (tests, `stoker bench`)."""
+    """`driver_for(model).plan(inputs)` with the inputs `gather_plan_inputs` reads (Settings
+    when none are given, the model's own projector), for a caller that has a build already
+    (tests, benchmarks)."""
     driver = driver_for(load_summary(model))
+    settings = settings if settings is not None else load_settings()[0]
+    projector = projector_of(model)
     inputs = gather_plan_inputs(model, machine, overrides, driver=driver, build=engine, settings=settings,
                                 held_bytes=held_bytes or {}, memory_budget_bytes=memory_budget_bytes,
                                 rpc_workers=(), projector=projector, use_measured=use_measured)
