@@ -40,6 +40,7 @@ from stoker.library.gguf_io import load_summary
 from stoker.library.models import list_models
 from stoker.library.store_layouts import parse_hf_reference
 from stoker.planning import pull as model_pull
+from stoker.planning.machine import Machine
 
 # The settings the settings dialog edits (fields of stoker.base.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
@@ -68,7 +69,7 @@ class Services:
         self._summaries: dict[tuple, object] = {}
         self._machine = None
         self._builds: dict[EngineKind, EngineChoice] = {}
-        self._machines: dict[EngineKind, object] = {}  # as each kind's build sees this machine
+        self._machines: dict[EngineKind, Machine] = {}  # as each kind's build sees this machine
 
     # -- settings ---------------------------------------------------------------------
     def load_settings(self) -> dict[str, Any]:
