@@ -221,3 +221,22 @@ def _wait_for_port(port: int) -> None:
             time.sleep(0.1)
     pytest.fail(f"the rpc-server worker did not listen on {port} within 30 s")
 
+
+
+def test_pull_verdicts_plan_through_the_driver_with_the_settings_reserve(demo_model, stoker_home):
+    """A verdict on a file still on the hub plans its remote header with the launch's inputs:
+    Settings' reserve (it used the 2 GiB default), so on a small machine the reserve changes it."""
+    from stoker.fleet.pipeline import load_settings, remote_planner
+
+    machine = machine_from_json(json.dumps({"os": "linux", "arch": "x86_64", "ram_total_gib": 4.3,
+                                            "ram_available_gib": 4.2, "physical_cores": 4,
+                                            "logical_cores": 8}), "small")
+    header = load_summary(demo_model)
+    plans = {}
+    for reserve in (4.0, 0.5):
+        SettingsStore(stoker_paths().config).update(memory_reserve_gib=reserve)
+        policy, plan = remote_planner(machine, load_settings()[0])
+        assert policy.os_reserve_min_bytes == int(reserve * GIB)
+        plans[reserve] = plan(header, "hf://example/SmolLM2")
+    assert isinstance(plans[4.0], LaunchPlan) and isinstance(plans[0.5], LaunchPlan)
+    assert plans[4.0].ctx < plans[0.5].ctx

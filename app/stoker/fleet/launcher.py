@@ -398,7 +398,7 @@ class RealPreparer:
         deadline = self.startup_deadline_s if self.startup_deadline_s is not None else \
             describe(driver.launch_kind).startup_deadline_s
         prepared = PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.build_id,
-                                  backend=build.backend or "cpu", secrets=secrets,
+                                  backend=driver.launch_backend(plan, build), secrets=secrets,
                                   startup_deadline_s=deadline,
                                   idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
                                   engine_key=dict(secrets).get(API_KEY_ENV), kind=driver.launch_kind)

@@ -48,6 +48,10 @@ class Ds4Driver:
         found = find_ds4_binary()
         return None if found is None else EngineChoice(found.path, f"ds4 ({found.source})", None, None)
 
+    def launch_backend(self, plan: EnginePlan, build: EngineChoice) -> str:
+        """The backend the launch runs on, for the snapshot and the exit's diagnosis."""
+        return plan.backend if isinstance(plan, Ds4Plan) else "cpu"  # metal | cuda, its plan decides
+
     def missing_build(self) -> str:
         return ("this model runs on ds4 and no ds4-server was found; build antirez/ds4 and set "
                 f"`ds4_server` in the settings (or {CONFIG_ENV}), put ds4-server on PATH, or in "

@@ -61,6 +61,10 @@ class LlamaServerDriver:
         usable = next((b for b in self._discovered() if b.usable), None)
         return None if usable is None else EngineChoice(usable.binary, usable.id, None, usable.backend)
 
+    def launch_backend(self, plan: EnginePlan, build: EngineChoice) -> str:
+        """The backend the launch runs on, for the snapshot and the exit's diagnosis."""
+        return build.backend or "cpu"
+
     def missing_build(self) -> str:
         return ("no usable llama-server build was found; run `stoker setup` or set the engine path "
                 "in the settings.")

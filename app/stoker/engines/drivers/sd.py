@@ -70,6 +70,10 @@ class SdServerDriver:
             return None
         return EngineChoice(found.path, _build_id(found.source, found.backend), None, found.backend or "cpu")
 
+    def launch_backend(self, plan: EnginePlan, build: EngineChoice) -> str:
+        """The backend the launch runs on, for the snapshot and the exit's diagnosis."""
+        return build.backend or "cpu"
+
     def missing_build(self) -> str:
         return ("no sd-server is installed to run this image model; run `stoker setup --image`, or set "
                 f"`sd_server` in the settings (or {CONFIG_ENV}) to your own build.")
