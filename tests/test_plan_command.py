@@ -88,13 +88,14 @@ def test_plan_prefers_lines_measured_on_this_machine(demo_model, engine_binary, 
     it and says so. A described machine (--machine) did not measure anything and stays estimated."""
     from dataclasses import replace
 
-    from stoker.cli.commands import plan as plan_cmd
     from stoker.engines import measurements
+    from stoker.engines.drivers.inputs import EngineChoice
     from stoker.engines.engine_log import parse_memory_report
-    from stoker.fleet.pipeline import EngineChoice
+    from stoker.fleet.launcher import RealPreparer
 
-    monkeypatch.setattr(plan_cmd, "_engine_choice", lambda: (
-        EngineChoice(str(engine_binary), "b11434-cpu"), str(engine_binary), "cpu"))
+    # the build the plan is for: this one (the home has none installed)
+    monkeypatch.setattr(RealPreparer, "choose_build", lambda self, driver: (
+        EngineChoice(str(engine_binary), "b11434-cpu", None, "cpu")))
     flags = (demo_model, "--ctx", 4096, "--slots", 1, "--kv", "f16")
     rc, out, _ = run_plan(capsys, *flags, "--json")
     before = json.loads(out)

@@ -9,6 +9,8 @@ import pytest
 from stoker.cli import main
 from stoker.errors import UserError
 from stoker.library import models as md
+from tests.conftest import TEST_HOME
+from tests.shell.test_ds4_engine import install_fake
 
 
 def touch(path, size=10):
@@ -104,10 +106,32 @@ def test_engines_command_json(stoker_home, engine_dir, capsys, monkeypatch):
     flags = tuple(json.loads((engine_dir / "manifest.json").read_text())["cmake_flags"])
     install_build(engine_dir, "cpu", flags, stoker_home / "data" / "engines" / "llama-server")
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.delenv("STOKER_SD_SERVER", raising=False)
+    engines = TEST_HOME / "data" / "engines"
+    # the RPC and image builds of the test home, found as Stoker's own; a ds4-server by setting
+    for kind in ("rpc", "sd-server"):
+        if not (engines / kind).is_dir():
+            pytest.skip(f"no {kind} build under {engines}; run `stoker setup --rpc --image` there")
+        (stoker_home / "data" / "engines" / kind).symlink_to(engines / kind, target_is_directory=True)
+    ds4 = install_fake(stoker_home / "ds4-build")
+    monkeypatch.setenv("STOKER_DS4_SERVER", str(ds4))
     assert main(["engines", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["schema"] == 1
     first = out["engines"][0]
     assert first["id"] == "b11434-cpu" and first["selected"] and first["build"] == 11434
+    assert first["kind"] == "llama-server" and first["usable"] and first["backend"] == "cpu"
+    by_kind = {}
+    for row in out["engines"]:
+        by_kind.setdefault(row["kind"], []).append(row)
+    assert set(by_kind) == {"llama-server", "rpc-server", "sd-server", "ds4"}
+    (rpc,) = by_kind["rpc-server"]
+    assert rpc["id"] == "b11434-cpu-rpc" and rpc["usable"] and rpc["path"].endswith("/rpc-server")
+    (sd,) = by_kind["sd-server"]
+    assert sd["id"].startswith("sd-") and sd["backend"] == "cpu" and sd["usable"]
+    (found,) = by_kind["ds4"]
+    assert found["path"] == str(ds4) and found["source"] == "configured" and found["usable"]
     assert main(["engines"]) == 0
-    assert "b11434-cpu" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "b11434-cpu" in text and "rpc-server" in text and "sd-server" in text and str(ds4) in text
+    assert "Not installed" not in text

@@ -94,8 +94,11 @@ def _comparable(doc: dict, with_engine: bool = True) -> dict:
 
 def _as_json(plan, machine) -> dict:
     from stoker.engines.argv import build_launch_spec
+    from stoker.engines.drivers import driver_for
+    from stoker.engines.kind import EngineKind
 
-    return plan_json(plan, build_launch_spec(plan, binary="llama-server", port=8080), machine)
+    return plan_json(plan, build_launch_spec(plan, binary="llama-server", port=8080), machine,
+                     driver_for(EngineKind.LLAMA_SERVER))
 
 
 @pytest.mark.parametrize("machine_name", sorted(MACHINES))
@@ -166,12 +169,11 @@ def test_on_this_machine_measured_lines_and_broken_drafters_reach_all_three(mode
             replace(b, bytes=ctx * 23040 + (1 << 20)) if b.kind == "kv" else b for b in real.buffers))
         assert measurements.record_launch(model, engine_binary, plan, report) == 1
 
-    from stoker.cli.commands import plan as plan_command
     from stoker.desktop import services
     from stoker.fleet import launcher
 
-    # Each of the three imports probe_machine at its top, so each one's name is replaced.
-    for module in (launcher, plan_command, services):
+    # `stoker plan` probes through the launcher; the dialog probes itself: both names replaced.
+    for module in (launcher, services):
         monkeypatch.setattr(module, "probe_machine", lambda *a, **k: machine)
     launch = _launch_plan(model)
     preview = _preview_plan(model)

@@ -24,13 +24,14 @@ from stoker.base.secrets import get_api_key, keyring_status, set_api_key
 from stoker.base.store import OverridesStore, SettingsStore
 from stoker.engines.about import about_lines
 from stoker.engines.about_facts import about_info
-from stoker.engines.ds4_files import ds4_model_of, find_ds4_binary, plan_ds4_model
-from stoker.engines.ds4_launch import is_ds4_model
+from stoker.engines.drivers import driver_for
+from stoker.engines.drivers.inputs import EngineChoice, EngineDriver
 from stoker.engines.find import discover_engines
+from stoker.engines.kind import EngineKind
 from stoker.engines.probe import probe_machine
 from stoker.errors import UserError
 from stoker.fleet.launcher import RealPreparer
-from stoker.fleet.pipeline import EngineChoice, load_settings, plan_model
+from stoker.fleet.pipeline import load_settings, remote_planner
 from stoker.integration.autostart import set_autostart
 from stoker.integration.desktop_entry import DesktopError, install_launcher, is_installed, uninstall_launcher
 from stoker.integration.login_items import Outcome
@@ -39,6 +40,7 @@ from stoker.library.gguf_io import load_summary
 from stoker.library.models import list_models
 from stoker.library.store_layouts import parse_hf_reference
 from stoker.planning import pull as model_pull
+from stoker.planning.machine import Machine
 
 # The settings the settings dialog edits (fields of stoker.base.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
@@ -67,7 +69,8 @@ class Services:
     def __init__(self) -> None:
         self._summaries: dict[tuple, object] = {}
         self._machine = None
-        self._engine = None
+        self._builds: dict[EngineKind, EngineChoice] = {}
+        self._machines: dict[EngineKind, Machine] = {}  # as each kind's build sees this machine
 
     # -- settings ---------------------------------------------------------------------
     def load_settings(self) -> dict[str, Any]:
@@ -136,7 +139,9 @@ class Services:
         ref = parse_hf_reference(text)
         if isinstance(ref, str):
             raise UserError(ref)
-        judged = model_pull.judge_repo(ref, self.machine())
+        settings, _ = load_settings()
+        policy, plan = remote_planner(self.machine(), settings)
+        judged = model_pull.judge_repo(ref, self.machine(), policy, plan)
         try:
             pick = model_pull.choose(judged, ref)
         except UserError as exc:
@@ -167,17 +172,19 @@ class Services:
             self._summaries[key] = load_summary(model_path)
         return self._summaries[key]
 
-    def engine(self):
-        """The build a launch would use (shell.planning.EngineChoice), chosen as the launcher does."""
-        if self._engine is None:
-
-            preparer = RealPreparer()
+    def build_for(self, driver: EngineDriver) -> EngineChoice:
+        """The build a launch of this driver would use, chosen as the launcher does (no build
+        yet: plan for the host alone)."""
+        if driver.kind not in self._builds:
             try:
-                build = preparer.choose_engine()
-                self._engine = EngineChoice(build.binary, build.id, preparer.engine_choice)
-            except Exception:  # no usable build yet: plan for the host alone
-                self._engine = EngineChoice(None)
-        return self._engine
+                self._builds[driver.kind] = RealPreparer().choose_build(driver)
+            except (UserError, OSError, ValueError):
+                self._builds[driver.kind] = EngineChoice(None)
+        return self._builds[driver.kind]
+
+    def engine(self) -> EngineChoice:
+        """The llama-server build a launch would use (the machine is probed with it)."""
+        return self.build_for(driver_for(EngineKind.LLAMA_SERVER))
 
     def machine(self):
         """This machine as the engine that would run sees it (probed once per dialog session)."""
@@ -187,20 +194,21 @@ class Services:
         return self._machine
 
     def plan(self, model_path: str, overrides: ModelOverrides):
-        """A LaunchPlan, a Ds4Plan (a ds4 model when ds4 is installed) or a PlanRefusal, made by
-        the launcher's own pipeline (shell.planning): Settings' memory reserve and budget, the
-        drafter, broken drafters and measured lines included."""
+        """The plan a launch would make (a LaunchPlan, Ds4Plan or ImagePlan) or a PlanRefusal:
+        the model's driver planning from the launcher's own inputs (Settings' reserve and
+        budget, the projector, the drafter, broken drafters, measured lines, RPC workers)."""
 
-        summary = self.summary(model_path)
-        if is_ds4_model(summary.architecture):
-
-            binary = find_ds4_binary()
-            if binary is not None:
-                model = ds4_model_of(model_path, summary.architecture, summary.n_ctx_train)
-                return plan_ds4_model(model_path, self.machine(), overrides, binary=binary.path, model=model)
+        preparer = RealPreparer(machine=self._machine)
+        model = Path(model_path)
+        driver = preparer.driver_of(model)
+        build = self.build_for(driver)
+        machine = self._machines.get(driver.kind) or preparer.machine_for(driver, build)
+        if not driver.uses_rpc_workers:  # a worker may go or come back between two previews
+            self._machines[driver.kind] = machine
         settings, _ = load_settings()
-        return plan_model(model_path, self.machine(), overrides, engine=self.engine(),
-                          settings=settings)
+        inputs = preparer.plan_inputs(model, held_bytes={}, driver=driver, build=build, machine=machine,
+                                      settings=settings, overrides=overrides)
+        return driver.plan(inputs)
 
     # -- logs ---------------------------------------------------------------------------------
     def logs_dir(self) -> Path:

@@ -25,14 +25,12 @@ from stoker.engines.ds4_launch import (
     Ds4Model,
     Ds4Plan,
     choose_ds4_binary,
-    ds4_launch_spec,
     measurement_from_line,
     parse_memory_line,
     plan_ds4,
 )
 from stoker.engines.identity import binary_identity
-from stoker.engines.kind import DS4, EngineKind
-from stoker.engines.launch import AttemptContext, PreparationRefused, PreparedLaunch
+from stoker.engines.kind import DS4
 from stoker.engines.measurements import model_identity
 from stoker.library.gguf_io import load_summary
 from stoker.planning.ds4 import Ds4Entry
@@ -147,31 +145,3 @@ def plan_ds4_model(model_path: str, machine: Machine, overrides: ModelOverrides 
     measured = ds4_measurements(model_path, binary) if binary else ()
     return plan_ds4(model or ds4_model_of(model_path), machine, overrides, catalog=catalog, measured=measured,
                     kv_disk_dir=str(kv_disk_dir()))
-
-
-def prepare_ds4_launch(model_path: str, attempt: AttemptContext, *, machine: Machine,
-                       overrides: ModelOverrides | None, idle_timeout_s: float | None
-                       ) -> PreparedLaunch | PreparationRefused:
-    """The ds4-server launch for a deepseek4 model: its plan (with this build's measured
-    lines), the argv the plan makes, ds4's long start-up deadline."""
-    binary = find_ds4_binary()
-    if binary is None:
-        return PreparationRefused(model_path, "this model runs on ds4 and no ds4-server was found; build "
-                                              "antirez/ds4 and set `ds4_server` in the settings (or "
-                                              f"{CONFIG_ENV}), put ds4-server on PATH, or in {own_ds4_root()}.")
-    plan = plan_ds4_model(model_path, machine, overrides, binary=binary.path)
-    if isinstance(plan, PlanRefusal):
-        hint = f" Try: {plan.suggestions[0]}." if plan.suggestions else ""
-        return PreparationRefused(model_path, plan.reason + hint)
-    kv_disk_dir().mkdir(parents=True, exist_ok=True)
-    spec = ds4_launch_spec(plan, binary=binary.path, port=attempt.port)
-    return PreparedLaunch(spec=spec, model_path=model_path, plan=plan, build_id=f"ds4 ({binary.source})",
-                          backend=plan.backend, startup_deadline_s=DS4.startup_deadline_s,
-                          idle_timeout_s=idle_timeout_s, kind=EngineKind.DS4)
-
-
-def after_ds4_ready(launch: PreparedLaunch, lines) -> Ds4Measurement | None:
-    """At READY: keep ds4's memory line for (model, build), so the next plan is priced from it."""
-    if not isinstance(launch.plan, Ds4Plan):
-        return None
-    return record_ds4_measurement(launch.model_path, launch.spec.binary, launch.plan, lines)

@@ -228,13 +228,20 @@ def ds4_context(total_ram_bytes: int, catalog_max_ctx: int | None, override_ctx:
 
 def ds4_model_budget(machine: Machine) -> int:
     """What a ds4 launch may hold: the seed's capacity budget (gezel-behaviours.md §3) for
-    unified memory, and RAM share plus 95 % of the largest card for a discrete GPU."""
+    unified memory, and RAM share plus 95 % of the largest card for a discrete GPU; never
+    more RAM than the machine has left for it."""
     ram = machine.ram_total_bytes
     high = ram >= 96 * GIB
+    # What the machine it is planned on has left (free memory plus what Stoker's other
+    # residents hold, capped at the memory budget: fleet/pipeline), when it is known.
+    left = machine.ram_available_bytes
     if machine.unified_memory or machine.os == "darwin":
         frac = int(ram * (0.8 if high else 0.7))
-        return max(0, min(max(frac, ram - 16 * GIB), ram - 4 * GIB))
+        capacity = max(0, min(max(frac, ram - 16 * GIB), ram - 4 * GIB))
+        return capacity if left is None else min(capacity, left)
     share = min(int(ram * (0.8 if high else 0.6)), 96 * GIB)
+    if left is not None:
+        share = min(share, left)
     vram = max((d.total_bytes or 0 for d in machine.devices if d.backend == "cuda"), default=0)
     return share + int(vram * 0.95)
 

@@ -1,4 +1,4 @@
-"""Engine kinds: llama-server, ds4 and sd-server behind one description the supervisor and
+"""Engine kinds: llama-server, ds4, sd-server and rpc-server behind one description the supervisor and
 the gateway read, instead of `if engine == "ds4"` spread across them.
 
 Each kind says which requests it serves (so the gateway knows where `/v1/images/generations`
@@ -28,6 +28,7 @@ class EngineKind(Enum):
     LLAMA_SERVER = "llama-server"
     DS4 = "ds4"
     SD_SERVER = "sd-server"
+    RPC_SERVER = "rpc-server"  # a worker lending its devices to a llama-server elsewhere
 
 
 class Capability(Enum):
@@ -87,7 +88,16 @@ SD_SERVER = EngineDescription(
     paths=("/v1/images/generations", "/sdapi/v1/txt2img", "/sdapi/v1/img2img"),
 )
 
-DESCRIPTIONS: dict[EngineKind, EngineDescription] = {d.kind: d for d in (LLAMA_SERVER, DS4, SD_SERVER)}
+# rpc-server serves no HTTP request: a llama-server reaches it over its own TCP protocol, and
+# it is ready once its port accepts a connection (stoker/fleet/rpc_worker.py).
+RPC_SERVER = EngineDescription(
+    kind=EngineKind.RPC_SERVER, binary_name="rpc-server", log_base="rpc-server",
+    serves=frozenset(), readiness_path="", ready_on_any_response=True, startup_deadline_s=30.0,
+    concurrency=None, cancellable_in_engine=True, api_key_env=None, paths=(),
+)
+
+DESCRIPTIONS: dict[EngineKind, EngineDescription] = {
+    d.kind: d for d in (LLAMA_SERVER, DS4, SD_SERVER, RPC_SERVER)}
 
 
 def describe(kind: EngineKind) -> EngineDescription:

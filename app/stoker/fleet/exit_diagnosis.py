@@ -18,7 +18,7 @@ from stoker.diagnosis import classify as diagnosis
 from stoker.diagnosis.blockers import blocker_from_incident, gpu_unused_blocker
 from stoker.diagnosis.classify import Incident, drafter_dropped_from_log, gpu_unused_from_log
 from stoker.diagnosis.incidents import IncidentLog
-from stoker.engines.kind import EngineKind, failure_of_line
+from stoker.engines.drivers import driver_for
 from stoker.engines.launch import ExitDecision, PreparedLaunch
 from stoker.engines.process import host_os
 from stoker.fleet.lifecycle import EngineExit, RecordIncident
@@ -67,10 +67,12 @@ def diagnose_exit(ex: EngineExit, launch: PreparedLaunch | None) -> Incident | N
             ex, backend=launch.backend if launch else None, plan_wanted_gpu=_plan_wanted_gpu(launch),
             has_drafter=has_drafter, drafter_forced=forced,
             os=host_os(), oom_killed=ex.oom_killed)
-        if launch is not None and launch.kind is not EngineKind.LLAMA_SERVER:
-            # ds4 and sd-server name their failures in lines of their own (stoker/engines/kind.py).
+        if launch is not None:
+            # ds4 and sd-server name their failures in lines of their own (their drivers);
+            # llama-server's lines are classify_exit's, its driver names none.
+            driver = driver_for(launch.kind)
             for line in reversed(ex.log_tail):
-                kind = failure_of_line(launch.kind, line)
+                kind = driver.failure_of_line(line)
                 if kind is not None:
                     return diagnosis.incident_of_kind(kind, report, line)
         return diagnosis.classify_exit(report)

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 import httpx
 
+from stoker.engines.drivers import driver_for
 from stoker.engines.health import probe_health
-from stoker.engines.kind import EngineKind, describe, is_ready_status
+from stoker.engines.kind import EngineKind, describe
 
 HEALTH_INTERVAL_S = 2.0
 HEALTH_RETRY_S = 1.0
@@ -94,7 +95,7 @@ class HealthProber:
             except Exception:
                 status = None
             watch.probe = None
-            if is_ready_status(kind, status):
+            if driver_for(kind).is_ready(status):
                 watch.failed, watch.silent_since = 0, None
             else:
                 watch.failed += 1

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from secrets import token_urlsafe
 
@@ -24,14 +24,12 @@ from stoker.base.paths import stoker_paths, storage_sentence
 from stoker.base.rpc_address import parse_worker, parse_workers
 from stoker.base.store import OverridesStore, SettingsStore, moved_aside_problems
 from stoker.diagnosis.blockers import cuda_blocker, missing_runtime_from_ldd, rocm_visibility_env, rocm_visible_devices
-from stoker.diagnosis.classify import drafter_dropped_from_log
-from stoker.engines import measurements
-from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY, build_launch_spec
-from stoker.engines.ds4_files import after_ds4_ready, prepare_ds4_launch
-from stoker.engines.engine_log import parse_memory_report
+from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY
+from stoker.engines.drivers import driver_for
+from stoker.engines.drivers.inputs import BuildPick, EngineChoice, EngineDriver, PlanInputs
 from stoker.engines.find import discover_engines
 from stoker.engines.identity import binary_identity
-from stoker.engines.kind import EngineKind, engine_kind_for
+from stoker.engines.kind import describe
 from stoker.engines.launch import (
     AttemptContext,
     EngineHealth,
@@ -42,28 +40,14 @@ from stoker.engines.launch import (
 )
 from stoker.engines.probe import probe_machine, probe_workers, reachable
 from stoker.engines.rpc import remaining_workers
-from stoker.engines.sd_files import prepare_image_launch
-from stoker.engines.setup import RPC_BUILD_ID
 from stoker.errors import UserError
 from stoker.fleet.ledger import LedgerStore
-from stoker.fleet.pipeline import (
-    DRAFT_SUFFIX,
-    EngineChoice,
-    auto_drafter,
-    load_settings,
-    memory_for_models,
-    plan_model,
-    policy_from_settings,
-    projector_of,
-)
+from stoker.fleet.pipeline import DRAFT_SUFFIX, auto_drafter, gather_plan_inputs, load_settings, projector_of
 from stoker.fleet.quarantine import choose_build, is_quarantined, lift, mark_drafter_broken, record_strike
 from stoker.fleet.recovery import CTX_FLOOR, RecoveryInputs, next_recovery_step
-from stoker.fleet.rpc_worker import rpc_llama_server
 from stoker.library.gguf_io import load_summary
-from stoker.library.model_ids import model_kind
 from stoker.library.models import resolve_model
 from stoker.planning.plan import LaunchPlan, PlanRefusal
-from stoker.planning.planner import machine_budgets
 
 log = logging.getLogger(__name__)
 
@@ -112,6 +96,9 @@ class RealPreparer:
     limit makes a first plan that really cannot fit, so the recovery ladder runs on the
     real engine.
 
+    `startup_deadline_s` (seconds) replaces the engine kind's own start-up deadline (180 s
+    for llama-server, 600 for ds4, 300 for sd-server) when given (`--startup-timeout`).
+
     `idle_timeout_s` (seconds) beats the model's idle_minutes and Settings' default for
     every launch it prepares from then on (0: never unloaded, as idle_minutes 0 is): whole
     minutes are too coarse for tests and `stoker bench gateway`, which watch an idle model
@@ -119,7 +106,7 @@ class RealPreparer:
     """
 
     def __init__(self, *, cli_overrides: ModelOverrides | None = None, engine: str | None = None,
-                 startup_deadline_s: float = 180.0, remember_last_model: bool = True,
+                 startup_deadline_s: float | None = None, remember_last_model: bool = True,
                  machine=None, memory_limit_bytes: int | None = None,
                  memory_budget_bytes: int | None = None, idle_timeout_s: float | None = None,
                  rpc_workers: tuple = (), clock: Callable[[], float] = time.time):
@@ -304,26 +291,64 @@ class RealPreparer:
             minutes = getattr(settings, "idle_unload_minutes", None)
         return float(minutes * 60) if isinstance(minutes, int) and minutes > 0 else None
 
+    def choose_build(self, driver: EngineDriver) -> EngineChoice:
+        """The build a launch of this driver's plan runs: for llama-server the one
+        `choose_engine` picks (named, else best usable and not quarantined), for the other
+        kinds the first their driver finds. Raises UserError with the driver's sentence
+        when there is none."""
+
+        if driver.build_pick is BuildPick.LEDGER:
+            build = self.choose_engine()
+            return EngineChoice(build.binary, build.id, self.engine_choice, build.backend)
+        self.engine_choice = None
+        self._passed_over, self._build_blockers = (), ()
+        found = driver.default_build()
+        if found is None:
+            raise UserError(driver.missing_build())
+        return found
+
+    def plan_inputs(self, model: Path, *, held_bytes: Mapping[str, int], driver: EngineDriver, build: EngineChoice,
+                    machine, settings, overrides: ModelOverrides, policy=None,
+                    use_measured: bool = True, projector: str | None = None,
+                    broken_drafters: frozenset[str] | None = None) -> PlanInputs:
+        """The launch's PlanInputs (`stoker plan` and the dialog preview ask for the same ones):
+        the model's projector, the RPC workers this driver takes, the bytes other residents
+        hold and the budget, read by the one `gather_plan_inputs`."""
+
+        workers = self.workers() if driver.uses_rpc_workers else ()
+        return gather_plan_inputs(
+            model, machine, overrides, driver=driver, build=build, settings=settings,
+            held_bytes=held_bytes, memory_budget_bytes=self.memory_budget_bytes,
+            rpc_workers=workers, projector=projector or projector_of(model), policy=policy,
+            use_measured=use_measured, broken_drafters=broken_drafters)
+
+    def machine_for(self, driver: EngineDriver, build: EngineChoice):
+        """This machine as the build sees it (its `--list-devices` where the kind has one), plus
+        the devices the RPC workers lend when the driver takes them."""
+
+        machine = self.machine or probe_machine(build.binary if driver.lists_devices else None)
+        workers = self.workers() if driver.uses_rpc_workers else ()
+        if workers and build.binary:
+            machine = self._with_workers(machine, build.binary, workers)
+        return machine
+
+    def driver_of(self, model: Path) -> EngineDriver:
+        """The model's driver (its header says the kind; RPC workers make it the RPC engine's)."""
+
+        return driver_for(load_summary(model), rpc_workers=self.workers())
+
     def _prepare(self, model_path: str | None, attempt: AttemptContext):
 
         paths = stoker_paths()
         settings = self._settings()
         model = self.choose_model(model_path)
-        head = load_summary(model)
-        kind = engine_kind_for(model_kind(head.architecture, head.pooling_type, head.general_type,
-                                          head.image_part), head.architecture)
-        if kind is not EngineKind.LLAMA_SERVER:
-            return self._prepare_other_kind(kind, model, attempt, settings)
-        ledger = self._load_ledger()
         if not attempt.after_failure:
             self._dropped_workers = ()  # a person's start tries every worker again
             self._planned_without = {}
-        workers = self.workers()
-        build = self._rpc_build() if workers else self.choose_engine(ledger)
-        identity = binary_identity(build.binary)
-        machine = self.machine or probe_machine(build.binary)
-        if workers:
-            machine = self._with_workers(machine, build.binary, workers)
+        driver = self.driver_of(model)
+        build = self.choose_build(driver)
+        identity = binary_identity(build.binary) if build.binary else None
+        machine = self.machine_for(driver, build)
         for w in self._dropped_workers:  # what "Use it again" has to restart
             self._planned_without.setdefault(w, set()).add(str(model))
         if attempt.overrides is not None:
@@ -341,32 +366,28 @@ class RealPreparer:
             steps = self._recovery.get(str(model), ())
         if steps:
             overrides, policy = steps[-1].overrides, steps[-1].policy
-        engine = EngineChoice(build.binary, build.id, self.engine_choice)
-        plan = plan_model(model, machine, overrides, engine=engine, settings=settings,
-                          policy=policy, held_bytes=dict(attempt.held_bytes),
-                          memory_budget_bytes=self.memory_budget_bytes, mmproj=projector_of(model))
+        inputs = self.plan_inputs(model, held_bytes=dict(attempt.held_bytes), driver=driver, build=build,
+                                  machine=machine, settings=settings, overrides=overrides, policy=policy)
+        plan = driver.plan(inputs)
         want = attempt.ctx_per_slot_at_least
         if want and isinstance(plan, LaunchPlan) and plan.ctx_per_slot < want:
             # A request asked for more context (Ollama's num_ctx): the same plan with that
             # context per slot, when it fits; otherwise the plan as it was (the request is clamped).
             wider = dataclasses.replace(overrides, ctx=want * (1 if plan.kv_unified else plan.slots),
                                         slots=plan.slots)
-            widened = plan_model(model, machine, wider, engine=engine, settings=settings, policy=policy,
-                                 held_bytes=dict(attempt.held_bytes),
-                                 memory_budget_bytes=self.memory_budget_bytes, mmproj=projector_of(model))
+            wider_inputs = self.plan_inputs(model, held_bytes=dict(attempt.held_bytes), driver=driver,
+                                            build=build, machine=machine, settings=settings, overrides=wider,
+                                            policy=policy)
+            widened = driver.plan(wider_inputs)
             if isinstance(widened, LaunchPlan):
-                plan, overrides = widened, wider
-        summary = load_summary(model)  # cached: plan_model has just read it
-        policy = policy if policy is not None else policy_from_settings(settings)
+                plan, overrides, inputs = widened, wider, wider_inputs
         if isinstance(plan, PlanRefusal):
             hint = f" Try: {plan.suggestions[0]}" if plan.suggestions else ""
             return PreparationRefused(str(model), plan.reason + hint)
-        serves = model_kind(summary.architecture, summary.pooling_type, summary.general_type)
-        spec = build_launch_spec(plan, binary=build.binary, port=attempt.port, host=HOST,
-                                 log_file=None, api_key_entry=PER_LAUNCH_KEY, backend=build.backend,
-                                 serves=serves, alias=attempt.model_id)
-        if self._gpu_env.get(build.id):
-            spec = dataclasses.replace(spec, env=spec.env + self._gpu_env[build.id])
+        assert build.binary is not None  # choose_build found one
+        spec = driver.launch_spec(plan, inputs, binary=build.binary, port=attempt.port, alias=attempt.model_id)
+        if build.build_id and self._gpu_env.get(build.build_id):
+            spec = dataclasses.replace(spec, env=spec.env + self._gpu_env[build.build_id])
         if self.memory_limit_bytes:
             spec = dataclasses.replace(spec, memory_limit_bytes=self.memory_limit_bytes)
         secrets = self._secrets(spec)
@@ -378,44 +399,19 @@ class RealPreparer:
                 log.warning("could not remember the last used model: %s", storage_sentence(exc))
             except ValueError as exc:
                 log.warning("could not remember the last used model: %s", exc)
-        prepared = PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.id,
-                                  backend=build.backend, secrets=secrets,
-                                  startup_deadline_s=self.startup_deadline_s,
+        deadline = self.startup_deadline_s if self.startup_deadline_s is not None else \
+            describe(driver.launch_kind).startup_deadline_s
+        prepared = PreparedLaunch(spec=spec, model_path=str(model), plan=plan, build_id=build.build_id,
+                                  backend=driver.launch_backend(plan, build), secrets=secrets,
+                                  startup_deadline_s=deadline,
                                   idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
-                                  engine_key=dict(secrets).get(API_KEY_ENV),
-                                  context=LaunchContext(build.binary, identity, user_overrides,
-                                                        overrides, policy, summary.n_layer,
-                                                        bool(summary.n_expert)))
+                                  engine_key=dict(secrets).get(API_KEY_ENV), kind=driver.launch_kind,
+                                  # how it was made travels with it, for its own exit and READY
+                                  context=LaunchContext(build.binary, identity, user_overrides, overrides,
+                                                        inputs.policy, inputs.model.n_layer,
+                                                        bool(inputs.model.n_expert))
+                                  if driver.learns_from_exit else None)
         return prepared
-
-    def _prepare_other_kind(self, kind: EngineKind, model: Path, attempt: AttemptContext, settings):
-        """ds4 and sd-server: each kind's own shell module prepares its launch (stoker/engines/ds4_files.py,
-        stoker/engines/sd_files.py) on this machine, with the memory the other resident engines hold
-        added back, as a llama-server plan is."""
-
-        if attempt.overrides is not None:
-            saved = attempt.overrides
-        else:
-            store = OverridesStore(stoker_paths().config)
-            saved = store.get(model)
-            self._override_problems = tuple(store.problems)
-        self._tell_problems()
-        overrides = merge_overrides(saved, self.cli_overrides)
-        idle = self._idle_timeout_s(settings, overrides)
-        self.engine_choice = None
-        self._passed_over, self._build_blockers = (), ()
-        machine = self.machine or probe_machine(None)
-        if kind is EngineKind.DS4:
-
-            return prepare_ds4_launch(str(model), attempt, machine=machine, overrides=overrides,
-                                      idle_timeout_s=idle)
-
-        policy = policy_from_settings(settings)
-        planned = memory_for_models(machine, policy, settings, dict(attempt.held_bytes),
-                                    self.memory_budget_bytes)
-        budgets = {p.name: p.budget for p in machine_budgets(planned, policy).pools}
-        return prepare_image_launch(str(model), attempt, machine=planned, budgets=budgets,
-                                    idle_timeout_s=idle)
 
     # -- RPC workers
 
@@ -430,18 +426,6 @@ class RealPreparer:
                 log.warning("Settings' rpc_workers: %s", exc)
                 configured = ()
         return remaining_workers(configured, self._dropped_workers)
-
-    def _rpc_build(self):
-        """The llama-server that can take --rpc (`stoker setup --rpc`)."""
-
-        binary = rpc_llama_server()
-        if binary is None:
-            raise UserError("RPC workers are set but the engine that can use them is not installed; run "
-                            "`stoker setup --rpc`, or remove the workers (--rpc, Settings' rpc_workers).")
-        usable = [b for b in discover_engines(str(binary)) if b.source == "configured" and b.usable]
-        if not usable:
-            raise UserError(f"the RPC engine {binary} cannot run here; run `stoker setup --rpc --force`.")
-        return dataclasses.replace(usable[0], id=RPC_BUILD_ID, backend="cpu")
 
     def _with_workers(self, machine, binary: str, workers):
         """This machine plus the devices the reachable workers lend; the others are a note."""
@@ -546,35 +530,23 @@ class RealPreparer:
         """Record this launch's real buffers, so the next plan uses the measured line; remember
         a chosen drafter the engine refused, so the next launch does not load it for nothing."""
 
-        if launch.kind is EngineKind.DS4:
-
-            try:
-                if after_ds4_ready(launch, lines) is None:
-                    log.info("ds4's start-up output had no memory line; nothing measured")
-            except OSError as exc:
-
-                log.warning("could not save ds4's measured memory: %s", storage_sentence(exc))
+        driver = driver_for(launch.kind)
+        if launch.plan is None:
             return
+        lesson = driver.learn_at_ready(launch.model_path, launch.spec.binary, launch.plan, lines)
+        if lesson.problem is not None:
+            log.warning("%s", lesson.problem)
+        elif lesson.measured_lines == 0:
+            log.info("the %s start-up output had no complete memory report; nothing measured",
+                     driver.description.binary_name)
         ctx = launch.context
-        if ctx is None or launch.plan is None:
-            return
-        drafter = launch.plan.drafter
-        why = drafter_dropped_from_log(lines) if drafter.status == "in" and drafter.draft_path else None
-        if why is not None:
+        drafter = getattr(launch.plan, "drafter", None)
+        if lesson.drafter_dropped is not None and ctx is not None and drafter is not None:
             with self._lock:
                 ledger = mark_drafter_broken(self._load_ledger(), launch.build_id, drafter.draft_path,
                                              self.clock(), ctx.identity,
-                                             f"the engine started without it: {why}")
+                                             f"the engine started without it: {lesson.drafter_dropped}")
                 self._save_ledger(ledger)
-        report = parse_memory_report(lines)
-        try:
-            recorded = measurements.record_launch(launch.model_path, ctx.binary, launch.plan, report)
-        except OSError as exc:
-
-            log.warning("could not save the measured memory: %s", storage_sentence(exc))
-            return
-        if recorded == 0:
-            log.info("the engine's start-up log had no complete memory report; nothing measured")
 
     def engine_health(self) -> EngineHealth:
         """Quarantined builds (from the saved ledger), builds blocked for this machine's GPUs,

@@ -58,8 +58,9 @@ from stoker.base.paths import stoker_paths
 from stoker.diagnosis.classify import Incident
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.diagnosis.views import BlockerView
+from stoker.engines.drivers import driver_for
 from stoker.engines.engine_exit import EngineExit
-from stoker.engines.kind import EngineKind, describe, is_ready_status, progress_text
+from stoker.engines.kind import describe
 from stoker.engines.launch import (
     AttemptContext,
     EngineHealth,
@@ -333,7 +334,7 @@ class EngineRunner:
             due.append(now + READY_POLL_S)
         elif e.phase is EngineState.BACKOFF and e.state.retry_at is not None:
             due.append(e.state.retry_at)
-        if e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER and e.proc is not None \
+        if e.launch is not None and e.proc is not None \
                 and (e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0):
             due.append(e.progress_at + PROGRESS_PUBLISH_S)
         return min(due) if due else None
@@ -402,13 +403,13 @@ class EngineRunner:
                 and proc.poll() is not None:
             self._exited(e, proc, now)
             return
-        if proc is not None and e.launch is not None and e.launch.kind is not EngineKind.LLAMA_SERVER:
+        if proc is not None and e.launch is not None:
             self._follow_progress(e, proc, now)
         if st.phase is EngineState.STARTING and proc is not None and e.launch is not None:
             kind = e.launch.kind
             status = self._prober.ready_status(e.launch.spec.endpoint, kind)
             now = self._clock()
-            if is_ready_status(kind, status):
+            if driver_for(kind).is_ready(status):
                 proc.mark_ready(now)
                 self._on_ready(e, proc)
                 self.feed(e, life.BecameReady())
@@ -452,7 +453,7 @@ class EngineRunner:
             return
         e.progress_at = now
         working = e.phase is EngineState.STARTING or self.routes.usage(e.key)[0] > 0
-        text = progress_text(e.launch.kind, proc.tail(8)) if working else None
+        text = driver_for(e.launch.kind).progress(proc.tail(8)) if working else None
         if text != e.progress:
             e.progress = text
             self._host.publish()

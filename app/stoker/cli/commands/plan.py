@@ -9,24 +9,25 @@ and the placeholder port 8080; `stoker run` picks a free port at launch time.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
+from enum import Enum
 from pathlib import Path
 
 from stoker.base.overrides import validate_overrides
 from stoker.base.paths import stoker_paths
 from stoker.base.store import OverridesStore, moved_aside_problems
-from stoker.engines.argv import build_launch_spec
-from stoker.engines.probe import probe_machine
+from stoker.engines.drivers.inputs import EngineChoice
 from stoker.errors import UserError
 from stoker.fleet.launcher import RealPreparer, merge_overrides
-from stoker.fleet.pipeline import EngineChoice, load_settings, plan_model
+from stoker.fleet.pipeline import load_settings
 from stoker.library.catalog import ModelCatalog
 from stoker.library.gguf_io import load_summary
 from stoker.library.model_ids import base_id
 from stoker.library.models import resolve_model
 from stoker.planning.machine import machine_from_json
-from stoker.planning.plan import LaunchPlan
+from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.speed import speed_text
 
 PLACEHOLDER_PORT = 8080
@@ -82,21 +83,18 @@ def _flag_name(sentence: str) -> str:
     return f"--{word}{sentence[len(word):]}" if word in ("ctx", "slots", "threads", "batch", "ubatch") else sentence
 
 
-def _load_machine(args, engine_binary: str | None):
+def _load_machine(args):
+    """The machine described in `--machine FILE`."""
 
-    if args.machine:
-
-        path = Path(args.machine).expanduser()
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"cannot read the machine file {path} ({exc.strerror}); check the path.") from None
-        try:
-            return machine_from_json(text, str(path))
-        except ValueError as exc:
-            raise UserError(f"{exc}.") from None
-
-    return probe_machine(engine_binary)
+    path = Path(args.machine).expanduser()
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise UserError(f"cannot read the machine file {path} ({exc.strerror}); check the path.") from None
+    try:
+        return machine_from_json(text, str(path))
+    except ValueError as exc:
+        raise UserError(f"{exc}.") from None
 
 
 def _summary(path: str, what: str):
@@ -107,19 +105,6 @@ def _summary(path: str, what: str):
         raise UserError(f"the {what} {path} does not exist; check the path.") from None
     except ValueError as exc:  # GGUFError is a ValueError with one sentence
         raise UserError(f"cannot read the {what} {path}: {exc}") from None
-
-
-def _engine_choice():
-    """(EngineChoice, binary for the argv, backend): the build a launch would choose (the one
-    you named, else the best usable, quarantine respected), else the bare name on CPU."""
-
-    preparer = RealPreparer()
-    try:
-        build = preparer.choose_engine()
-    except (UserError, OSError, ValueError):  # no build: the argv just names llama-server
-        return EngineChoice(None), "llama-server", "cpu"
-    return (EngineChoice(build.binary, build.id, preparer.engine_choice), build.binary,
-            build.backend or "cpu")
 
 
 def run(args) -> int:
@@ -133,37 +118,50 @@ def run(args) -> int:
         _summary(overrides.draft_model, "draft model")
     if args.mmproj:
         _summary(args.mmproj, "vision projector")
-    # The launch's own inputs: saved overrides under these flags, Settings' reserve, the
-    # build a launch would choose, its measured lines and broken drafters (shell.planning).
+    # The launch's own inputs: saved overrides under these flags, Settings' reserve and budget,
+    # the model's projector, the build a launch would choose, its measured lines and broken
+    # drafters, the RPC workers (fleet/pipeline.gather_plan_inputs, through the launcher).
     store = OverridesStore(stoker_paths().config)
     overrides = merge_overrides(store.get(model_path), overrides)
     settings, problems = load_settings()
     for problem in (*moved_aside_problems(), *problems, *store.problems):
         print(f"stoker: {problem}", file=sys.stderr)
-    engine, binary, backend = _engine_choice()
-    machine = _load_machine(args, None if args.machine else engine.binary)
+    preparer = RealPreparer(remember_last_model=False)
+    driver = preparer.driver_of(model_path)
     if args.machine:
+        machine = _load_machine(args)
         # A described machine runs whatever build fits its GPUs; name the backend from them.
-        backend = machine.gpus[0].backend if machine.gpus else "cpu"
-        engine = EngineChoice(None)  # lines measured here and this build's ledger do not apply
+        # Lines measured here and this build's ledger do not apply to it.
+        build = EngineChoice(None, backend=machine.gpus[0].backend if machine.gpus else "cpu")
+    else:
+        try:
+            build = preparer.choose_build(driver)
+        except (UserError, OSError, ValueError):  # no build: the argv just names the binary
+            build = EngineChoice(None, backend="cpu")
+        machine = preparer.machine_for(driver, build)
     try:
-        result = plan_model(model_path, machine, overrides, engine=engine, settings=settings,
-                            use_measured=not args.machine, mmproj=args.mmproj,
-                            broken_drafters=frozenset() if args.machine else None)
+        inputs = preparer.plan_inputs(model_path, held_bytes={}, driver=driver, build=build, machine=machine,
+                                      settings=settings, overrides=overrides, use_measured=not args.machine,
+                                      projector=args.mmproj,
+                                      broken_drafters=frozenset() if args.machine else None)
+        result = driver.plan(inputs)
     except (OSError, ValueError) as exc:
         raise UserError(f"cannot plan {model_path}: {exc}") from None
-    if isinstance(result, LaunchPlan):
-        spec = build_launch_spec(result, binary=binary, port=PLACEHOLDER_PORT, backend=backend)
+    if isinstance(result, PlanRefusal):
         if args.json:
-            print(json.dumps(plan_json(result, spec, machine), indent=2))
+            print(json.dumps(refusal_json(result, machine), indent=2))
         else:
-            print(plan_table(result, spec, machine))
-        return 0
+            print(refusal_text(result), file=sys.stderr)
+        return 3
+    spec = driver.launch_spec(result, inputs, binary=build.binary or driver.description.binary_name,
+                              port=PLACEHOLDER_PORT, alias=None)
     if args.json:
-        print(json.dumps(refusal_json(result, machine), indent=2))
+        print(json.dumps(plan_json(result, spec, machine, driver), indent=2))
+    elif isinstance(result, LaunchPlan):
+        print(plan_table(result, spec, machine))
     else:
-        print(refusal_text(result), file=sys.stderr)
-    return 3
+        print(other_plan_table(result, spec, machine, driver))
+    return 0
 
 
 # ---------------------------------------------------------------------------- output
@@ -176,10 +174,19 @@ def _machine_json(machine) -> dict:
                       "total_bytes": d.total_bytes, "free_bytes": d.free_bytes} for d in machine.gpus]}
 
 
-def plan_json(plan, spec, machine) -> dict:
+def plan_json(plan, spec, machine, driver) -> dict:
+    """The plan as JSON: every kind's engine, argv, env, memory and decisions; a llama-server
+    plan adds its context, KV, layers, drafter and predicted speed."""
+    if not isinstance(plan, LaunchPlan):
+        return {"schema": SCHEMA, "kind": "plan", "engine": driver.launch_kind.value,
+                "model": _plan_model(plan), "memory": {"estimate_source": getattr(plan, "estimate_source", "estimated"),
+                                                       "devices": [_device_json(m) for m in plan.devices]},
+                "engine_plan": _plain(plan), "decisions": [{"what": x.what, "why": x.why} for x in plan.decisions],
+                "argv": list(spec.argv), "env": dict(spec.env), "port_is_placeholder": True,
+                "machine": _machine_json(machine)}
     d = plan.drafter
     return {
-        "schema": SCHEMA, "kind": "plan", "model": plan.model_path,
+        "schema": SCHEMA, "kind": "plan", "engine": driver.launch_kind.value, "model": plan.model_path,
         "ctx": plan.ctx, "ctx_per_slot": plan.ctx_per_slot, "slots": plan.slots, "kv_unified": plan.kv_unified,
         "kv_type_k": plan.kv_type_k, "kv_type_v": plan.kv_type_v, "flash_attn": plan.flash_attn,
         "gpu_layers": plan.gpu_layers, "n_cpu_moe": plan.n_cpu_moe, "cpu_moe": plan.cpu_moe,
@@ -189,9 +196,7 @@ def plan_json(plan, spec, machine) -> dict:
                     "reason": d.reason},
         "memory": {
             "estimate_source": plan.estimate_source,
-            "devices": [{"name": m.name, "budget_bytes": m.budget_bytes, "weights_bytes": m.weights_bytes,
-                         "kv_bytes": m.kv_bytes, "compute_bytes": m.compute_bytes, "other_bytes": m.other_bytes,
-                         "total_bytes": m.total_bytes} for m in plan.devices],
+            "devices": [_device_json(m) for m in plan.devices],
         },
         "decode_speed": _speed_json(plan.decode_speed),
         "decisions": [{"what": x.what, "why": x.why} for x in plan.decisions],
@@ -200,6 +205,43 @@ def plan_json(plan, spec, machine) -> dict:
         "port_is_placeholder": True,
         "machine": _machine_json(machine),
     }
+
+
+def _device_json(m) -> dict:
+    return {"name": m.name, "budget_bytes": m.budget_bytes, "weights_bytes": m.weights_bytes,
+            "kv_bytes": m.kv_bytes, "compute_bytes": m.compute_bytes, "other_bytes": m.other_bytes,
+            "total_bytes": m.total_bytes}
+
+
+def _plain(value):
+    """A ds4 or sd-server plan's own fields as JSON values (nested dataclasses as objects)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in ("decisions", "devices")}
+    if isinstance(value, (tuple, list)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Enum):
+        return value.value
+    return value
+
+
+def _plan_model(plan) -> str:
+    """The model file a ds4 or sd-server plan runs (an image plan names its diffusion model)."""
+    path = getattr(plan, "model_path", None)
+    if isinstance(path, str):
+        return path
+    model = plan.model
+    return model.diffusion_model or model.checkpoint or ""
+
+
+def other_plan_table(plan, spec, machine, driver) -> str:
+    """A ds4 or sd-server plan as text: its memory, decisions and command."""
+    lines = [f"Plan for {Path(_plan_model(plan)).name} on {machine.source} ({driver.launch_kind.value})", ""]
+    for m in plan.devices:
+        lines.append(f"  {m.name:<8} budget {_mib(m.budget_bytes)}, holds {_mib(m.total_bytes)}")
+    lines += ["", "Decisions:"] + [f"  - {d.what}: {d.why}" for d in plan.decisions]
+    lines += ["", f"Command (port {PLACEHOLDER_PORT} is a placeholder):", "  " + " ".join(_quote(a) for a in spec.argv)]
+    return "\n".join(lines)
 
 
 def _speed_json(speed) -> dict | None:

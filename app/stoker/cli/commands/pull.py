@@ -15,6 +15,7 @@ from dataclasses import replace
 
 from stoker.engines.probe import this_machine
 from stoker.errors import UserError
+from stoker.fleet.pipeline import load_settings, remote_planner
 from stoker.library.store_layouts import parse_hf_reference
 from stoker.planning import pull as model_pull
 
@@ -73,7 +74,8 @@ def run(args) -> int:
         ref = replace(ref, revision=args.revision)
     machine = this_machine()
     only = None if args.all else (ref.quant or None)
-    judged = model_pull.judge_repo(ref, machine, only=only)
+    policy, plan = remote_planner(machine, load_settings()[0])  # Settings' reserve, as a launch plans
+    judged = model_pull.judge_repo(ref, machine, policy, plan, only=only)
     print(f"{ref.repo} at {judged.listing.commit[:12]}:")
     width = max(len(o.label) for o, _ in judged.judged)
     for option, verdict in judged.judged:

@@ -41,8 +41,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--kv", choices=KV_CACHE_TYPES, metavar="TYPE",
                         help=f"KV cache type for K and V ({', '.join(KV_CACHE_TYPES)})")
     parser.add_argument("--engine", metavar="PATH", help="a llama-server binary (or its folder) to use")
-    parser.add_argument("--startup-timeout", type=float, default=180.0, metavar="S",
-                        help="seconds the engine may take to load before it counts as failed (180)")
+    parser.add_argument("--startup-timeout", type=float, default=None, metavar="S",
+                        help="seconds the engine may take to load before it counts as failed (default: "
+                             "the engine's own, 180 for llama-server, 300 for sd-server, 600 for ds4)")
     parser.add_argument("--port", type=int, metavar="N",
                         help="the endpoint's loopback port (default: Settings' gateway_port, 7857; "
                              "0: any free port, printed)")
