@@ -23,6 +23,7 @@ from stoker.base.overrides import ModelOverrides
 from stoker.cli import main as stoker_main
 from stoker.fleet.commands import Shutdown
 from stoker.fleet.launcher import RealPreparer
+from stoker.fleet.supervisor import SupervisorOptions
 from stoker.instance.control import ControlServer
 from stoker.instance.instance import Instance
 from tests.shell.engine_helpers import engines_running
@@ -71,7 +72,8 @@ def running(engine_binary, demo_model, stoker_home, tmp_path, monkeypatch):
         monkeypatch.delenv(var, raising=False)
     preparer = RealPreparer(engine=str(engine_binary), remember_last_model=False,
                             cli_overrides=ModelOverrides(ctx=CTX, slots=1))
-    inst = Instance(preparer, port=0, extra_models=(str(demo_model),), stop_grace_s=5).start()
+    inst = Instance(preparer, port=0, extra_models=(str(demo_model),),
+                    options=SupervisorOptions(stop_grace_s=5)).start()
     control = ControlServer(inst.answer).serve()
     try:
         yield inst, home

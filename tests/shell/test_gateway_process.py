@@ -494,7 +494,9 @@ def test_only_the_allowlisted_commands_from_the_child_reach_the_supervisor(caplo
         assert "refused a message from the gateway process: str" in caplog.text
         gp._dispatch(CommandWanted(cmd.CancelEnsure(("gateway", 1))), box)
         gp._dispatch(CommandWanted(cmd.CancelRender(model_path="/m/a.gguf", reason="left")), box)
-        assert sup.submitted == [cmd.CancelEnsure(("gateway", 1)), cmd.CancelRender("/m/a.gguf", "left")]
+        gp._dispatch(CommandWanted(cmd.KeepAlive("/m/a.gguf", 60.0)), box)  # a request's keep_alive
+        assert sup.submitted == [cmd.CancelEnsure(("gateway", 1)), cmd.CancelRender("/m/a.gguf", "left"),
+                                 cmd.KeepAlive("/m/a.gguf", 60.0)]
     finally:
         for s in gp._sockets:
             s.close()
@@ -503,4 +505,5 @@ def test_only_the_allowlisted_commands_from_the_child_reach_the_supervisor(caplo
 def test_each_side_has_one_union_and_every_message_is_in_exactly_one():
     parent, child = set(get_args(ParentToChild)), set(get_args(ChildToParent))
     assert not parent & child and Hello in parent and IdleAnswer in child
-    assert set(CHILD_COMMANDS) == {cmd.CancelEnsure, cmd.CancelRender}
+    assert set(CHILD_COMMANDS) == {cmd.CancelEnsure, cmd.CancelRender, cmd.KeepAlive, cmd.UnloadModel,
+                                   cmd.WidenContext}

@@ -11,7 +11,7 @@ import pytest
 from stoker.engines.launch import PreparedLaunch
 from stoker.fleet.commands import KeepAlive, Restart, Shutdown, StartModel, WidenContext
 from stoker.fleet.snapshot import EngineState as S
-from stoker.fleet.supervisor import Supervisor
+from stoker.fleet.supervisor import FunctionPreparer, Supervisor, SupervisorOptions
 from tests.shell.engine_helpers import demo_spec, engines_running
 from tests.shell.engine_helpers import wait_until as wait
 from tests.shell.test_residency_supervisor import plan_of
@@ -34,7 +34,7 @@ def sup(engine_binary, demo_model, stoker_home):
                               plan=plan, backend="cpu", build_id="b11434-cpu", startup_deadline_s=60,
                               idle_timeout_s=600.0)
 
-    s = Supervisor(prepare, stop_grace_s=3).start()
+    s = Supervisor(FunctionPreparer(prepare), SupervisorOptions(stop_grace_s=3)).start()
     s.asked = asked
     yield s
     s.submit(Shutdown())

@@ -20,6 +20,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from stoker.base.overrides import ModelOverrides
 from stoker.fleet.commands import Shutdown
 from stoker.fleet.launcher import RealPreparer
+from stoker.fleet.supervisor import SupervisorOptions
 from stoker.instance.instance import Instance
 from tests.shell.engine_helpers import engines_running, wait_until
 
@@ -30,7 +31,8 @@ DEMO_ID = "smollm2-135m-instruct:q4_1"
 def start(engine_binary, demo_model) -> Instance:
     preparer = RealPreparer(engine=str(engine_binary), remember_last_model=False,
                             cli_overrides=ModelOverrides(ctx=2048, slots=1))
-    return Instance(preparer, port=0, extra_models=(str(demo_model),), stop_grace_s=5).start()
+    return Instance(preparer, port=0, extra_models=(str(demo_model),),
+                    options=SupervisorOptions(stop_grace_s=5)).start()
 
 
 def stop(inst: Instance) -> None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from stoker.engines.probe import this_machine
 from stoker.errors import UserError
+from stoker.fleet.pipeline import load_settings, remote_planner
 from stoker.library.models import list_models
 from stoker.library.removal import carry_out, plan_removal
 from stoker.library.store_layouts import ModelOrigin, parse_hf_reference
@@ -34,7 +35,9 @@ def pull_model(reference: str, report: Report) -> str:
     if isinstance(ref, str):
         raise UserError(ref)
     report("pulling manifest", None, None)
-    judged = model_pull.judge_repo(ref, this_machine(), only=ref.quant or None)
+    machine = this_machine()
+    policy, plan = remote_planner(machine, load_settings()[0])  # Settings' reserve, as a launch plans
+    judged = model_pull.judge_repo(ref, machine, policy, plan, only=ref.quant or None)
     pick = model_pull.choose(judged, ref)
     shown = [0.0]
 

@@ -38,6 +38,7 @@ from stoker.gateway.link import (
     PROTOCOL_VERSION,
     VERSION_MISMATCH_EXIT,
     CatalogChanged,
+    ChildCommand,
     CloseIfIdle,
     CommandWanted,
     EnsureAnswered,
@@ -94,7 +95,7 @@ class SupervisorMirror:
         self._subscribers.append(callback)
         return lambda: callback in self._subscribers and self._subscribers.remove(callback)
 
-    def submit(self, command: cmd.EnsureModel | cmd.CancelEnsure | cmd.CancelRender) -> None:
+    def submit(self, command: cmd.EnsureModel | ChildCommand) -> None:
         """What the gateway may ask of the supervisor: a load, giving up a wait for one, and
         stopping an engine that cannot cancel a request whose client left."""
         match command:
@@ -106,7 +107,7 @@ class SupervisorMirror:
                 with self._lock:
                     self._answers.pop(command.ticket, None)
                 self._outbox.put(CommandWanted(command))
-            case cmd.CancelRender():
+            case cmd.CancelRender() | cmd.KeepAlive() | cmd.UnloadModel() | cmd.WidenContext():
                 self._outbox.put(CommandWanted(command))
             case _:
                 typing.assert_never(command)

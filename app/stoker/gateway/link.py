@@ -163,10 +163,13 @@ class EnsureWanted:
 
 
 # The only commands the gateway may ask of the supervisor besides a load (EnsureWanted):
-# giving up a wait, and stopping an engine that cannot cancel a request its client left.
-# Anything else arriving from the child is refused and logged by Stoker's side.
-ChildCommand = cmd.CancelEnsure | cmd.CancelRender
-CHILD_COMMANDS: tuple[type, ...] = (cmd.CancelEnsure, cmd.CancelRender)
+# giving up a wait, stopping an engine that cannot cancel a request its client left, and a
+# request's own lifetime for its model (keep_alive / ttl: a new idle time, or an unload after
+# the answer; num_ctx above the plan: plan again with it). Anything else arriving from the
+# child is refused and logged by Stoker's side.
+ChildCommand = cmd.CancelEnsure | cmd.CancelRender | cmd.KeepAlive | cmd.UnloadModel | cmd.WidenContext
+CHILD_COMMANDS: tuple[type, ...] = (cmd.CancelEnsure, cmd.CancelRender, cmd.KeepAlive, cmd.UnloadModel,
+                                    cmd.WidenContext)
 
 
 @dataclass(frozen=True)

@@ -162,7 +162,7 @@ class OllamaApi:
         if entry.origin != "pulled":  # said before its engine is touched; Stoker's process checks again
             return self._error(request, 400, f"{entry.id} was not pulled by Stoker (it comes from {entry.origin}), "
                                "so it is not deleted; remove it with the tool that put it there.")
-        self._gw._sup.submit(cmd.Stop(entry.path))
+        self._gw._sup.submit(cmd.UnloadModel(entry.path))  # once its requests end; its files go now
         loop = asyncio.get_running_loop()
         ended: asyncio.Future = loop.create_future()
 

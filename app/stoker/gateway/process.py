@@ -442,7 +442,7 @@ class GatewayProcess:
                 with self._lock:
                     self._outstanding.discard(ticket)
                 self._sup.submit(command)
-            case cmd.CancelRender():
+            case cmd.CancelRender() | cmd.KeepAlive() | cmd.UnloadModel() | cmd.WidenContext():
                 self._sup.submit(command)
             case _:
                 log.warning("refused a command from the gateway process: %s is not one it may ask for",
