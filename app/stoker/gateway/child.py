@@ -51,6 +51,7 @@ from stoker.gateway.link import (
     read_frame,
 )
 from stoker.gateway.routes import Routes
+from stoker.gateway.rules import NO_KEY, GatewayKey
 from stoker.gateway.server import Gateway, GatewayConfig, GatewayError
 from stoker.library.model_ids import Catalog
 
@@ -67,7 +68,7 @@ class SupervisorMirror:
         self._outbox = outbox
         self._snapshot = AppSnapshot(seq=0, state=EngineState.STOPPED)
         self.tray_shown: bool | None = None
-        self.key: str | None = None
+        self.key = NO_KEY  # until Stoker sends it (the start-up window is the link's business)
         self._subscribers: list[Callable[[AppSnapshot], None]] = []
         self._answers: dict[Hashable, Callable[[cmd.EnsureResult], None]] = {}
         self._lock = threading.Lock()
@@ -208,7 +209,7 @@ def _dispatch(message: object, sup: SupervisorMirror, catalog: CatalogMirror, ou
     elif isinstance(message, Rescanned):
         catalog.rescanned(message)
     elif isinstance(message, KeyChanged):
-        sup.key = message.key
+        sup.key = GatewayKey(message.key, message.unreadable)
     else:
         log.warning("the gateway ignored a message it does not know: %s", type(message).__name__)
 

@@ -63,6 +63,7 @@ class CatalogChanged:
 @dataclass(frozen=True)
 class KeyChanged:
     key: str | None  # the keyring's API key; never logged, never in argv
+    unreadable: bool = False  # the keyring could not be read and no key is known: answer 503
 
 
 @dataclass(frozen=True)

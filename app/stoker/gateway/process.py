@@ -25,7 +25,7 @@ from collections.abc import Callable, Hashable
 from functools import partial
 from typing import TYPE_CHECKING
 
-from stoker.base.secrets import on_api_key_change
+from stoker.base.secrets import KeyUnreadable, on_api_key_change
 from stoker.fleet import commands as cmd
 from stoker.fleet.snapshot import AppSnapshot
 from stoker.gateway.link import (
@@ -50,6 +50,7 @@ from stoker.gateway.link import (
     read_frame,
 )
 from stoker.gateway.routes import Routes
+from stoker.gateway.rules import GatewayKey, key_after_read
 from stoker.gateway.server import GatewayConfig, GatewayError
 from stoker.library.model_ids import Catalog
 
@@ -63,7 +64,6 @@ GATEWAY_CHILD_FLAG = "--stoker-gateway-process"  # the frozen bundle's entry run
 START_TIMEOUT_S = 15.0
 IDLE_ANSWER_TIMEOUT_S = 5.0  # no answer: treat the model as busy, ask again on the next pass
 CLOSE_ACK_TIMEOUT_S = 1.0  # a stuck gateway process delays an engine's stop by no more than this
-KEY_REFRESH_S = 2.0  # the keyring is re-read this often (a key saved by another process)
 RESPAWN_DELAYS_S = (0.2, 1.0, 2.0, 5.0)
 STABLE_AFTER_S = 60.0  # a child up this long starts the respawn delays afresh
 
@@ -192,7 +192,7 @@ class GatewayProcess:
         self._listening = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._key: str | None = None
+        self._key: GatewayKey | None = None  # None until the first read at start()
         self._outstanding: set[Hashable] = set()  # ensure tickets the supervisor has not answered
         self._spawned_at = 0.0
         self._respawns = 0
@@ -211,12 +211,13 @@ class GatewayProcess:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> GatewayProcess:
-        self._key = self._safe_key()
+        # The key is read here and when it is saved (Settings, in this process), never on a
+        # timer: each read of a locked desktop keyring pops an unlock prompt.
+        self._key = self._read_key_now()
         self._spawn()
         self._cleanups.append(self._sup.subscribe(self._on_snapshot))
         self._cleanups.append(self._catalog.on_change(self._on_catalog))
         self._cleanups.append(on_api_key_change(self.refresh_key))
-        threading.Thread(target=self._watch_key, name="stoker-gateway-key", daemon=True).start()
         return self
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
@@ -243,23 +244,24 @@ class GatewayProcess:
 
     def refresh_key(self) -> None:
         """Read the API key again now (it was just saved): it applies to the next request."""
-        key = self._safe_key()
+        key = self._read_key_now()
         with self._lock:
             changed, self._key = key != self._key, key
             outbox = self._outbox
         if changed and outbox is not None:
-            outbox.put_latest("key", KeyChanged(key))
+            outbox.put_latest("key", KeyChanged(key.value, key.unreadable))
 
-    def _safe_key(self) -> str | None:
+    def _read_key_now(self) -> GatewayKey:
+        """The key after one keyring read: a failed read keeps the last key known."""
         try:
-            return self._read_key()
-        except Exception:
-            log.warning("could not read the API key from the keyring", exc_info=True)
-            return None
-
-    def _watch_key(self) -> None:
-        while not self._stopping.wait(KEY_REFRESH_S):
-            self.refresh_key()
+            value, failed = self._read_key(), False
+        except KeyUnreadable as exc:
+            log.warning("%s", exc)
+            value, failed = None, True
+        except Exception as exc:  # a backend's own bug: still never read as "no key"
+            log.warning("the API key could not be read from the keyring: %r", exc)
+            value, failed = None, True
+        return key_after_read(self._key, value, failed)
 
     def _spawn(self) -> None:
         fds = [s.fileno() for s in self._sockets]
@@ -284,7 +286,8 @@ class GatewayProcess:
         outbox.put(hello)
         outbox.put(CatalogChanged(self._catalog.current))
         with self._lock:
-            outbox.put_latest("key", KeyChanged(self._key))
+            key = self._key or GatewayKey(None, unreadable=True)
+            outbox.put_latest("key", KeyChanged(key.value, key.unreadable))
             self._proc, self._outbox = proc, outbox
             self._spawned_at = time.monotonic()
         outbox.put_latest("snapshot", SnapshotChanged(self._sup.snapshot(), self._tray_shown()))

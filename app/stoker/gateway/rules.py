@@ -12,6 +12,8 @@ import hmac
 import ipaddress
 import json
 import re
+from dataclasses import dataclass
+from enum import Enum
 from urllib.parse import parse_qs, urlsplit
 
 from stoker.library.model_ids import ModelKind
@@ -91,6 +93,44 @@ def origin_allowed(origin: str | None, extra: tuple[str, ...] = ()) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and is_loopback_name(parts.hostname)
+
+
+@dataclass(frozen=True)
+class GatewayKey:
+    """What the gateway knows of the API key: its value (None: no key is stored, anyone may
+    call), or that the keyring could not be read and no earlier value is known, in which
+    case nothing but /health is answered until it can be (never "open" by accident)."""
+
+    value: str | None
+    unreadable: bool = False
+
+
+NO_KEY = GatewayKey(None)
+KEY_UNREADABLE_MESSAGE = ("Stoker could not read its API key from the system keyring (it may be "
+                          "locked), so it answers no requests until it can: unlock the keyring, then "
+                          "save the key again in Stoker's Settings or restart Stoker.")
+
+
+def key_after_read(last: GatewayKey | None, value: str | None, failed: bool) -> GatewayKey:
+    """The key to use after a keyring read: the value read; after a failed read the last
+    one known (a locked keyring must not open the gateway), or "unreadable" when none is."""
+    if not failed:
+        return GatewayKey(value or None)
+    if last is not None and not last.unreadable:
+        return last
+    return GatewayKey(None, unreadable=True)
+
+
+class KeyVerdict(Enum):
+    PASS = "pass"
+    MISSING = "missing"  # 401: a key is set and the request does not carry it
+    UNREADABLE = "unreadable"  # 503: the key is not known, so nothing is answered
+
+
+def key_verdict(key: GatewayKey, authorization: str | None, x_api_key: str | None) -> KeyVerdict:
+    if key.unreadable:
+        return KeyVerdict.UNREADABLE
+    return KeyVerdict.PASS if key_matches(key.value, authorization, x_api_key) else KeyVerdict.MISSING
 
 
 def key_matches(expected: str | None, authorization: str | None, x_api_key: str | None) -> bool:

@@ -42,11 +42,15 @@ from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
 from stoker.gateway.rules import (
     ANTHROPIC_PATHS,
     ANY_MODEL,
+    KEY_UNREADABLE_MESSAGE,
+    NO_KEY,
     OPEN_PATHS,
     PASS_THROUGH,
+    GatewayKey,
+    KeyVerdict,
     error_body,
     host_allowed,
-    key_matches,
+    key_verdict,
     origin_allowed,
     requested_model,
     unknown_model_message,
@@ -134,13 +138,13 @@ class Gateway:
     """`start()` binds (GatewayError when it cannot) and serves from its own thread."""
 
     def __init__(self, supervisor: SupervisorMirror, catalog: CatalogMirror, config: GatewayConfig, *,
-                 status: Callable[[], dict], api_key: Callable[[], str | None] | None = None,
+                 status: Callable[[], dict], api_key: Callable[[], GatewayKey] | None = None,
                  sockets: list[socket.socket] | None = None) -> None:
         self._sup = supervisor
         self._catalog = catalog
         self._config = config
         self._status = status
-        self._read_key = api_key or (lambda: None)
+        self._read_key = api_key or (lambda: NO_KEY)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -247,8 +251,11 @@ class Gateway:
     async def _route(self, request: web.Request, path: str) -> web.StreamResponse:
         if path in OPEN_PATHS:
             return self._json(request, {"status": "ok"})
-        if not key_matches(self._read_key(), request.headers.get("Authorization"),
-                           request.headers.get("x-api-key")):
+        verdict = key_verdict(self._read_key(), request.headers.get("Authorization"),
+                              request.headers.get("x-api-key"))
+        if verdict is KeyVerdict.UNREADABLE:
+            return self._error(path, 503, KEY_UNREADABLE_MESSAGE, request=request)
+        if verdict is KeyVerdict.MISSING:
             return self._error(path, 401, "A valid API key is required: send it as "
                                "`Authorization: Bearer <key>` or `x-api-key: <key>` (set it in Stoker's "
                                "Settings).", request=request)

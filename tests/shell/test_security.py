@@ -1,0 +1,87 @@
+"""Nobody in where they don't belong, in the gateway's own process (issue 21): a locked
+keyring never opens the gateway, a web page cannot make Stoker load a model, and a flood
+of half-sent connections cannot starve /health or stoker.log.
+"""
+
+from __future__ import annotations
+
+import os
+
+import httpx
+import keyring
+import pytest
+
+from stoker.base import secrets
+from stoker.fleet.commands import Shutdown
+from stoker.fleet.instance import Instance
+from tests.helpers.locking_keyring import FOLDER_ENV, LockingKeyring
+
+from .test_faults import Stoker, home, run_args, status_json  # noqa: F401 (home: a fixture)
+
+CHAT = {"model": "smollm2-135m-instruct:q4_1", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
+
+
+def never_prepare(model_path, attempt):
+    raise AssertionError("nothing is loaded in this test")
+
+
+@pytest.fixture
+def locking_keyring(tmp_path):
+    before = keyring.get_keyring()
+    backend = LockingKeyring(tmp_path / "keyring")
+    keyring.set_keyring(backend)
+    yield backend
+    keyring.set_keyring(before)
+
+
+# ------------------------------------------------------------------ 1. the key never fails open
+
+
+def test_a_keyring_that_locks_after_the_key_was_read_keeps_the_key(stoker_home, locking_keyring):
+    secrets.set_api_key("s3cret-key")
+    reads_before = locking_keyring.reads()
+    instance = Instance(never_prepare, port=0).start()
+    try:
+        assert locking_keyring.reads() == reads_before + 1  # read once, at start
+        assert httpx.get(instance.url + "/v1/models").status_code == 401
+        locking_keyring.lock()
+        instance.gateway.refresh_key()  # what a save in Settings does: this read fails
+        assert locking_keyring.reads() == reads_before + 2
+        for _ in range(3):
+            keyless = httpx.get(instance.url + "/v1/models")
+            assert keyless.status_code == 401, keyless.text
+            assert httpx.post(instance.url + "/v1/chat/completions", json=CHAT).status_code == 401
+        keyed = httpx.get(instance.url + "/v1/models", headers={"Authorization": "Bearer s3cret-key"})
+        assert keyed.status_code == 200
+        # the requests above were answered without a single read more: nothing polls the keyring
+        assert locking_keyring.reads() == reads_before + 2
+    finally:
+        instance.supervisor.submit(Shutdown())
+        instance.close()
+        instance.supervisor.join(10)
+
+
+@pytest.mark.usefixtures("home")
+def test_a_keyring_locked_from_the_start_answers_503_with_a_sentence_and_never_prompts_again(
+        demo_model, tmp_path):
+    backend = LockingKeyring(tmp_path / "keyring")
+    backend.set_password(secrets.SERVICE, secrets.API_KEY_ENTRY, "s3cret-key")
+    backend.lock()
+    env = {**os.environ, "PYTHON_KEYRING_BACKEND": "tests.helpers.locking_keyring.LockingKeyring",
+           FOLDER_ENV: str(tmp_path / "keyring")}
+    run = Stoker(*run_args(demo_model), env=env)
+    try:
+        run.wait_line("ready: ")
+        url = status_json(env)["gateway"]["url"]
+        reads = backend.reads()
+        assert reads >= 1
+        for _ in range(3):
+            refused = httpx.post(url + "/v1/chat/completions", json=CHAT)
+            assert refused.status_code == 503
+            assert "keyring" in refused.json()["error"]["message"]
+            assert httpx.get(url + "/v1/models").status_code == 503
+        assert httpx.get(url + "/health").status_code == 200
+        assert backend.reads() == reads  # answered three times over, read no more
+    finally:
+        run.close()
+
