@@ -6,8 +6,10 @@ from __future__ import annotations
 from stoker.gateway.rules import (
     GatewayKey,
     KeyVerdict,
+    fetch_site_allowed,
     key_after_read,
     key_verdict,
+    may_load_model,
 )
 
 # ------------------------------------------------------------------ 1. the key never fails open
@@ -39,3 +41,27 @@ def test_the_verdict_is_503_while_unreadable_whatever_the_request_carries():
     assert key_verdict(GatewayKey("k"), "bearer k", None) is KeyVerdict.PASS
     assert key_verdict(GatewayKey("k"), None, "k") is KeyVerdict.PASS
 
+
+# ------------------------------------------------------------------ 2. no cross-site loads
+
+
+def test_a_request_from_another_site_needs_an_allowed_origin():
+    assert fetch_site_allowed(None, None) and fetch_site_allowed("none", None)
+    assert fetch_site_allowed("same-origin", None)
+    assert not fetch_site_allowed("cross-site", None)  # <img src=…>: no-cors, no Origin
+    assert not fetch_site_allowed("same-site", None)
+    assert not fetch_site_allowed("Cross-Site", "https://evil.example")
+    assert not fetch_site_allowed("cross-site", "null")
+    assert fetch_site_allowed("same-site", "http://localhost:3000")  # a local page, by its Origin
+    assert fetch_site_allowed("cross-site", "https://chat.example", ("https://chat.example",))
+    assert not fetch_site_allowed("cross-site", "https://chat.example.evil", ("https://chat.example",))
+
+
+def test_only_a_post_to_a_models_route_may_load_or_name_a_model_by_query():
+    assert may_load_model("POST", "/v1/chat/completions") and may_load_model("post", "/v1/embeddings")
+    assert may_load_model("POST", "/v1/images/generations")
+    assert not may_load_model("GET", "/v1/chat/completions")
+    assert not may_load_model("HEAD", "/v1/completions")
+    assert not may_load_model("GET", "/props") and not may_load_model("GET", "/metrics")
+    assert may_load_model("POST", "/tokenize")  # a POST carries the page's Origin
+    assert not may_load_model("POST", "/v1/models") and not may_load_model("POST", "/health")

@@ -12,6 +12,7 @@ import keyring
 import pytest
 
 from stoker.base import secrets
+from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Shutdown
 from stoker.fleet.instance import Instance
 from tests.helpers.locking_keyring import FOLDER_ENV, LockingKeyring
@@ -85,3 +86,49 @@ def test_a_keyring_locked_from_the_start_answers_503_with_a_sentence_and_never_p
     finally:
         run.close()
 
+
+# ------------------------------------------------------------------ 2. no cross-site loads
+
+
+class _Recorded:
+    """Every command the gateway process hands the supervisor; a load is answered at once
+    with a refusal, so nothing is really started."""
+
+    def __init__(self, instance: Instance) -> None:
+        self.commands: list = []
+        self._submit = instance.supervisor.submit
+        instance.supervisor.submit = self.submit
+
+    def submit(self, command) -> None:
+        self.commands.append(command)
+        if isinstance(command, cmd.EnsureModel):
+            command.answer(cmd.EnsureResult(error="not in this test"))
+            return
+        self._submit(command)
+
+    def loads(self) -> list:
+        return [c for c in self.commands if isinstance(c, cmd.EnsureModel | cmd.LoadModel | cmd.StartModel)]
+
+
+def test_a_cross_site_no_cors_get_loads_nothing(stoker_home, demo_model):
+    instance = Instance(never_prepare, port=0, extra_models=(str(demo_model),)).start()
+    recorded = _Recorded(instance)
+    try:
+        page = {"Sec-Fetch-Site": "cross-site", "Sec-Fetch-Mode": "no-cors", "Sec-Fetch-Dest": "image"}
+        for path in ("/v1/chat/completions?model=" + CHAT["model"], "/props?model=" + CHAT["model"]):
+            answer = httpx.get(instance.url + path, headers=page)
+            assert answer.status_code == 403, answer.text
+            assert "another web site" in answer.json()["error"]["message"]
+        # Not from a page: a GET still never loads, and `?model=` outside a POST names nothing.
+        assert httpx.get(instance.url + "/v1/chat/completions?model=" + CHAT["model"]).status_code == 405
+        props = httpx.get(instance.url + "/props?model=" + CHAT["model"])
+        assert props.status_code == 503 and "already loaded" in props.json()["error"]["message"]
+        assert recorded.loads() == []
+        # the control: a client's POST does ask for the load
+        assert httpx.post(instance.url + "/v1/chat/completions", json=CHAT).status_code == 503
+        assert [type(c) for c in recorded.loads()] == [cmd.EnsureModel]
+    finally:
+        instance.supervisor.submit = recorded._submit
+        instance.supervisor.submit(Shutdown())
+        instance.close()
+        instance.supervisor.join(10)

@@ -133,6 +133,25 @@ def key_verdict(key: GatewayKey, authorization: str | None, x_api_key: str | Non
     return KeyVerdict.PASS if key_matches(key.value, authorization, x_api_key) else KeyVerdict.MISSING
 
 
+def fetch_site_allowed(sec_fetch_site: str | None, origin: str | None, extra: tuple[str, ...] = ()) -> bool:
+    """A browser says in `Sec-Fetch-Site` where a request comes from. One from another site
+    (`cross-site`, or `same-site`: another port or subdomain of the same site) is allowed only
+    when it carries an Origin that is allowed: a page's `<img src=…>` or form GET is a
+    "no-cors" request with no Origin at all, which must not reach an engine (or load one)."""
+    site = (sec_fetch_site or "").strip().lower()
+    if site not in ("cross-site", "same-site"):
+        return True  # same-origin, none (typed in the address bar), or not a browser
+    return bool(origin) and origin_allowed(origin, extra)
+
+
+def may_load_model(method: str, path: str) -> bool:
+    """Only a POST to a model's route may name a model by `?model=` or load one. A browser
+    sends its Origin with every POST (checked above), but not with a GET: a page's image
+    tag, a prefetch or a crawler's GET is answered by a model already loaded, never one
+    loaded for it (/props, /slots and /metrics are read that way)."""
+    return method.upper() == "POST" and (path in PASS_THROUGH or path in ANY_MODEL)
+
+
 def key_matches(expected: str | None, authorization: str | None, x_api_key: str | None) -> bool:
     """True when no key is set, or the request carries it (`Authorization: Bearer …` as
     OpenAI clients send, or `x-api-key` as Anthropic's do); compared in constant time."""

@@ -49,8 +49,10 @@ from stoker.gateway.rules import (
     GatewayKey,
     KeyVerdict,
     error_body,
+    fetch_site_allowed,
     host_allowed,
     key_verdict,
+    may_load_model,
     origin_allowed,
     requested_model,
     unknown_model_message,
@@ -243,6 +245,10 @@ class Gateway:
         if not cors:
             return self._error(path, 403, f"Requests from the web page at {origin} are not allowed; add "
                                "that origin in Stoker's Settings to allow it.")
+        if not fetch_site_allowed(request.headers.get("Sec-Fetch-Site"), origin, self._config.cors_origins):
+            return self._error(path, 403, "Requests from another web site are not allowed unless they come "
+                               "from an origin added in Stoker's Settings (a page cannot make Stoker "
+                               "load models).")
         if request.method == "OPTIONS":
             return self._preflight(request)
         resp = await self._route(request, path)
@@ -269,8 +275,11 @@ class Gateway:
         if path not in PASS_THROUGH and path not in ANY_MODEL:
             return self._error(path, 404, f"{request.method} {path} is not an endpoint Stoker serves; "
                                "see `GET /v1/models` and the README's endpoint list.", request=request)
+        if path in PASS_THROUGH and request.method != "POST":
+            return self._error(path, 405, f"{path} answers POST only.", request=request)
+        loads = may_load_model(request.method, path)
         body = await request.read()
-        name = requested_model(body, request.headers.get("Content-Type"), request.query_string)
+        name = requested_model(body, request.headers.get("Content-Type"), request.query_string if loads else "")
         entry = await self._resolve(name)
         if entry is None and name:
             catalog = self._catalog.current
@@ -289,7 +298,7 @@ class Gateway:
                                f"last used can answer {path}; name one in `model`"
                                + (f": {', '.join(able[:5])}." if able else " (none is installed)."),
                                param="model", request=request)
-        return await self._forward(request, path, body, key)
+        return await self._forward(request, path, body, key, load=loads)
 
     async def _resolve(self, name: str | None) -> CatalogEntry | None:
         if not name:
@@ -321,13 +330,17 @@ class Gateway:
             return max(ready, key=lambda e: e.last_used_at or 0.0).model_path
         return snap.model_path if serves(snap.model_path) else None
 
-    async def _lease(self, request: web.Request, path: str, key: str | None):
-        """A route to a READY engine for `key`, loading it on demand; or an error response."""
+    async def _lease(self, request: web.Request, path: str, key: str | None, *, load: bool = True):
+        """A route to a READY engine for `key`, loading it on demand (`load`); or an error response."""
         routes = self._sup.routes
         for _ in range(5):
             route = routes.acquire(key) if key else None
             if route is not None:
                 return route, None
+            if not load:
+                return None, self._error(path, 503, f"{request.method} {path} is answered only by a model "
+                                         "that is already loaded, and none is; load one with a request "
+                                         "to an inference route or `stoker load`.", request=request)
             if self._waiting >= MAX_WAITING_REQUESTS:
                 resp = self._error(path, 503, f"{self._waiting} requests are already waiting for models "
                                    f"to load; try again in {RETRY_AFTER_S} s.", request=request)
@@ -361,8 +374,8 @@ class Gateway:
             self._waiting -= 1
 
     async def _forward(self, request: web.Request, path: str, body: bytes,
-                       key: str | None) -> web.StreamResponse:
-        route, error = await self._lease(request, path, key)
+                       key: str | None, *, load: bool = True) -> web.StreamResponse:
+        route, error = await self._lease(request, path, key, load=load)
         if error is not None:
             return error
         routes = self._sup.routes
