@@ -13,6 +13,7 @@ from pathlib import Path
 APP = Path(__file__).resolve().parents[1] / "app"
 STDLIB = set(sys.stdlib_module_names) | {"__future__"}
 PURE = frozenset({
+    "stoker.base.line_throttle",
     "stoker.desktop.notifications",
     "stoker.desktop.tray_view",
     "stoker.diagnosis.blockers",
@@ -74,6 +75,7 @@ EFFECTS = frozenset({
     "stoker.fleet.ledger",
     "stoker.fleet.supervisor",
     "stoker.gateway.child",
+    "stoker.gateway.guard",
     "stoker.gateway.images",
     "stoker.gateway.link",
     "stoker.gateway.process",

@@ -3,13 +3,21 @@ other rooms' pure checks)."""
 
 from __future__ import annotations
 
+from stoker.base.line_throttle import LineThrottle, line_shape
 from stoker.gateway.rules import (
+    FD_RESERVE,
+    MAX_CONNECTIONS,
+    OPEN_FILES_WANTED,
+    Admission,
     GatewayKey,
     KeyVerdict,
+    admission,
+    connection_cap,
     fetch_site_allowed,
     key_after_read,
     key_verdict,
     may_load_model,
+    open_files_soft_limit,
 )
 
 # ------------------------------------------------------------------ 1. the key never fails open
@@ -65,3 +73,51 @@ def test_only_a_post_to_a_models_route_may_load_or_name_a_model_by_query():
     assert not may_load_model("GET", "/props") and not may_load_model("GET", "/metrics")
     assert may_load_model("POST", "/tokenize")  # a POST carries the page's Origin
     assert not may_load_model("POST", "/v1/models") and not may_load_model("POST", "/health")
+
+
+# ------------------------------------------------------------------ 3. the gateway can't be starved
+
+
+def test_the_soft_limit_is_raised_to_the_hard_one_and_never_lowered():
+    assert open_files_soft_limit(1024, 524288, -1) == 524288
+    assert open_files_soft_limit(1024, 1024, -1) is None  # nothing to raise to
+    assert open_files_soft_limit(1024, -1, -1) == OPEN_FILES_WANTED  # hard: unlimited
+    assert open_files_soft_limit(-1, -1, -1) is None
+    assert open_files_soft_limit(200000, 524288, -1) == 524288
+    assert open_files_soft_limit(OPEN_FILES_WANTED, -1, -1) is None
+
+
+def test_the_cap_always_leaves_descriptors_for_the_engines_and_the_log():
+    assert connection_cap(1024) == 1024 - FD_RESERVE
+    assert connection_cap(524288) == MAX_CONNECTIONS
+    assert connection_cap(None) == MAX_CONNECTIONS and connection_cap(-1) == MAX_CONNECTIONS
+    assert connection_cap(100) == 16  # a tiny limit still serves someone
+
+
+def test_past_the_cap_a_new_connection_takes_a_half_sent_ones_slot_or_is_refused():
+    assert admission(0, 10, 0) is Admission.ADMIT
+    assert admission(9, 10, 9) is Admission.ADMIT
+    assert admission(10, 10, 1) is Admission.EVICT_OLDEST_WAITING
+    assert admission(11, 10, 3) is Admission.EVICT_OLDEST_WAITING
+    assert admission(10, 10, 0) is Admission.REFUSE  # every slot serves a request
+
+
+def test_a_repeated_line_passes_a_few_times_per_window_then_is_counted():
+    t = LineThrottle(window_s=10, same_line=2, total=100)
+    first, second = "accept failed: Too many open files (fd 1021)", "accept failed: Too many open files (fd 1022)"
+    assert t.offer(first, 0.0) == [first] and t.offer(second, 0.1) == [second]
+    assert all(t.offer(f"accept failed: Too many open files (fd {n})", 1.0) == [] for n in range(1000))
+    assert t.offer("something else", 2.0) == ["something else"]  # another line still passes
+    assert t.offer("accept failed: Too many open files (fd 7)", 10.0) == [
+        "(1000 repeated lines were left out of the log in the last 10 s)",
+        "accept failed: Too many open files (fd 7)"]
+    assert t.flush(15.0) == [] and t.flush(20.0) == []  # nothing held back: nothing to say
+
+
+def test_the_total_per_window_is_capped_even_for_lines_that_all_differ():
+    t = LineThrottle(window_s=10, same_line=5, total=3)
+    out = [t.offer(f"line {c}", 0.0) for c in "abcdef"]
+    assert out == [["line a"], ["line b"], ["line c"], [], [], []]
+    assert t.flush(9.9) == []
+    assert t.flush(10.0) == ["(3 repeated lines were left out of the log in the last 10 s)"]
+    assert line_shape("port 7857 pid 12") == "port # pid #"

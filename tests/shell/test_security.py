@@ -5,7 +5,13 @@ of half-sent connections cannot starve /health or stoker.log.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import socket
+import subprocess
+import sys
+import threading
+import time
 
 import httpx
 import keyring
@@ -15,9 +21,13 @@ from stoker.base import secrets
 from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Shutdown
 from stoker.fleet.instance import Instance
+from stoker.gateway.rules import HEADER_TIMEOUT_S
 from tests.helpers.locking_keyring import FOLDER_ENV, LockingKeyring
 
-from .test_faults import Stoker, home, run_args, status_json  # noqa: F401 (home: a fixture)
+from .test_faults import REPO, Stoker, home, run_args, status_json  # noqa: F401 (home: a fixture)
+
+if sys.platform != "win32":
+    import resource
 
 CHAT = {"model": "smollm2-135m-instruct:q4_1", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
 
@@ -132,3 +142,74 @@ def test_a_cross_site_no_cors_get_loads_nothing(stoker_home, demo_model):
         instance.supervisor.submit(Shutdown())
         instance.close()
         instance.supervisor.join(10)
+
+
+# ------------------------------------------------------------------ 3. the gateway can't be starved
+
+
+def _run_with_open_file_limit(soft: int, hard: int, *args) -> subprocess.Popen:
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+
+    return subprocess.Popen([sys.executable, "-m", "stoker", *args], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, preexec_fn=limit)
+
+
+def _wait_ready(proc: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.monotonic() + timeout
+    ready = threading.Event()
+
+    def read() -> None:
+        for line in proc.stdout:
+            if line.startswith("ready: "):
+                ready.set()
+
+    threading.Thread(target=read, daemon=True).start()
+    while not ready.wait(0.2):
+        assert proc.poll() is None, "stoker run ended before it was ready"
+        assert time.monotonic() < deadline, "stoker run was not ready in time"
+
+
+def _half_sent(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # never the blank line
+    return s
+
+
+@pytest.mark.usefixtures("home")
+@pytest.mark.skipif(sys.platform == "win32", reason="open-file limits are POSIX")
+@pytest.mark.parametrize("hard", [None, 1024], ids=["soft-1024-raised", "hard-1024-capped"])
+def test_1100_half_sent_connections_leave_health_answering_and_the_log_small(demo_model, stoker_home, hard):
+    soft_here, hard_here = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft_here != resource.RLIM_INFINITY and soft_here < 1400:  # this test holds 1,100 sockets itself
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard_here), hard_here))
+    hard_there = hard or hard_here
+    proc = _run_with_open_file_limit(1024, hard_there, *run_args(demo_model))
+    held: list[socket.socket] = []
+    try:
+        _wait_ready(proc)
+        url = status_json()["gateway"]["url"]
+        port = int(url.rsplit(":", 1)[1])
+        log_file = stoker_home / "logs" / "stoker.log"
+        before = log_file.stat().st_size
+        for _ in range(1100):
+            held.append(_half_sent(port))
+        started = time.monotonic()
+        health = httpx.get(url + "/health", timeout=1.0)
+        assert health.status_code == 200 and time.monotonic() - started < 1.0
+        # The held ones are dropped once their head is late: the first one sees the end.
+        first = held[-1]
+        first.settimeout(HEADER_TIMEOUT_S + 10)
+        with contextlib.suppress(ConnectionResetError):  # dropped with a reset: also the end
+            assert first.recv(1) == b""
+        assert httpx.get(url + "/health", timeout=1.0).status_code == 200
+        grown = log_file.stat().st_size - before
+        assert grown < 100_000, f"stoker.log grew by {grown} bytes"
+    finally:
+        for s in held:
+            s.close()
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()

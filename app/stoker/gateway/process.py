@@ -25,6 +25,7 @@ from collections.abc import Callable, Hashable
 from functools import partial
 from typing import TYPE_CHECKING
 
+from stoker.base.line_throttle import LineThrottle
 from stoker.base.secrets import KeyUnreadable, on_api_key_change
 from stoker.fleet import commands as cmd
 from stoker.fleet.snapshot import AppSnapshot
@@ -391,7 +392,11 @@ class GatewayProcess:
             outbox.put_latest("catalog", CatalogChanged(catalog))
 
     def _log_stderr(self, proc: subprocess.Popen) -> None:
+        throttle = LineThrottle()  # a flood of one line must not rotate stoker.log's history away
         for raw in proc.stderr:
             line = raw.decode("utf-8", "replace").rstrip()
             if line:
-                log.info("gateway: %s", line)
+                for kept in throttle.offer(line, time.monotonic()):
+                    log.info("gateway: %s", kept)
+        for kept in throttle.flush(float("inf")):
+            log.info("gateway: %s", kept)

@@ -238,3 +238,43 @@ def wrong_kind_message(model_id: str, kind: ModelKind, path: str, able: tuple[st
            ModelKind.CHAT: "a chat model GGUF"}.get(PASS_THROUGH[path], "a GGUF with a pooling type")
     return (f"{model_id} is {what} and cannot serve {path}, and no model here can serve {want}; "
             f"add one ({add}) to the library.")
+
+
+# ------------------------------------------------------------------ connections (starvation)
+
+HEADER_TIMEOUT_S = 10.0  # a connection that has not sent a whole request head by then is dropped
+MAX_CONNECTIONS = 4096
+FD_RESERVE = 128  # descriptors kept for the engines' connections, logs and the link
+OPEN_FILES_WANTED = 65536  # when the hard limit is "unlimited"
+
+
+def open_files_soft_limit(soft: int, hard: int, unlimited: int) -> int | None:
+    """The open-file soft limit the gateway process should raise itself to (None: leave it):
+    up to the hard limit, since 1,024 descriptors are used up by 1,024 idle connections."""
+    target = OPEN_FILES_WANTED if hard == unlimited else hard
+    if soft == unlimited or soft >= target:
+        return None
+    return target
+
+
+def connection_cap(soft_limit: int | None, unlimited: int = -1) -> int:
+    """How many client connections the gateway holds at once: its own cap, and always
+    FD_RESERVE descriptors under the open-file limit, so accept() never meets EMFILE."""
+    if soft_limit is None or soft_limit == unlimited:
+        return MAX_CONNECTIONS
+    return max(16, min(MAX_CONNECTIONS, soft_limit - FD_RESERVE))
+
+
+class Admission(Enum):
+    ADMIT = "admit"
+    EVICT_OLDEST_WAITING = "evict"  # drop the oldest connection still sending its request head
+    REFUSE = "refuse"  # every slot carries a real request: close the new one
+
+
+def admission(open_now: int, cap: int, waiting_for_head: int) -> Admission:
+    """A new connection always gets in while a slot is free, or by taking the slot of the
+    oldest one that has not finished its request head (a half-sent flood cannot lock out
+    /health); it is refused only when every slot serves a request."""
+    if open_now < cap:
+        return Admission.ADMIT
+    return Admission.EVICT_OLDEST_WAITING if waiting_for_head > 0 else Admission.REFUSE

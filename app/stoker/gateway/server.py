@@ -38,6 +38,7 @@ from aiohttp import ClientConnectionError, ClientSession, ClientTimeout, TCPConn
 from stoker.fleet import commands as cmd
 from stoker.fleet.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
 from stoker.fleet.snapshot import AppSnapshot, EngineState
+from stoker.gateway.guard import ConnectionGuard, GuardedSite
 from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
 from stoker.gateway.rules import (
     ANTHROPIC_PATHS,
@@ -208,8 +209,9 @@ class Gateway:
                                    keepalive_timeout=UPSTREAM_KEEPALIVE_S),
             timeout=ClientTimeout(total=None, sock_connect=10, sock_read=None),
             auto_decompress=False, skip_auto_headers=("User-Agent",))
+        guard = ConnectionGuard.for_this_process()  # a cap and a request-head timeout (issue 21)
         for s in self._sockets:
-            await web.SockSite(runner, s).start()
+            await GuardedSite(runner, s, guard).start()
         self._ready.set()
         try:
             await self._stopped.wait()
