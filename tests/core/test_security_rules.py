@@ -19,6 +19,7 @@ from stoker.gateway.rules import (
     may_load_model,
     open_files_soft_limit,
 )
+from stoker.library.store_layouts import hub_file_problem
 
 # ------------------------------------------------------------------ 1. the key never fails open
 
@@ -121,3 +122,26 @@ def test_the_total_per_window_is_capped_even_for_lines_that_all_differ():
     assert t.flush(9.9) == []
     assert t.flush(10.0) == ["(3 repeated lines were left out of the log in the last 10 s)"]
     assert line_shape("port 7857 pid 12") == "port # pid #"
+
+
+# ------------------------------------------------------------------ 5. hub names cannot escape
+
+C = "0123456789abcdef0123456789abcdef01234567"
+S = "a" * 64
+
+
+def test_a_hub_answer_with_plain_names_a_commit_and_a_sha256_is_taken():
+    assert hub_file_problem(C, "model.Q4_K_M.gguf", S) is None
+    assert hub_file_problem(C, "Q4_K_M/model-00001-of-00002.gguf", S) is None  # a subfolder is fine
+    assert hub_file_problem(C, "README.md", None) is None  # a small file: no LFS sha256
+    assert hub_file_problem(C, "v1..2.gguf", S) is None  # dots inside a part are a name
+
+
+def test_a_hub_answer_that_could_leave_the_cache_is_refused():
+    for name in ("../x.gguf", "a/../../x.gguf", "a/./x.gguf", "/etc/x.gguf", "a//x.gguf", "..",
+                 "a\\..\\x.gguf", "C:x.gguf", "c:/x.gguf", "x\0.gguf", "", "a/"):
+        assert hub_file_problem(C, name, S) is not None, name
+    for commit in ("main", C[:39], C + "0", C.upper(), "../../x", ""):
+        assert "commit" in hub_file_problem(commit, "x.gguf", S), commit
+    for sha in ("A" * 64, "a" * 63, "../" + "a" * 61, "g" * 64):
+        assert "sha256" in hub_file_problem(C, "x.gguf", sha), sha

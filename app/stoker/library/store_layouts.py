@@ -110,6 +110,28 @@ def hf_folder_of_repo(repo: str) -> str:
     return "models--" + repo.replace("/", "--")
 
 
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def hub_file_problem(commit: str, name: str, sha256: str | None) -> str | None:
+    """Why a hub's answer about one file must not be written into the cache, or None.
+
+    `snapshots/<commit>/<name>` and `blobs/<sha256>` are built from what the hub (or
+    whatever HF_ENDPOINT names) answered, so a hostile answer could name a path outside
+    the cache: a commit is 40 hex digits, a sha256 64, and a name is a relative path of
+    plain parts (no `..`, no absolute path or drive, no backslash, no empty part)."""
+    if not _COMMIT_RE.fullmatch(commit or ""):
+        return f"the hub named the commit {commit!r}, which is not 40 hexadecimal digits"
+    if sha256 is not None and not _SHA256_RE.fullmatch(sha256):
+        return f"the hub stated the sha256 {sha256[:80]!r} for {name[:200]!r}, which is not 64 hexadecimal digits"
+    if not name or "\\" in name or "\0" in name or name.startswith("/") or re.match(r"[A-Za-z]:", name):
+        return f"the hub named a file {name[:200]!r}, which is not a relative path inside the repository"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return f"the hub named a file {name[:200]!r}, whose path would leave the repository's folder"
+    return None
+
+
 def hf_model_name(repo: str, filename: str) -> str:
     """`org/repo:Q4_K_M` (the `-hf` / Ollama spelling); the file's stem when no quant is named."""
     quant = quant_of(filename)
