@@ -23,7 +23,8 @@ from stoker.planning.overrides import ModelOverrides
 # The settings the settings dialog edits (fields of stoker.base.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
                  "gateway_port", "model_memory_gib", "cors_origins", "start_at_login", "log_level",
-                 "worker_enabled", "worker_host", "worker_port", "worker_cache", "worker_allow_remote")
+                 "worker_enabled", "worker_host", "worker_port", "worker_cache", "worker_allow_remote",
+                 "read_ollama_service_store")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 

@@ -175,6 +175,13 @@ class SettingsDialog(QDialog):
         f_row.addWidget(self.folders, 1)
         f_row.addLayout(f_buttons)
         models_form.addRow("Model folders", f_row)
+        # Another account owns the service's store, and any local user can make that service
+        # pull anything: listed only when the user says so.
+        self.ollama_service = QCheckBox("Also list the Linux Ollama service's models "
+                                        "(/usr/share/ollama; another account's folder)")
+        self.ollama_service.setObjectName("ollama-service-store")
+        self.ollama_service.setVisible(sys.platform.startswith("linux"))
+        models_form.addRow("", self.ollama_service)
         self.get_model = QPushButton("Get a model…")
         self.get_model.setObjectName("get-model")
         self.get_model.clicked.connect(self.open_get_model)
@@ -298,6 +305,7 @@ class SettingsDialog(QDialog):
         self.worker_port.setValue(int(values.get("worker_port") or DEFAULT_RPC_PORT))
         self.worker_cache.setChecked(bool(values.get("worker_cache")))
         self.worker_allow_remote.setChecked(bool(values.get("worker_allow_remote")))
+        self.ollama_service.setChecked(bool(values.get("read_ollama_service_store")))
         self._check_typed()
         if self._engines_listed:
             self._select_engine(values.get("engine"))
@@ -461,6 +469,7 @@ class SettingsDialog(QDialog):
             "worker_port": self.worker_port.value(),
             "worker_cache": self.worker_cache.isChecked(),
             "worker_allow_remote": self.worker_allow_remote.isChecked(),
+            "read_ollama_service_store": self.ollama_service.isChecked(),
         }
 
     @Slot()

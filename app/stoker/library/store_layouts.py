@@ -221,11 +221,19 @@ def _blob_name(digest: object) -> str | None:
     return "sha256-" + digest[7:]
 
 
+MAX_MANIFEST_BYTES = 1 << 20  # Ollama's are under 2 kB; anything this big is not one
+
+
 def parse_ollama_manifest(text: str) -> OllamaManifest:
+    if len(text) > MAX_MANIFEST_BYTES:
+        return OllamaManifest(None, skip_reason=f"its manifest is over {MAX_MANIFEST_BYTES >> 20} MiB, "
+                                                "which no Ollama manifest is")
     try:
         data = json.loads(text)
     except ValueError:
         return OllamaManifest(None, skip_reason="its manifest is not JSON")
+    except RecursionError:  # 5,000 nested brackets (Ollama's own parser allows 10,000)
+        return OllamaManifest(None, skip_reason="its manifest is nested too deeply to be one")
     layers = data.get("layers") if isinstance(data, dict) else None
     if not isinstance(layers, list):
         return OllamaManifest(None, skip_reason="its manifest lists no layers")
@@ -283,14 +291,16 @@ def _join(base: str, *parts: str, sep: str) -> str:
     return sep.join([base.rstrip("/\\"), *parts])
 
 
-def store_roots(env: Mapping[str, str], home: str, platform: str) -> tuple[StoreRoot, ...]:
+def store_roots(env: Mapping[str, str], home: str, platform: str, *,
+                ollama_service: bool = False) -> tuple[StoreRoot, ...]:
     """Every store folder the other tools use on this OS, in the order they are listed.
 
     `platform` is sys.platform ("linux", "darwin", "win32"). Folders that do not exist are
     listed too; the walker skips them. Mirrors each tool's own lookup: Ollama's
     OLLAMA_MODELS, huggingface_hub's HF_HUB_CACHE / HF_HOME / XDG_CACHE_HOME, and llama.cpp
     b11434's LLAMA_CACHE (its `-hf` files in hub layout, `-mu` files flat) with
-    fs_get_cache_directory's per-OS default.
+    fs_get_cache_directory's per-OS default. The Linux Ollama service's store only with
+    `ollama_service` (a Settings choice, off by default): another account owns it.
     """
     win = platform == "win32"
     sep = "\\" if win else "/"
@@ -301,7 +311,7 @@ def store_roots(env: Mapping[str, str], home: str, platform: str) -> tuple[Store
     roots.append(StoreRoot(ModelOrigin.OLLAMA, StoreLayout.OLLAMA, j(env.get("USERPROFILE") or home, ".ollama",
                                                                      "models") if win else j(home, ".ollama", "models"),
                            "Ollama's default store"))
-    if platform.startswith("linux"):
+    if platform.startswith("linux") and ollama_service:
         roots.append(StoreRoot(ModelOrigin.OLLAMA, StoreLayout.OLLAMA, "/usr/share/ollama/.ollama/models",
                                "the Linux Ollama service's store"))
     hub = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE")
