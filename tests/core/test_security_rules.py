@@ -145,3 +145,16 @@ def test_a_hub_answer_that_could_leave_the_cache_is_refused():
         assert "commit" in hub_file_problem(commit, "x.gguf", S), commit
     for sha in ("A" * 64, "a" * 63, "../" + "a" * 61, "g" * 64):
         assert "sha256" in hub_file_problem(C, "x.gguf", sha), sha
+
+
+# ------------------------------------------------------------------ 7. engines without a key
+
+
+def test_the_engines_without_a_key_are_named_beside_the_key():
+    from stoker.engines.kind import DESCRIPTIONS, EngineKind, keyless_engines_note
+
+    keyless = {k for k, d in DESCRIPTIONS.items() if d.api_key_env is None}
+    assert keyless == {EngineKind.DS4, EngineKind.SD_SERVER}  # neither binary has a key option
+    note = keyless_engines_note()
+    assert "ds4-server" in note and "sd-server" in note and "llama-server" in note
+    assert "another user" in note

@@ -38,3 +38,12 @@ def test_the_ollama_service_store_is_off_until_ticked_and_the_scan_follows(qtbot
     dialog.buttons.button(QDialogButtonBox.StandardButton.Save).click()
     qtbot.waitUntil(lambda: dialog.saved, timeout=10_000)
     assert SERVICE_STORE not in {r.path for r in roots_here()}
+
+
+def test_beside_the_key_field_the_engines_without_a_key_are_named(qtbot, fake_supervisor, tmp_path, stoker_home):
+    stoker = StokerApp(fake_supervisor, StoreServices(tmp_path))
+    dialog = stoker.open_settings()
+    qtbot.waitUntil(lambda: dialog.pending == 0, timeout=10_000)
+    note = dialog.engine_key_note
+    assert note.isVisible() and "sd-server" in note.text() and "ds4-server" in note.text()
+    assert dialog.findChild(type(note), "engine-key-note") is note

@@ -46,6 +46,7 @@ from stoker.desktop.bridge import SnapshotBridge
 from stoker.desktop.services import LOG_LEVELS
 from stoker.desktop.tray_view import client_base_url
 from stoker.desktop.workers import run_in_background
+from stoker.engines.kind import keyless_engines_note
 from stoker.engines.rpc import DEFAULT_PORT as DEFAULT_RPC_PORT
 from stoker.engines.rpc import NO_AUTH_WARNING, is_loopback
 from stoker.fleet.commands import Command, LiftQuarantine, ShareWorker, StopWorker
@@ -244,6 +245,11 @@ class SettingsDialog(QDialog):
         # A wrapped label in a form row gets one line's height; the advice needs three.
         self.keyring_note.setMinimumHeight(self.keyring_note.fontMetrics().lineSpacing() * 3 + 4)
         app_form.addRow("", self.keyring_note)
+        self.engine_key_note = QLabel(keyless_engines_note())
+        self.engine_key_note.setObjectName("engine-key-note")
+        self.engine_key_note.setWordWrap(True)
+        self.engine_key_note.setMinimumHeight(self.engine_key_note.fontMetrics().lineSpacing() * 3 + 4)
+        app_form.addRow("", self.engine_key_note)
         self.log_level = QComboBox()
         self.log_level.setObjectName("log-level")
         self.log_level.addItems(list(LOG_LEVELS))
