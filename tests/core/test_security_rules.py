@@ -158,3 +158,31 @@ def test_the_engines_without_a_key_are_named_beside_the_key():
     note = keyless_engines_note()
     assert "ds4-server" in note and "sd-server" in note and "llama-server" in note
     assert "another user" in note
+
+
+# ------------------------------------------------------------------ 8. the smaller ones
+
+
+def test_a_host_header_must_end_in_a_port_of_digits():
+    from stoker.gateway.rules import host_allowed, host_name
+
+    assert host_allowed("localhost:7857") and host_allowed("127.0.0.1:7857") and host_allowed("[::1]:7857")
+    assert host_allowed("localhost") and host_allowed("[::1]")
+    for bad in ("localhost:7857@evil.com", "localhost:@evil.com", "localhost:", "127.0.0.1:80x",
+                "[::1]:7857@evil.com", "[::1]evil", "[::1]:", "localhost:７８５７", "[::1"):
+        assert not host_allowed(bad), bad
+    assert host_name("LOCALHOST:7857") == "localhost"
+
+
+def test_extra_args_that_reach_out_are_refused_with_a_sentence_and_others_pass():
+    from stoker.planning.overrides import extra_arg_problem, validate_overrides
+
+    for arg in ("--rpc", "--rpc=203.0.113.7:50052", "-hf", "--hf-repo", "-mu", "--model-url=http://x",
+                "--api-prefix", "--mmproj-url", "--tools", "--agent", "--mcp-servers-json", "--media-path"):
+        problem = extra_arg_problem(arg)
+        assert problem is not None and arg.split("=")[0] in problem and "refuses" in problem, arg
+    assert "routes" in extra_arg_problem("--api-prefix")
+    for fine in ("--jinja", "--temp", "0.7", "--lora", "--reasoning-budget", "203.0.113.7:50052"):
+        assert extra_arg_problem(fine) is None, fine
+    ov, errors = validate_overrides({"extra_args": "--jinja --rpc 203.0.113.7:50052"})
+    assert ov.extra_args == () and "--rpc" in errors[0]

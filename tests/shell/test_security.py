@@ -133,6 +133,9 @@ def test_a_cross_site_no_cors_get_loads_nothing(stoker_home, demo_model):
         assert httpx.get(instance.url + "/v1/chat/completions?model=" + CHAT["model"]).status_code == 405
         props = httpx.get(instance.url + "/props?model=" + CHAT["model"])
         assert props.status_code == 503 and "already loaded" in props.json()["error"]["message"]
+        port = instance.url.rsplit(":", 1)[1]
+        smuggled = httpx.get(instance.url + "/health", headers={"Host": f"localhost:{port}@evil.example"})
+        assert smuggled.status_code == 403 and "loopback" in smuggled.json()["error"]["message"]
         assert recorded.loads() == []
         # the control: a client's POST does ask for the load
         assert httpx.post(instance.url + "/v1/chat/completions", json=CHAT).status_code == 503

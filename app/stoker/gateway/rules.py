@@ -53,15 +53,21 @@ _LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost", "ip6-lo
 
 
 def host_name(host_header: str | None) -> str | None:
-    """The name in a Host header without its port ("[::1]:7857" → "::1")."""
+    """The name in a Host header without its port ("[::1]:7857" → "::1"); None when what
+    follows the name is not a port of digits (`localhost:7857@evil.com` names no host)."""
     if not host_header:
         return None
     h = host_header.strip().lower()
     if h.startswith("["):
         end = h.find("]")
-        return h[1:end] if end > 0 else None
+        rest = h[end + 1:] if end > 0 else ""
+        if end <= 0 or (rest and not (rest[0] == ":" and rest[1:].isdigit() and rest[1:].isascii())):
+            return None
+        return h[1:end]
     if h.count(":") == 1:
-        h = h.split(":", 1)[0]
+        h, port = h.split(":", 1)
+        if not (port.isdigit() and port.isascii()):
+            return None
     return h
 
 
