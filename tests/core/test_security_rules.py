@@ -186,3 +186,16 @@ def test_extra_args_that_reach_out_are_refused_with_a_sentence_and_others_pass()
         assert extra_arg_problem(fine) is None, fine
     ov, errors = validate_overrides({"extra_args": "--jinja --rpc 203.0.113.7:50052"})
     assert ov.extra_args == () and "--rpc" in errors[0]
+
+
+def test_no_part_of_a_key_is_left_in_an_engine_log_line():
+    from stoker.engines.engine_log import REDACTED, redact_secrets
+
+    assert redact_secrets("0.00.022.973 I srv  init_listene: api_keys: ****zq9X") == (
+        f"0.00.022.973 I srv  init_listene: api_keys: {REDACTED}")
+    assert redact_secrets("srv  init: api_key: abc") == f"srv  init: api_key: {REDACTED}"
+    assert redact_secrets("Authorization: Bearer s3cret-long-key", ("s3cret-long-key",)) == (
+        f"Authorization: Bearer {REDACTED}")
+    assert redact_secrets("load_tensors: CPU model buffer size = 92.10 MiB", ("short",)) == (
+        "load_tensors: CPU model buffer size = 92.10 MiB")  # a short value is never searched for
+    assert redact_secrets("the key is abcd", ("abcd",)) == "the key is abcd"
