@@ -175,7 +175,9 @@ def _wait_ready(proc: subprocess.Popen, timeout: float = 120) -> None:
 
 def _half_sent(port: int) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
-    s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # never the blank line
+    # Past the cap the gateway may drop an older half-sent one before it sent a byte: fine.
+    with contextlib.suppress(ConnectionError):
+        s.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # never the blank line
     return s
 
 
