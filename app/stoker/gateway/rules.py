@@ -250,7 +250,11 @@ def wrong_kind_message(model_id: str, kind: ModelKind, path: str, able: tuple[st
 
 HEADER_TIMEOUT_S = 10.0  # a connection that has not sent a whole request head by then is dropped
 MAX_CONNECTIONS = 4096
-FD_RESERVE = 128  # descriptors kept for the engines' connections, logs and the link
+# Descriptors kept free under the open-file limit: asyncio accepts up to a listen backlog
+# (128) of connections in one pass before the guard can drop any (a dropped socket is closed
+# on the next pass), and the engines' connections, logs and the link need theirs. Less, and
+# a flood makes accept() meet EMFILE, after which asyncio stops accepting for 1 s.
+FD_RESERVE = 320
 OPEN_FILES_WANTED = 65536  # when the hard limit is "unlimited"
 
 
