@@ -112,3 +112,9 @@ def test_embedding_and_rerank_models_get_their_flags_and_nobody_sleeps():
     for kind in ModelKind:
         argv = build_launch_spec(plan(), binary="b", port=1, serves=kind).argv
         assert "--sleep-idle-seconds" not in argv
+
+
+@pytest.mark.parametrize("bad", ["--rpc", "-hf", "-mu", "--api-prefix=/x"])
+def test_a_plan_whose_extra_args_reach_out_is_refused_even_unvalidated(bad):
+    with pytest.raises(ValueError, match="Stoker refuses it"):
+        build_launch_spec(plan(extra_args=(bad, "203.0.113.7:50052")), binary="b", port=1)

@@ -89,7 +89,10 @@ def test_store_roots_per_os():
     linux = store_roots({}, "/home/u", "linux")
     paths = {(r.origin, r.layout, r.path) for r in linux}
     assert (ModelOrigin.OLLAMA, StoreLayout.OLLAMA, "/home/u/.ollama/models") in paths
-    assert (ModelOrigin.OLLAMA, StoreLayout.OLLAMA, "/usr/share/ollama/.ollama/models") in paths
+    assert "/usr/share/ollama/.ollama/models" not in {r.path for r in linux}  # another account's: off by default
+    service = store_roots({}, "/home/u", "linux", ollama_service=True)
+    assert (ModelOrigin.OLLAMA, StoreLayout.OLLAMA, "/usr/share/ollama/.ollama/models") in {
+        (r.origin, r.layout, r.path) for r in service}
     assert (ModelOrigin.HF, StoreLayout.HF, "/home/u/.cache/huggingface/hub") in paths
     assert (ModelOrigin.LMSTUDIO, StoreLayout.LMSTUDIO, "/home/u/.lmstudio/models") in paths
     assert (ModelOrigin.LLAMA_CPP, StoreLayout.FLAT, "/home/u/.cache/llama.cpp") in paths
@@ -101,6 +104,8 @@ def test_store_roots_per_os():
             (ModelOrigin.LLAMA_CPP, StoreLayout.FLAT, "/big/llama")} <= paths
     mac = {r.path for r in store_roots({}, "/Users/u", "darwin")}
     assert "/Users/u/Library/Caches/llama.cpp" in mac and "/usr/share/ollama/.ollama/models" not in mac
+    assert "/usr/share/ollama/.ollama/models" not in {
+        r.path for r in store_roots({}, "/Users/u", "darwin", ollama_service=True)}
     win = {r.path for r in store_roots({"USERPROFILE": "C:\\Users\\u", "LOCALAPPDATA": "C:\\Users\\u\\AppData\\Local"},
                                        "C:\\Users\\u", "win32")}
     assert "C:\\Users\\u\\.ollama\\models" in win and "C:\\Users\\u\\AppData\\Local\\llama.cpp" in win
@@ -108,3 +113,14 @@ def test_store_roots_per_os():
 
 def test_only_stokers_own_downloads_may_be_deleted():
     assert {o for o in ModelOrigin if may_delete(o)} == {ModelOrigin.LIBRARY, ModelOrigin.PULLED}
+
+
+def test_a_manifest_too_deep_or_too_big_is_a_reason_not_an_exception():
+    from stoker.library.store_layouts import MAX_MANIFEST_BYTES, parse_ollama_manifest
+
+    deep = parse_ollama_manifest('{"layers": ' + "[" * 5000 + "]" * 5000 + "}")
+    assert deep.model_blob is None and "nested too deeply" in deep.skip_reason
+    big = parse_ollama_manifest('{"layers": []' + " " * MAX_MANIFEST_BYTES + "}")
+    assert big.model_blob is None and "over 1 MiB" in big.skip_reason
+    fine = parse_ollama_manifest('{"layers": ' + "[" * 50 + "]" * 50 + "}")
+    assert fine.skip_reason == "its manifest has no model layer"

@@ -44,6 +44,9 @@ class Knobs:
     cut_after: dict[str, int] = field(default_factory=dict)  # file -> cut the connection once after N bytes
     slow_s_per_mib: float = 0.0
     corrupt_at: dict[str, int] = field(default_factory=dict)  # file -> byte offset served flipped
+    # A hostile hub: the commit it names, and the sha256 it states for a file (API and ETag).
+    commit: str = COMMIT
+    stated_sha256: dict[str, str] = field(default_factory=dict)
 
 
 class FakeHub:
@@ -114,11 +117,11 @@ class FakeHub:
         if r is None:
             return self._error(h, 404, "RepoNotFound", f"Repository {repo} not found")
         siblings = [{"rfilename": n, "size": p.stat().st_size, "blobId": sha256_of(p)[:40],
-                     "lfs": {"size": p.stat().st_size, "sha256": sha256_of(p), "pointerSize": 134}}
+                     "lfs": {"size": p.stat().st_size, "sha256": self._sha(n, p), "pointerSize": 134}}
                     for n, p in r.files.items()]
         siblings += [{"rfilename": n, "size": len(t), "blobId": hashlib.sha1(t).hexdigest()}
                      for n, t in r.texts.items()]
-        data = json.dumps({"id": repo, "modelId": repo, "sha": COMMIT, "private": False, "gated": False,
+        data = json.dumps({"id": repo, "modelId": repo, "sha": self.knobs.commit, "private": False, "gated": False,
                            "siblings": siblings, "tags": ["gguf"]}).encode()
         h.send_response(200)
         h.send_header("Content-Type", "application/json")
@@ -126,6 +129,9 @@ class FakeHub:
         h.end_headers()
         if body:
             h.wfile.write(data)
+
+    def _sha(self, name: str, path: Path) -> str:
+        return self.knobs.stated_sha256.get(name) or sha256_of(path)
 
     def _file(self, h, repo: str, name: str, body: bool) -> None:
         r = self.repos.get(repo)
@@ -142,8 +148,8 @@ class FakeHub:
             start = int(m.group(1))
             end = min(size - 1, int(m.group(2))) if m.group(2) else size - 1
         h.send_response(206 if rng else 200)
-        h.send_header("X-Repo-Commit", COMMIT)
-        h.send_header("ETag", f'"{sha256_of(path)}"')
+        h.send_header("X-Repo-Commit", self.knobs.commit)
+        h.send_header("ETag", f'"{self._sha(name, path)}"')
         h.send_header("Accept-Ranges", "bytes")
         h.send_header("Content-Length", str(end - start + 1))
         if rng:

@@ -24,3 +24,11 @@ def test_level_from_settings_and_one_set_of_handlers(stoker_home):
                 logger.removeHandler(h)
                 h.close()
         logger.setLevel(logging.NOTSET)
+
+
+def test_the_log_folder_is_made_private_and_an_open_one_is_tightened(stoker_home):
+    logs = stoker_paths().logs
+    logs.mkdir(parents=True)
+    logs.chmod(0o755)  # what an older Stoker left
+    stoker_paths().ensure()
+    assert logs.stat().st_mode & 0o777 == 0o700

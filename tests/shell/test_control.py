@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import socket
+import stat
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +16,8 @@ from stoker.diagnosis.views import IncidentView
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.fleet.status_report import status_lines, status_object
 from stoker.instance.control import AlreadyRunning, ControlServer, request, socket_path
+
+IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
 
 
 def handler_with(calls):
@@ -51,11 +58,49 @@ def test_stale_socket_file_is_removed_and_reclaimed(tmp_path):
         assert request("status", run_dir=tmp_path)["ok"]
 
 
-def test_long_run_dir_uses_a_short_socket_path(tmp_path):
+@pytest.fixture
+def short_tmp(monkeypatch):
+    """A shared temp folder with a short name (pytest's own are too long for a socket)."""
+    folder = Path(tempfile.mkdtemp(prefix="st"))
+    folder.chmod(0o1777)
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_long_run_dir_uses_a_short_socket_path(tmp_path, monkeypatch, short_tmp):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     deep = tmp_path / ("x" * 120)
-    assert len(str(socket_path(deep))) < 100
     with ControlServer(handler_with([]), run_dir=deep):
-        assert request("status", run_dir=deep)["ok"]
+        path = socket_path(deep)
+        assert len(str(path)) < 100 and request("status", run_dir=deep)["ok"]
+        # Not a guessable name in the shared temp folder: in a folder of this user's, 0700.
+        assert path.parent == short_tmp / f"stoker-{os.getuid()}"
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700
+
+
+def test_a_long_run_dir_prefers_the_users_runtime_folder(tmp_path, monkeypatch, short_tmp):
+    runtime = tmp_path / "run-user"
+    runtime.mkdir(mode=0o700)
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
+    deep = tmp_path / ("x" * 120)
+    with ControlServer(handler_with([]), run_dir=deep):
+        assert socket_path(deep).parent == runtime and request("status", run_dir=deep)["ok"]
+    runtime.chmod(0o755)  # a runtime folder others may enter is passed over
+    assert socket_path(deep, create=True).parent == Path(tempfile.gettempdir()) / f"stoker-{os.getuid()}"
+
+
+@pytest.mark.skipif(not IS_ROOT, reason="making a folder another user owns needs root")
+def test_a_squatted_short_socket_folder_is_refused_not_used(tmp_path, monkeypatch, short_tmp):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    squat = short_tmp / f"stoker-{os.getuid()}"
+    squat.mkdir(mode=0o777)
+    os.chown(squat, 65534, 65534)  # another user made it first
+    deep = tmp_path / ("x" * 120)
+    with pytest.raises(OSError, match="not a folder only you can use"):
+        ControlServer(handler_with([]), run_dir=deep).claim()
+    assert request("status", run_dir=deep) is None  # a client never talks to a squatter's socket
+    assert list(squat.iterdir()) == []
 
 
 def test_tcp_needs_the_token(tmp_path):

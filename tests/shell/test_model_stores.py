@@ -251,3 +251,44 @@ def test_run_an_ollama_model_by_its_ollama_name(user_home, demo_model, engine_bi
         assert engines_running(engine_binary) == []
     finally:
         run.close()
+
+
+def test_a_deep_and_a_huge_manifest_are_skipped_with_reasons_and_the_rest_listed(user_home, demo_model):
+    """A manifest nested 5,000 deep (Ollama's own parser allows 10,000) raised RecursionError
+    out of the catalog refresh, so Stoker did not start; one of 100 MB was read whole."""
+    ollama_store(user_home, demo_model, copy=True)
+    tags = user_home / ".ollama" / "models" / "manifests" / "registry.ollama.ai" / "library"
+    deep = tags / "deep" / "latest"
+    deep.parent.mkdir(parents=True)
+    deep.write_text('{"layers": ' + "[" * 5000 + "]" * 5000 + "}")
+    huge = tags / "huge" / "latest"
+    huge.parent.mkdir(parents=True)
+    with open(huge, "wb") as f:
+        f.write(b'{"layers": [')
+        f.truncate(100 * 1000 * 1000)  # sparse: 100 MB to read, none to write
+    model_stores.clear_cache()
+    scan = model_stores.scan_stores()  # what the catalog refresh does at start
+    assert [m.origin_name for m in scan.models] == ["smollm2:135m"]
+    reasons = {s.origin_name: s.reason for s in scan.skipped}
+    assert "nested too deeply" in reasons["deep:latest"]
+    assert "over 1 MiB" in reasons["huge:latest"]
+    out = models_json()
+    assert [m["origin_name"] for m in out["models"]] == ["smollm2:135m"]
+    assert {s["origin_name"] for s in out["skipped"]} == {"deep:latest", "huge:latest"}
+    human = stoker("models")
+    assert human.returncode == 0 and "skipped deep:latest" in human.stdout and "skipped huge:latest" in human.stdout
+    assert "Traceback" not in human.stderr
+
+
+def test_the_linux_ollama_services_store_is_read_only_when_settings_say_so(user_home):
+    from stoker.base.store import SettingsStore
+
+    service = "/usr/share/ollama/.ollama/models"
+    assert service not in {r.path for r in model_stores.roots_here()}
+    SettingsStore().update(read_ollama_service_store=True)
+    expected = sys.platform.startswith("linux")
+    assert (service in {r.path for r in model_stores.roots_here()}) is expected
+    stores = {s["path"] for s in models_json()["stores"]}
+    assert (service in stores) is expected
+    SettingsStore().update(read_ollama_service_store=False)
+    assert service not in {s["path"] for s in models_json()["stores"]}

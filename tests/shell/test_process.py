@@ -237,3 +237,21 @@ def test_no_record_means_no_engine(engine_binary, demo_model, stoker_home, monke
     with pytest.raises(OSError, match="could not record the engine"):
         EngineProcess.start(demo_spec(engine_binary, demo_model), log_dir=stoker_paths().logs)
     assert engines_running(engine_binary) == []  # nothing was spawned under this home
+
+
+def test_no_part_of_the_engines_key_reaches_its_log_and_the_log_folder_is_private(engine_binary, demo_model,
+                                                                                  stoker_home):
+    """llama-server prints `api_keys: ****` and the key's last four characters at start."""
+    key = "per-launch-key-zq9X"
+    proc = EngineProcess.start(demo_spec(engine_binary, demo_model), secrets={"LLAMA_API_KEY": key},
+                               log_dir=stoker_paths().logs)
+    try:
+        result = wait_ready(proc.spec.endpoint, proc, deadline_s=60)
+        assert result.ready, result.reason
+    finally:
+        proc.stop(grace_s=5)
+    log = (stoker_paths().logs / "engine.log").read_text()
+    assert "api_keys: (set; not logged)" in log  # the engine's own line, seen and redacted
+    assert "zq9X" not in log and key not in log and "****" not in log
+    assert not any("zq9X" in line for line in proc.tail())
+    assert oct(stoker_paths().logs.stat().st_mode & 0o777) == "0o700"

@@ -178,3 +178,35 @@ def test_split_parts_and_the_repositorys_projector_come_together(stoker_home, de
     (m,) = [m for m in listed().values() if m["origin_name"] == f"{repo}:Q8_0"]
     assert m["split_parts"] == 2 and m["size_bytes"] == sum(p.stat().st_size for p in demo_q8_split)
     assert m["mmproj"].endswith("mmproj-SmolLM2-135M-f16.gguf") and m["path"] == str(first)
+
+
+# ------------------------------------------------------------------ a hostile hub (issue 21)
+
+HOSTILE = "stoker-test/hostile-GGUF"
+ESCAPE = "../../../../victim/important.Q4_1.gguf"
+
+
+@pytest.mark.parametrize("knob", ["dotdot-name", "absolute-name", "backslash-name", "commit", "sha256"])
+def test_a_hostile_hub_answer_is_refused_and_nothing_outside_is_touched(stoker_home, demo_model, tmp_path,
+                                                                       monkeypatch, knob):
+    victim = tmp_path / "victim" / "important.Q4_1.gguf"
+    victim.parent.mkdir()
+    victim.write_bytes(b"the user's own file")
+    name = {"dotdot-name": ESCAPE, "absolute-name": str(victim),
+            "backslash-name": "..\\..\\..\\..\\victim\\important.Q4_1.gguf"}.get(knob, "important.Q4_1.gguf")
+    with FakeHub({HOSTILE: HubRepo({name: demo_model})}) as server:
+        if knob == "commit":
+            server.knobs.commit = "../../../../victim"
+        if knob == "sha256":
+            server.knobs.stated_sha256[name] = "../../../../victim/important.Q4_1.gguf".ljust(64, "x")
+        monkeypatch.setenv("HF_ENDPOINT", server.url)
+        monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path / "hub"))
+        done = pull(HOSTILE, "--file", name)
+        gets = server.body_gets(name.rsplit("/", 1)[-1])
+    assert done.returncode != 0, done.stdout
+    assert "Stoker refused the answer" in done.stderr and "wrote nothing" in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr
+    assert victim.read_bytes() == b"the user's own file" and not victim.is_symlink()
+    assert sorted(p.name for p in victim.parent.iterdir()) == ["important.Q4_1.gguf"]
+    hub_files = [p for p in (tmp_path / "hub").rglob("*") if p.is_file()] if (tmp_path / "hub").exists() else []
+    assert hub_files == [] and gets == []  # nothing was downloaded

@@ -62,3 +62,15 @@ def test_no_backend_says_what_to_install(use_backend, backend, monkeypatch):
     assert secrets.get_api_key() is None
     with pytest.raises(secrets.SecretsUnavailable, match="keyrings.alt"):
         secrets.set_api_key("x")
+
+
+def test_a_locked_keyring_is_unreadable_not_no_key(use_backend, tmp_path):
+    from tests.helpers.locking_keyring import LockingKeyring
+
+    locking = LockingKeyring(tmp_path)
+    use_backend(locking)
+    secrets.set_api_key("s3cret")
+    assert secrets.get_api_key() == "s3cret"
+    locking.lock()
+    with pytest.raises(secrets.KeyUnreadable, match="unlock it"):
+        secrets.get_api_key()

@@ -11,7 +11,7 @@ import logging
 import logging.handlers
 import sys
 
-from stoker.base.paths import stoker_paths
+from stoker.base.paths import private_folder, stoker_paths
 from stoker.base.store import SettingsStore
 
 LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
@@ -32,7 +32,7 @@ def configure_logging(level_name: str | None = None) -> logging.Logger:
     logger.setLevel(LEVELS.get(level_name, logging.INFO))
     if not any(getattr(h, _MARK, False) for h in logger.handlers):
         try:
-            paths.logs.mkdir(parents=True, exist_ok=True)
+            private_folder(paths.logs)
             file_handler = logging.handlers.RotatingFileHandler(
                 paths.logs / "stoker.log", maxBytes=2 * 1024 * 1024, backupCount=2, encoding="utf-8")
             file_handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))

@@ -50,6 +50,17 @@ MAX_SLOTS = 256
 FORBIDDEN_EXTRA_ARGS = ("--no-mmap", "--mlock", "--api-key", "--api-key-file", "--host", "--port",
                         "-m", "--model", "--log-file")
 
+# llama-server b11434 flags that reach the network or hand a request more than a model
+# (downloads, RPC servers, tools and MCP servers, local media files) or that move the
+# routes the gateway forwards to: refused in extra_args, whoever wrote them.
+REACHES_OUT_EXTRA_ARGS = frozenset({
+    "--rpc", "-mu", "--model-url", "-dr", "--docker-repo", "-hf", "-hfr", "--hf-repo", "-hff", "--hf-file",
+    "-hft", "--hf-token", "--spec-draft-hf", "-hfd", "-hfrd", "--hf-repo-draft", "-hfv", "-hfrv",
+    "--hf-repo-v", "-hffv", "--hf-file-v", "-mmu", "--mmproj-url", "--tools", "--tools-runtime",
+    "--mcp-servers-config", "--mcp-servers-json", "-ag", "--agent", "--ui-mcp-proxy", "--webui-mcp-proxy",
+    "--media-path", "--api-prefix", "--ssl-key-file", "--ssl-cert-file",
+})
+
 _TRUE = ("true", "on", "yes", "1", "enabled")
 _FALSE = ("false", "off", "no", "0", "disabled")
 
@@ -113,12 +124,26 @@ def _extra_args(value, errors: list[str]) -> tuple[str, ...] | None:
         errors.append(f"extra_args must be a list of strings, got {value!r}")
         return None
     for a in value:
-        name = a.split("=", 1)[0]
-        if name in FORBIDDEN_EXTRA_ARGS:
-            errors.append(f"extra_args may not contain {name}: Stoker sets it itself or it does not "
-                          f"exist in llama-server b11434")
+        problem = extra_arg_problem(a)
+        if problem is not None:
+            errors.append(problem)
             return None
     return tuple(value)
+
+
+def extra_arg_problem(arg: str) -> str | None:
+    """Why one extra argument may not reach llama-server, or None."""
+    name = arg.split("=", 1)[0]
+    if name in FORBIDDEN_EXTRA_ARGS:
+        return (f"extra_args may not contain {name}: Stoker sets it itself or it does not "
+                f"exist in llama-server b11434")
+    if name in REACHES_OUT_EXTRA_ARGS:
+        what = ("moves the routes Stoker forwards to" if name == "--api-prefix" else
+                "changes how Stoker talks to the engine" if name.startswith("--ssl") else
+                "lets the engine reach the network or local files on a request's behalf")
+        return (f"extra_args may not contain {name}: it {what}; Stoker refuses it (pull models with "
+                f"`stoker pull`, add RPC workers in Settings or with `stoker run --rpc`)")
+    return None
 
 
 def _aliases(value, errors: list[str]) -> tuple[str, ...] | None:

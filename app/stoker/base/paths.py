@@ -37,9 +37,20 @@ class Paths:
         return self.data / "run"
 
     def ensure(self) -> Paths:
-        for p in (self.config, self.data, self.cache, self.logs):
+        for p in (self.config, self.data, self.cache):
             p.mkdir(parents=True, exist_ok=True)
+        private_folder(self.logs)
         return self
+
+
+def private_folder(path: Path) -> Path:
+    """`path` made (with its parents) and kept 0700: logs say which models a user runs and
+    what the engines printed, which is no other local user's business. A folder an older
+    Stoker made 0755 is tightened."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if os.name == "posix" and (path.stat().st_mode & 0o077):
+        os.chmod(path, 0o700)
+    return path
 
 
 def stoker_paths() -> Paths:

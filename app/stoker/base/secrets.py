@@ -8,6 +8,7 @@ install) instead of raising. Must not log or print the key.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 
@@ -38,10 +39,8 @@ def _changed() -> None:
     with _listeners_lock:
         callbacks = list(_listeners)
     for cb in callbacks:
-        try:
+        with contextlib.suppress(Exception):  # a listener's failure must not undo the save
             cb()
-        except Exception:
-            pass
 
 INSTALL_HINT = ("install gnome-keyring or KWallet (and log in to a desktop session), "
                 "or run `pip install keyrings.alt` for a file-based store")
@@ -49,6 +48,12 @@ INSTALL_HINT = ("install gnome-keyring or KWallet (and log in to a desktop sessi
 
 class SecretsUnavailable(Exception):
     """No keyring backend can store the key; the message says what to install."""
+
+
+class KeyUnreadable(Exception):
+    """A keyring exists but could not be read just now (locked, its service gone): not the
+    same as "no key stored", which would open the gateway to everyone. The message says
+    what to do."""
 
 
 def _backend():
@@ -81,7 +86,11 @@ def keyring_status() -> tuple[bool, str]:
 
 
 def get_api_key(entry: str = API_KEY_ENTRY) -> str | None:
-    """The stored key, or None when none is stored or no keyring exists."""
+    """The stored key, or None when none is stored or no keyring backend exists at all.
+    Raises KeyUnreadable when a keyring exists but refuses the read (a locked GNOME keyring
+    raises KeyringLocked): the caller must not take that for "no key". Each call may make
+    the desktop ask to unlock the keyring, so callers read it when the user acts (start,
+    a save in Settings), never on a timer."""
     available, _ = keyring_status()
     if not available:
         return None
@@ -89,8 +98,11 @@ def get_api_key(entry: str = API_KEY_ENTRY) -> str | None:
 
     try:
         return keyring.get_password(SERVICE, entry)
-    except Exception:  # a locked or vanished keyring reads as "no key", never a crash
-        return None
+    except Exception as exc:  # KeyringLocked, a D-Bus error, a backend's own failure
+        reason = str(exc) or type(exc).__name__
+        raise KeyUnreadable(f"The keyring could not be read ({reason}); unlock it (log in to the "
+                            "desktop session), then save the key again in Stoker's Settings or "
+                            "restart Stoker.") from None
 
 
 def set_api_key(value: str | None, entry: str = API_KEY_ENTRY) -> None:
@@ -105,10 +117,8 @@ def set_api_key(value: str | None, entry: str = API_KEY_ENTRY) -> None:
         if value:
             keyring.set_password(SERVICE, entry, value)
         else:
-            try:
+            with contextlib.suppress(PasswordDeleteError):  # nothing stored: already done
                 keyring.delete_password(SERVICE, entry)
-            except PasswordDeleteError:
-                pass  # nothing stored: deleting is already done
     except KeyringError as exc:
         raise SecretsUnavailable(f"The keyring refused the API key ({exc}); {INSTALL_HINT}.") \
             from None

@@ -221,6 +221,9 @@ class AppSettings:
     worker_port: int = DEFAULT_RPC_PORT
     worker_cache: bool = False
     worker_allow_remote: bool = False
+    # The Linux Ollama service's store (/usr/share/ollama) belongs to another account, which
+    # any local user can make pull anything: its models are listed only when this is on.
+    read_ollama_service_store: bool = False
     # Keys a newer Stoker wrote; kept so saving from this version does not drop them.
     extra: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
@@ -293,7 +296,8 @@ def _check_setting(name: str, value, default):
         except ValueError as exc:
             return default, f"rpc_workers: {exc}"
         return default, "rpc_workers must be a list of HOST:PORT strings"
-    if name in ("start_at_login", "worker_enabled", "worker_cache", "worker_allow_remote", "ollama_port"):
+    if name in ("start_at_login", "worker_enabled", "worker_cache", "worker_allow_remote", "ollama_port",
+                "read_ollama_service_store"):
         if isinstance(value, bool):
             return value, None
         return default, f"{name} must be true or false"

@@ -48,6 +48,7 @@ from stoker.desktop.get_model import GetModelDialog
 from stoker.desktop.services import LOG_LEVELS
 from stoker.desktop.tray_view import client_base_url
 from stoker.desktop.workers import run_in_background
+from stoker.engines.kind import keyless_engines_note
 from stoker.engines.rpc import NO_AUTH_WARNING, is_loopback
 from stoker.fleet.commands import Command, LiftQuarantine, ShareWorker, StopWorker
 from stoker.fleet.snapshot import AppSnapshot
@@ -182,6 +183,13 @@ class SettingsDialog(QDialog):
         f_row.addWidget(self.folders, 1)
         f_row.addLayout(f_buttons)
         models_form.addRow("Model folders", f_row)
+        # Another account owns the service's store, and any local user can make that service
+        # pull anything: listed only when the user says so.
+        self.ollama_service = QCheckBox("Also list the Linux Ollama service's models "
+                                        "(/usr/share/ollama; another account's folder)")
+        self.ollama_service.setObjectName("ollama-service-store")
+        self.ollama_service.setVisible(sys.platform.startswith("linux"))
+        models_form.addRow("", self.ollama_service)
         self.get_model = QPushButton("Get a model…")
         self.get_model.setObjectName("get-model")
         self.get_model.clicked.connect(self.open_get_model)
@@ -244,6 +252,11 @@ class SettingsDialog(QDialog):
         # A wrapped label in a form row gets one line's height; the advice needs three.
         self.keyring_note.setMinimumHeight(self.keyring_note.fontMetrics().lineSpacing() * 3 + 4)
         app_form.addRow("", self.keyring_note)
+        self.engine_key_note = QLabel(keyless_engines_note())
+        self.engine_key_note.setObjectName("engine-key-note")
+        self.engine_key_note.setWordWrap(True)
+        self.engine_key_note.setMinimumHeight(self.engine_key_note.fontMetrics().lineSpacing() * 3 + 4)
+        app_form.addRow("", self.engine_key_note)
         self.log_level = QComboBox()
         self.log_level.setObjectName("log-level")
         self.log_level.addItems(list(LOG_LEVELS))
@@ -306,6 +319,7 @@ class SettingsDialog(QDialog):
         self.worker_port.setValue(int(values.get("worker_port") or DEFAULT_RPC_PORT))
         self.worker_cache.setChecked(bool(values.get("worker_cache")))
         self.worker_allow_remote.setChecked(bool(values.get("worker_allow_remote")))
+        self.ollama_service.setChecked(bool(values.get("read_ollama_service_store")))
         self._check_typed()
         if self._engines_listed:
             self._select_engine(values.get("engine"))
@@ -469,6 +483,7 @@ class SettingsDialog(QDialog):
             "worker_port": self.worker_port.value(),
             "worker_cache": self.worker_cache.isChecked(),
             "worker_allow_remote": self.worker_allow_remote.isChecked(),
+            "read_ollama_service_store": self.ollama_service.isChecked(),
         }
 
     @Slot()

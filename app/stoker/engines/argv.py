@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ipaddress
 
+from stoker.base.overrides import extra_arg_problem
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.library.model_ids import ModelKind
 from stoker.planning.plan import LaunchPlan
@@ -63,6 +64,10 @@ def build_launch_spec(plan: LaunchPlan, *, binary: str, port: int, host: str = "
     if bad:
         raise ValueError(f"extra argument {bad[0]} does not exist in llama-server b11434 or would put a "
                          f"secret on the command line; remove it from the model's extra_args")
+    for a in plan.extra_args:  # also when the plan's overrides came from somewhere unchecked
+        problem = extra_arg_problem(a)
+        if problem is not None:
+            raise ValueError(problem)
     argv: list[str] = [binary, "-lv", "4", "-m", plan.model_path, "--host", host, "--port", str(port),
                        "-c", str(plan.ctx), "-np", str(plan.slots),
                        "-kvu" if plan.kv_unified else "-no-kvu",

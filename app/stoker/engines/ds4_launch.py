@@ -336,7 +336,8 @@ def ds4_summary_line(plan: Ds4Plan) -> str:
 
 def ds4_launch_spec(plan: Ds4Plan, *, binary: str, port: int, log_file: str | None = None) -> LaunchSpec:
     """The ds4-server command for a plan: exactly the seed's flags, cwd the binary's folder
-    (ds4 finds its Metal shaders there). ds4 has no API key; it listens on loopback only."""
+    (ds4 finds its Metal shaders there). ds4-server has no API key option (its --help lists
+    none), so it listens on loopback without one: Settings and the README say so."""
     if not 0 < port < 65536:
         raise ValueError(f"port must be between 1 and 65535, got {port}")
     argv = [binary, "--model", plan.model_path, f"--{plan.backend}", "--ctx", str(plan.ctx),

@@ -104,6 +104,19 @@ def describe(kind: EngineKind) -> EngineDescription:
     return DESCRIPTIONS[kind]
 
 
+def keyless_engines_note() -> str:
+    """What the API key does not cover, said beside it in Settings: the engines that take
+    no key of their own (sd-server 0.4.7, ds4-server and rpc-server have no key option), whose loopback
+    port another local user could reach while they run."""
+    names = [d.binary_name for d in DESCRIPTIONS.values() if d.api_key_env is None]
+    if not names:
+        return "Every engine gets a random key of its own at each launch."
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
+    return (f"The key guards Stoker's endpoint, and each llama-server gets a random key of its own. "
+            f"{listed} have no key option: while one runs, another user on this computer could "
+            f"reach its loopback port directly.")
+
+
 def engine_kind_for(model_kind: ModelKind, architecture: str | None) -> EngineKind:
     """The engine a model runs on: sd-server for an image model, ds4 for a DeepSeek-V4-class
     model (architecture deepseek4, which llama-server does not load), llama-server else."""

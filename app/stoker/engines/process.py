@@ -43,11 +43,12 @@ from pathlib import Path
 
 import psutil
 
-from stoker.base.paths import stoker_paths
+from stoker.base.paths import private_folder, stoker_paths
 from stoker.diagnosis.memory_cgroup import MemoryCgroup
 from stoker.diagnosis.oom_evidence import OomWatch
 from stoker.engines.argv import DROP_ENV_PREFIXES
 from stoker.engines.engine_exit import EngineExit
+from stoker.engines.engine_log import redact_secrets
 from stoker.engines.launch_spec import LaunchSpec
 
 LOG_MAX_BYTES = 5 * 1024 * 1024
@@ -248,7 +249,7 @@ class RotatingLog:
 
     def __init__(self, path: Path, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS):
         self.path, self.max_bytes, self.backups = path, max_bytes, backups
-        path.parent.mkdir(parents=True, exist_ok=True)
+        private_folder(path.parent)
         self._fh = open(path, "a", encoding="utf-8", errors="replace")
 
     def write(self, line: str) -> None:
@@ -278,8 +279,9 @@ class EngineProcess:
     """A started engine. Build it with `EngineProcess.start(...)`."""
 
     def __init__(self, spec: LaunchSpec, popen: subprocess.Popen, log: RotatingLog,
-                 pid_file: Path | None, started_at: float):
+                 pid_file: Path | None, started_at: float, hidden: tuple[str, ...] = ()):
         self.spec = spec
+        self._hidden = hidden  # secret values handed to the engine: never written to its log
         self._popen = popen
         self._log = log
         self._pid_file = pid_file
@@ -373,7 +375,7 @@ class EngineProcess:
                 log.close()
                 raise
         # From here on the engine runs: its output is read at once, so a pipe never fills.
-        proc = cls(spec, popen, log, None, started_at)
+        proc = cls(spec, popen, log, None, started_at, hidden=tuple(v for v in (secrets or {}).values() if v))
         proc._job = job
         proc._cgroup = cgroup
         proc._cgroup_oom_kills = cgroup.oom_kills() if cgroup is not None else None
@@ -422,7 +424,7 @@ class EngineProcess:
         self._popen.stdout.close()
 
     def _take(self, raw: bytes) -> None:
-        line = raw.decode("utf-8", errors="replace")
+        line = redact_secrets(raw.decode("utf-8", errors="replace"), self._hidden)
         with self._ring_lock:
             self._ring.append(line)
         try:

@@ -64,6 +64,7 @@ from stoker.gateway.link import (
     read_frame,
 )
 from stoker.gateway.responses_state import ResponseStore, default_folder
+from stoker.gateway.rules import GatewayKey
 from stoker.gateway.server import Gateway, GatewayConfig, GatewayError
 from stoker.library.model_ids import Catalog
 
@@ -80,7 +81,7 @@ class SupervisorMirror:
         self._outbox = outbox
         self._snapshot = hello.snapshot
         self.tray_shown: bool | None = hello.tray_shown
-        self.key: str | None = hello.api_key
+        self.key: GatewayKey = hello.api_key
         self._subscribers: list[Callable[[AppSnapshot], None]] = []
         self._answers: dict[Hashable, Callable[[cmd.EnsureResult], None]] = {}
         self._lock = threading.Lock()
@@ -278,8 +279,8 @@ def dispatch(message: ParentToChild, sup: SupervisorMirror, catalog: CatalogMirr
             catalog.changed(new)
         case Rescanned():
             catalog.rescanned(message)
-        case KeyChanged(key=key):
-            sup.key = key
+        case KeyChanged(key=key, unreadable=unreadable):
+            sup.key = GatewayKey(key, unreadable)
         case LibraryProgress():
             sup.library_progress(message)
         case Hello():

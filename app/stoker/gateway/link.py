@@ -26,6 +26,7 @@ from typing import BinaryIO, TypeGuard, get_args
 from stoker.fleet import commands as cmd
 from stoker.fleet.commands import EnsureResult, Route
 from stoker.fleet.snapshot import AppSnapshot
+from stoker.gateway.rules import GatewayKey
 from stoker.library.model_ids import Catalog
 
 log = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ class Hello:
     port: int
     cors_origins: tuple[str, ...]
     parent_pid: int
-    api_key: str | None  # the keyring's API key; never logged, never in argv
+    api_key: GatewayKey  # the keyring's API key (or that it could not be read); never logged, never in argv
     catalog: Catalog
     snapshot: AppSnapshot
     tray_shown: bool | None
@@ -89,6 +90,7 @@ class CatalogChanged:
 @dataclass(frozen=True)
 class KeyChanged:
     key: str | None  # the keyring's API key; never logged, never in argv
+    unreadable: bool = False  # the keyring could not be read and no key is known: answer 503
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ import typing
 from collections.abc import Callable, Hashable
 from functools import partial
 
-from stoker.base.secrets import on_api_key_change
+from stoker.base.line_throttle import LineThrottle
+from stoker.base.secrets import KeyUnreadable, on_api_key_change
 from stoker.errors import UserError
 from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Route
@@ -60,6 +61,7 @@ from stoker.gateway.link import (
     from_child,
     read_frame,
 )
+from stoker.gateway.rules import GatewayKey, key_after_read
 from stoker.gateway.server import GatewayConfig, GatewayError
 from stoker.library.catalog import ModelCatalog
 from stoker.library.model_ids import Catalog
@@ -68,7 +70,6 @@ log = logging.getLogger(__name__)
 
 GATEWAY_CHILD_FLAG = "--stoker-gateway-process"  # the frozen bundle's entry runs the child on it
 START_TIMEOUT_S = 15.0
-KEY_REFRESH_S = 2.0  # the keyring is re-read this often (a key saved by another process)
 RESPAWN_DELAYS_S = (0.2, 1.0, 2.0, 5.0)
 STABLE_AFTER_S = 60.0  # a child up this long starts the respawn delays afresh
 
@@ -254,7 +255,7 @@ class GatewayProcess:
         self._listening = threading.Event()
         self._stopping = threading.Event()
         self._lock = threading.Lock()
-        self._key: str | None = None
+        self._key: GatewayKey | None = None  # None until the first read at start()
         self._outstanding: set[Hashable] = set()  # ensure tickets the supervisor has not answered
         self._spawned_at = 0.0
         self._respawns = 0
@@ -273,12 +274,13 @@ class GatewayProcess:
     # ------------------------------------------------------------------ lifecycle
 
     def start(self) -> GatewayProcess:
-        self._key = self._safe_key()
+        # The key is read here and when it is saved (Settings, in this process), never on a
+        # timer: each read of a locked desktop keyring pops an unlock prompt.
+        self._key = self._read_key_now()
         self._spawn()
         self._cleanups.append(self._sup.subscribe(self._on_snapshot))
         self._cleanups.append(self._catalog.on_change(self._on_catalog))
         self._cleanups.append(on_api_key_change(self.refresh_key))
-        threading.Thread(target=self._watch_key, name="stoker-gateway-key", daemon=True).start()
         return self
 
     def wait_ready(self, timeout: float = START_TIMEOUT_S) -> None:
@@ -305,23 +307,24 @@ class GatewayProcess:
 
     def refresh_key(self) -> None:
         """Read the API key again now (it was just saved): it applies to the next request."""
-        key = self._safe_key()
+        key = self._read_key_now()
         with self._lock:
             changed, self._key = key != self._key, key
             outbox = self._outbox
         if changed and outbox is not None:
-            outbox.put_latest("key", KeyChanged(key))
+            outbox.put_latest("key", KeyChanged(key.value, key.unreadable))
 
-    def _safe_key(self) -> str | None:
+    def _read_key_now(self) -> GatewayKey:
+        """The key after one keyring read: a failed read keeps the last key known."""
         try:
-            return self._read_key()
-        except Exception:
-            log.warning("could not read the API key from the keyring", exc_info=True)
-            return None
-
-    def _watch_key(self) -> None:
-        while not self._stopping.wait(KEY_REFRESH_S):
-            self.refresh_key()
+            value, failed = self._read_key(), False
+        except KeyUnreadable as exc:
+            log.warning("%s", exc)
+            value, failed = None, True
+        except Exception as exc:  # a backend's own bug: still never read as "no key"
+            log.warning("the API key could not be read from the keyring: %r", exc)
+            value, failed = None, True
+        return key_after_read(self._key, value, failed)
 
     def _spawn(self) -> None:
         fds = [s.fileno() for s in self._sockets]
@@ -342,7 +345,8 @@ class GatewayProcess:
 
         def hello(routes: tuple[OpenRoute, ...]) -> Hello:
             return Hello(PROTOCOL_VERSION, self.port, self._config.cors_origins, os.getpid(),
-                         api_key=self._key, catalog=self._catalog.current, snapshot=self._sup.snapshot(),
+                         api_key=self._key or GatewayKey(None, unreadable=True),
+                         catalog=self._catalog.current, snapshot=self._sup.snapshot(),
                          tray_shown=self._tray_shown(), routes=routes, socket_shares=shares,
                          socket_fds=() if shares else tuple(fds))
 
@@ -509,7 +513,11 @@ class GatewayProcess:
             outbox.put_latest("catalog", CatalogChanged(catalog))
 
     def _log_stderr(self, proc: subprocess.Popen) -> None:
+        throttle = LineThrottle()  # a flood of one line must not rotate stoker.log's history away
         for raw in proc.stderr:
             line = raw.decode("utf-8", "replace").rstrip()
             if line:
-                log.info("gateway: %s", line)
+                for kept in throttle.offer(line, time.monotonic()):
+                    log.info("gateway: %s", kept)
+        for kept in throttle.flush(float("inf")):
+            log.info("gateway: %s", kept)

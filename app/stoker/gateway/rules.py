@@ -12,6 +12,8 @@ import hmac
 import ipaddress
 import json
 import re
+from dataclasses import dataclass
+from enum import Enum
 from urllib.parse import parse_qs, urlsplit
 
 from stoker.library.model_ids import ModelKind
@@ -51,15 +53,21 @@ _LOOPBACK_NAMES = frozenset({"localhost", "localhost.", "ip6-localhost", "ip6-lo
 
 
 def host_name(host_header: str | None) -> str | None:
-    """The name in a Host header without its port ("[::1]:7857" → "::1")."""
+    """The name in a Host header without its port ("[::1]:7857" → "::1"); None when what
+    follows the name is not a port of digits (`localhost:7857@evil.com` names no host)."""
     if not host_header:
         return None
     h = host_header.strip().lower()
     if h.startswith("["):
         end = h.find("]")
-        return h[1:end] if end > 0 else None
+        rest = h[end + 1:] if end > 0 else ""
+        if end <= 0 or (rest and not (rest[0] == ":" and rest[1:].isdigit() and rest[1:].isascii())):
+            return None
+        return h[1:end]
     if h.count(":") == 1:
-        h = h.split(":", 1)[0]
+        h, port = h.split(":", 1)
+        if not (port.isdigit() and port.isascii()):
+            return None
     return h
 
 
@@ -91,6 +99,63 @@ def origin_allowed(origin: str | None, extra: tuple[str, ...] = ()) -> bool:
     except ValueError:
         return False
     return parts.scheme in ("http", "https") and is_loopback_name(parts.hostname)
+
+
+@dataclass(frozen=True)
+class GatewayKey:
+    """What the gateway knows of the API key: its value (None: no key is stored, anyone may
+    call), or that the keyring could not be read and no earlier value is known, in which
+    case nothing but /health is answered until it can be (never "open" by accident)."""
+
+    value: str | None
+    unreadable: bool = False
+
+
+NO_KEY = GatewayKey(None)
+KEY_UNREADABLE_MESSAGE = ("Stoker could not read its API key from the system keyring (it may be "
+                          "locked), so it answers no requests until it can: unlock the keyring, then "
+                          "save the key again in Stoker's Settings or restart Stoker.")
+
+
+def key_after_read(last: GatewayKey | None, value: str | None, failed: bool) -> GatewayKey:
+    """The key to use after a keyring read: the value read; after a failed read the last
+    one known (a locked keyring must not open the gateway), or "unreadable" when none is."""
+    if not failed:
+        return GatewayKey(value or None)
+    if last is not None and not last.unreadable:
+        return last
+    return GatewayKey(None, unreadable=True)
+
+
+class KeyVerdict(Enum):
+    PASS = "pass"
+    MISSING = "missing"  # 401: a key is set and the request does not carry it
+    UNREADABLE = "unreadable"  # 503: the key is not known, so nothing is answered
+
+
+def key_verdict(key: GatewayKey, authorization: str | None, x_api_key: str | None) -> KeyVerdict:
+    if key.unreadable:
+        return KeyVerdict.UNREADABLE
+    return KeyVerdict.PASS if key_matches(key.value, authorization, x_api_key) else KeyVerdict.MISSING
+
+
+def fetch_site_allowed(sec_fetch_site: str | None, origin: str | None, extra: tuple[str, ...] = ()) -> bool:
+    """A browser says in `Sec-Fetch-Site` where a request comes from. One from another site
+    (`cross-site`, or `same-site`: another port or subdomain of the same site) is allowed only
+    when it carries an Origin that is allowed: a page's `<img src=…>` or form GET is a
+    "no-cors" request with no Origin at all, which must not reach an engine (or load one)."""
+    site = (sec_fetch_site or "").strip().lower()
+    if site not in ("cross-site", "same-site"):
+        return True  # same-origin, none (typed in the address bar), or not a browser
+    return bool(origin) and origin_allowed(origin, extra)
+
+
+def may_load_model(method: str, path: str) -> bool:
+    """Only a POST to a model's route may name a model by `?model=` or load one. A browser
+    sends its Origin with every POST (checked above), but not with a GET: a page's image
+    tag, a prefetch or a crawler's GET is answered by a model already loaded, never one
+    loaded for it (/props, /slots and /metrics are read that way)."""
+    return method.upper() == "POST" and (path in PASS_THROUGH or path in ANY_MODEL)
 
 
 def key_matches(expected: str | None, authorization: str | None, x_api_key: str | None) -> bool:
@@ -181,3 +246,47 @@ def wrong_kind_message(model_id: str, kind: ModelKind, path: str, able: tuple[st
            ModelKind.CHAT: "a chat model GGUF"}.get(PASS_THROUGH[path], "a GGUF with a pooling type")
     return (f"{model_id} is {what} and cannot serve {path}, and no model here can serve {want}; "
             f"add one ({add}) to the library.")
+
+
+# ------------------------------------------------------------------ connections (starvation)
+
+HEADER_TIMEOUT_S = 10.0  # a connection that has not sent a whole request head by then is dropped
+MAX_CONNECTIONS = 4096
+# Descriptors kept free under the open-file limit: asyncio accepts up to a listen backlog
+# (128) of connections in one pass before the guard can drop any (a dropped socket is closed
+# on the next pass), and the engines' connections, logs and the link need theirs. Less, and
+# a flood makes accept() meet EMFILE, after which asyncio stops accepting for 1 s.
+FD_RESERVE = 320
+OPEN_FILES_WANTED = 65536  # when the hard limit is "unlimited"
+
+
+def open_files_soft_limit(soft: int, hard: int, unlimited: int) -> int | None:
+    """The open-file soft limit the gateway process should raise itself to (None: leave it):
+    up to the hard limit, since 1,024 descriptors are used up by 1,024 idle connections."""
+    target = OPEN_FILES_WANTED if hard == unlimited else hard
+    if soft == unlimited or soft >= target:
+        return None
+    return target
+
+
+def connection_cap(soft_limit: int | None, unlimited: int = -1) -> int:
+    """How many client connections the gateway holds at once: its own cap, and always
+    FD_RESERVE descriptors under the open-file limit, so accept() never meets EMFILE."""
+    if soft_limit is None or soft_limit == unlimited:
+        return MAX_CONNECTIONS
+    return max(16, min(MAX_CONNECTIONS, soft_limit - FD_RESERVE))
+
+
+class Admission(Enum):
+    ADMIT = "admit"
+    EVICT_OLDEST_WAITING = "evict"  # drop the oldest connection still sending its request head
+    REFUSE = "refuse"  # every slot carries a real request: close the new one
+
+
+def admission(open_now: int, cap: int, waiting_for_head: int) -> Admission:
+    """A new connection always gets in while a slot is free, or by taking the slot of the
+    oldest one that has not finished its request head (a half-sent flood cannot lock out
+    /health); it is refused only when every slot serves a request."""
+    if open_now < cap:
+        return Admission.ADMIT
+    return Admission.EVICT_OLDEST_WAITING if waiting_for_head > 0 else Admission.REFUSE

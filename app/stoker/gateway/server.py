@@ -38,6 +38,7 @@ from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Route
 from stoker.fleet.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
 from stoker.fleet.snapshot import AppSnapshot, EngineState
+from stoker.gateway.guard import ConnectionGuard, GuardedSite
 from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
 from stoker.gateway.listing import model_entry
 from stoker.gateway.metrics import GatewayMetrics
@@ -47,11 +48,17 @@ from stoker.gateway.responses_state import ResponseStore, serve_responses
 from stoker.gateway.rules import (
     ANTHROPIC_PATHS,
     ANY_MODEL,
+    KEY_UNREADABLE_MESSAGE,
+    NO_KEY,
     OPEN_PATHS,
     PASS_THROUGH,
+    GatewayKey,
+    KeyVerdict,
     error_body,
+    fetch_site_allowed,
     host_allowed,
-    key_matches,
+    key_verdict,
+    may_load_model,
     origin_allowed,
     requested_model,
     unknown_model_message,
@@ -138,13 +145,13 @@ class Gateway:
     """`start()` binds (GatewayError when it cannot) and serves from its own thread."""
 
     def __init__(self, supervisor: SupervisorSide, catalog: CatalogSide, config: GatewayConfig, *,
-                 status: Callable[[], dict], api_key: Callable[[], str | None] | None = None,
+                 status: Callable[[], dict], api_key: Callable[[], GatewayKey] | None = None,
                  sockets: list[socket.socket] | None = None, responses: ResponseStore | None = None) -> None:
         self._sup = supervisor
         self._catalog = catalog
         self._config = config
         self._status = status
-        self._read_key = api_key or (lambda: None)
+        self._read_key = api_key or (lambda: NO_KEY)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
@@ -210,8 +217,9 @@ class Gateway:
                                    keepalive_timeout=UPSTREAM_KEEPALIVE_S),
             timeout=ClientTimeout(total=None, sock_connect=10, sock_read=None),
             auto_decompress=False, skip_auto_headers=("User-Agent",))
+        guard = ConnectionGuard.for_this_process()  # a cap and a request-head timeout (issue 21)
         for s in self._sockets:
-            await web.SockSite(runner, s).start()
+            await GuardedSite(runner, s, guard).start()
         self._ready.set()
         try:
             await self._stopped.wait()
@@ -248,6 +256,10 @@ class Gateway:
         if not cors:
             return self._error(path, 403, f"Requests from the web page at {origin} are not allowed; add "
                                "that origin in Stoker's Settings to allow it.")
+        if not fetch_site_allowed(request.headers.get("Sec-Fetch-Site"), origin, self._config.cors_origins):
+            return self._error(path, 403, "Requests from another web site are not allowed unless they come "
+                               "from an origin added in Stoker's Settings (a page cannot make Stoker "
+                               "load models).")
         if request.method == "OPTIONS":
             return self._preflight(request)
         resp = await self._route(request, path)
@@ -259,8 +271,11 @@ class Gateway:
     async def _route(self, request: web.Request, path: str) -> web.StreamResponse:
         if path in OPEN_PATHS:
             return self._json(request, {"status": "ok"})
-        if not key_matches(self._read_key(), request.headers.get("Authorization"),
-                           request.headers.get("x-api-key")):
+        verdict = key_verdict(self._read_key(), request.headers.get("Authorization"),
+                              request.headers.get("x-api-key"))
+        if verdict is KeyVerdict.UNREADABLE:
+            return self._error(path, 503, KEY_UNREADABLE_MESSAGE, request=request)
+        if verdict is KeyVerdict.MISSING:
             return self._error(path, 401, "A valid API key is required: send it as "
                                "`Authorization: Bearer <key>` or `x-api-key: <key>` (set it in Stoker's "
                                "Settings).", request=request)
@@ -283,8 +298,11 @@ class Gateway:
         if path not in PASS_THROUGH and path not in ANY_MODEL:
             return self._error(path, 404, f"{request.method} {path} is not an endpoint Stoker serves; "
                                "see `GET /v1/models` and the README's endpoint list.", request=request)
+        if path in PASS_THROUGH and request.method != "POST":
+            return self._error(path, 405, f"{path} answers POST only.", request=request)
+        loads = may_load_model(request.method, path)
         body = await request.read()
-        name = requested_model(body, request.headers.get("Content-Type"), request.query_string)
+        name = requested_model(body, request.headers.get("Content-Type"), request.query_string if loads else "")
         entry = await self._resolve(name)
         if entry is None and name:
             catalog = self._catalog.current
@@ -310,7 +328,7 @@ class Gateway:
         if path == "/v1/responses" and request.method == "POST":
             response = await serve_responses(self, request, path, body, key, self._responses)
         else:
-            response = await self._forward(request, path, body, key)
+            response = await self._forward(request, path, body, key, load=loads)
         if entry is not None:
             submit_keep_alive(self._sup, entry.path, body)
         # ---- end of keep_alive / ttl
@@ -346,14 +364,18 @@ class Gateway:
             return max(ready, key=lambda e: e.last_used_at or 0.0).model_path
         return snap.model_path if serves(snap.model_path) else None
 
-    async def _lease(self, request: web.Request, path: str,
-                     key: str | None) -> tuple[Route | None, web.StreamResponse | None]:
-        """A route to a READY engine for `key`, loading it on demand; or an error response."""
+    async def _lease(self, request: web.Request, path: str, key: str | None, *,
+                     load: bool = True) -> tuple[Route | None, web.StreamResponse | None]:
+        """A route to a READY engine for `key`, loading it on demand (`load`); or an error response."""
         routes = self._sup.routes
         for _ in range(5):
             route = routes.acquire(key) if key else None
             if route is not None:
                 return route, None
+            if not load:
+                return None, self._error(path, 503, f"{request.method} {path} is answered only by a model "
+                                         "that is already loaded, and none is; load one with a request "
+                                         "to an inference route or `stoker load`.", request=request)
             if self._waiting >= MAX_WAITING_REQUESTS:
                 resp = self._error(path, 503, f"{self._waiting} requests are already waiting for models "
                                    f"to load; try again in {RETRY_AFTER_S} s.", request=request)
@@ -389,13 +411,13 @@ class Gateway:
             self.metrics.waiting(key, -1)
 
     async def _forward(self, request: web.Request, path: str, body: bytes,
-                       key: str | None, tap=None) -> web.StreamResponse:
+                       key: str | None, tap=None, *, load: bool = True) -> web.StreamResponse:
         # `tap` (chunk(bytes), finish(status)) sees the answer too: the Responses state keeps it.
         request["stoker_counted"] = True
         taps = (self.metrics.start(key, path),) + ((tap,) if tap is not None else ())
         status = 502
         try:
-            response = await self._forward_to_engine(request, path, body, key, taps)
+            response = await self._forward_to_engine(request, path, body, key, taps, load=load)
             status = response.status
             return response
         except (ConnectionResetError, asyncio.CancelledError):
@@ -406,8 +428,8 @@ class Gateway:
                 t.finish(status)
 
     async def _forward_to_engine(self, request: web.Request, path: str, body: bytes, key: str | None,
-                                 taps: tuple) -> web.StreamResponse:
-        route, error = await self._lease(request, path, key)
+                                 taps: tuple, *, load: bool = True) -> web.StreamResponse:
+        route, error = await self._lease(request, path, key, load=load)
         if error is not None:
             return error
         routes = self._sup.routes

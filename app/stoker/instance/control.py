@@ -1,9 +1,10 @@
 """The local control channel: `stoker status` / `stoker stop` ask the running instance.
 
-POSIX: an AF_UNIX socket at <run>/control.sock (a short path in the temp folder when that
-one is too long for a socket address). Windows (and `transport="tcp"`, used to test it
-here): a 127.0.0.1 TCP port written with a random token to <run>/control.json; a request
-must carry the token, so only someone who can read the user's data folder can ask.
+POSIX: an AF_UNIX socket at <run>/control.sock (when that one is too long for a socket
+address, a short one in $XDG_RUNTIME_DIR or a 0700 folder of this user's in the temp
+folder). Windows (and `transport="tcp"`, used to test it here): a 127.0.0.1 TCP port
+written with a random token to <run>/control.json; a request must carry the token, so
+only someone who can read the user's data folder can ask.
 Requests and answers are one JSON object per line: {"op": "status"} / {"op": "stop"}.
 One instance at a time: `claim()` first takes an exclusive lock on <run>/instance.lock
 (flock on POSIX, msvcrt.locking on Windows) and holds it for the process lifetime; the OS
@@ -15,11 +16,13 @@ It only carries messages: what "stop" means is the handler's business.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import secrets
 import socket
+import stat
 import tempfile
 import threading
 
@@ -113,12 +116,38 @@ def default_transport() -> str:
     return "unix" if hasattr(socket, "AF_UNIX") and os.name == "posix" else "tcp"
 
 
-def socket_path(run_dir: Path) -> Path:
+def socket_path(run_dir: Path, *, create: bool = False) -> Path:
+    """<run>/control.sock, or, when that path is too long for a socket address, a short one
+    in a folder only this user can enter: $XDG_RUNTIME_DIR (0700 by its specification), else
+    <tmp>/stoker-<uid> made 0700 (`create`, the server's side). A predictable name in the
+    shared temp folder itself could be taken first by another user, who would then answer
+    `stoker status` or receive `stoker stop`. Raises OSError with a sentence when the folder
+    is not this user's alone."""
     path = Path(run_dir) / "control.sock"
     if len(os.fsencode(str(path))) <= MAX_UNIX_PATH:
         return path
-    digest = hashlib.sha1(str(path).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / f"stoker-{digest}.sock"
+    name = f"stoker-{hashlib.sha1(str(path).encode()).hexdigest()[:16]}.sock"
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and _private_folder(Path(runtime)) and len(os.fsencode(str(Path(runtime) / name))) <= MAX_UNIX_PATH:
+        return Path(runtime) / name
+    folder = Path(tempfile.gettempdir()) / f"stoker-{os.getuid()}"
+    if create:
+        with contextlib.suppress(FileExistsError):  # checked just below, whoever made it
+            folder.mkdir(mode=0o700)
+    if not _private_folder(folder):
+        raise OSError(f"{folder} is not a folder only you can use (another user may have made it), so "
+                      "Stoker will not put its control socket there; remove it, set XDG_RUNTIME_DIR, or "
+                      "choose a shorter STOKER_HOME")
+    return folder / name
+
+
+def _private_folder(folder: Path) -> bool:
+    """A real folder (not a link), owned by this user, that no one else may enter."""
+    try:
+        st = os.lstat(folder)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid == os.getuid() and not st.st_mode & 0o077
 
 
 def _connect(run_dir: Path, transport: str, timeout: float) -> tuple[socket.socket, str | None]:
@@ -202,7 +231,7 @@ class ControlServer:
 
     def _bind(self) -> None:
         if self._transport == "unix":
-            path = socket_path(self._run_dir)
+            path = socket_path(self._run_dir, create=True)
             path.unlink(missing_ok=True)  # we hold the lock: whatever is there is stale
             s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             s.bind(str(path))

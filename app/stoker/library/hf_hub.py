@@ -32,7 +32,7 @@ from stoker.library.gguf_io import GGUFError, join_split_headers, read_header_st
 from stoker.library.gguf_summary import ModelSummary, summarise
 from stoker.library.pull_record import PulledFile, PullRecord
 from stoker.library.quant_options import QuantOption, RemoteFile
-from stoker.library.store_layouts import ModelOrigin, hf_folder_of_repo
+from stoker.library.store_layouts import ModelOrigin, hf_folder_of_repo, hub_file_problem
 from stoker.library.stores import roots_here
 
 DISK_MARGIN_BYTES = 256 << 20  # left free after the download: a full disk breaks more than Stoker
@@ -223,11 +223,29 @@ def _link(blob: Path, link: Path) -> None:
         shutil.copyfile(blob, link)
 
 
+def _refuse_hostile(repo: str, commit: str, name: str, sha256: str | None) -> None:
+    problem = hub_file_problem(commit, name, sha256)
+    if problem is not None:
+        raise UserError(f"{problem}; Stoker refused the answer from {endpoint()} for {repo} and wrote "
+                        "nothing (check HF_ENDPOINT).")
+
+
+def _inside(path: Path, folder: Path) -> Path:
+    """`path`, once it is certain to lie inside `folder`: its parent folders with any links
+    among them followed (the path itself may be a snapshot's link to its blob; it is
+    replaced, never followed)."""
+    resolved, root = path.parent.resolve() / path.name, folder.resolve()
+    if root not in resolved.parents:
+        raise UserError(f"{path} would lie outside the hub cache's folder {root}; Stoker wrote nothing there.")
+    return path
+
+
 def download_file(repo: str, commit: str, revision: str, f: RemoteFile,
                   progress: Progress | None = None) -> Path:
     """One file into the hub cache; returns its snapshot path. Resumes a partial download."""
+    _refuse_hostile(repo, commit, f.name, f.sha256)
     storage = _storage(repo)
-    link = storage / "snapshots" / commit / f.name
+    link = _inside(storage / "snapshots" / commit / f.name, storage / "snapshots" / commit)
     url = hf_hub_url(repo, f.name, revision=commit, endpoint=endpoint())
     token = _token()
     try:
@@ -238,8 +256,9 @@ def download_file(repo: str, commit: str, revision: str, f: RemoteFile,
     if expected is None:
         raise UserError(f"the hub states no sha256 for {f.name}, so Stoker cannot check it; it was not "
                         "downloaded.")
+    _refuse_hostile(repo, commit, f.name, expected)
     size = meta.size if meta.size is not None else f.size_bytes
-    blob = storage / "blobs" / expected
+    blob = _inside(storage / "blobs" / expected, storage / "blobs")
     blob.parent.mkdir(parents=True, exist_ok=True)
     if not blob.is_file():
         partial = blob.with_name(blob.name + ".incomplete")
@@ -269,7 +288,7 @@ def download_file(repo: str, commit: str, revision: str, f: RemoteFile,
         PullRecord().add(PulledFile(repo, f.name, str(blob), str(link), expected, blob.stat().st_size))
     _link(blob, link)
     if revision != commit:
-        refs = storage / "refs" / revision
+        refs = _inside(storage / "refs" / revision, storage / "refs")
         refs.parent.mkdir(parents=True, exist_ok=True)
         refs.write_text(commit, encoding="utf-8")
     return link
@@ -277,6 +296,8 @@ def download_file(repo: str, commit: str, revision: str, f: RemoteFile,
 
 def download_option(listing: RepoListing, option: QuantOption, progress: Progress | None = None) -> Path:
     """Every part of the option and the repository's mmproj; returns the first part's path."""
+    for f in option.files + ((option.mmproj,) if option.mmproj else ()):
+        _refuse_hostile(listing.repo, listing.commit, f.name, f.sha256)  # before any file is written
     check_disk_space(listing.repo, option)
     paths = [download_file(listing.repo, listing.commit, listing.revision, f, progress) for f in option.files]
     if option.mmproj is not None:

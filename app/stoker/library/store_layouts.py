@@ -110,6 +110,28 @@ def hf_folder_of_repo(repo: str) -> str:
     return "models--" + repo.replace("/", "--")
 
 
+_COMMIT_RE = re.compile(r"[0-9a-f]{40}")
+_SHA256_RE = re.compile(r"[0-9a-f]{64}")
+
+
+def hub_file_problem(commit: str, name: str, sha256: str | None) -> str | None:
+    """Why a hub's answer about one file must not be written into the cache, or None.
+
+    `snapshots/<commit>/<name>` and `blobs/<sha256>` are built from what the hub (or
+    whatever HF_ENDPOINT names) answered, so a hostile answer could name a path outside
+    the cache: a commit is 40 hex digits, a sha256 64, and a name is a relative path of
+    plain parts (no `..`, no absolute path or drive, no backslash, no empty part)."""
+    if not _COMMIT_RE.fullmatch(commit or ""):
+        return f"the hub named the commit {commit!r}, which is not 40 hexadecimal digits"
+    if sha256 is not None and not _SHA256_RE.fullmatch(sha256):
+        return f"the hub stated the sha256 {sha256[:80]!r} for {name[:200]!r}, which is not 64 hexadecimal digits"
+    if not name or "\\" in name or "\0" in name or name.startswith("/") or re.match(r"[A-Za-z]:", name):
+        return f"the hub named a file {name[:200]!r}, which is not a relative path inside the repository"
+    if any(part in ("", ".", "..") for part in name.split("/")):
+        return f"the hub named a file {name[:200]!r}, whose path would leave the repository's folder"
+    return None
+
+
 def hf_model_name(repo: str, filename: str) -> str:
     """`org/repo:Q4_K_M` (the `-hf` / Ollama spelling); the file's stem when no quant is named."""
     quant = quant_of(filename)
@@ -199,10 +221,42 @@ def _blob_name(digest: object) -> str | None:
     return "sha256-" + digest[7:]
 
 
+MAX_MANIFEST_BYTES = 1 << 20  # Ollama's are under 2 kB; anything this big is not one
+MAX_MANIFEST_DEPTH = 100  # Ollama's nest 3 deep (its own parser allows 10,000)
+
+
+def json_depth(text: str) -> int:
+    """How deep a JSON text nests its brackets (strings skipped), without parsing it: the
+    parser's own limit is the interpreter's recursion limit, which other code may have raised."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
 def parse_ollama_manifest(text: str) -> OllamaManifest:
+    if len(text) > MAX_MANIFEST_BYTES:
+        return OllamaManifest(None, skip_reason=f"its manifest is over {MAX_MANIFEST_BYTES >> 20} MiB, "
+                                                "which no Ollama manifest is")
+    if json_depth(text) > MAX_MANIFEST_DEPTH:
+        return OllamaManifest(None, skip_reason="its manifest is nested too deeply to be one")
     try:
         data = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):
         return OllamaManifest(None, skip_reason="its manifest is not JSON")
     layers = data.get("layers") if isinstance(data, dict) else None
     if not isinstance(layers, list):
@@ -261,14 +315,16 @@ def _join(base: str, *parts: str, sep: str) -> str:
     return sep.join([base.rstrip("/\\"), *parts])
 
 
-def store_roots(env: Mapping[str, str], home: str, platform: str) -> tuple[StoreRoot, ...]:
+def store_roots(env: Mapping[str, str], home: str, platform: str, *,
+                ollama_service: bool = False) -> tuple[StoreRoot, ...]:
     """Every store folder the other tools use on this OS, in the order they are listed.
 
     `platform` is sys.platform ("linux", "darwin", "win32"). Folders that do not exist are
     listed too; the walker skips them. Mirrors each tool's own lookup: Ollama's
     OLLAMA_MODELS, huggingface_hub's HF_HUB_CACHE / HF_HOME / XDG_CACHE_HOME, and llama.cpp
     b11434's LLAMA_CACHE (its `-hf` files in hub layout, `-mu` files flat) with
-    fs_get_cache_directory's per-OS default.
+    fs_get_cache_directory's per-OS default. The Linux Ollama service's store only with
+    `ollama_service` (a Settings choice, off by default): another account owns it.
     """
     win = platform == "win32"
     sep = "\\" if win else "/"
@@ -279,7 +335,7 @@ def store_roots(env: Mapping[str, str], home: str, platform: str) -> tuple[Store
     roots.append(StoreRoot(ModelOrigin.OLLAMA, StoreLayout.OLLAMA, j(env.get("USERPROFILE") or home, ".ollama",
                                                                      "models") if win else j(home, ".ollama", "models"),
                            "Ollama's default store"))
-    if platform.startswith("linux"):
+    if platform.startswith("linux") and ollama_service:
         roots.append(StoreRoot(ModelOrigin.OLLAMA, StoreLayout.OLLAMA, "/usr/share/ollama/.ollama/models",
                                "the Linux Ollama service's store"))
     hub = env.get("HF_HUB_CACHE") or env.get("HUGGINGFACE_HUB_CACHE")

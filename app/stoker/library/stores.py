@@ -16,7 +16,9 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from stoker.base.store import SettingsStore
 from stoker.library.store_layouts import (
+    MAX_MANIFEST_BYTES,
     ModelOrigin,
     OllamaManifest,
     StoreLayout,
@@ -67,7 +69,15 @@ class StoreScan:
 
 
 def roots_here() -> tuple[StoreRoot, ...]:
-    return store_roots(os.environ, str(Path.home()), sys.platform)
+    return store_roots(os.environ, str(Path.home()), sys.platform, ollama_service=_reads_ollama_service())
+
+
+def _reads_ollama_service() -> bool:
+    """Settings' "Also list the Linux Ollama service's models" (off unless turned on)."""
+    try:
+        return SettingsStore().load().read_ollama_service_store
+    except (OSError, ValueError):
+        return False
 
 
 # ---- the cache: what was read from a file, keyed by (path, size, mtime_ns) ----
@@ -172,37 +182,52 @@ def _scan_ollama(root: Path, models: list, skipped: list) -> None:
             mpath = Path(dirpath) / tag
             name = ollama_name(registry, namespace, model, tag)
             try:
-                st = _note(mpath) or mpath.stat()
-                manifest: OllamaManifest = _cached("ollama", mpath, st,
-                                                   lambda: parse_ollama_manifest(mpath.read_text(encoding="utf-8")))
-            except (OSError, UnicodeDecodeError) as exc:
-                skipped.append(SkippedFile(mpath, ModelOrigin.OLLAMA, name, f"its manifest cannot be read ({exc})."))
-                continue
-            if manifest.model_blob is None:
-                skipped.append(SkippedFile(mpath, ModelOrigin.OLLAMA, name, f"{manifest.skip_reason}."))
-                continue
-            blob = blobs / manifest.model_blob
-            bst = _note(blob)
-            if bst is None:
-                skipped.append(SkippedFile(blob, ModelOrigin.OLLAMA, name,
-                                           f"its model blob {manifest.model_blob} is missing; "
-                                           f"`ollama pull {name}` fetches it again."))
-                continue
-            if manifest.skip_reason:
-                skipped.append(SkippedFile(blob, ModelOrigin.OLLAMA, name, f"{manifest.skip_reason}."))
-                continue
-            if not _magic(blob, bst):
-                skipped.append(SkippedFile(blob, ModelOrigin.OLLAMA, name,
-                                           "its model blob is not a GGUF file (a newer Ollama format), so "
-                                           "llama-server cannot load it."))
-                continue
-            mmproj = None
-            if manifest.projector_blob:
-                p = blobs / manifest.projector_blob
-                mmproj = p if p.is_file() else None
-            models.append(StoreModel(path=blob, origin=ModelOrigin.OLLAMA, origin_name=name,
-                                     size_bytes=bst.st_size, mmproj=mmproj,
-                                     digest=digest_of_blob_name(manifest.model_blob)))
+                _ollama_entry(mpath, name, blobs, models, skipped)
+            except Exception as exc:  # one bad entry must never stop the listing (or Stoker starting)
+                skipped.append(SkippedFile(mpath, ModelOrigin.OLLAMA, name,
+                                           f"its manifest could not be used ({type(exc).__name__}: {exc})."[:300]))
+
+
+def _read_manifest(path: Path) -> OllamaManifest:
+    """The manifest, read no further than the size cap (a 100 MB "manifest" is not read whole)."""
+    with open(path, "rb") as f:
+        data = f.read(MAX_MANIFEST_BYTES + 1)
+    return parse_ollama_manifest(data.decode("utf-8"))
+
+
+def _ollama_entry(mpath: Path, name: str, blobs: Path, models: list, skipped: list) -> None:
+    """One manifest: its model listed, or skipped with the reason."""
+    try:
+        st = _note(mpath) or mpath.stat()
+        manifest: OllamaManifest = _cached("ollama", mpath, st, lambda: _read_manifest(mpath))
+    except (OSError, UnicodeDecodeError) as exc:
+        skipped.append(SkippedFile(mpath, ModelOrigin.OLLAMA, name, f"its manifest cannot be read ({exc})."))
+        return
+    if manifest.model_blob is None:
+        skipped.append(SkippedFile(mpath, ModelOrigin.OLLAMA, name, f"{manifest.skip_reason}."))
+        return
+    blob = blobs / manifest.model_blob
+    bst = _note(blob)
+    if bst is None:
+        skipped.append(SkippedFile(blob, ModelOrigin.OLLAMA, name,
+                                   f"its model blob {manifest.model_blob} is missing; "
+                                   f"`ollama pull {name}` fetches it again."))
+        return
+    if manifest.skip_reason:
+        skipped.append(SkippedFile(blob, ModelOrigin.OLLAMA, name, f"{manifest.skip_reason}."))
+        return
+    if not _magic(blob, bst):
+        skipped.append(SkippedFile(blob, ModelOrigin.OLLAMA, name,
+                                   "its model blob is not a GGUF file (a newer Ollama format), so "
+                                   "llama-server cannot load it."))
+        return
+    mmproj = None
+    if manifest.projector_blob:
+        p = blobs / manifest.projector_blob
+        mmproj = p if p.is_file() else None
+    models.append(StoreModel(path=blob, origin=ModelOrigin.OLLAMA, origin_name=name,
+                             size_bytes=bst.st_size, mmproj=mmproj,
+                             digest=digest_of_blob_name(manifest.model_blob)))
 
 
 # ---- Hugging Face hub layout (also llama.cpp's LLAMA_CACHE) ----
@@ -238,7 +263,7 @@ def _group_gguf(files: list[Path]) -> tuple[list[tuple[Path, list[Path]]], list[
             sets.setdefault((p.parent, s[0], s[2]), []).append(p)
         else:
             singles.append((p, [p]))
-    for (_, _, count), parts in sets.items():
+    for parts in sets.values():
         parts.sort()
         singles.append((parts[0], parts))
     return sorted(singles, key=lambda e: str(e[0]).lower()), projectors
@@ -260,40 +285,49 @@ def _scan_hub(root: Path, origin: ModelOrigin, models: list, skipped: list, pull
     except OSError:
         return
     for repo_dir in repos:
-        repo = hf_repo_of_folder(repo_dir.name)
-        snapshot = _current_snapshot(repo_dir) if repo else None
-        if snapshot is None:
+        try:
+            _hub_repo(repo_dir, origin, models, skipped, pulled)
+        except Exception as exc:  # one bad entry must never stop the listing
+            skipped.append(SkippedFile(repo_dir, origin, None,
+                                       f"it could not be read ({type(exc).__name__}: {exc})."[:300]))
+
+
+def _hub_repo(repo_dir: Path, origin: ModelOrigin, models: list, skipped: list, pulled: frozenset[str]) -> None:
+    """One `models--org--repo` folder: the models of its current snapshot, or skipped with why."""
+    repo = hf_repo_of_folder(repo_dir.name)
+    snapshot = _current_snapshot(repo_dir) if repo else None
+    if snapshot is None:
+        return
+    groups, projectors = _group_gguf(_hub_files(snapshot))
+    names: dict[str, int] = {}
+    for first, _ in groups:
+        n = hf_model_name(repo, str(first.relative_to(snapshot)))
+        names[n] = names.get(n, 0) + 1
+    for first, parts in groups:
+        rel = str(first.relative_to(snapshot)).replace(os.sep, "/")
+        name = hf_model_name(repo, rel)
+        s = split_of(first.name)
+        stem = s[0] if s else first.name.removesuffix(".gguf")
+        file_name = f"{repo}:{stem}"
+        if names[name] > 1:  # two files claim one quant (two models in one repo): the file decides
+            name, aliases = file_name, ()
+        else:
+            aliases = (file_name,) if file_name != name else ()
+        if s and len(parts) != s[2]:
+            skipped.append(SkippedFile(first, origin, name, f"it is a split set of {s[2]} parts but only "
+                                       f"{len(parts)} are in the cache; pull it again to get the rest."))
             continue
-        groups, projectors = _group_gguf(_hub_files(snapshot))
-        names: dict[str, int] = {}
-        for first, _ in groups:
-            n = hf_model_name(repo, str(first.relative_to(snapshot)))
-            names[n] = names.get(n, 0) + 1
-        for first, parts in groups:
-            rel = str(first.relative_to(snapshot)).replace(os.sep, "/")
-            name = hf_model_name(repo, rel)
-            s = split_of(first.name)
-            stem = s[0] if s else first.name.removesuffix(".gguf")
-            file_name = f"{repo}:{stem}"
-            if names[name] > 1:  # two files claim one quant (two models in one repo): the file decides
-                name, aliases = file_name, ()
-            else:
-                aliases = (file_name,) if file_name != name else ()
-            if s and len(parts) != s[2]:
-                skipped.append(SkippedFile(first, origin, name, f"it is a split set of {s[2]} parts but only "
-                                           f"{len(parts)} are in the cache; pull it again to get the rest."))
-                continue
-            try:
-                real = [p.resolve(strict=True) for p in parts]
-                size = sum((_note(p) or p.stat()).st_size for p in real)
-            except OSError:
-                skipped.append(SkippedFile(first, origin, name, "its link points at a blob that is missing."))
-                continue
-            mmproj = _projector_for(first, projectors)
-            file_origin = ModelOrigin.PULLED if str(real[0]) in pulled else origin
-            models.append(StoreModel(path=first, origin=file_origin, origin_name=name, size_bytes=size,
-                                     split_parts=len(parts), mmproj=mmproj,
-                                     digest=digest_of_blob_name(real[0].name), aliases=aliases))
+        try:
+            real = [p.resolve(strict=True) for p in parts]
+            size = sum((_note(p) or p.stat()).st_size for p in real)
+        except OSError:
+            skipped.append(SkippedFile(first, origin, name, "its link points at a blob that is missing."))
+            continue
+        mmproj = _projector_for(first, projectors)
+        file_origin = ModelOrigin.PULLED if str(real[0]) in pulled else origin
+        models.append(StoreModel(path=first, origin=file_origin, origin_name=name, size_bytes=size,
+                                 split_parts=len(parts), mmproj=mmproj,
+                                 digest=digest_of_blob_name(real[0].name), aliases=aliases))
 
 
 def _projector_for(model: Path, projectors: list[Path]) -> Path | None:
@@ -385,12 +419,16 @@ def _scan(roots: tuple[StoreRoot, ...], pulled: frozenset[str]) -> StoreScan:
         if key in seen_roots or not path.is_dir():
             continue
         seen_roots.add(key)
-        if root.layout is StoreLayout.OLLAMA:
-            _scan_ollama(path, models, skipped)
-        elif root.layout is StoreLayout.HF:
-            _scan_hub(path, root.origin, models, skipped, pulled)
-        elif root.layout is StoreLayout.LMSTUDIO:
-            _scan_lmstudio(path, models, skipped)
-        else:
-            _scan_flat(path, root.origin, models, skipped)
+        try:
+            if root.layout is StoreLayout.OLLAMA:
+                _scan_ollama(path, models, skipped)
+            elif root.layout is StoreLayout.HF:
+                _scan_hub(path, root.origin, models, skipped, pulled)
+            elif root.layout is StoreLayout.LMSTUDIO:
+                _scan_lmstudio(path, models, skipped)
+            else:
+                _scan_flat(path, root.origin, models, skipped)
+        except Exception as exc:  # a store that breaks the walk is skipped whole, never the listing
+            skipped.append(SkippedFile(path, root.origin, None,
+                                       f"{root.why} could not be read ({type(exc).__name__}: {exc})."[:300]))
     return StoreScan(tuple(models), tuple(skipped), tuple(roots))
