@@ -4,7 +4,7 @@ It serves real files (the demo model, Gemma 3 270M) under the routes the real
 huggingface_hub client calls: `GET /api/models/<repo>[/revision/<rev>]` (the file list with
 LFS sha256 and sizes), and `HEAD`/`GET /<repo>/resolve/<rev>/<file>` with X-Repo-Commit,
 ETag (the sha256), Content-Length and Range. Knobs make the faults a real download meets:
-a connection cut after N bytes, a slow stream, a body held at a byte until the test
+a connection cut after N bytes, a body held at a byte until the test
 releases it (to interrupt a process at a known point, whatever the machine's speed), a
 flipped byte. Every request is logged with its Range header so tests can see what was fetched.
 """
@@ -15,7 +15,6 @@ import hashlib
 import json
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -43,7 +42,6 @@ class HubRepo:
 @dataclass
 class Knobs:
     cut_after: dict[str, int] = field(default_factory=dict)  # file -> cut the connection once after N bytes
-    slow_s_per_mib: float = 0.0
     corrupt_at: dict[str, int] = field(default_factory=dict)  # file -> byte offset served flipped
     # file -> serve the first N bytes of one download, then hold the rest until `FakeHub.release`
     hold_at: dict[str, int] = field(default_factory=dict)
@@ -203,8 +201,6 @@ class FakeHub:
                 except (BrokenPipeError, ConnectionResetError):
                     return
                 pos += len(chunk)
-                if self.knobs.slow_s_per_mib:
-                    time.sleep(self.knobs.slow_s_per_mib)
 
 
     def _hold(self, h: BaseHTTPRequestHandler, name: str, head: bytes) -> bool:

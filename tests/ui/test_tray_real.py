@@ -70,7 +70,7 @@ class SlowPreparer:
         self.inner, self.delay_s = inner, delay_s
 
     def __call__(self, model_path, attempt):
-        time.sleep(self.delay_s)
+        time.sleep(self.delay_s)  # simulates a slow peer: a big model's header read and probe
         return self.inner(model_path, attempt)
 
 
