@@ -1,6 +1,6 @@
 """Run slow calls (planning, probing, keyring, reading logs) off the GUI thread.
 
-The UI never blocks: `run_in_background(fn, on_done)` runs `fn` on Qt's global thread pool
+The UI never blocks: `run_in_background(fn, on_done)` runs `fn` on a small thread pool
 and calls `on_done(result, error)` back on the GUI thread through a queued connection.
 Exactly one of result/error is meaningful; an exception is handed over, never swallowed.
 
@@ -17,9 +17,10 @@ from __future__ import annotations
 import itertools
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from PySide6.QtCore import QObject, QRunnable, Qt, QThreadPool, Signal, Slot
+from PySide6.QtCore import QObject, Qt, Signal, Slot
 
 Done = Callable[[Any, BaseException | None], None]
 
@@ -27,11 +28,15 @@ Done = Callable[[Any, BaseException | None], None]
 class _Dispatcher(QObject):
     """Lives on the GUI thread for the whole process; hands each result to its `on_done`."""
 
-    finished = Signal(int, object, object)  # ticket, result, error
+    # Only the ticket crosses threads in the signal; the result waits in `_results`. Python
+    # objects sent through a queued `object` signal from a pool thread were over-released: a
+    # burst of calls ended in "Fatal Python error: bool_dealloc" at exit (PySide6 6.x).
+    finished = Signal(int)
 
     def __init__(self) -> None:
         super().__init__()
         self._waiting: dict[int, Done] = {}
+        self._results: dict[int, tuple[Any, BaseException | None]] = {}
         self._tickets = itertools.count(1)
         self._lock = threading.Lock()
         self.finished.connect(self._deliver, Qt.ConnectionType.QueuedConnection)
@@ -42,10 +47,17 @@ class _Dispatcher(QObject):
             self._waiting[ticket] = on_done
         return ticket
 
-    @Slot(int, object, object)
-    def _deliver(self, ticket: int, result, error) -> None:
+    def done(self, ticket: int, result: Any, error: BaseException | None) -> None:
+        """On the pool thread: keep the result, then wake the GUI thread for it."""
+        with self._lock:
+            self._results[ticket] = (result, error)
+        self.finished.emit(ticket)
+
+    @Slot(int)
+    def _deliver(self, ticket: int) -> None:
         with self._lock:
             on_done = self._waiting.pop(ticket, None)
+            result, error = self._results.pop(ticket, (None, None))
         if on_done is not None:
             on_done(result, error)
 
@@ -53,20 +65,19 @@ class _Dispatcher(QObject):
 _dispatcher: _Dispatcher | None = None  # made on the first call, on the GUI thread
 
 
-class _Task(QRunnable):
-    def __init__(self, fn: Callable[[], Any], dispatcher: _Dispatcher, ticket: int) -> None:
-        super().__init__()
-        self._fn = fn
-        self._dispatcher = dispatcher
-        self._ticket = ticket
+def _run(fn: Callable[[], Any], dispatcher: _Dispatcher, ticket: int) -> None:
+    try:
+        result = fn()
+    except BaseException as exc:
+        dispatcher.done(ticket, None, exc)
+    else:
+        dispatcher.done(ticket, result, None)
 
-    def run(self) -> None:
-        try:
-            result = self._fn()
-        except BaseException as exc:
-            self._dispatcher.finished.emit(self._ticket, None, exc)
-        else:
-            self._dispatcher.finished.emit(self._ticket, result, None)
+
+# Python's own pool, not QThreadPool with a QRunnable subclass per call: a burst of those
+# ended the interpreter with "Fatal Python error: bool_dealloc" (a refcount error in the
+# binding) even when nothing but an int crossed threads.
+_pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="stoker-ui-work")
 
 
 def run_in_background(fn: Callable[[], Any], on_done: Done) -> None:
@@ -74,4 +85,4 @@ def run_in_background(fn: Callable[[], Any], on_done: Done) -> None:
     global _dispatcher
     if _dispatcher is None:
         _dispatcher = _Dispatcher()
-    QThreadPool.globalInstance().start(_Task(fn, _dispatcher, _dispatcher.expect(on_done)))
+    _pool.submit(_run, fn, _dispatcher, _dispatcher.expect(on_done))
