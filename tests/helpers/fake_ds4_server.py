@@ -16,6 +16,7 @@ FAKE_DS4_RECORD=<file> appends the argv and working directory as one JSON line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -93,7 +94,7 @@ def main() -> int:
         os.makedirs(opts["kv_dir"], exist_ok=True)
         say(f"ds4-server: KV disk cache {opts['kv_dir']} (budget={opts['kv_mb']} MiB, cross-quant=accept, min=512, "
             "cold_max=30000, continued=10000, trim=32, align=2048, hit_half_life=21600s)", stamp=True)
-    time.sleep(float(os.environ.get("FAKE_DS4_STARTUP_S", "0.3")))
+    time.sleep(float(os.environ.get("FAKE_DS4_STARTUP_S", "0.3")))  # simulates a slow peer: ds4's warm-up
 
     class Handler(BaseHTTPRequestHandler):
         def log_message(self, *args) -> None:  # ds4 does not log every request
@@ -139,10 +140,8 @@ def main() -> int:
 
     server = ThreadingHTTPServer((opts["host"], int(opts["port"])), Handler)
     say(f"ds4-server: listening on http://{opts['host']}:{opts['port']}", stamp=True)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):
         server.serve_forever()
-    except KeyboardInterrupt:
-        pass
     return 0
 
 

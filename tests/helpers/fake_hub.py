@@ -4,8 +4,9 @@ It serves real files (the demo model, Gemma 3 270M) under the routes the real
 huggingface_hub client calls: `GET /api/models/<repo>[/revision/<rev>]` (the file list with
 LFS sha256 and sizes), and `HEAD`/`GET /<repo>/resolve/<rev>/<file>` with X-Repo-Commit,
 ETag (the sha256), Content-Length and Range. Knobs make the faults a real download meets:
-a connection cut after N bytes, a slow stream (to interrupt a process), a flipped byte.
-Every request is logged with its Range header so tests can see what was fetched.
+a connection cut after N bytes, a body held at a byte until the test
+releases it (to interrupt a process at a known point, whatever the machine's speed), a
+flipped byte. Every request is logged with its Range header so tests can see what was fetched.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import hashlib
 import json
 import re
 import threading
-import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -42,11 +42,21 @@ class HubRepo:
 @dataclass
 class Knobs:
     cut_after: dict[str, int] = field(default_factory=dict)  # file -> cut the connection once after N bytes
-    slow_s_per_mib: float = 0.0
     corrupt_at: dict[str, int] = field(default_factory=dict)  # file -> byte offset served flipped
     # A hostile hub: the commit it names, and the sha256 it states for a file (API and ETag).
     commit: str = COMMIT
     stated_sha256: dict[str, str] = field(default_factory=dict)
+    # file -> serve the first N bytes of one download, then hold the rest until `FakeHub.release`
+    hold_at: dict[str, int] = field(default_factory=dict)
+
+
+class Barrier:
+    """The point where the hub holds a body: `reached` is set once the held bytes are written,
+    `released` is set by the test to let the rest go (or, after the client is gone, to end it)."""
+
+    def __init__(self) -> None:
+        self.reached = threading.Event()
+        self.released = threading.Event()
 
 
 class FakeHub:
@@ -54,6 +64,7 @@ class FakeHub:
         self.repos = repos
         self.knobs = Knobs()
         self.log: list[tuple[str, str, str | None]] = []  # (method, path, Range)
+        self.barriers: dict[str, Barrier] = {}
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -81,8 +92,19 @@ class FakeHub:
         return self
 
     def __exit__(self, *exc):
+        for barrier in self.barriers.values():  # never leave a handler thread parked
+            barrier.released.set()
         self.server.shutdown()
         self.server.server_close()
+
+    def hold(self, name: str, at: int) -> Barrier:
+        """Hold the next download of `name` after its first `at` bytes until `release(name)`."""
+        self.knobs.hold_at[name] = at
+        self.barriers[name] = Barrier()
+        return self.barriers[name]
+
+    def release(self, name: str) -> None:
+        self.barriers[name].released.set()
 
     def body_gets(self, name: str) -> list[str | None]:
         """The Range headers of the GETs of `name` that asked for the rest of the file (a download,
@@ -157,7 +179,9 @@ class FakeHub:
         h.end_headers()
         if not body:
             return
-        cut = self.knobs.cut_after.pop(name, None) if not rng or rng.endswith("-") else None
+        whole_body = not rng or rng.endswith("-")
+        cut = self.knobs.cut_after.pop(name, None) if whole_body else None
+        hold = self.knobs.hold_at.pop(name, None) if whole_body else None
         flip = self.knobs.corrupt_at.get(name)
         with open(path, "rb") as f:
             f.seek(start)
@@ -168,6 +192,10 @@ class FakeHub:
                     b = bytearray(chunk)
                     b[flip - pos] ^= 0xFF
                     chunk = bytes(b)
+                if hold is not None and pos - start + len(chunk) > hold:
+                    if not self._hold(h, name, chunk[: hold - (pos - start)]):
+                        return
+                    chunk, hold = chunk[hold - (pos - start):], None
                 if cut is not None and pos - start + len(chunk) > cut:
                     h.wfile.write(chunk[: cut - (pos - start)])
                     h.wfile.flush()
@@ -179,6 +207,17 @@ class FakeHub:
                 except (BrokenPipeError, ConnectionResetError):
                     return
                 pos += len(chunk)
-                if self.knobs.slow_s_per_mib:
-                    time.sleep(self.knobs.slow_s_per_mib)
 
+
+    def _hold(self, h: BaseHTTPRequestHandler, name: str, head: bytes) -> bool:
+        """Write `head`, signal the barrier, wait for the test's release; False if the client left."""
+        barrier = self.barriers[name]
+        try:
+            h.wfile.write(head)
+            h.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            return False
+        finally:
+            barrier.reached.set()
+        barrier.released.wait()
+        return True

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import time
-
 import psutil
 
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.process import free_loopback_port
+from tests.helpers.waiting import wait_until  # noqa: F401  (the engine tests import it from here)
 
 
 def demo_spec(binary, model, *, ctx: int = 1024, port: int | None = None) -> LaunchSpec:
@@ -67,11 +66,3 @@ def chat(endpoint: str, text: str = "Say hi", key: str | None = None) -> str:
     return resp.json()["choices"][0]["message"]["content"]
 
 
-def wait_until(cond, timeout: float = 60) -> bool:
-    """Poll `cond` every 50 ms; True as soon as it holds, False after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.05)
-    return False

@@ -36,6 +36,7 @@ from stoker.library.gguf_write import write_header_only_gguf
 from stoker.planning.ds4 import GIB
 from stoker.planning.machine import Device, Machine
 from stoker.planning.plan import PlanRefusal
+from tests.helpers.waiting import wait_until
 
 FAKE = Path(__file__).resolve().parents[1] / "helpers" / "fake_ds4_server.py"
 
@@ -87,9 +88,10 @@ def run_until_ready(spec, tmp_path: Path) -> tuple[EngineProcess, list]:
             status = None
         if is_ready_status(EngineKind.DS4, status):
             break
-        time.sleep(0.1)
+        time.sleep(0.1)  # paces the poll
     assert is_ready_status(EngineKind.DS4, status)
-    time.sleep(0.2)  # the reader thread hands over the last lines
+    # ds4 prints its ready line before it serves; the reader thread may still be handing it over.
+    assert wait_until(lambda: any(e.phase == "ready" for e in parse_ds4_output(proc.tail())), 30), proc.tail()
     return proc, list(parse_ds4_output(proc.tail()))
 
 
@@ -141,7 +143,8 @@ def test_streamed_plan_argv_progress_ready_measured_line_and_the_next_plan(stoke
                                      headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(req, timeout=5) as r:
             assert json.loads(r.read())["choices"][0]["message"]["content"] == "Hello from ds4."
-        time.sleep(0.3)
+        # The generation line was printed before the reply; wait for the reader to hand it over.
+        assert wait_until(lambda: any(e.phase == "generating" for e in parse_ds4_output(proc.tail())), 30)
         phases = [(e.phase, e.done, e.total) for e in parse_ds4_output(proc.tail())]
         assert phases[-6:] == [("prefill", 1024, 10341), ("prefill", 3, 3), ("prefill", 3, 3), ("prefill", 3, 3),
                                ("prefill", 5120, 10341), ("generating", 50, None)]
@@ -200,8 +203,9 @@ def test_not_safe_refusal_and_unknown_flags_end_with_ds4s_own_error(stoker_home,
     bad = spec.__class__(**{**spec.__dict__, "argv": spec.argv + ("--bogus",)})
     proc = EngineProcess.start(bad, log_dir=tmp_path / "logs")
     assert proc.wait(timeout=10) == 2
-    time.sleep(0.2)
-    assert [failure_of_line(EngineKind.DS4, ln) for ln in proc.tail()][-1] == "bad-argument"
+    # Its last line (ds4's own refusal) reaches the tail once the reader has read to the end.
+    assert wait_until(lambda: [failure_of_line(EngineKind.DS4, ln) for ln in proc.tail()][-1:] == ["bad-argument"],
+                      30), proc.tail()
 
 
 @pytest.mark.parametrize("setting", [None, True])

@@ -52,8 +52,10 @@ class Stoker:
                                      env=env or os.environ.copy())
         self.out: list[str] = []
         self.err: list[str] = []
-        for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err)):
-            threading.Thread(target=self._read, args=(stream, sink), daemon=True).start()
+        self._readers = [threading.Thread(target=self._read, args=(stream, sink), daemon=True)
+                         for stream, sink in ((self.proc.stdout, self.out), (self.proc.stderr, self.err))]
+        for reader in self._readers:
+            reader.start()
 
     @staticmethod
     def _read(stream, sink):
@@ -68,13 +70,20 @@ class Stoker:
                 if line.startswith(prefix) or (stream == "err" and prefix in line):
                     return line
             if self.proc.poll() is not None:
-                time.sleep(0.2)  # let the readers drain
+                self.drained()
                 for line in list(lines):
                     if line.startswith(prefix) or (stream == "err" and prefix in line):
                         return line
                 break
-            time.sleep(0.05)
+            time.sleep(0.05)  # paces the poll
         raise AssertionError(f"no line {prefix!r}; stdout: {self.out}; stderr: {self.err}")
+
+    def drained(self, timeout: float = 30) -> None:
+        """Once the process has ended: wait until both readers have read to the end of its
+        output (the pipes close when it exits), so `out` and `err` hold every line."""
+        for reader in self._readers:
+            reader.join(timeout)
+        assert not any(r.is_alive() for r in self._readers), "the output pipes never closed"
 
     def close(self):
         if self.proc.poll() is None:
@@ -84,6 +93,7 @@ class Stoker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        self.drained()
 
 
 def status_json(env=None) -> dict:
@@ -101,7 +111,7 @@ def wait_status(predicate, timeout=90, env=None) -> dict:
             last = json.loads(result.stdout)
             if predicate(last):
                 return last
-        time.sleep(0.2)
+        time.sleep(0.2)  # paces the poll
     raise AssertionError(f"status never matched; last: {last}")
 
 
@@ -113,7 +123,7 @@ def gone_within(pid: int, seconds: float) -> bool:
                 return True
         except psutil.NoSuchProcess:
             return True
-        time.sleep(0.02)
+        time.sleep(0.02)  # paces the poll
     return False
 
 
@@ -375,11 +385,11 @@ def test_ctrl_c_at_any_moment_exits_0_and_never_reads_as_no_build(home, demo_mod
     lock = home / "data" / "run" / "instance.lock"
     deadline = time.monotonic() + 30
     while not lock.exists() and time.monotonic() < deadline:
-        time.sleep(0.005)
-    time.sleep(after_s)
+        time.sleep(0.005)  # paces the poll
+    time.sleep(after_s)  # the moment of the Ctrl-C after the lock appears: what this test varies
     run.proc.send_signal(signal.SIGINT)
     assert run.proc.wait(30) == 0, (run.out, run.err)
-    time.sleep(0.2)
+    run.drained()
     assert not any("no usable llama-server" in x or "Traceback" in x for x in run.err), run.err
     assert engines_under(home) == []
 
@@ -393,10 +403,10 @@ def test_two_runs_started_together_leave_exactly_one(home, demo_model):
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline and not (
                 a.proc.poll() is not None or b.proc.poll() is not None):
-            time.sleep(0.1)
+            time.sleep(0.1)  # paces the poll
         loser, winner = (a, b) if a.proc.poll() is not None else (b, a)
         assert loser.proc.wait(5) == 2
-        time.sleep(0.2)
+        loser.drained()
         assert any("another Stoker instance is already running" in x for x in loser.err), loser.err
         winner.wait_line("ready: ")
         assert winner.proc.poll() is None

@@ -28,6 +28,7 @@ from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState as S
 from stoker.fleet.supervisor import SupervisorOptions
 from stoker.instance.instance import Instance
+from tests.helpers.waiting import wait_until
 from tests.shell.engine_helpers import engines_running
 from tests.shell.test_secrets import MemoryKeyring
 
@@ -154,11 +155,15 @@ def test_the_same_url_across_kill_restart_apply_and_switch(gateway, demo_model, 
     assert snap is not None, inst.supervisor.snapshot().engines  # the switch unloaded the first
 
 
-def _stream_long(client, model, out: dict) -> None:
+def _stream_long(client, model, out: dict, under_way: threading.Event) -> None:
+    """A stream that still runs when the next request comes (32 tokens, end-of-text ignored,
+    against the milliseconds that request takes to queue); `under_way` is set on its first chunk."""
     try:
         text = []
-        for c in client.chat.completions.create(model=model, max_tokens=96, stream=True,
-                                                messages=[{"role": "user", "content": "Tell a story"}]):
+        for c in client.chat.completions.create(model=model, max_tokens=32, stream=True,
+                                                messages=[{"role": "user", "content": "Tell a story"}],
+                                                extra_body={"ignore_eos": True}):
+            under_way.set()
             if c.choices:
                 text.append(c.choices[0].delta.content or "")
         out["text"] = "".join(text)
@@ -194,16 +199,37 @@ def test_two_models_resident_then_a_budget_for_one_waits_for_the_stream(
     client = oai(one)
     assert say(client, DEMO_ID)
     out: dict = {}
-    streamer = threading.Thread(target=_stream_long, args=(client, DEMO_ID, out))
+    under_way = threading.Event()
+    streamer = threading.Thread(target=_stream_long, args=(client, DEMO_ID, out, under_way))
     streamer.start()
-    time.sleep(1.0)  # the stream is under way
-    assert "ended" not in out
-    answer = say(client, GEMMA_ID)  # held until the demo model's stream ends and it is unloaded
-    answered = time.monotonic()
-    streamer.join(120)
-    assert "error" not in out, out.get("error")
-    assert out["text"] and out["ended"] <= answered
-    assert answer
+    assert under_way.wait(60), out.get("error")  # the first chunk came: the stream is under way
+    asked: dict = {}
+    held = client.with_options(timeout=600)  # waits for the whole stream, however slow this machine is
+
+    def ask() -> None:
+        try:
+            asked["answer"] = say(held, GEMMA_ID)  # held until the demo model's stream ends and it is unloaded
+        except Exception as exc:
+            asked["error"] = exc
+        asked["at"] = time.monotonic()
+
+    asker = threading.Thread(target=ask)
+    asker.start()
+    queued_at: list[float] = []
+
+    def gemma_waits(snap) -> bool:
+        if any(e.model_id == GEMMA_ID and e.queued for e in snap.engines):
+            queued_at.append(time.monotonic())
+            return True
+        return False
+
+    assert one.supervisor.wait_for(gemma_waits, 60) is not None, one.supervisor.snapshot().engines
+    streamer.join(300)
+    asker.join(300)
+    assert not streamer.is_alive() and not asker.is_alive(), "the stream or the held request never ended"
+    assert "error" not in out and "error" not in asked, (out.get("error"), asked.get("error"))
+    assert out["text"] and queued_at[0] < out["ended"] <= asked["at"]  # it waited for the running stream
+    assert asked["answer"]
     snap = one.supervisor.wait_for(lambda s: [e.model_id for e in s.engines] == [GEMMA_ID], 30)
     assert snap is not None, one.supervisor.snapshot().engines
 
@@ -279,7 +305,7 @@ def test_a_crash_while_serving_is_a_502_naming_the_incident_and_the_next_request
 
     t = threading.Thread(target=long_request)
     t.start()
-    time.sleep(1.0)
+    assert wait_until(lambda: _generating(inst, DEMO_ID), 60), "the long request never started generating"
     assert t.is_alive()  # still generating when the engine dies
     os.kill(engine.pid, signal.SIGKILL)
     t.join(30)
@@ -287,6 +313,12 @@ def test_a_crash_while_serving_is_a_502_naming_the_incident_and_the_next_request
     assert isinstance(err, openai.APIStatusError) and err.status_code == 502, err
     assert "stopped while answering" in str(err) and "restarting in" in str(err)  # the incident, and what Stoker does
     assert say(client)  # restarted (after the backoff), same URL
+
+
+def _generating(inst, model_id: str) -> bool:
+    """The engine's own /slots (through the gateway) shows a slot working on a request."""
+    resp = httpx.get(inst.url + "/slots", params={"model": model_id}, timeout=30)
+    return resp.status_code == 200 and any(slot.get("is_processing") for slot in resp.json())
 
 
 def test_engine_endpoints_by_model_and_the_event_stream(gateway, demo_model):
@@ -306,7 +338,7 @@ def test_engine_endpoints_by_model_and_the_event_stream(gateway, demo_model):
 
     t = threading.Thread(target=follow, daemon=True)
     t.start()
-    time.sleep(0.5)
+    assert wait_until(lambda: events, 30), "the event stream sent nothing"  # subscribed: the first snapshot came
     tok = httpx.post(inst.url + "/tokenize", json={"model": DEMO_ID, "content": "hello world"}, timeout=60)
     assert tok.status_code == 200 and tok.json()["tokens"]
     t.join(30)

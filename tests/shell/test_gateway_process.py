@@ -51,6 +51,7 @@ from stoker.gateway.process import GatewayProcess, RemoteRoutes, gateway_child_a
 from stoker.gateway.server import GatewayConfig, bind_sockets
 from stoker.instance.instance import Instance
 from stoker.library.model_ids import Catalog, ModelKind, build_catalog
+from tests.helpers.waiting import wait_until
 
 from .test_faults import Stoker, gone_within, home, run_args, status_json  # noqa: F401 (fixture)
 
@@ -82,16 +83,19 @@ def test_frames_round_trip_and_a_closed_or_foreign_stream_is_link_closed():
 
 
 class _SlowStream(io.RawIOBase):
-    """A pipe whose reader is away until `go` is set: the sender must not wait on it."""
+    """A pipe whose reader is away until `go` is set: the sender must not wait on it.
+    `writing` is set once the outbox's writer is inside a write, stuck on the pipe."""
 
     def __init__(self) -> None:
         self.go = threading.Event()
+        self.writing = threading.Event()
         self.buf = io.BytesIO()
 
     def writable(self):
         return True
 
     def write(self, data):
+        self.writing.set()
         self.go.wait(10)
         return self.buf.write(data)
 
@@ -101,7 +105,7 @@ def test_outbox_never_blocks_the_sender_and_keeps_only_the_latest_of_a_slot():
     box = Outbox(stream, "test-outbox")
     started = time.monotonic()
     box.put("first")  # the writer takes it and waits on the stream
-    time.sleep(0.1)
+    assert stream.writing.wait(5), "the outbox's writer never wrote"
     box.put("ordered")
     for n in range(100):
         box.put_latest("usage", n)
@@ -306,19 +310,18 @@ def test_the_gateway_serves_from_its_own_process_and_comes_back_on_the_same_port
         assert status["gateway"]["pid"] == first and status["running"] is True
         assert instance.status()["gateway"]["pid"] == first
         os.kill(first, signal.SIGKILL)
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            again = instance.gateway.pid
-            if again not in (None, first):
-                try:
-                    if _get(instance.url + "/health")[0] == 200:
-                        break
-                except OSError:
-                    pass
-            time.sleep(0.05)
-        else:
-            raise AssertionError("the gateway process was not started again")
-        assert instance.gateway.pid != first
+
+        def serving_again() -> bool:
+            if instance.gateway.pid in (None, first):
+                return False
+            try:
+                return _get(instance.url + "/health")[0] == 200
+            except OSError:
+                return False
+
+        assert wait_until(serving_again, 30), "the gateway process was not started again"
+        again = instance.gateway.pid
+        assert again != first
         assert json.loads(_get(instance.url + "/v1/models")[1])["object"] == "list"
     finally:
         instance.supervisor.submit(Shutdown())
@@ -327,7 +330,8 @@ def test_the_gateway_serves_from_its_own_process_and_comes_back_on_the_same_port
     assert gone_within(again, 5.0), "the gateway process outlived Instance.close()"
 
 
-def test_the_gateway_process_never_outlives_a_kill_9_of_stoker(home, demo_model):  # noqa: F811 (fixture)
+@pytest.mark.usefixtures("home")
+def test_the_gateway_process_never_outlives_a_kill_9_of_stoker(demo_model):
     run = Stoker(*run_args(demo_model))
     try:
         run.wait_line("ready: ")

@@ -30,7 +30,7 @@ def test_llama_server_loads_header_only_fixture(engine_binary, tmp_path, build):
         while time.monotonic() < deadline and proc.poll() is None:
             if "listening on" in log.read_text(errors="replace"):
                 break
-            time.sleep(0.2)
+            time.sleep(0.2)  # paces the poll
         text = log.read_text(errors="replace")
         assert "listening on" in text, text[-2000:]
     finally:

@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -155,7 +156,7 @@ def test_the_macos_watchdog_kills_the_group_when_stoker_dies():
             "p = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
             "w = Watchdog(p.pid)\n"
             "print(p.pid, w.pid, flush=True)\n"
-            "time.sleep(60)\n")
+            "time.sleep(60)\n")  # the owner stays up until the test kills it
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
     engine, dog = map(int, owner.stdout.readline().split())
     try:
@@ -164,14 +165,12 @@ def test_the_macos_watchdog_kills_the_group_when_stoker_dies():
         owner.wait()
         deadline = time.monotonic() + 2
         while not _gone(engine) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # paces the poll
         assert _gone(engine)
     finally:
         for pid in (engine, dog):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
 
 
 def test_the_watchdog_stands_down_after_a_clean_stop():

@@ -88,8 +88,10 @@ def test_binary_identity_tracks_libraries(tmp_path):
     binary = fake_engine(tmp_path / "e")
     a = binary_identity(binary)
     assert a == binary_identity(binary)
-    time.sleep(0.01)
-    (tmp_path / "e" / "libggml-base.so").write_bytes(b"base")  # same size, new mtime
+    lib = tmp_path / "e" / "libggml-base.so"
+    before = lib.stat().st_mtime_ns
+    lib.write_bytes(b"base")  # same size, and a new mtime set outright (no wait for the clock to tick)
+    os.utime(lib, ns=(before + 1_000_000_000, before + 1_000_000_000))
     assert binary_identity(binary) != a
 
 
@@ -161,7 +163,8 @@ esac
 def test_failing_nvidia_smi_is_a_note(stoker_home, tmp_path, monkeypatch):
     tools = tmp_path / "tools"
     tools.mkdir()
-    make_script(tools / "nvidia-smi", "echo 'NVIDIA-SMI has failed because it could not communicate with the NVIDIA driver.'; exit 9\n")
+    make_script(tools / "nvidia-smi", "echo 'NVIDIA-SMI has failed because it could not communicate with "
+                                      "the NVIDIA driver.'; exit 9\n")
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
     m = probe_machine()
     assert any(n.startswith("nvidia-smi failed (NVIDIA-SMI has failed") for n in m.notes)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -16,6 +17,7 @@ from stoker.base.paths import stoker_paths
 from stoker.engines.health import wait_ready
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.process import EngineProcess, RotatingLog, engine_environment, reap_orphans
+from tests.helpers.waiting import wait_until
 from tests.shell.engine_helpers import chat, demo_spec
 
 pytestmark = pytest.mark.engine
@@ -124,7 +126,7 @@ def test_engine_dies_with_its_stoker_and_the_reaper_cleans_up(engine_binary, dem
         "from stoker.engines.process import EngineProcess\n"
         f"spec = LaunchSpec({spec.binary!r}, {spec.argv!r}, (), ('LLAMA_ARG_',), (), '127.0.0.1', {spec.port})\n"
         f"p = EngineProcess.start(spec, log_dir=Path({str(tmp_path)!r}))\n"
-        "print(p.pid, flush=True); time.sleep(60)\n")
+        "print(p.pid, flush=True); time.sleep(60)\n")  # the owner stays up until the test kills it
     owner = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
                              env={**os.environ, "PYTHONPATH": os.getcwd()})
     engine_pid = int(owner.stdout.readline())
@@ -137,16 +139,24 @@ def test_engine_dies_with_its_stoker_and_the_reaper_cleans_up(engine_binary, dem
         owner.wait()
         deadline = time.monotonic() + 2.0
         while not _gone(engine_pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
+            time.sleep(0.05)  # paces the poll
         assert _gone(engine_pid), "the engine outlived its Stoker"
         assert reap_orphans(run_dir, grace_s=5) == ()
         assert list(run_dir.glob("engine-*.json")) == []
     finally:
         owner.kill()
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(engine_pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+
+
+def _running_as(pid: int, binary: str, token: str) -> bool:
+    from stoker.engines import process
+
+    try:
+        proc = psutil.Process(pid)
+        return proc.name() == os.path.basename(binary) and proc.environ().get(process.TOKEN_ENV) == token
+    except psutil.Error:
+        return False
 
 
 @pytest.mark.parametrize("record", ["pid-file", "pending"])
@@ -172,7 +182,8 @@ def test_reaper_stops_an_engine_left_behind(engine_binary, demo_model, stoker_ho
                     "binary": spec.binary, **dead_owner}
             name = f"engine-{engine.pid}.json"
         (run_dir / name).write_text(json.dumps(info))
-        time.sleep(0.3)
+        # The reaper knows an engine by its binary's name and its token: wait for the exec.
+        assert wait_until(lambda: _running_as(engine.pid, spec.binary, token), 30)
         assert reap_orphans(run_dir, grace_s=5) == (engine.pid,)
         engine.wait(timeout=5)
         assert list(run_dir.glob("engine-*.json")) == []
@@ -188,7 +199,7 @@ def test_a_stopped_engine_is_killed_at_once(started):
     os.kill(proc.pid, signal.SIGSTOP)
     deadline = time.monotonic() + 5  # the stop is delivered asynchronously
     while psutil.Process(proc.pid).status() != psutil.STATUS_STOPPED and time.monotonic() < deadline:
-        time.sleep(0.01)
+        time.sleep(0.01)  # paces the poll
     t = time.monotonic()
     proc.stop(grace_s=10)
     assert time.monotonic() - t < 2.0

@@ -4,7 +4,8 @@ The server (tests/helpers/fake_hub.py) serves the demo model and Gemma 3 270M; H
 points at it and HF_HUB_CACHE at a temp folder. Shown: the quantisation picked with the
 planner's verdict printed (planned from the remote header, read by range requests), the
 file in the standard cache layout and listed as pulled; a cut connection resumed by the
-client and a killed pull resumed by the next one; a flipped byte caught by the sha256 and
+client and a killed pull resumed by the next one (the hub holds the body until the test has
+seen the partial file and interrupted the pull); a flipped byte caught by the sha256 and
 the file not added; a full disk (a 1 MiB tmpfs) refused before any download.
 """
 
@@ -15,12 +16,12 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.helpers.fake_hub import COMMIT, FakeHub, HubRepo, sha256_of
+from tests.helpers.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 SMOL = "stoker-test/SmolLM2-135M-Instruct-GGUF"
@@ -93,20 +94,26 @@ def test_pull_picks_with_the_verdict_and_a_cut_connection_is_resumed(hub, demo_q
 
 
 def test_a_killed_pull_resumes_where_it_stopped(hub, gemma_model):
-    hub.knobs.slow_s_per_mib = 0.05
+    # The hub holds the body after 24 MiB until the test has seen 20 MiB on disk and sent
+    # SIGINT: the pull is interrupted mid-file however fast or slow the machine is.
+    barrier = hub.hold(GEMMA_FILE, at=24 << 20)
     storage, link = cached(GEMMA, GEMMA_FILE)
     partial = storage / "blobs" / (sha256_of(gemma_model) + ".incomplete")
     proc = subprocess.Popen([sys.executable, "-m", "stoker", "pull", f"hf.co/{GEMMA}:Q4_K_M"], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and not (partial.is_file() and partial.stat().st_size > 20 << 20):
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=30)
+    try:
+        assert barrier.reached.wait(120), "the pull never reached the held byte"
+        assert wait_until(lambda: partial.is_file() and partial.stat().st_size >= 20 << 20, 60), \
+            f"the partial blob never reached 20 MiB: {partial.stat().st_size if partial.exists() else None}"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        hub.release(GEMMA_FILE)  # the client is gone: the held handler ends on a broken pipe
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 130, (out, err)
     have = partial.stat().st_size
-    assert have > 20 << 20 and not link.exists()
-    hub.knobs.slow_s_per_mib = 0.0
+    assert have >= 20 << 20 and not link.exists()
     done = pull(f"hf.co/{GEMMA}:Q4_K_M")
     assert done.returncode == 0, done.stderr
     assert "runs: 32k context, on the CPU" in done.stdout

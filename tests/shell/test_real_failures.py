@@ -135,7 +135,7 @@ def test_oom_watch_of_a_process_that_ends_normally():
 
     from stoker.diagnosis.oom_evidence import OomWatch
 
-    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])
+    p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(0.2)"])  # a peer that ends by itself
     watch = OomWatch(p.pid)
     p.wait()
     assert watch.killed_by_oom() in (False, None)

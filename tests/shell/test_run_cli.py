@@ -51,7 +51,7 @@ class Running:
                     return line
             if self.proc.poll() is not None:
                 break
-            time.sleep(0.05)
+            time.sleep(0.05)  # paces the poll
         raise AssertionError(f"no line starting {prefix!r}; output so far: {self.lines}")
 
     def close(self):
@@ -77,7 +77,7 @@ def wait_status(predicate, timeout=60) -> dict:
         last = status_json()
         if predicate(last):
             return last
-        time.sleep(0.2)
+        time.sleep(0.2)  # paces the poll
     raise AssertionError(f"status never matched; last: {last}")
 
 

@@ -33,6 +33,7 @@ from stoker.engines.sd_server import (
 )
 from tests.conftest import TEST_HOME
 from tests.helpers.tiny_diffusion import write_tiny_flux2_klein
+from tests.helpers.waiting import wait_until
 
 
 @pytest.fixture(scope="session")
@@ -68,7 +69,7 @@ def start(binary: Path, model, tmp_path: Path) -> tuple[EngineProcess, str, obje
             status = None
         if is_ready_status(EngineKind.SD_SERVER, status):
             return proc, spec.endpoint, plan
-        time.sleep(0.2)
+        time.sleep(0.2)  # paces the poll
     proc.stop(grace_s=2)
     pytest.fail("sd-server did not answer / within 120 s:\n" + "\n".join(proc.tail(40)))
 
@@ -92,10 +93,11 @@ def test_sd_server_renders_an_openai_request_into_a_png(sd_server_binary, tiny_m
         reply = txt2img_to_openai(post(endpoint, call.path, call.body))
         png = decode_png(reply["data"][0]["b64_json"])
         assert png_size(png) == (64, 64)
-        time.sleep(0.3)
+        # sd-server printed its step before the reply; wait for the reader to hand it over.
+        assert wait_until(lambda: ("rendering", 1, 1) in [(e.phase, e.done, e.total)
+                                                         for e in parse_sd_output(proc.tail(400))], 30)
         events = parse_sd_output(proc.tail(400))
         assert any(e.phase == "ready" for e in events)
-        assert ("rendering", 1, 1) in [(e.phase, e.done, e.total) for e in events]
     finally:
         proc.stop(grace_s=5)
 
@@ -118,7 +120,7 @@ def test_a_stopped_render_ends_within_2_s_and_a_fresh_start_renders_again(sd_ser
         while time.monotonic() < deadline:  # wait until it is really rendering (a step was reported)
             if any(e.phase == "rendering" and e.total == 100 for e in parse_sd_output(proc.tail(50))):
                 break
-            time.sleep(0.1)
+            time.sleep(0.1)  # paces the poll
         else:
             pytest.fail("the render never reported a step:\n" + "\n".join(proc.tail(40)))
         t0 = time.monotonic()

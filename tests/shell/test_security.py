@@ -20,6 +20,7 @@ import pytest
 from stoker.base import secrets
 from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Shutdown
+from stoker.fleet.supervisor import FunctionPreparer
 from stoker.gateway.rules import HEADER_TIMEOUT_S
 from stoker.instance.instance import Instance
 from tests.helpers.locking_keyring import FOLDER_ENV, LockingKeyring
@@ -32,8 +33,11 @@ if sys.platform != "win32":
 CHAT = {"model": "smollm2-135m-instruct:q4_1", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]}
 
 
-def never_prepare(model_path, attempt):
+def _never(model_path, attempt):
     raise AssertionError("nothing is loaded in this test")
+
+
+never_prepare = FunctionPreparer(_never)
 
 
 @pytest.fixture

@@ -235,7 +235,7 @@ def test_an_interrupt_stops_the_whole_build_process_group(tmp_path):
             os.kill(grandchild, 0)
         except ProcessLookupError:
             break
-        time.sleep(0.05)
+        time.sleep(0.05)  # paces the poll
     else:
         pytest.fail("the build's grandchild outlived the interrupt")
 

@@ -94,7 +94,7 @@ class FakeServices:
         self.overrides[model_path] = overrides
 
     def plan(self, model_path, overrides):
-        time.sleep(self.plan_delay_s)
+        time.sleep(self.plan_delay_s)  # simulates a slow peer: a plan that takes its time
         self.plans_made += 1
         return hand_plan(model_path, overrides)
 

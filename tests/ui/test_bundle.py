@@ -75,7 +75,7 @@ def test_frozen_stoker_inspects_plans_and_shows_its_tray(bundle, env, demo_model
                 if status.get("tray_shown") is True and status.get("state") == "ready":
                     break
             assert tray.poll() is None, tray.communicate()[1]
-            time.sleep(0.3)
+            time.sleep(0.3)  # paces the poll
         assert status and status["tray_shown"] is True and status["state"] == "ready", status
         engine_pid = status["pid"]
         engine = psutil.Process(engine_pid)
@@ -101,6 +101,7 @@ def test_frozen_stoker_inspects_plans_and_shows_its_tray(bundle, env, demo_model
     assert not psutil.pid_exists(gateway.pid) or gateway.status() == "zombie"
 
 
+@pytest.mark.timeout(1200)  # `stoker setup` from the bundle may rebuild the engine (900 s bound)
 def test_frozen_setup_builds_installs_and_fetches_the_model(bundle, tmp_path, engine_dir):
     """`stoker setup` from the bundle (no pip of its own: it borrows a Python on PATH), reusing
     the test build folder so the compile is incremental; then the same without compiler or

@@ -32,7 +32,7 @@ def wait_status(env, pred, deadline_s=90):
             last = json.loads(r.stdout)
             if pred(last):
                 return last
-        time.sleep(0.3)
+        time.sleep(0.3)  # paces the poll
     raise AssertionError(f"status never matched; last: {last}")
 
 

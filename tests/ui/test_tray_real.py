@@ -71,7 +71,7 @@ class SlowPreparer(RealPreparer):
         self.delay_s = delay_s
 
     def __call__(self, model_path, attempt):
-        time.sleep(self.delay_s)
+        time.sleep(self.delay_s)  # simulates a slow peer: a big model's header read and probe
         return super().__call__(model_path, attempt)
 
 

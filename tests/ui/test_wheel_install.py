@@ -20,7 +20,8 @@ import pytest
 
 from stoker.base.store import SettingsStore
 
-pytestmark = [pytest.mark.engine, pytest.mark.ui]
+# Building the wheel and a pip install into a fresh venv come first (up to 20 minutes on a cold cache).
+pytestmark = [pytest.mark.engine, pytest.mark.ui, pytest.mark.timeout(1800)]
 REPO = Path(__file__).resolve().parents[2]
 
 ICON_CHECK = """
@@ -115,9 +116,9 @@ def test_installed_stoker_runs_outside_the_checkout(venv, demo_model, engine_bin
                 status = json.loads(r.stdout)
                 break
             assert tray.poll() is None, tray.communicate()[1]
-            time.sleep(0.3)
+            time.sleep(0.3)  # paces the poll
         assert status is not None, "the installed tray never showed its icon"
-        time.sleep(3)  # a few seconds up, icons rendered for every snapshot it got
+        time.sleep(3)  # a soak, not a wait: a crash in a later repaint of its icons would show here
         assert tray.poll() is None
         assert run_installed(venv, "stop", env=env).returncode == 0
         out, err = tray.communicate(timeout=60)
