@@ -57,9 +57,28 @@ def test_exit_cells_parse():
 def test_the_command_prints_json_with_the_held_out_figure(capsys):
     assert main(["bench", "diagnose", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["schema"] == 1 and out["hold_out_rule"] == "sha256(file name)[0] % 5 == 0"
+    assert out["schema"] == 2 and out["hold_out_rule"] == "sha256(file name)[0] % 5 == 0"
     assert out["overall"]["n"] == len(load_corpus(CORPUS))
     assert out["held_out"]["n"] > 0 and "stale-library" in out["per_kind"]
+    assert {"accuracy", "precision", "coverage"} <= set(out["overall"])
+    assert out["headline"]["batch"] == max(int(b) for b in out["batches"])
+
+
+def test_precision_and_coverage_count_what_was_named():
+    from stoker.bench.diagnose import BenchResult, CaseResult, WildCase
+
+    def case(label, predicted):
+        c = WildCase(file=f"{label}-{predicted}.log", kind=label, source="x", exit_code=None, signal=None,
+                     os="linux", wrapper="none", note="", batch=1, drafter=False, backend=None, lines=("x",))
+        return CaseResult(c, predicted, predicted, "", "", "")
+
+    res = BenchResult((case("cuda-oom", "cuda-oom"), case("cuda-oom", "unknown"),
+                       case("bad-model", "cuda-oom"), case("unknown", "unknown")))
+    sc = res.score()
+    assert (sc.n, sc.correct, sc.named, sc.named_right) == (4, 2, 2, 1)
+    assert sc.precision == 0.5 and sc.coverage == 0.5 and sc.accuracy == 0.5
+    k = res.score(kind="cuda-oom")
+    assert k.accuracy == 0.5 and k.coverage == 0.5 and k.precision == 0.5  # said twice, once right
 
 
 def test_a_missing_corpus_is_one_sentence(tmp_path, capsys):
