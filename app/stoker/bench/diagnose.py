@@ -35,7 +35,7 @@ TARGET_PRECISION = 0.98
 # The batch gathered after the catalogue (stoker/diagnosis/catalogue.py) was frozen, and the
 # commit that froze it: the headline figure, scored once (NOTES-h-diag.md).
 FRESH_BATCH = 7
-CATALOGUE_FROZEN_AT = "see NOTES-h-diag.md"
+CATALOGUE_FROZEN_AT = "commit a770d69"
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
@@ -60,6 +60,7 @@ class WildCase:
     drafter: bool  # the thread shows a draft model or MTP head in the launch (Stoker knows this)
     backend: str | None  # the build's backend as the thread states it (Stoker knows it); None: unstated
     lines: tuple[str, ...]
+    url: str | None = None  # the thread's address (batch 7 on); `source` names it as owner/repo#N
 
     @property
     def held_out(self) -> bool:
@@ -176,6 +177,7 @@ def load_corpus(directory: Path = CORPUS) -> tuple[WildCase, ...]:
                               exit_code=code, signal=sig, os=row["os"], wrapper=row["wrapper"],
                               note=row["note"], batch=int(row.get("batch") or 1),
                               drafter=row.get("drafter") == "1", backend=row.get("backend") or None,
+                              url=row.get("url") or None,
                               lines=tuple(text.splitlines())))
     logs = {p.name for p in directory.glob("*.log")}
     unlabelled = logs - {c.file for c in cases}
