@@ -343,7 +343,9 @@ _e("net.port-in-use", "port-in-use", 75, _D,
    r"address already in use", r"EADDRINUSE", r"error while attempting to bind on address",
    r"\[Errno (48|98|99)\]", r"cannot assign requested address", r"only one usage of each socket address",
    r"WSAEADDRINUSE", r"\[WinError 10048\]", r"bind: An attempt was made to access a socket",
-   r"port \d+ is (already )?(in use|taken|occupied)", r"failed to (start|bind).{0,40}port \d+.{0,20}in use")
+   r"port \d+ is (already )?(in use|taken|occupied)",
+   # Qt's QAbstractSocket::AddressInUseError text (gpt4all's API server)
+   r"The bound address is already in use", r"failed to (start|bind).{0,40}port \d+.{0,20}in use")
 _e("ld.missing", "missing-library", 75, _D,
    "glibc ld.so `error while loading shared libraries`; dlopen; dyld `Library not loaded`; "
    "Windows STATUS_DLL_NOT_FOUND 0xC0000135 / ERROR_MOD_NOT_FOUND 126, STATUS_DLL_INIT_FAILED 0xC0000142",
@@ -357,7 +359,10 @@ _e("ld.missing", "missing-library", 75, _D,
    r"CUDA driver is a stub library", r"cudaErrorStubLibrary", r"failed to load (the )?(CUDA|ROCm|HIP|Vulkan) backend",
    r"libcuda\.so\.1: cannot open", r"nvcuda\.dll.{0,30}not found", r"vcruntime140\w*\.dll",
    r"msvcp140\w*\.dll", r"libomp\.dylib", r"Failed to load shared library '[^']+'",
-   r"OSError: .{0,80}\.(so|dll|dylib)[\w.]*: cannot open")
+   r"OSError: .{0,80}\.(so|dll|dylib)[\w.]*: cannot open",
+   # llama-cpp-python llama_cpp.py _load_shared_library; LocalAI's backend loader
+   r"Shared library with base name '[^']+' not found", r"backend not found: \S+",
+   r"Backend not found backend=")
 
 # ---------------------------------------------------------------------------- arguments
 
@@ -373,7 +378,9 @@ _e("arg.invalid", "bad-argument", 70, _D,
    r"^not a directory:", r"Unknown reasoning format", r"invalid value for main_gpu",
    r"invalid boolean value", r"unrecognized option '-", r": invalid option -- ",
    r"error: unrecognized command line option", r"error: the argument .{0,40} requires a value",
-   r"unknown cache type", r"invalid (ngl|n_gpu_layers|ctx.size|tensor.split) value")
+   r"unknown cache type", r"invalid (ngl|n_gpu_layers|ctx.size|tensor.split) value",
+   # the CLI parsers wrappers use: Rust's clap (LlamaEdge), Go's flag package
+   r"error: unexpected argument '[^']+' found", r"flag provided but not defined: -")
 
 # -------------------------------------------------------------- allocations, device unnamed
 
@@ -394,7 +401,10 @@ _e("model.load", "bad-model", 60, _D,
    "the model file is damaged, incomplete, or not supported by this build",
    r"failed to open GGUF file", r"gguf_init_from_\w+: failed", r"error loading model:",
    r"error loading model architecture", r"unknown model architecture", r"missing tensor",
-   r"not within the file bounds", r"model is corrupted or incomplete", r"(?-i:\w: failed to load model)",
+   r"not within the file bounds", r"model is corrupted or incomplete",
+   # llama.cpp's own functions only (a wrapper's "Fails: failed to load model" is not one)
+   r"(?-i:\b(llama_load_model_from_file|llama_model_load_from_file(_impl)?|common_init_from_params"
+   r"|common_init_|llama_init_from_gpt_params|load_model|main|llama_model_load)\w*: (error: )?failed to load model)",
    r"chat template parsing error", r"failed to load multimodal model", r"invalid magic",
    r"unknown \(magic, version\) combination", r"this format is no longer supported",
    r"GGML files are no longer supported", r"tensor '[^']+' has wrong shape", r"wrong number of tensors",
