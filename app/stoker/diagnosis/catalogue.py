@@ -362,6 +362,8 @@ _e("ld.missing", "missing-library", 75, _D,
    r"OSError: .{0,80}\.(so|dll|dylib)[\w.]*: cannot open",
    # llama-cpp-python llama_cpp.py _load_shared_library; LocalAI's backend loader
    r"Shared library with base name '[^']+' not found", r"backend not found: \S+",
+   # src/llama.cpp llama_model_load_from_file_impl, b11434: the ggml backend libraries are absent
+   r"no backends are loaded\. hint: use ggml_backend_load",
    r"Backend not found backend=")
 
 # ---------------------------------------------------------------------------- arguments
