@@ -24,6 +24,8 @@ before the fresh benchmark batch was gathered; a later change must say so there.
 from __future__ import annotations
 
 import re
+import re._constants as _sre  # the parsed-pattern opcodes, to find each pattern's literals
+import re._parser as _sre_parse
 from dataclasses import dataclass
 from enum import Enum
 
@@ -499,8 +501,44 @@ ENTRIES: tuple[Entry, ...] = tuple(_ENTRIES)
 _BY_NAME = {e.name: e for e in ENTRIES}
 assert len(_BY_NAME) == len(ENTRIES), "entry names are unique"
 
-# One alternation of every entry, so a line that matches none costs one search.
-ANY = re.compile("|".join(f"(?:{e.pattern.pattern})" for e in ENTRIES), re.IGNORECASE)
+def _literals(items) -> frozenset[str] | None:
+    """Lower-case strings at least one of which every match of the parsed pattern contains,
+    or None when the pattern has no such literal (it must then be tried on every line)."""
+    best = ""
+    run = ""
+    nested: frozenset[str] | None = None
+    for op, arg in items:
+        if op is _sre.LITERAL:
+            run += chr(arg)
+            best = max(best, run, key=len)
+            continue
+        run = ""
+        if op is _sre.SUBPATTERN and nested is None:
+            nested = _literals(arg[3])
+        elif op is _sre.BRANCH and nested is None:
+            branches = [_literals(b) for b in arg[1]]
+            if all(b is not None for b in branches):
+                nested = frozenset().union(*branches)  # type: ignore[arg-type]
+    if len(best) >= 3:
+        return frozenset({best.lower()})
+    return nested
+
+
+def _needles(entry: Entry) -> frozenset[str] | None:
+    return _literals(_sre_parse.parse(entry.pattern.pattern, entry.pattern.flags))
+
+
+# A line is tried only against the entries one of whose literals it contains (lower-cased),
+# found through the literals' first three letters, so the ~100 patterns cost one set
+# intersection on the many lines that match none. Deciding is unchanged by this (every
+# literal is one a match must contain); an entry without one would be tried on every line.
+_NEEDLES = tuple((e, _needles(e)) for e in ENTRIES)
+_ALWAYS = tuple(e for e, needles in _NEEDLES if needles is None)
+_BY_TRIGRAM: dict[str, list[tuple[Entry, str]]] = {}
+for _entry, _needle_set in _NEEDLES:
+    for _needle in _needle_set or ():
+        _BY_TRIGRAM.setdefault(_needle[:3], []).append((_entry, _needle))
+_TRIGRAMS = frozenset(_BY_TRIGRAM)
 
 
 def entry(name: str) -> Entry:
@@ -509,7 +547,9 @@ def entry(name: str) -> Entry:
 
 def matches(line: str) -> tuple[Entry, ...]:
     """Every entry one (prefix-stripped) log line matches, highest rank first."""
-    if not ANY.search(line):
-        return ()
-    hits = [e for e in ENTRIES if e.pattern.search(line)]
-    return tuple(sorted(hits, key=lambda e: -e.rank))
+    low = line.lower()
+    seen = _TRIGRAMS.intersection(low[i:i + 3] for i in range(len(low) - 2))
+    candidates = {e for tri in seen for e, needle in _BY_TRIGRAM[tri] if needle in low}
+    candidates.update(_ALWAYS)
+    hits = [e for e in candidates if e.pattern.search(line)]
+    return tuple(sorted(hits, key=lambda e: (-e.rank, e.name)))
