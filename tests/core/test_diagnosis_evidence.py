@@ -137,6 +137,9 @@ def test_a_weak_sign_alone_never_decides():
     assert v.kind is None and v.rule == "weak-evidence" and len(v.pieces) == 1
     inc = classify_exit(report_from_log(lines, exit_code=1))
     assert inc.kind == "unknown" and inc.rule == "exit"
+    # the weak sign is shown as the candidate, not named
+    assert inc.candidates == ("bad-model",) and "Failed to load model" in inc.evidence
+    assert "does not name a kind" in inc.title and inc.evidence_lines == lines
     # nor outweighs a decisive line, even one an order rule would put below it
     assert verdict(("ValueError: Failed to load model from file: /m/x.gguf", CUDA_OOM)).kind == "gpu-oom"
 
@@ -234,3 +237,39 @@ def test_the_former_unknowns_are_named():
                     "HipVMM Failure: hipErrorOutOfMemory", signal="SIGABRT").kind == "rocm-oom"
     assert diagnose("HipVMM Failure: invalid argument", "ggml_cuda_init: found 1 ROCm devices:",
                     signal="SIGABRT").kind == "rocm-oom"
+
+
+# Wordings that look like a cause and are not (each from its source): a confident wrong
+# kind sends the user the wrong way, so these must stay unnamed or weak.
+@pytest.mark.parametrize("line, not_kind", [
+    # src/llama-mmap.cpp: --mlock refused by RLIMIT_MEMLOCK; the engine goes on unlocked
+    ("warning: failed to mlock 73400320-byte buffer (after previously locking 0 bytes): "
+     "Cannot allocate memory", "host-oom"),
+    # a Windows crash report names the runtime DLL as the faulting module: not a missing DLL
+    (r"Faulting module path: C:\Windows\SYSTEM32\VCRUNTIME140.dll", "missing-library"),
+    # any client's words (a wrapper's health check), not ggml-rpc's GGML_ABORT line
+    ("health check: Failed to connect to 127.0.0.1:8080", "rpc-worker-lost"),
+])
+def test_a_look_alike_line_is_not_named(line, not_kind):
+    inc = classify_exit(report_from_log((line,), exit_code=1))
+    assert inc.kind != not_kind and inc.kind == "unknown"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # ggml/src/ggml-backend-reg.cpp load_backend (b11434): another build's backend library
+    ("load_backend: failed to find ggml_backend_init in /opt/app/libggml-cuda.so", "stale-library"),
+    ("load_backend: failed to initialize backend from /opt/app/libggml-vulkan.so: incompatible API "
+     "version (backend: 1, current: 2)", "stale-library"),
+    # ggml/src/gguf.cpp: a damaged length field, not the host's memory
+    ("gguf_init_from_file_impl: encountered bad_alloc error while reading key 7", "bad-model"),
+    # Python argparse, click, Go pflag/cobra: a wrapper refusing its own option
+    ("error: argument --n-gpu-layers: invalid int value: 'all'", "bad-argument"),
+    ("Error: No such option: --ctx", "bad-argument"),
+    ("Error: unknown flag: --ctx-size", "bad-argument"),
+    # Windows ERROR_MOD_NOT_FOUND / WSAEACCES (a reserved port range)
+    ("ggml_backend_load: LoadLibraryW failed with error 126", "missing-library"),
+    ("OSError: [WinError 10013] An attempt was made to access a socket in a way forbidden by its "
+     "access permissions", "port-in-use"),
+])
+def test_a_source_wording_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind

@@ -213,7 +213,10 @@ _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
 
 _e("rpc.lost", "rpc-worker-lost", 88, _D, f"ggml/src/ggml-rpc/ggml-rpc.cpp, {_B}",
    "an RPC worker crashed, vanished or speaks another protocol version",
-   r"Remote RPC server crashed or returned malformed response", r"Failed to connect to \S+:\d+",
+   r"Remote RPC server crashed or returned malformed response",
+   # GGML_ABORT prints `<file>:<line>: Failed to connect to <endpoint>`; the bare words are
+   # also any client's (a wrapper's health check, curl), so only ggml-rpc's own line decides
+   r"ggml-rpc\.cpp:\d+: Failed to connect to", r"Failed to connect to RPC server",
    r"RPC handshake failed for", r"RPC server version mismatch", r"failed to connect to rpc server")
 _e("drafter.load", "drafter-failure", 85, _D,
    f"common/speculative.cpp, tools/server/server-context.cpp, {_B}; older server.cpp "
@@ -300,6 +303,13 @@ _e("os.oom-killer", "host-oom", 79, _D,
    r"oom-kill event", r"systemd-oomd.{0,40}Killed", r"Killed process \d+ \(\S+\) total-vm",
    r"earlyoom.{0,40}(sending SIG|killing)", r"was killed due to (memory pressure|running out of memory)",
    r"container .{0,40}exceeded (its )?memory limit", r"exit code 137.{0,40}(OOM|out of memory)")
+_e("host.mlock-warning", "host-oom", 79, _W,
+   f"src/llama-mmap.cpp llama_mlock, {_B}: `warning: failed to mlock %zu-byte buffer ...: %s` "
+   "(RLIMIT_MEMLOCK) and `failed to VirtualLock`",
+   "--mlock could not pin the model (a lock limit, not memory running out): the engine goes on "
+   "unlocked, so the line outranks host.alloc's `Cannot allocate memory` only to be a sign",
+   r"failed to mlock \d+-byte buffer", r"failed to VirtualLock \d+-byte buffer",
+   r"Try increasing RLIMIT_MEMLOCK")
 _e("host.alloc", "host-oom", 78, _D,
    f"ggml/src/ggml.c ggml_aligned_malloc, ggml-cpu buffers, src/llama-mmap.cpp, {_B}; C++ std::bad_alloc",
    "system memory ran out inside the engine",
@@ -327,6 +337,11 @@ _e("dyld.system-too-old", "system-too-old", 77, _D, "macOS dyld",
    r"Expected in:?\s*/usr/lib/", r"Expected in:?\s*/System/Library/",
    r"built for (newer )?macOS( version)? [\d.]+ which is newer than running OS",
    r"was built for newer macOS version")
+_e("ggml.backend-abi", "stale-library", 76, _D,
+   f"ggml/src/ggml-backend-reg.cpp load_backend, {_B}: a backend library without "
+   "`ggml_backend_init`, or built against another ggml API version",
+   "a backend library (libggml-*.so / ggml-*.dll) found on the path is another build's",
+   r"failed to find ggml_backend_init in", r"failed to initialize backend from .{0,300}incompatible API version")
 _e("ld.stale-symbol", "stale-library", 76, _D,
    "glibc ld.so `symbol lookup error`/`undefined symbol`; dyld `Symbol not found`; Windows "
    "STATUS_ENTRYPOINT_NOT_FOUND 0xC0000139 / ERROR_PROC_NOT_FOUND 127, STATUS_INVALID_IMAGE_FORMAT 0xC000007B",
@@ -336,7 +351,8 @@ _e("ld.stale-symbol", "stale-library", 76, _D,
    r"\[WinError 127\]", r"The specified procedure could not be found", r"incompatible architecture \(have",
    r"STATUS_ENTRYPOINT_NOT_FOUND", r"STATUS_INVALID_IMAGE_FORMAT", r"\b0xc0000139\b", r"\b0xc000007b\b",
    r"\b3221225785\b", r"\b3221225595\b", r"-1073741511\b", r"-1073741701\b",
-   r"ELFCLASS32", r"mach-o file, but is an incompatible architecture")
+   r"ELFCLASS32", r"mach-o file, but is an incompatible architecture",
+   r"LoadLibrary\w* failed (with error|:)\s*(127|193)\b", r"\bERROR_BAD_EXE_FORMAT\b")
 _e("net.port-in-use", "port-in-use", 75, _D,
    f"tools/server/server-http.cpp, {_B} (`couldn't bind HTTP server socket`); older server.cpp; "
    "errno EADDRINUSE 98/48, WSAEADDRINUSE 10048; wrappers' Go/Node/Python listeners",
@@ -345,6 +361,8 @@ _e("net.port-in-use", "port-in-use", 75, _D,
    r"address already in use", r"EADDRINUSE", r"error while attempting to bind on address",
    r"\[Errno (48|98|99)\]", r"cannot assign requested address", r"only one usage of each socket address",
    r"WSAEADDRINUSE", r"\[WinError 10048\]", r"bind: An attempt was made to access a socket",
+   # WSAEACCES 10013: the port is in a range Windows reserves (Hyper-V/WinNAT) or held exclusively
+   r"\[(WinError|Errno) 10013\]", r"WSAEACCES",
    r"port \d+ is (already )?(in use|taken|occupied)",
    # Qt's QAbstractSocket::AddressInUseError text (gpt4all's API server)
    r"The bound address is already in use", r"failed to (start|bind).{0,40}port \d+.{0,20}in use")
@@ -356,11 +374,15 @@ _e("ld.missing", "missing-library", 75, _D,
    r"dyld(\[\d+\])?: Library not loaded", r"The code execution cannot proceed because .*\.dll",
    r"\.dll was not found", r"Could not find module .*\.dll", r"\[WinError 126\]",
    r"The specified module could not be found", r"dyld(\[\d+\])?: image not found", r"Library not loaded: @rpath",
+   r"LoadLibrary\w* failed (with error|:)\s*126\b", r"\bERROR_MOD_NOT_FOUND\b",
    r"STATUS_DLL_NOT_FOUND", r"STATUS_DLL_INIT_FAILED", r"\b0xc0000135\b", r"\b0xc0000142\b",
    r"\b3221225781\b", r"\b3221225794\b", r"-1073741515\b", r"-1073741502\b",
    r"CUDA driver is a stub library", r"cudaErrorStubLibrary", r"failed to load (the )?(CUDA|ROCm|HIP|Vulkan) backend",
-   r"libcuda\.so\.1: cannot open", r"nvcuda\.dll.{0,30}not found", r"vcruntime140\w*\.dll",
-   r"msvcp140\w*\.dll", r"libomp\.dylib", r"Failed to load shared library '[^']+'",
+   r"libcuda\.so\.1: cannot open", r"nvcuda\.dll.{0,30}not found",
+   # the runtime DLLs only when said missing: a crash report names them as the faulting module
+   r"(vcruntime140|msvcp140|libomp)\w*\.(dll|dylib).{0,60}(not found|missing|could not be (found|loaded))",
+   r"(missing|not find|not found|cannot find|could not load).{0,60}\b(vcruntime140|msvcp140|libomp)\w*\.(dll|dylib)",
+   r"Failed to load shared library '[^']+'",
    r"OSError: .{0,80}\.(so|dll|dylib)[\w.]*: cannot open",
    # llama-cpp-python llama_cpp.py _load_shared_library; LocalAI's backend loader
    r"Shared library with base name '[^']+' not found", r"backend not found: \S+",
@@ -384,7 +406,12 @@ _e("arg.invalid", "bad-argument", 70, _D,
    r"error: unrecognized command line option", r"error: the argument .{0,40} requires a value",
    r"unknown cache type", r"invalid (ngl|n_gpu_layers|ctx.size|tensor.split) value",
    # the CLI parsers wrappers use: Rust's clap (LlamaEdge), Go's flag package
-   r"error: unexpected argument '[^']+' found", r"flag provided but not defined: -")
+   r"error: unexpected argument '[^']+' found", r"flag provided but not defined: -",
+   # Python's argparse (`argument %s: invalid %s value`, `expected one argument`, `invalid
+   # choice`), click (NoSuchOption, BadParameter, extra arguments), Go's pflag/cobra
+   r"error: argument [-\w/, ]+: (invalid|expected|ignored explicit|not allowed)",
+   r"Error: No such option: -", r"Error: Invalid value for ['\"-]", r"Got unexpected extra arguments? \(",
+   r"\bunknown (shorthand )?flag: ['\"-]", r"invalid argument \"[^\"]*\" for \"-")
 
 # -------------------------------------------------------------- allocations, device unnamed
 
@@ -416,7 +443,11 @@ _e("model.load", "bad-model", 60, _D,
    r"gguf_init_from_file_impl: (invalid|failed)", r"key not found in model:",
    r"unsupported model (architecture|type)", r"tensor '[^']+' (has invalid ggml type|data is not within)",
    r"invalid ggml type \d+", r"GGUF version \d+ is not supported", r"is not a valid GGUF file",
-   r"failed to read (tensor info|key-value pairs|magic|header)", r"file is truncated")
+   r"failed to read (tensor info|key-value pairs|magic|header)", r"file is truncated",
+   # gguf.cpp gguf_init_from_file_impl, b11434: a length field read from a damaged file
+   # asks for an absurd size (these are the file's fault, not the host's memory)
+   r"encountered (bad_alloc|length_error) error while reading (key|value|tensor name)",
+   r"tensor '[^']+' has invalid data", r"failed to read tensor data")
 
 # --------------------------------------------------------------------------- wrappers
 # Wrappers' generic words around a failure: signs only (WEAK). They are shown as evidence
@@ -430,6 +461,12 @@ _e("wrapper.load-failed", "bad-model", 20, _W,
    r"Failed to load model from file", r"Error loading model\.", r"Failed to load the model",
    r"Could not load text model", r"could not load model", r"error loading llama server",
    r"failed to load model with internal loader", r"unable to load model", r"Failed to load model\b")
+_e("wrapper.layout-unfit", "device-oom", 65, _S,
+   "Ollama llm/server.go (its own engine's layout fit, 0.11 and later): `memory layout cannot be "
+   "allocated` (with `num_gpu = N`)",
+   "the wrapper found no placement of the layers that fits the free memory: an out-of-memory "
+   "found before the engine allocated (the build's device decides which)",
+   r"memory layout cannot be allocated")
 _e("wrapper.context-failed", "device-oom", 20, _W,
    "llama-cpp-python llama.py (`Failed to create llama_context`); common.cpp (`failed to create context`)",
    "the context could not be created (most often memory); the cause is in the engine's lines",

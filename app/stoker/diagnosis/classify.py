@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from stoker.diagnosis.evidence import Verdict, decide, draft_scoped, gather
+from stoker.diagnosis.evidence import Evidence, Verdict, decide, draft_scoped, gather
 
 # Every kind classify_exit can return; the README lists them for users.
 KINDS = (
@@ -411,13 +411,25 @@ class _Match:
     verdict: Verdict
 
 
-def _scan(lines: tuple[str, ...]) -> _Match | None:
-    """The verdict of the log's evidence, or None when no line is evidence of anything."""
+def _scan(lines: tuple[str, ...]) -> tuple[_Match | None, Verdict]:
+    """The verdict of the log's evidence, with the match it names (None when no line is
+    evidence of a kind, or only weak signs are: those stay in the verdict as candidates)."""
     pieces = draft_scoped(lines, gather(lines, strip_log_prefix))
     verdict = decide(pieces)
     if verdict.winner is None or verdict.kind is None:
-        return None
-    return _Match(verdict.kind, verdict.winner.line, verdict.winner.rank, verdict)
+        return None, verdict
+    return _Match(verdict.kind, verdict.winner.line, verdict.winner.rank, verdict), verdict
+
+
+def _weak_candidates(verdict: Verdict) -> tuple[Evidence, ...]:
+    """One weak sign per kind (the first), at most two: what an `unknown` names as candidates
+    when the log held only signs that never decide a kind on their own."""
+    if verdict.rule != "weak-evidence":
+        return ()
+    seen: dict[str, Evidence] = {}
+    for p in verdict.pieces:
+        seen.setdefault(p.kind, p)
+    return tuple(seen.values())[:2]
 
 
 def _gpu_oom_kind(lines: tuple[str, ...], backend: str | None) -> tuple[str, bool]:
@@ -669,7 +681,7 @@ def classify_exit(report: ExitReport) -> Incident:
     sig = _effective_signal(report)
     exit_text = describe_exit(report)
     tail = tuple(report.log_tail)
-    match = _scan(tail)
+    match, verdict = _scan(tail)
     kind: str
     unsure: str | None = None
     evidence: str | None = None
@@ -735,6 +747,15 @@ def classify_exit(report: ExitReport) -> Incident:
         title = (f"The log shows two causes that no rule ranks: {a.kind} ({_short(a.line, 120)}) and "
                  f"{b.kind} ({_short(b.line, 120)}); Stoker does not guess between them.")
         evidence = f"{a.line} | {b.line}"
+    weak = _weak_candidates(verdict) if kind == "unknown" and not candidates else ()
+    if weak:
+        # Only signs that follow many causes (a wrapper's "Failed to load model"): shown as
+        # candidates, never named, since a confident wrong kind sends the user the wrong way.
+        candidates = tuple(p.kind for p in weak)
+        signs = "; ".join(f"{p.kind} ({_short(p.line, 120)})" for p in weak)
+        title = (f"The log shows only signs that follow many causes: {signs}; Stoker does not "
+                 f"name a kind from them.")
+        evidence = evidence or weak[0].line
     counts = (kind in BUILD_FAULT_KINDS
               or (kind in STARTUP_CRASH_KINDS and report.phase == "starting"
                   and not report.signalled_by_us))
@@ -760,7 +781,7 @@ def classify_exit(report: ExitReport) -> Incident:
         recoverable_by=recover,
         exit_description=exit_text,
         rule=rule,
-        evidence_lines=tuple(_short(p.line) for p in match.verdict.pieces) if match else (),
+        evidence_lines=tuple(_short(p.line) for p in verdict.pieces),
         candidates=candidates,
     )
 
