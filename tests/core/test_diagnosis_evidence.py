@@ -273,3 +273,52 @@ def test_a_look_alike_line_is_not_named(line, not_kind):
 ])
 def test_a_source_wording_names_its_kind(line, kind):
     assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
+
+
+_METAL_STATUS = "ggml_metal_graph_compute: command buffer 0 failed with status 5"
+_METAL_ASSERT = "GGML_ASSERT: /src/llama.cpp/ggml-metal.m:969: false"
+_OVER_SET = ("ggml_metal_add_buffer: allocated 'kv              ' buffer, size =  1024.00 MB, (22869.34 / "
+             "21845.34), warning: current allocated size is greater than the recommended max working set size")
+
+
+def test_an_old_metal_failure_over_the_working_set_is_metal_oom():
+    inc = classify_exit(report_from_log((_OVER_SET, _METAL_STATUS, _METAL_ASSERT), signal="SIGABRT"))
+    assert inc.kind == "metal-oom" and inc.rule == "metal-failure-over-working-set"
+    assert "failed with status 5" in inc.evidence
+
+
+def test_an_old_metal_failure_without_a_reason_is_unknown_with_both_candidates():
+    inc = classify_exit(report_from_log((_METAL_STATUS, _METAL_ASSERT), signal="SIGABRT"))
+    assert inc.kind == "unknown" and inc.candidates == ("metal-oom", "gpu-error")
+    assert "does not guess" in inc.title
+
+
+def test_a_metal_failure_that_names_its_error_is_read_by_that_error():
+    # b11434 prints the reason after the status line: a timeout is a GPU fault, not memory
+    timeout = "error: Caused GPU Timeout Error (00000002:kIOGPUCommandBufferCallbackErrorTimeout)"
+    inc = classify_exit(report_from_log((_OVER_SET, _METAL_STATUS, timeout), signal="SIGABRT"))
+    assert inc.kind == "gpu-error"
+    oom = "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
+    assert classify_exit(report_from_log((_METAL_STATUS, oom), signal="SIGABRT")).kind == "metal-oom"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # the library lacking the version is an environment's own copy: stale, not an old system
+    ("OSError: /home/u/.conda/envs/llm/bin/../lib/libstdc++.so.6: version `GLIBCXX_3.4.30' not found",
+     "stale-library"),
+    ("ImportError: /opt/conda/lib/libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by x.so)",
+     "stale-library"),
+    # ... while the system's own libc lacking it is the system too old
+    ("./bin/chat: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found (required by ./bin/chat)",
+     "system-too-old"),
+    ("/usr/lib64/libstdc++.so.6: version `GLIBCXX_3.4.21' not found", "system-too-old"),
+    # Ollama gpu_info_cudart.c (`cudaSetDevice err: %d`, 35 = cudaErrorInsufficientDriver)
+    ("cudaSetDevice err: 35", "cuda-driver-too-old"),
+    # LocalAI pkg/model/initializers.go: the backend's binary is not on disk
+    ("4:49PM INF [llama-cpp] Fails: grpc process not found: /tmp/localai/backend_data/backend-assets/grpc/"
+     "llama-cpp. some backends(stablediffusion, tts) require LocalAI compiled with GO_TAGS", "missing-library"),
+    # the Microsoft C runtime's abort()
+    ("R6010 - abort() has been called", "assertion-failed"),
+])
+def test_a_loader_runtime_or_wrapper_wording_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind

@@ -184,7 +184,11 @@ _e("wrapper.cuda-driver-old", "cuda-driver-too-old", 90, _D,
    "the wrapper found a driver older than its CUDA runtime needs",
    r"CUDA driver version (is )?too old", r"nvidia driver (is )?too old", r"driver does not support CUDA \d",
    r"please update your (NVIDIA |GPU )?driver.{0,40}CUDA \d", r"cudart init failure: 35",
-   r"cuda driver library init failure: 35", r"requires (a )?(NVIDIA )?driver version (>=|of at least)")
+   r"cuda driver library init failure: 35", r"requires (a )?(NVIDIA )?driver version (>=|of at least)",
+   # Ollama discover/gpu_info_cudart.c: `cudaSetDevice err: %d`, `cudart vram init failure: %d`
+   # with the cudaError_t number; 35 is cudaErrorInsufficientDriver
+   r"\b(cudaSetDevice|cudaGetDeviceCount|cudaDriverGetVersion|cuInit) err:? 35\b",
+   r"cudart vram init failure: 35\b")
 _e("cuda.no-kernel-image", "no-kernel-image", 90, _D,
    "cudaErrorNoKernelImageForDevice (209) / cudaErrorInvalidDeviceFunction (98); ggml-cuda",
    "the build has no GPU code for this device's architecture",
@@ -328,6 +332,14 @@ _e("ld.versioned-symbol", "system-too-old", 77, _D,
    "glibc ld.so (dl-version.c): `version `GLIBC_2.xx' not found (required by ...)`",
    "the system's C or C++ runtime is older than the build needs",
    r"version [`'‘]?(GLIBC|GLIBCXX|CXXABI)_[\d.]+[`'’]? not found")
+_e("ld.versioned-symbol-bundled", "stale-library", 78, _D,
+   "glibc ld.so (dl-version.c) `<library>: version `X' not found`: the library named is the one "
+   "lacking the version; outside /lib and /usr/lib it is a bundled or environment copy (conda, "
+   "a venv, an app folder) found before the system's",
+   "an older copy of the C/C++ runtime shipped beside the program shadows the system's, which "
+   "may well be new enough: the copy is stale, the system is not too old",
+   r"(?<![\w/.~-])(?!/(?:usr/)?lib(?:32|64)?/)(?:[A-Za-z]:)?[\w./~+-]*/lib(?:stdc\+\+|gcc_s|c|m|pthread|dl)"
+   r"\.so\.\d+: version [`'‘]?(?:GLIBC|GLIBCXX|CXXABI|GCC)_[\d.]+[`'’]? not found")
 _e("ld.library-version", "missing-library", 77, _D,
    "glibc ld.so (dl-version.c) for a library's own version node (libcudart.so.12, LIBCUDA)",
    "the library found is another major version than the one the build needs: the right one is missing",
@@ -388,7 +400,9 @@ _e("ld.missing", "missing-library", 75, _D,
    r"Shared library with base name '[^']+' not found", r"backend not found: \S+",
    # src/llama.cpp llama_model_load_from_file_impl, b11434: the ggml backend libraries are absent
    r"no backends are loaded\. hint: use ggml_backend_load",
-   r"Backend not found backend=")
+   r"Backend not found backend=",
+   # LocalAI pkg/model/initializers.go: the backend's gRPC binary is not on disk (os.IsNotExist)
+   r"grpc process not found(: | in assetdir)", r"\bFails: grpc process not found\b")
 
 # ---------------------------------------------------------------------------- arguments
 
@@ -467,6 +481,13 @@ _e("wrapper.layout-unfit", "device-oom", 65, _S,
    "the wrapper found no placement of the layers that fits the free memory: an out-of-memory "
    "found before the engine allocated (the build's device decides which)",
    r"memory layout cannot be allocated")
+_e("metal.over-working-set", "metal-oom", 20, _W,
+   f"ggml/src/ggml-metal/ggml-metal-device.m ggml_metal_log_allocated_size, {_B}; older "
+   "ggml-metal.m ggml_metal_add_buffer: `warning: current allocated size is greater than the "
+   "recommended max working set size`",
+   "Metal's allocations already exceed the working set the OS recommends: a sign only (the run "
+   "may go on); with a Metal command-buffer failure that names no error it says which",
+   r"current allocated size is greater than the recommended max working set size")
 _e("wrapper.context-failed", "device-oom", 20, _W,
    "llama-cpp-python llama.py (`Failed to create llama_context`); common.cpp (`failed to create context`)",
    "the context could not be created (most often memory); the cause is in the engine's lines",
@@ -513,7 +534,9 @@ _e("abort.assert", "assertion-failed", 30, _S,
    f"ggml/src/ggml.c ggml_abort (`GGML_ASSERT(%s) failed`, `GGML_ABORT`), {_B}; older "
    "`GGML_ASSERT: file:line: cond`; the C and C++ runtimes",
    "the engine stopped on an internal check", r"GGML_ASSERT", r"GGML_ABORT", r"assert(ion)? failed",
-   r"Assertion .{1,200} failed", r"terminate called", r"failed assertion `")
+   r"Assertion .{1,200} failed", r"terminate called", r"failed assertion `",
+   # the Microsoft C runtime's abort(): `R6010 - abort() has been called` / debug-build dialog
+   r"abort\(\) has been called")
 
 
 # Every name of the runtime tables above is an entry of its own, so a runtime error the

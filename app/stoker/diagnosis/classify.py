@@ -389,6 +389,28 @@ _START_WORD = re.compile(r"\bstart(s|ed|ing|-?up)?\b|\bready\b|readiness|health|
                          r"|\bload(ing)?( the)? model|model load|\brunner\b|listening", re.IGNORECASE)
 # llama-swap's stop of its upstream (`cmdStopUpstreamProcess() initiating graceful stop`):
 # while the engine is still starting and nothing failed, a start-up timeout or a swap.
+# A Metal command buffer that failed, in a build that printed no reason: llama.cpp prints
+# `error: <localizedDescription>` after `command buffer %d failed with status %d` since
+# 2024 (ggml-metal-context.m, b11434); before that the bare status line (5 is
+# MTLCommandBufferStatusError, any error) and the GGML_ASSERT(false) after it were all.
+_METAL_FAILED = re.compile(r"command buffer \d+ failed with status \d+|ggml-metal\.m:\d+: false"
+                           r"|ggml_metal_get_buffer: error: .*buffer is nil")
+_METAL_DESCRIBED = re.compile(r"^error: \S|kIOGPUCommandBufferCallbackError|MTLCommandBufferError")
+_METAL_OVER_WORKING_SET = re.compile(r"current allocated size is greater than the recommended max working set")
+
+
+def metal_failure_without_its_error(lines) -> tuple[str, str] | None:
+    """(kind, failing line) for an old Metal build's failure that names no error: metal-oom
+    when its allocations already exceeded the recommended working set, else "unknown" (an
+    out-of-memory and a GPU fault leave the same bare line). None when it does not apply."""
+    stripped = [strip_log_prefix(x) for x in lines]
+    failed = next((x for x in stripped if _METAL_FAILED.search(x)), None)
+    if failed is None or any(_METAL_DESCRIBED.search(x) for x in stripped):
+        return None
+    over = any(_METAL_OVER_WORKING_SET.search(x) for x in stripped)
+    return ("metal-oom" if over else "unknown"), failed
+
+
 _WRAPPER_STOP = re.compile(r"initiating graceful stop of upstream process|stopping upstream process",
                            re.IGNORECASE)
 
@@ -747,6 +769,17 @@ def classify_exit(report: ExitReport) -> Incident:
         title = (f"The log shows two causes that no rule ranks: {a.kind} ({_short(a.line, 120)}) and "
                  f"{b.kind} ({_short(b.line, 120)}); Stoker does not guess between them.")
         evidence = f"{a.line} | {b.line}"
+    metal = metal_failure_without_its_error(tail) if kind in ("gpu-error", "assertion-failed") else None
+    if metal is not None and not conflict:
+        kind, evidence = metal
+        if kind == "metal-oom":
+            rule, unsure = "metal-failure-over-working-set", None
+            title, advice = _words(kind, report, None)
+        else:
+            rule, candidates = "metal-failure-without-its-error", ("metal-oom", "gpu-error")
+            title = (f"A Metal command buffer failed ({_short(evidence, 120)}) in a build that prints no "
+                     "reason: an out-of-memory and a GPU fault end the same way; Stoker does not guess.")
+            advice = _words(kind, report, None)[1]
     weak = _weak_candidates(verdict) if kind == "unknown" and not candidates else ()
     if weak:
         # Only signs that follow many causes (a wrapper's "Failed to load model"): shown as
