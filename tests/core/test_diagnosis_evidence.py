@@ -322,3 +322,38 @@ def test_a_metal_failure_that_names_its_error_is_read_by_that_error():
 ])
 def test_a_loader_runtime_or_wrapper_wording_names_its_kind(line, kind):
     assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
+
+
+@pytest.mark.parametrize("line, kind", [
+    # CPython's call check and pydantic v1: the installed wrapper does not take the option
+    ("got an unexpected keyword argument 'n_gpu_layers' (type=value_error)", "bad-argument"),
+    ("ValidationError: 1 validation error for LlamaCpp n_gpu_layers extra fields not permitted "
+     "(type=value_error.extra)", "bad-argument"),
+    # gguf-py's magic check: not a GGUF file at all
+    ("ValueError: GGUF magic invalid", "bad-model"),
+    # the Go runtime's banner in a Go wrapper's own log
+    ("SIGILL: illegal instruction", "illegal-instruction"),
+    # Go's bind error with the reason in the OS's language
+    ("Error: listen tcp 127.0.0.1:11434: bind: 通常每个套接字地址只允许使用一次。", "port-in-use"),
+])
+def test_a_wrapper_runtime_wording_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
+
+
+def test_a_nameless_allocation_on_a_gpu_build_says_it_may_be_the_host():
+    lines = ("Error: llama runner process has terminated: error loading model: unable to allocate "
+             "backend buffer",)
+    inc = classify_exit(report_from_log(lines, backend="cuda"))
+    assert inc.kind == "cuda-oom" and "may be the system memory" in inc.title
+    # a buffer the line names decides without doubt
+    named = ("llama_model_load: error loading model: unable to allocate CUDA0 buffer",)
+    assert "may be" not in classify_exit(report_from_log(named, backend="cuda")).title
+
+
+def test_ollama_falling_back_to_the_cpu_is_the_gpu_unused():
+    lines = ('level=WARN source=amd_windows.go:140 msg="amdgpu is not supported (supported types:[gfx1103])" '
+             'gpu_type=gfx1150 gpu=0',
+             'level=INFO source=gpu.go:392 msg="no compatible GPUs were discovered"')
+    assert classify_exit(report_from_log(lines, backend="rocm")).kind == "gpu-unused"
+    # a CPU build saying it finds no GPU is normal, not a failure of that kind
+    assert classify_exit(report_from_log(lines, backend="cpu")).kind != "gpu-unused"

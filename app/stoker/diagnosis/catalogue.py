@@ -211,7 +211,9 @@ _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
    "the build uses an instruction this CPU lacks",
    r"STATUS_ILLEGAL_INSTRUCTION", r"\b0xc000001d\b", r"\b3221225501\b", r"-1073741795\b",
    r"CPU does not support (AVX|AVX2|AVX512|F16C|FMA|SSE)", r"your CPU (does not|doesn't) support (AVX|the required)",
-   r"requires (an? )?(AVX2?|AVX-?512) (capable )?CPU")
+   r"requires (an? )?(AVX2?|AVX-?512) (capable )?CPU",
+   # the Go runtime's fatal-signal banner (runtime/signal_unix.go) in a Go wrapper's own log
+   r"^SIGILL: illegal instruction")
 
 # -------------------------------------------------------------------------- RPC, drafter
 
@@ -378,6 +380,11 @@ _e("net.port-in-use", "port-in-use", 75, _D,
    r"port \d+ is (already )?(in use|taken|occupied)",
    # Qt's QAbstractSocket::AddressInUseError text (gpt4all's API server)
    r"The bound address is already in use", r"failed to (start|bind).{0,40}port \d+.{0,20}in use")
+_e("net.bind-localized", "port-in-use", 75, _S,
+   "Go's net package: `listen tcp <addr>: bind: <the OS's reason>`, the reason localized by "
+   "Windows' FormatMessage (Turkish, Chinese, …) where the English words are not there",
+   "the listener could not bind its address: another program holds it (or it is reserved)",
+   r"\blisten (tcp|tcp4|tcp6) \S+: bind: \S")
 _e("ld.missing", "missing-library", 75, _D,
    "glibc ld.so `error while loading shared libraries`; dlopen; dyld `Library not loaded`; "
    "Windows STATUS_DLL_NOT_FOUND 0xC0000135 / ERROR_MOD_NOT_FOUND 126, STATUS_DLL_INIT_FAILED 0xC0000142",
@@ -426,6 +433,12 @@ _e("arg.invalid", "bad-argument", 70, _D,
    r"error: argument [-\w/, ]+: (invalid|expected|ignored explicit|not allowed)",
    r"Error: No such option: -", r"Error: Invalid value for ['\"-]", r"Got unexpected extra arguments? \(",
    r"\bunknown (shorthand )?flag: ['\"-]", r"invalid argument \"[^\"]*\" for \"-")
+_e("arg.wrapper-api", "bad-argument", 70, _S,
+   "CPython's call check (`%U() got an unexpected keyword argument '%S'`) and pydantic v1's "
+   "`extra fields not permitted` (value_error.extra): the wrapper's installed version does not "
+   "take an option the caller passes (an option renamed, removed or not yet added)",
+   "the caller passed an option the installed wrapper or binding does not accept",
+   r"got an unexpected keyword argument '\w+'", r"extra fields not permitted \(type=value_error\.extra\)")
 
 # -------------------------------------------------------------- allocations, device unnamed
 
@@ -461,6 +474,8 @@ _e("model.load", "bad-model", 60, _D,
    # gguf.cpp gguf_init_from_file_impl, b11434: a length field read from a damaged file
    # asks for an absurd size (these are the file's fault, not the host's memory)
    r"encountered (bad_alloc|length_error) error while reading (key|value|tensor name)",
+   # gguf-py gguf_reader.py (`GGUF magic invalid`) and the mobile/JVM bindings' own magic check
+   r"GGUF magic invalid", r"not in GGUF format", r"invalid GGUF magic",
    r"tensor '[^']+' has invalid data", r"failed to read tensor data")
 
 # --------------------------------------------------------------------------- wrappers
@@ -474,7 +489,9 @@ _e("wrapper.load-failed", "bad-model", 20, _W,
    "the wrapper saw the load fail; the cause is in the engine's own lines",
    r"Failed to load model from file", r"Error loading model\.", r"Failed to load the model",
    r"Could not load text model", r"could not load model", r"error loading llama server",
-   r"failed to load model with internal loader", r"unable to load model", r"Failed to load model\b")
+   r"failed to load model with internal loader", r"unable to load model", r"Failed to load model\b",
+   # older llama-cpp-python llama.py: the load failed and the binding only asserts it
+   r"assert self\.model is not None")
 _e("wrapper.layout-unfit", "device-oom", 65, _S,
    "Ollama llm/server.go (its own engine's layout fit, 0.11 and later): `memory layout cannot be "
    "allocated` (with `num_gpu = N`)",

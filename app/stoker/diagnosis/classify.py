@@ -262,9 +262,11 @@ def gpu_unused_from_log(lines, backend: str | None, plan_wanted_gpu: bool) -> st
         line = strip_log_prefix(raw)
         if re.search(r"not compiled with GPU offload support", line, re.IGNORECASE):
             return line  # layers were asked of a build that has no GPU code at all
+        # ... and Ollama's discovery (discover/gpu.go, amd_*.go), which then runs on the CPU
         if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
-                                   r"|ggml_vulkan: No devices found", line):
+                                   r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
+                                   r"|amdgpu is not supported \(supported types", line):
             return line
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
@@ -489,8 +491,10 @@ def _device_oom_kind(line: str, lines: tuple[str, ...], backend: str | None) -> 
             return kind, None
     b = backend or backend_from_log(lines)
     if b in ("cuda", "rocm"):
-        kind, vendor_open = _gpu_oom_kind(lines, b)
-        return kind, None
+        # A discrete GPU's build also allocates host buffers (layers left on the CPU): a
+        # failure that names no buffer is most often the GPU's, and the title says so.
+        kind, _vendor_open = _gpu_oom_kind(lines, b)
+        return kind, _UNSURE_GPU_OR_HOST
     if b in ("vulkan", "metal"):
         return f"{b}-oom", None
     if b == "cpu":
@@ -511,6 +515,7 @@ _UNSURE_SIGKILL = "sigkill-only"   # host-oom read from a bare SIGKILL
 _UNSURE_GPU_VENDOR = "gpu-vendor"  # ggml-cuda's words without saying CUDA or HIP
 _UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reason given
 _UNSURE_DEVICE = "device-unnamed"  # an allocation failed, on a device the log does not name
+_UNSURE_GPU_OR_HOST = "gpu-or-host"  # ... on a discrete-GPU build: most often its GPU
 _UNSURE_STOPPED_STARTING = "stopped-starting"  # a wrapper stopped it before it was ready
 
 
@@ -546,6 +551,12 @@ def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[st
         if unsure == _UNSURE_GPU_VENDOR:
             gpu = "NVIDIA (CUDA) or AMD (ROCm): the log does not say which,"
         when = "while loading the model" if starting else "while serving"
+        if unsure == _UNSURE_GPU_OR_HOST:
+            return (f"The engine could not allocate a memory buffer {when} and the log does not say on "
+                    f"which device; on this {gpu} build most likely the GPU ran out of graphics "
+                    "memory, but it may be the system memory (RAM).",
+                    "Put fewer layers on the GPU or lower the context, and check the free system "
+                    "memory; Stoker retries with a smaller plan.")
         if unsure == _UNSURE_CONTEXT:
             return (f"The engine could not create its context and the log does not say why; most "
                     f"likely the {gpu} GPU ran out of graphics memory.",
