@@ -34,7 +34,7 @@ TARGET_OVERALL = 0.95
 TARGET_PRECISION = 0.98
 # The batches gathered after the catalogue (stoker/diagnosis/catalogue.py) was frozen, each
 # with the commit that froze it; each was scored once before any tuning (NOTES-h-diag.md).
-FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b"}
+FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b3c71d7"}
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
