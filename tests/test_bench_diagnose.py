@@ -9,6 +9,7 @@ from stoker.bench.diagnose import (
     CORPUS,
     TARGET_OVERALL,
     TARGET_PER_KIND,
+    UNSPENT_BATCHES,
     is_held_out,
     load_corpus,
     parse_exit,
@@ -20,11 +21,12 @@ from stoker.diagnosis.classify import KINDS
 
 def test_training_accuracy_and_per_kind_floor_meet_the_targets():
     res = run_bench()
-    train = res.score(held_out=False)
+    # the unspent fresh batch is the headline, not training: tuning on it would spend it
+    train = res.score(held_out=False, exclude_batches=UNSPENT_BATCHES)
     assert train.n >= 100
     assert train.accuracy >= TARGET_OVERALL, [(r.case.file, r.predicted) for r in res.misses(held_out=False)]
     for kind in res.kinds():
-        score = res.score(kind=kind, held_out=False)
+        score = res.score(kind=kind, held_out=False, exclude_batches=UNSPENT_BATCHES)
         if score.n:
             assert score.accuracy >= TARGET_PER_KIND, (kind, score)
 

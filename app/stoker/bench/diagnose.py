@@ -35,6 +35,10 @@ TARGET_PRECISION = 0.98
 # The batches gathered after the catalogue (stoker/diagnosis/catalogue.py) was frozen, each
 # with the commit that froze it; each was scored once before any tuning (NOTES-h-diag.md).
 FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b3c71d7"}
+# The fresh batches no rule was tuned on since their score: the headline. They are not
+# training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;
+# tuning on one spends it and moves it out of this set.
+UNSPENT_BATCHES = frozenset({11})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
@@ -113,11 +117,13 @@ class BenchResult:
     results: tuple[CaseResult, ...]
 
     def score(self, *, held_out: bool | None = None, kind: str | None = None,
-              log_only: bool = False, batch: int | None = None) -> Score:
+              log_only: bool = False, batch: int | None = None,
+              exclude_batches: frozenset[int] = frozenset()) -> Score:
         rows = [r for r in self.results
                 if (held_out is None or r.case.held_out == held_out)
                 and (kind is None or r.case.kind == kind)
-                and (batch is None or r.case.batch == batch)]
+                and (batch is None or r.case.batch == batch)
+                and r.case.batch not in exclude_batches]
         def pred(r: CaseResult) -> str:
             return r.predicted_log_only if log_only else r.predicted
 
@@ -127,7 +133,8 @@ class BenchResult:
         if kind is not None and kind != "unknown":
             pool = [r for r in self.results
                     if (held_out is None or r.case.held_out == held_out)
-                    and (batch is None or r.case.batch == batch) and pred(r) == kind]
+                    and (batch is None or r.case.batch == batch) and pred(r) == kind
+                    and r.case.batch not in exclude_batches]
             said, said_right = len(pool), sum(1 for r in pool if r.case.kind == kind)
         return Score(len(rows), hits, len(named), sum(1 for r in named if pred(r) == r.case.kind),
                      said, said_right)
