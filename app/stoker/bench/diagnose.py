@@ -302,7 +302,9 @@ def run(args) -> int:
     print(f"Diagnosis of {overall.n} real failure logs ({directory}), each with the exit its "
           f"reporter gave; held out: sha256(file name)[0] % 5 == 0.")
     print(f"{'set':<22} {'logs':>5} {'right':>6} {'accuracy':>9} {'precision':>10} {'coverage':>9}  target")
-    later = tuple((f"batch {b} (after freeze)", res.score(batch=b)) for b in res.batches() if b > 1)
+    # A batch's figure here is after every rule change since; only an unspent batch is unseen.
+    later = tuple((f"batch {b} ({'unseen' if b in UNSPENT_BATCHES else 'tuned on'})", res.score(batch=b))
+                  for b in res.batches() if b > 1)
     for label, score in (("all", overall), ("training (patterns)", train), ("held-out fifth", held),
                          *later):
         verdict = "met" if score.accuracy is not None and score.accuracy >= TARGET_OVERALL else "NOT met"
