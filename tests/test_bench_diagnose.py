@@ -9,6 +9,7 @@ from stoker.bench.diagnose import (
     CORPUS,
     TARGET_OVERALL,
     TARGET_PER_KIND,
+    UNSPENT_BATCHES,
     is_held_out,
     load_corpus,
     parse_exit,
@@ -20,11 +21,12 @@ from stoker.diagnosis.classify import KINDS
 
 def test_training_accuracy_and_per_kind_floor_meet_the_targets():
     res = run_bench()
-    train = res.score(held_out=False)
+    # the unspent fresh batch is the headline, not training: tuning on it would spend it
+    train = res.score(held_out=False, exclude_batches=UNSPENT_BATCHES)
     assert train.n >= 100
     assert train.accuracy >= TARGET_OVERALL, [(r.case.file, r.predicted) for r in res.misses(held_out=False)]
     for kind in res.kinds():
-        score = res.score(kind=kind, held_out=False)
+        score = res.score(kind=kind, held_out=False, exclude_batches=UNSPENT_BATCHES)
         if score.n:
             assert score.accuracy >= TARGET_PER_KIND, (kind, score)
 
@@ -57,9 +59,28 @@ def test_exit_cells_parse():
 def test_the_command_prints_json_with_the_held_out_figure(capsys):
     assert main(["bench", "diagnose", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["schema"] == 1 and out["hold_out_rule"] == "sha256(file name)[0] % 5 == 0"
+    assert out["schema"] == 2 and out["hold_out_rule"] == "sha256(file name)[0] % 5 == 0"
     assert out["overall"]["n"] == len(load_corpus(CORPUS))
     assert out["held_out"]["n"] > 0 and "stale-library" in out["per_kind"]
+    assert {"accuracy", "precision", "coverage"} <= set(out["overall"])
+    assert out["headline"]["batch"] == max(int(b) for b in out["batches"])
+
+
+def test_precision_and_coverage_count_what_was_named():
+    from stoker.bench.diagnose import BenchResult, CaseResult, WildCase
+
+    def case(label, predicted):
+        c = WildCase(file=f"{label}-{predicted}.log", kind=label, source="x", exit_code=None, signal=None,
+                     os="linux", wrapper="none", note="", batch=1, drafter=False, backend=None, lines=("x",))
+        return CaseResult(c, predicted, predicted, "", "", "")
+
+    res = BenchResult((case("cuda-oom", "cuda-oom"), case("cuda-oom", "unknown"),
+                       case("bad-model", "cuda-oom"), case("unknown", "unknown")))
+    sc = res.score()
+    assert (sc.n, sc.correct, sc.named, sc.named_right) == (4, 2, 2, 1)
+    assert sc.precision == 0.5 and sc.coverage == 0.5 and sc.accuracy == 0.5
+    k = res.score(kind="cuda-oom")
+    assert k.accuracy == 0.5 and k.coverage == 0.5 and k.precision == 0.5  # said twice, once right
 
 
 def test_a_missing_corpus_is_one_sentence(tmp_path, capsys):

@@ -29,9 +29,37 @@ def test_json_names_the_kind_of_each_real_log(name, capsys):
     argv = ["diagnose", str(LOGS / f"{name}.log"), *exit_args(case), "--phase", case["phase"], "--json"]
     assert main(argv) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["schema"] == 1
+    assert out["schema"] == 2
     assert out["kind"] == case["kind"]
     assert out["title"] and out["advice"] and out["evidence"]
+    assert out["rule"]  # the order rule, exit rule or log rule that decided
+
+
+def test_json_carries_the_evidence_lines_and_the_deciding_rule(tmp_path, capsys):
+    log = tmp_path / "metal.log"
+    log.write_text("ggml_metal_graph_compute: command buffer 0 failed with status 5\n"
+                   "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)\n"
+                   "GGML_ASSERT(false) failed\n")
+    assert main(["diagnose", str(log), "--signal", "SIGABRT", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    # the runner-up is the command buffer's failure, a GPU error: the allocation explains it
+    assert out["kind"] == "metal-oom" and out["rule"] == "device-lost-is-the-allocation"
+    kinds = [e["kind"] for e in out["evidence_lines"]]
+    assert kinds == ["gpu-error", "metal-oom", "assertion-failed"]
+    assert all(e["entry"] and e["source"] and e["strength"] in ("decisive", "strong", "weak")
+               for e in out["evidence_lines"])
+    assert out["candidates"] == []
+
+
+def test_json_names_both_candidates_of_a_conflict(tmp_path, capsys):
+    log = tmp_path / "conflict.log"
+    log.write_text("error: invalid argument: --cache-type-k q9\n"
+                   "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000 MiB on device 0: "
+                   "cudaMalloc failed: out of memory\n")
+    assert main(["diagnose", str(log), "--exit-code", "1", "--backend", "cuda", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["kind"] == "unknown" and out["rule"] == "conflict"
+    assert sorted(out["candidates"]) == ["bad-argument", "gpu-oom"]
 
 
 def test_text_output_for_a_host_oom_kill(capsys):

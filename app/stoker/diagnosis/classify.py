@@ -20,6 +20,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
+from stoker.diagnosis.evidence import Evidence, Verdict, decide, draft_scoped, gather
+
 # Every kind classify_exit can return; the README lists them for users.
 KINDS = (
     "host-oom", "cuda-oom", "vulkan-oom", "metal-oom", "rocm-oom",
@@ -67,6 +69,11 @@ class Incident:
     counts_as_strike: bool
     recoverable_by: str | None  # smaller-plan | drop-drafter | next-build | None
     exit_description: str
+    # How it was decided (stoker diagnose --json shows these): the order rule or exit rule
+    # that decided, every log line read as evidence, and on a conflict the two kinds in it.
+    rule: str | None = None
+    evidence_lines: tuple[str, ...] = ()
+    candidates: tuple[str, ...] = ()
 
 
 # ------------------------------------------------------------------ exit codes and signals
@@ -255,9 +262,11 @@ def gpu_unused_from_log(lines, backend: str | None, plan_wanted_gpu: bool) -> st
         line = strip_log_prefix(raw)
         if re.search(r"not compiled with GPU offload support", line, re.IGNORECASE):
             return line  # layers were asked of a build that has no GPU code at all
+        # ... and Ollama's discovery (discover/gpu.go, amd_*.go), which then runs on the CPU
         if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
-                                   r"|ggml_vulkan: No devices found", line):
+                                   r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
+                                   r"|amdgpu is not supported \(supported types", line):
             return line
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
@@ -350,141 +359,18 @@ def exit_from_log(lines) -> tuple[int | None, str | None, str | None]:
     return found
 
 
-@dataclass(frozen=True)
-class _Rule:
-    kind: str
-    pattern: re.Pattern
-    priority: int  # higher wins; equal priority: the earlier line wins
-
-
-def _r(kind: str, priority: int, pattern: str) -> _Rule:
-    return _Rule(kind, re.compile(pattern, re.IGNORECASE), priority)
-
-
-# The priority rules, highest first (tests/core/test_diagnosis.py holds one case per rule):
-#  90  the build cannot run on this GPU at all (driver older than the toolkit, no kernel
-#      for this architecture): every later line is a consequence of it.
-#  85  the drafter broke the start: it names the culprit even when an OOM follows.
-#  80  a device ran out of memory (CUDA/ROCm/Vulkan/Metal), decided by the device named.
-#  79  the kernel's OOM killer ended it (systemd, dmesg lines): the cause of the end,
-#      whatever normal line came last.
-#  78  system memory ran out inside the engine.
-#  77  the system's C/C++ library is older than the build needs (`GLIBC_2.38 not found`;
-#      macOS: a missing symbol `Expected in: /usr/lib/libc++.1.dylib`): above the next rule,
-#      since dyld prints `Symbol not found` for that too.
-#  76  the loader refused: another build's library shadows this one's (`undefined symbol`).
-#  75  a library is missing; the port is taken.
-#  70  a bad argument (old and new wordings).
-#  65  an allocation failed on a device the line does not name (`unable to allocate backend
-#      buffer`, `failed to allocate buffer for kv cache`): memory, on the build's device;
-#      above bad-model because llama.cpp wraps it in `error loading model:`.
-#  60  a bad model file.
-#  50  a wrapper or service manager gave up waiting for readiness (llama-swap, Ollama,
-#      ramalama, systemd, Kubernetes); and, while starting only, any line that says a
-#      wait for the engine's start, readiness or health timed out (_START_TIMEOUT).
-#  45  a wrapper unloaded the model on purpose (llama-swap's TTL): a stop, even if by SIGKILL.
-#  40  any other GPU error, 30 an assertion: they are often the echo of an earlier cause.
-# With no line at all, the exit (given, or written by the wrapper) decides: _kind_from_exit.
-# "gpu-oom" rules are resolved to cuda/rocm by the ROCm signs in the whole log
-# (`cudaMalloc failed` and `CUDA error` also appear on HIP builds); "device-oom" by the
-# buffer the line names, else by the build's backend (_device_oom_kind).
-_RULES = (
-    _r("cuda-driver-too-old", 90, r"driver version is insufficient for (CUDA )?runtime version"
-       r"|cudaErrorInsufficientDriver|forward compatibility was attempted on non supported HW"
-       r"|provided PTX was compiled with an unsupported toolchain|cudaErrorUnsupportedPtxVersion"
-       r"|CUDA_ERROR_UNSUPPORTED_PTX_VERSION"),
-    _r("no-kernel-image", 90, r"no kernel image is available for execution on the device"
-       r"|invalid device function|has no device code compatible with CUDA arch"
-       r"|hipErrorNoBinaryForGpu|hipErrorInvalidDeviceFunction|No compatible code objects? found"
-       # rocBLAS ships kernels per GPU architecture: a missing one reads as a Tensile file it
-       # cannot open `for GPU arch : gfx1103`.
-       r"|rocBLAS error: Cannot read .*TensileLibrary|for GPU arch\s*:\s*gfx\w+\s*$"
-       r"|rocBLAS error: Could not initialize Tensile"),
-    # An RPC worker (stoker/engines/rpc.py) went away or never answered: ggml-rpc.cpp aborts with these.
-    # Above the drafter and OOM rules: everything after a lost worker is its echo.
-    _r("rpc-worker-lost", 88, r"Remote RPC server crashed or returned malformed response"
-       r"|Failed to connect to \S+:\d+|RPC handshake failed for|RPC server version mismatch"),
-    _r("drafter-failure", 85, r"failed to load draft model|failed to create MTP context"
-       r"|common_speculative_init\w*: failed|draft model vocab (type )?must match target model"
-       r"|failed to process speculative batch"),
-    _r("gpu-oom", 80, r"(CUDA|ROCm|MUSA) error:\s*(out of memory|memory allocation)"
-       r"|(cuda|hip)Malloc(Managed|Host)? failed:\s*out of memory|hipErrorOutOfMemory"
-       r"|cudaErrorMemoryAllocation|ggml-cuda\.cu:\d+: out of memory"
-       r"|failed to allocate (CUDA|ROCm|MUSA)\d+ buffer|unable to allocate (CUDA|ROCm|MUSA)\d+ buffer"),
-    _r("vulkan-oom", 80, r"ErrorOutOfDeviceMemory|OutOfDeviceMemoryError|VK_ERROR_OUT_OF_DEVICE_MEMORY"
-       r"|ggml_vulkan:.*(allocation|memory).*failed|unable to allocate Vulkan\d+ buffer"
-       r"|failed to allocate Vulkan\d+ buffer|Requested buffer size exceeds device buffer size limit"
-       r"|^Device memory allocation of size \d+ failed"),
-    _r("metal-oom", 80, r"failed to allocate Metal buffer|ggml_metal_buffer_(init|map): error: failed to"
-       r" allocate|ggml_metal_add_buffer: error: failed to allocate"
-       r"|failed to allocate MTL\d+ buffer|kIOGPUCommandBufferCallbackErrorOutOfMemory"
-       r"|Insufficient Memory \(0+8"
-       # 2023 engines: one Metal buffer may not exceed the device's maximum buffer length
-       r"|ggml_metal_add_buffer: buffer '\w+' size \d+ is larger than buffer maximum"),
-    _r("host-oom", 79, r"Failed with result 'oom-kill'|killed by the OOM killer|invoked oom-killer"
-       r"|Out of memory: Kill(ed)? process|Memory cgroup out of memory|oom-kill:constraint"
-       r"|\"OOMKilled\":\s*true|Reason:\s*OOMKilled|\bOOMKilled\s*$|oom_reaper: reaped process"),
-    _r("host-oom", 78, r"failed to allocate CPU\w* buffer|ggml_aligned_malloc: insufficient memory"
-       r"|ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate|std::bad_alloc"
-       r"|Cannot allocate memory|out of host memory|mmap failed.*ENOMEM"
-       # Windows: the commit limit (RAM + page file) is reached
-       r"|paging file is too small|os error 1455|Not enough memory resources are available"),
-    _r("stale-library", 76, r"symbol lookup error|undefined symbol|could not be located in the dynamic"
-       r" link library|Symbol not found: _"
-       # a copy of the library for another architecture, or another version, found first
-       r"|wrong ELF class|\[WinError 193\]|is not a valid Win32 application|\[WinError 127\]"
-       r"|The specified procedure could not be found|incompatible architecture \(have"),
-    _r("system-too-old", 77, r"version `?'?(GLIBC|GLIBCXX|CXXABI)_[\d.]+'? not found"
-       # macOS: a symbol the build expects in the system's own libraries (an older macOS), or
-       # dyld saying outright that the binary was built for a newer one
-       r"|Expected in:?\s*/usr/lib/|Expected in:?\s*/System/Library/"
-       r"|built for (newer )?macOS( version)? [\d.]+ which is newer than running OS"),
-    _r("port-in-use", 75, r"couldn't bind (HTTP server|to server) socket|exiting due to HTTP server error"
-       r"|address already in use|EADDRINUSE|error while attempting to bind on address"
-       r"|\[Errno (48|98|99)\]|cannot assign requested address"
-       r"|only one usage of each socket address|WSAEADDRINUSE|\[WinError 10048\]"),
-    _r("missing-library", 75, r"error while loading shared libraries|cannot open shared object file"
-       r"|dyld(\[\d+\])?: Library not loaded|The code execution cannot proceed because .*\.dll"
-       r"|\.dll was not found|Could not find module .*\.dll|\[WinError 126\]"
-       r"|The specified module could not be found"
-       r"|dyld(\[\d+\])?: image not found|Library not loaded: @rpath"),
-    _r("bad-argument", 70, r"error: invalid argument:|error while handling argument|unknown argument"
-       r"|error: unrecognized arguments?:"
-       r"|error while handling environment variable|Unsupported cache type|unknown speculative type"
-       r"|invalid parameter for argument|unk?nown value for --"
-       r"|quantized V cache requires flash_attn|K cache type \S+ with block size \d+ does not divide"
-       r"|model does not support different K|SPLIT_MODE_TENSOR requires flash_attn"
-       r"|invalid device:|Available buffer types:|^not a directory:|Unknown reasoning format"
-       r"|invalid value for main_gpu|invalid boolean value"
-       r"|unrecognized option '-|: invalid option -- |error: unrecognized command line option"),
-    # An allocation the line does not place on a device (or names only as a buffer type):
-    # llama-model.cpp's `unable to allocate %s buffer` (older builds: `backend buffer`),
-    # the KV, recurrent-state, compute and output buffers of llama-context.cpp.
-    _r("device-oom", 65, r"unable to allocate (\w+ )?buffer|failed to allocate buffer for (kv|rs) cache"
-       r"|failed to allocate compute (pp |tg )?buffers|failed to allocate output buffer"),
-    # llama.cpp's own wording only: LM Studio's generic "Error loading model." and
-    # "Failed to load model" say nothing about the file.
-    _r("bad-model", 60, r"failed to open GGUF file|gguf_init_from_\w+: failed|error loading model:"
-       r"|error loading model architecture|unknown model architecture|missing tensor"
-       r"|not within the file bounds|model is corrupted or incomplete|(?-i:\w: failed to load model)"
-       r"|chat template parsing error|failed to load multimodal model|invalid magic"
-       # pre-GGUF and early-GGUF engines
-       r"|unknown \(magic, version\) combination|this format is no longer supported"
-       r"|GGML files are no longer supported|tensor '[^']+' has wrong shape|wrong number of tensors"
-       r"|invalid model file|unexpectedly reached end of file|tensor data is not within"),
-    _r("startup-timeout", 50, r"health check (failed|timed out) after \d+|timed out waiting for llama runner to start"
-       r"|health check of container .* timed out"
-       # systemd's start timeout (Type=notify/forking units) and Kubernetes' startup probe
-       r"|start operation timed out\. Terminating|Failed with result 'timeout'"
-       r"|failed startup probe|Startup probe failed"),
-    # A wrapper unloading the model on purpose (llama-swap's TTL): whatever signal follows
-    # (llama-swap escalates to SIGKILL after its stop timeout) is its doing, not a crash.
-    _r("stopped", 45, r"Unloading model, TTL of \d+s? reached"),
-    _r("gpu-error", 40, r"\b(CUDA|ROCm|MUSA) error\b|ggml_vulkan: device lost|vk::\w+.*Error"
-       r"|ErrorDeviceLost|ggml_metal_synchronize: error|Exception caught at file"),
-    _r("assertion-failed", 30, r"GGML_ASSERT|GGML_ABORT|assert(ion)? failed|Assertion .{1,200} failed"
-       r"|terminate called"),
-)
+# The wordings, their kinds and their root-cause order live in the catalogue
+# (stoker/diagnosis/catalogue.py) and the verdict (stoker/diagnosis/evidence.py). Their ranks
+# keep this module's earlier priorities: 90 the build cannot run here (driver older than the
+# toolkit, no kernel for this architecture), 88 a lost RPC worker, 85 the drafter, 80 a device
+# ran out of memory, 79 the kernel's OOM killer, 78 system memory, 77 the C/C++ runtime too
+# old, 76 another build's library, 75 a missing library or a taken port, 70 a bad argument,
+# 65 an allocation on an unnamed device, 60 a bad model file, 50 a wrapper gave up waiting,
+# 45 a wrapper's unload, 40 a GPU error, 30 an assertion. With no line at all, the exit
+# (given, or written by the wrapper) decides: _kind_from_exit. "gpu-oom" is resolved to
+# cuda/rocm by the ROCm signs in the whole log (`cudaMalloc failed` and `CUDA error` also
+# appear on HIP builds); "device-oom" by the buffer the line names, else by the build's
+# backend (_device_oom_kind).
 
 # The KV line alone says nothing about the device; the device line before it does.
 _KV_FAIL = re.compile(r"failed to allocate buffer for kv cache|failed to allocate compute buffers",
@@ -505,6 +391,28 @@ _START_WORD = re.compile(r"\bstart(s|ed|ing|-?up)?\b|\bready\b|readiness|health|
                          r"|\bload(ing)?( the)? model|model load|\brunner\b|listening", re.IGNORECASE)
 # llama-swap's stop of its upstream (`cmdStopUpstreamProcess() initiating graceful stop`):
 # while the engine is still starting and nothing failed, a start-up timeout or a swap.
+# A Metal command buffer that failed, in a build that printed no reason: llama.cpp prints
+# `error: <localizedDescription>` after `command buffer %d failed with status %d` since
+# 2024 (ggml-metal-context.m, b11434); before that the bare status line (5 is
+# MTLCommandBufferStatusError, any error) and the GGML_ASSERT(false) after it were all.
+_METAL_FAILED = re.compile(r"command buffer \d+ failed with status \d+|ggml-metal\.m:\d+: false"
+                           r"|ggml_metal_get_buffer: error: .*buffer is nil")
+_METAL_DESCRIBED = re.compile(r"^error: \S|kIOGPUCommandBufferCallbackError|MTLCommandBufferError")
+_METAL_OVER_WORKING_SET = re.compile(r"current allocated size is greater than the recommended max working set")
+
+
+def metal_failure_without_its_error(lines) -> tuple[str, str] | None:
+    """(kind, failing line) for an old Metal build's failure that names no error: metal-oom
+    when its allocations already exceeded the recommended working set, else "unknown" (an
+    out-of-memory and a GPU fault leave the same bare line). None when it does not apply."""
+    stripped = [strip_log_prefix(x) for x in lines]
+    failed = next((x for x in stripped if _METAL_FAILED.search(x)), None)
+    if failed is None or any(_METAL_DESCRIBED.search(x) for x in stripped):
+        return None
+    over = any(_METAL_OVER_WORKING_SET.search(x) for x in stripped)
+    return ("metal-oom" if over else "unknown"), failed
+
+
 _WRAPPER_STOP = re.compile(r"initiating graceful stop of upstream process|stopping upstream process",
                            re.IGNORECASE)
 
@@ -524,20 +432,28 @@ class _Match:
     kind: str
     line: str
     priority: int
+    verdict: Verdict
 
 
-def _scan(lines: tuple[str, ...]) -> _Match | None:
-    best: _Match | None = None
-    for raw in lines:
-        line = strip_log_prefix(raw)
-        if not line.strip():
-            continue
-        for rule in _RULES:
-            if rule.pattern.search(line):
-                if best is None or rule.priority > best.priority:
-                    best = _Match(rule.kind, line, rule.priority)
-                break
-    return best
+def _scan(lines: tuple[str, ...]) -> tuple[_Match | None, Verdict]:
+    """The verdict of the log's evidence, with the match it names (None when no line is
+    evidence of a kind, or only weak signs are: those stay in the verdict as candidates)."""
+    pieces = draft_scoped(lines, gather(lines, strip_log_prefix))
+    verdict = decide(pieces)
+    if verdict.winner is None or verdict.kind is None:
+        return None, verdict
+    return _Match(verdict.kind, verdict.winner.line, verdict.winner.rank, verdict), verdict
+
+
+def _weak_candidates(verdict: Verdict) -> tuple[Evidence, ...]:
+    """One weak sign per kind (the first), at most two: what an `unknown` names as candidates
+    when the log held only signs that never decide a kind on their own."""
+    if verdict.rule != "weak-evidence":
+        return ()
+    seen: dict[str, Evidence] = {}
+    for p in verdict.pieces:
+        seen.setdefault(p.kind, p)
+    return tuple(seen.values())[:2]
 
 
 def _gpu_oom_kind(lines: tuple[str, ...], backend: str | None) -> tuple[str, bool]:
@@ -575,8 +491,10 @@ def _device_oom_kind(line: str, lines: tuple[str, ...], backend: str | None) -> 
             return kind, None
     b = backend or backend_from_log(lines)
     if b in ("cuda", "rocm"):
-        kind, vendor_open = _gpu_oom_kind(lines, b)
-        return kind, None
+        # A discrete GPU's build also allocates host buffers (layers left on the CPU): a
+        # failure that names no buffer is most often the GPU's, and the title says so.
+        kind, _vendor_open = _gpu_oom_kind(lines, b)
+        return kind, _UNSURE_GPU_OR_HOST
     if b in ("vulkan", "metal"):
         return f"{b}-oom", None
     if b == "cpu":
@@ -597,6 +515,7 @@ _UNSURE_SIGKILL = "sigkill-only"   # host-oom read from a bare SIGKILL
 _UNSURE_GPU_VENDOR = "gpu-vendor"  # ggml-cuda's words without saying CUDA or HIP
 _UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reason given
 _UNSURE_DEVICE = "device-unnamed"  # an allocation failed, on a device the log does not name
+_UNSURE_GPU_OR_HOST = "gpu-or-host"  # ... on a discrete-GPU build: most often its GPU
 _UNSURE_STOPPED_STARTING = "stopped-starting"  # a wrapper stopped it before it was ready
 
 
@@ -632,6 +551,12 @@ def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[st
         if unsure == _UNSURE_GPU_VENDOR:
             gpu = "NVIDIA (CUDA) or AMD (ROCm): the log does not say which,"
         when = "while loading the model" if starting else "while serving"
+        if unsure == _UNSURE_GPU_OR_HOST:
+            return (f"The engine could not allocate a memory buffer {when} and the log does not say on "
+                    f"which device; on this {gpu} build most likely the GPU ran out of graphics "
+                    "memory, but it may be the system memory (RAM).",
+                    "Put fewer layers on the GPU or lower the context, and check the free system "
+                    "memory; Stoker retries with a smaller plan.")
         if unsure == _UNSURE_CONTEXT:
             return (f"The engine could not create its context and the log does not say why; most "
                     f"likely the {gpu} GPU ran out of graphics memory.",
@@ -789,12 +714,14 @@ def classify_exit(report: ExitReport) -> Incident:
     sig = _effective_signal(report)
     exit_text = describe_exit(report)
     tail = tuple(report.log_tail)
-    match = _scan(tail)
+    match, verdict = _scan(tail)
     kind: str
     unsure: str | None = None
     evidence: str | None = None
+    rule: str | None = None
+    conflict = match is not None and bool(match.verdict.candidates)
     if match is not None:
-        kind, evidence = match.kind, match.line
+        kind, evidence, rule = match.kind, match.line, match.verdict.rule
         if kind == "gpu-oom":
             kind, vendor_open = _gpu_oom_kind(tail, report.backend)
             unsure = _UNSURE_GPU_VENDOR if vendor_open else None
@@ -804,6 +731,7 @@ def classify_exit(report: ExitReport) -> Incident:
             kind, evidence = "host-oom", "the kernel's out-of-memory killer ended the process"
     else:
         kind, evidence = _kind_from_exit(report, sig)
+        rule = "exit"
         if kind == "host-oom" and not report.oom_killed:
             unsure = _UNSURE_SIGKILL
         # A KV/compute allocation failure line without a device line: the backend decides.
@@ -817,6 +745,7 @@ def classify_exit(report: ExitReport) -> Incident:
                             "metal": "metal-oom"}.get(b or "", "host-oom")
                     evidence = line
                     unsure = None if kv else _UNSURE_CONTEXT
+                    rule = "allocation-on-the-build's-device"
                     break
         if evidence is None and exit_line is not None and kind != "unknown":
             evidence = exit_line
@@ -824,25 +753,53 @@ def classify_exit(report: ExitReport) -> Incident:
             and (match is None or match.priority < 50) and kind not in OOM_KINDS):
         waited = start_timeout_from_log(tail)
         stop = next((strip_log_prefix(x) for x in tail if _WRAPPER_STOP.search(x)), None)
-        if waited is not None:
-            kind, evidence, unsure = "startup-timeout", waited, None
+        if waited is not None and not conflict:
+            kind, evidence, unsure, rule = "startup-timeout", waited, None, "wrapper-gave-up-waiting"
         elif stop is not None and match is None and kind in ("unknown", "stopped"):
             kind, evidence, unsure = "startup-timeout", stop, _UNSURE_STOPPED_STARTING
+            rule = "wrapper-stopped-it-starting"
     if kind in ("stopped", "unknown") and match is None:
         unused = gpu_unused_from_log(tail, report.backend or backend_from_log(tail),
                                      report.plan_wanted_gpu)
         if unused is not None and (kind == "stopped" or report.exit_code is None and sig is None):
-            kind, evidence = "gpu-unused", unused
+            kind, evidence, rule = "gpu-unused", unused, "gpu-build-on-cpu"
     # A start-up crash without a telling line while a catalog drafter was loaded: the
     # drafter is the likeliest culprit (formats change between releases), so it is
     # blamed instead of the build.
     if (report.has_drafter and not report.drafter_forced and report.phase == "starting"
             and kind in ("unknown", "assertion-failed", "gpu-error", "illegal-instruction")
-            and not report.signalled_by_us):
-        kind = "drafter-failure"
+            and not report.signalled_by_us and not conflict):
+        kind, rule = "drafter-failure", "crash-starting-with-a-catalog-drafter"
         evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
 
     title, advice = _words(kind, report, unsure)
+    candidates: tuple[str, ...] = ()
+    if conflict and kind == "unknown" and match is not None:
+        a, b = match.verdict.candidates
+        candidates = (a.kind, b.kind)
+        title = (f"The log shows two causes that no rule ranks: {a.kind} ({_short(a.line, 120)}) and "
+                 f"{b.kind} ({_short(b.line, 120)}); Stoker does not guess between them.")
+        evidence = f"{a.line} | {b.line}"
+    metal = metal_failure_without_its_error(tail) if kind in ("gpu-error", "assertion-failed") else None
+    if metal is not None and not conflict:
+        kind, evidence = metal
+        if kind == "metal-oom":
+            rule, unsure = "metal-failure-over-working-set", None
+            title, advice = _words(kind, report, None)
+        else:
+            rule, candidates = "metal-failure-without-its-error", ("metal-oom", "gpu-error")
+            title = (f"A Metal command buffer failed ({_short(evidence, 120)}) in a build that prints no "
+                     "reason: an out-of-memory and a GPU fault end the same way; Stoker does not guess.")
+            advice = _words(kind, report, None)[1]
+    weak = _weak_candidates(verdict) if kind == "unknown" and not candidates else ()
+    if weak:
+        # Only signs that follow many causes (a wrapper's "Failed to load model"): shown as
+        # candidates, never named, since a confident wrong kind sends the user the wrong way.
+        candidates = tuple(p.kind for p in weak)
+        signs = "; ".join(f"{p.kind} ({_short(p.line, 120)})" for p in weak)
+        title = (f"The log shows only signs that follow many causes: {signs}; Stoker does not "
+                 f"name a kind from them.")
+        evidence = evidence or weak[0].line
     counts = (kind in BUILD_FAULT_KINDS
               or (kind in STARTUP_CRASH_KINDS and report.phase == "starting"
                   and not report.signalled_by_us))
@@ -867,6 +824,9 @@ def classify_exit(report: ExitReport) -> Incident:
         counts_as_strike=counts,
         recoverable_by=recover,
         exit_description=exit_text,
+        rule=rule,
+        evidence_lines=tuple(_short(p.line) for p in verdict.pieces),
+        candidates=candidates,
     )
 
 

@@ -13,7 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from stoker.diagnosis.classify import classify_exit, report_from_log, signal_name
+from stoker.diagnosis.classify import classify_exit, report_from_log, signal_name, strip_log_prefix
+from stoker.diagnosis.evidence import draft_scoped, gather
 from stoker.errors import UserError
 
 TAIL_BYTES = 512 * 1024
@@ -32,7 +33,9 @@ def add_arguments(parser) -> None:
                         help="whether it had finished loading (default: read from the log)")
     parser.add_argument("--backend", choices=("cuda", "rocm", "vulkan", "metal", "cpu"),
                         help="the engine build's backend (default: read from the log)")
-    parser.add_argument("--json", action="store_true", help="print a JSON object (schema 1)")
+    parser.add_argument("--json", action="store_true", help="print a JSON object (schema 2: adds the "
+                        "rule that decided, every evidence line with its catalogue entry, and on a "
+                        "conflict the two candidate kinds)")
 
 
 def _parse_exit_code(text: str) -> int:
@@ -93,11 +96,16 @@ def run(args) -> int:
                              backend=args.backend, os=os_name)
     inc = classify_exit(report)
     if args.json:
+        pieces = draft_scoped(lines, gather(lines, strip_log_prefix))
         print(json.dumps({
-            "schema": 1, "log": str(path), "kind": inc.kind, "title": inc.title,
+            "schema": 2, "log": str(path), "kind": inc.kind, "title": inc.title,
             "evidence": inc.evidence, "advice": inc.advice, "exit": inc.exit_description,
             "phase": report.phase, "backend": report.backend, "counts_as_strike": inc.counts_as_strike,
             "recoverable_by": inc.recoverable_by,
+            "rule": inc.rule, "candidates": list(inc.candidates),
+            "evidence_lines": [{"line": p.line, "entry": p.entry.name, "kind": p.kind,
+                                "strength": p.strength.name.lower(), "rank": p.rank,
+                                "source": p.entry.source} for p in pieces],
         }, indent=2))
     else:
         print(f"kind:     {inc.kind}")
@@ -105,4 +113,7 @@ def run(args) -> int:
         print(f"evidence: {inc.evidence}")
         print(f"advice:   {inc.advice}")
         print(f"exit:     {inc.exit_description}")
+        if inc.rule:
+            print(f"rule:     {inc.rule}" + (f" (candidates: {', '.join(inc.candidates)})"
+                                             if inc.candidates else ""))
     return 0

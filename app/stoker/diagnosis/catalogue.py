@@ -1,0 +1,632 @@
+"""The catalogue of failure wordings: what engines, GPU runtimes, loaders, kernels and wrappers print.
+
+Each entry is one wording (or a family of wordings of one message across releases) with
+the kind of failure it proves, where it comes from (the file and release of llama.cpp/ggml
+that prints it, the runtime's error name, or the wrapper's project), what it proves, a
+strength, and a rank in the root-cause order (stoker/diagnosis/evidence.py): a higher rank
+is nearer the root cause, so an allocation failure (80) outranks the GGML_ABORT that follows
+it (30). The catalogue was written from the sources, not from users' threads, so that a
+wording no thread showed yet is still read: b11434's tree (ggml/src, src, common, tools),
+older wordings from llama.cpp's history as the rules before this catalogue recorded them,
+the runtimes' error enums (cudaError_t, hipError_t, VkResult, MTLCommandBufferError,
+SYCL/Level Zero), glibc's ld.so, dyld, the Windows loader (NTSTATUS), the Linux kernel,
+systemd and docker, and the wrappers' own Go/Python/JS sources (Ollama, LM Studio, Jan,
+koboldcpp, llama-swap, llama-cpp-python, text-generation-webui, LocalAI).
+
+Kinds are those of classify.KINDS, plus two the verdict resolves from the rest of the log:
+"gpu-oom" (ggml-cuda's words, spoken by CUDA and HIP builds alike: the ROCm signs decide)
+and "device-oom" (an allocation whose line names no device: the buffer or backend decides).
+
+Pure data: no files, no clock, nothing run. Frozen at the commit named in NOTES-h-diag.md
+before the fresh benchmark batch was gathered; a later change must say so there.
+"""
+
+from __future__ import annotations
+
+import re
+import re._constants as _sre  # the parsed-pattern opcodes, to find each pattern's literals
+import re._parser as _sre_parse
+from dataclasses import dataclass
+from enum import Enum
+
+
+class Strength(Enum):
+    """How much one matching line proves on its own."""
+
+    DECISIVE = 3  # the line names the cause itself (an OOM, a missing library, a bad argument)
+    STRONG = 2  # names a cause, but the same words also follow other causes (a CUDA error)
+    WEAK = 1  # a sign only (an abort, a generic failure): never decides a kind alone
+
+
+@dataclass(frozen=True)
+class Entry:
+    name: str  # stable id; the verdict and `stoker diagnose --json` cite it
+    kind: str
+    rank: int  # root-cause order: higher is nearer the cause
+    strength: Strength
+    source: str  # where the wording comes from
+    proves: str  # what the line shows
+    pattern: re.Pattern
+
+
+_D, _S, _W = Strength.DECISIVE, Strength.STRONG, Strength.WEAK
+_ENTRIES: list[Entry] = []
+
+
+def _e(name: str, kind: str, rank: int, strength: Strength, source: str, proves: str,
+       *patterns: str, case: bool = False) -> None:
+    flags = 0 if case else re.IGNORECASE
+    _ENTRIES.append(Entry(name, kind, rank, strength, source, proves,
+                          re.compile("|".join(f"(?:{p})" for p in patterns), flags)))
+
+
+_B = "llama.cpp b11434"
+_OLD = "llama.cpp before b11434 (history)"
+
+# ----------------------------------------------------------------- GPU runtime tables
+# The error names and numbers each GPU runtime reports, with the kind they prove. ggml's
+# backends print them as `CUDA error: <cudaGetErrorString>` (ggml-cuda/common.cuh), with
+# `ROCm error:` for HIP builds (vendors/hip.h), `ggml_vulkan: ... vk::<call>: Error<Name>`,
+# Metal's `command buffer N failed with status S` and `error: <localizedDescription>`, and
+# SYCL's `Exception caught at file ... <what>` with Level Zero's `ZE_RESULT_*`.
+CUDA_ERRORS = {  # cudaError_t (CUDA 12 runtime API), name -> (number, kind)
+    "cudaErrorMemoryAllocation": (2, "gpu-oom"),
+    "cudaErrorInitializationError": (3, "gpu-error"),
+    "cudaErrorInsufficientDriver": (35, "cuda-driver-too-old"),
+    "cudaErrorNoDevice": (100, "gpu-unused"),
+    "cudaErrorInvalidDevice": (101, "bad-argument"),
+    "cudaErrorStubLibrary": (34, "missing-library"),
+    "cudaErrorNoKernelImageForDevice": (209, "no-kernel-image"),
+    "cudaErrorInvalidDeviceFunction": (98, "no-kernel-image"),
+    "cudaErrorUnsupportedPtxVersion": (222, "cuda-driver-too-old"),
+    "cudaErrorJitCompilerNotFound": (223, "missing-library"),
+    "cudaErrorUnsupportedExecAffinity": (224, "gpu-error"),
+    "cudaErrorSystemDriverMismatch": (803, "gpu-unused"),
+    "cudaErrorCompatNotSupportedOnDevice": (804, "cuda-driver-too-old"),
+    "cudaErrorIllegalAddress": (700, "gpu-error"),
+    "cudaErrorLaunchFailure": (719, "gpu-error"),
+    "cudaErrorECCUncorrectable": (214, "gpu-error"),
+    "cudaErrorDevicesUnavailable": (46, "gpu-error"),
+    "cudaErrorLaunchTimeout": (702, "gpu-error"),
+    "cudaErrorIllegalInstruction": (715, "gpu-error"),
+    "cudaErrorUnknown": (999, "gpu-error"),
+}
+CUDA_DRIVER_ERRORS = {  # CUresult (driver API, ggml-cuda's VMM pool: CU_CHECK)
+    "CUDA_ERROR_OUT_OF_MEMORY": (2, "gpu-oom"),
+    "CUDA_ERROR_NO_DEVICE": (100, "gpu-unused"),
+    "CUDA_ERROR_INSUFFICIENT_DRIVER": (35, "cuda-driver-too-old"),
+    "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": (222, "cuda-driver-too-old"),
+    "CUDA_ERROR_NO_BINARY_FOR_GPU": (209, "no-kernel-image"),
+    "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": (803, "gpu-unused"),
+    "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": (804, "cuda-driver-too-old"),
+    "CUDA_ERROR_ILLEGAL_ADDRESS": (700, "gpu-error"),
+    "CUDA_ERROR_LAUNCH_FAILED": (719, "gpu-error"),
+}
+CUDA_ERROR_STRINGS = {  # cudaGetErrorString texts ggml prints after `CUDA error: `
+    "out of memory": "gpu-oom",
+    "CUDA driver version is insufficient for CUDA runtime version": "cuda-driver-too-old",
+    "the provided PTX was compiled with an unsupported toolchain": "cuda-driver-too-old",
+    "system has unsupported display driver / cuda driver combination": "gpu-unused",
+    "forward compatibility was attempted on non supported HW": "cuda-driver-too-old",
+    "no kernel image is available for execution on the device": "no-kernel-image",
+    "invalid device function": "no-kernel-image",
+    "no CUDA-capable device is detected": "gpu-unused",
+    "CUDA driver is a stub library": "missing-library",
+    "an illegal memory access was encountered": "gpu-error",
+    "unspecified launch failure": "gpu-error",
+    "uncorrectable ECC error encountered": "gpu-error",
+}
+HIP_ERRORS = {  # hipError_t (ROCm 6), name -> (number, kind)
+    "hipErrorOutOfMemory": (2, "rocm-oom"),
+    "hipErrorNoDevice": (100, "gpu-unused"),
+    "hipErrorInvalidDevice": (101, "bad-argument"),
+    "hipErrorNoBinaryForGpu": (209, "no-kernel-image"),
+    "hipErrorInvalidDeviceFunction": (98, "no-kernel-image"),
+    "hipErrorSharedObjectInitFailed": (303, "no-kernel-image"),
+    "hipErrorInvalidImage": (200, "no-kernel-image"),
+    "hipErrorInsufficientDriver": (35, "gpu-error"),
+    "hipErrorIllegalAddress": (700, "gpu-error"),
+    "hipErrorLaunchFailure": (719, "gpu-error"),
+    "hipErrorUnknown": (999, "gpu-error"),
+}
+VK_RESULTS = {  # VkResult, name -> (number, kind); vulkan.hpp names them Error<CamelCase>
+    "VK_ERROR_OUT_OF_HOST_MEMORY": (-1, "vulkan-oom"),
+    "VK_ERROR_OUT_OF_DEVICE_MEMORY": (-2, "vulkan-oom"),
+    "VK_ERROR_INITIALIZATION_FAILED": (-3, "gpu-error"),
+    "VK_ERROR_DEVICE_LOST": (-4, "gpu-error"),
+    "VK_ERROR_MEMORY_MAP_FAILED": (-5, "vulkan-oom"),
+    "VK_ERROR_INCOMPATIBLE_DRIVER": (-9, "gpu-unused"),
+    "VK_ERROR_TOO_MANY_OBJECTS": (-10, "gpu-error"),
+    "VK_ERROR_FRAGMENTED_POOL": (-12, "vulkan-oom"),
+    "VK_ERROR_OUT_OF_POOL_MEMORY": (-1000069000, "vulkan-oom"),
+}
+METAL_ERRORS = {  # MTLCommandBufferError (IOGPU callback names) -> kind
+    "kIOGPUCommandBufferCallbackErrorOutOfMemory": "metal-oom",  # MTLCommandBufferErrorOutOfMemory = 8
+    "MTLCommandBufferErrorOutOfMemory": "metal-oom",
+    "kIOGPUCommandBufferCallbackErrorTimeout": "gpu-error",  # = 2
+    "kIOGPUCommandBufferCallbackErrorPageFault": "gpu-error",  # = 3
+    "kIOGPUCommandBufferCallbackErrorInvalidResource": "gpu-error",  # = 9
+    "kIOGPUCommandBufferCallbackErrorImpactingInteractivity": "gpu-error",
+    "kIOGPUCommandBufferCallbackErrorSubmissionsIgnored": "gpu-error",
+}
+SYCL_ERRORS = {  # Level Zero / SYCL runtime names ggml-sycl surfaces
+    "ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY": "device-oom",
+    "ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY": "host-oom",
+    "UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY": "device-oom",
+    "PI_ERROR_OUT_OF_RESOURCES": "device-oom",
+    "ZE_RESULT_ERROR_DEVICE_LOST": "gpu-error",
+    "PI_ERROR_DEVICE_NOT_FOUND": "gpu-unused",
+}
+
+# ---------------------------------------------------------------------------- build faults
+
+_e("cuda.driver-insufficient", "cuda-driver-too-old", 90, _D,
+   "cudaErrorInsufficientDriver (35) via ggml-cuda CUDA_CHECK, ggml_cuda_init; all releases",
+   "the NVIDIA driver is older than the CUDA runtime the build was made with",
+   r"driver version is insufficient for (CUDA )?runtime version", r"cudaErrorInsufficientDriver",
+   r"CUDA_ERROR_INSUFFICIENT_DRIVER", r"CUDA (error|driver)\D{0,12}\b35\b.{0,40}insufficient",
+   r"\bcode=35\(cudaErrorInsufficientDriver\)")
+_e("cuda.ptx-toolchain", "cuda-driver-too-old", 90, _D,
+   "cudaErrorUnsupportedPtxVersion (222); ggml-cuda CUDA_CHECK",
+   "the build's PTX needs a newer driver JIT than installed",
+   r"provided PTX was compiled with an unsupported toolchain", r"cudaErrorUnsupportedPtxVersion",
+   r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
+# 803 (cudaErrorSystemDriverMismatch, `system has unsupported display driver / cuda driver
+# combination`) is NOT here: it means the kernel module and libcuda disagree (an update
+# without a reboot), and ggml_cuda_init then runs on the CPU: gpu-unused, read from the log.
+_e("cuda.forward-compat", "cuda-driver-too-old", 90, _D,
+   "cudaErrorCompatNotSupportedOnDevice (804)",
+   "the driver is older than the CUDA toolkit and forward compatibility is unavailable",
+   r"forward compatibility was attempted on non supported HW", r"cudaErrorCompatNotSupportedOnDevice",
+   r"CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE")
+_e("wrapper.cuda-driver-old", "cuda-driver-too-old", 90, _D,
+   "Ollama discover/gpu.go; LM Studio runtime check; koboldcpp",
+   "the wrapper found a driver older than its CUDA runtime needs",
+   r"CUDA driver version (is )?too old", r"nvidia driver (is )?too old", r"driver does not support CUDA \d",
+   r"please update your (NVIDIA |GPU )?driver.{0,40}CUDA \d", r"cudart init failure: 35",
+   r"cuda driver library init failure: 35", r"requires (a )?(NVIDIA )?driver version (>=|of at least)",
+   # Ollama discover/gpu_info_cudart.c: `cudaSetDevice err: %d`, `cudart vram init failure: %d`
+   # with the cudaError_t number; 35 is cudaErrorInsufficientDriver
+   r"\b(cudaSetDevice|cudaGetDeviceCount|cudaDriverGetVersion|cuInit) err:? 35\b",
+   r"cudart vram init failure: 35\b")
+_e("cuda.no-kernel-image", "no-kernel-image", 90, _D,
+   "cudaErrorNoKernelImageForDevice (209) / cudaErrorInvalidDeviceFunction (98); ggml-cuda",
+   "the build has no GPU code for this device's architecture",
+   r"no kernel image is available for execution on the device", r"invalid device function",
+   r"cudaErrorNoKernelImageForDevice", r"CUDA_ERROR_NO_BINARY_FOR_GPU",
+   r"has no device code compatible with CUDA arch", r"ggml was not compiled with any CUDA arch")
+_e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
+   "hipErrorNoBinaryForGpu (209), hipErrorSharedObjectInitFailed (303); HIP runtime, rocBLAS/Tensile",
+   "ROCm has no kernels for this gfx architecture (an unsupported GPU without an override)",
+   r"hipErrorNoBinaryForGpu", r"hipErrorInvalidDeviceFunction", r"hipErrorSharedObjectInitFailed",
+   r"Unable to find code object for all current devices", r"No compatible code objects? found",
+   r"(ROCm|HIP) error: shared object initialization failed",
+   r"rocBLAS error: Cannot read .*TensileLibrary", r"for GPU arch\s*:\s*gfx\w+\s*$",
+   r"rocBLAS error: Could not initialize Tensile", r"HSA_STATUS_ERROR_INVALID_ISA",
+   r"Cannot find (the )?(Tensile|code object|kernel).{0,40}gfx\d", r"hipBLASLt error: .*gfx\d+ is not supported",
+   r"(device|GPU|gfx\w*).{0,30}is not supported by this (ROCm|HIP) build",
+   r"no ROCm kernels? for gfx\d+")
+_e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
+   "the kernel (SIGILL, traps: invalid opcode); Windows STATUS_ILLEGAL_INSTRUCTION 0xC000001D",
+   "the build uses an instruction this CPU lacks",
+   r"STATUS_ILLEGAL_INSTRUCTION", r"\b0xc000001d\b", r"\b3221225501\b", r"-1073741795\b",
+   r"CPU does not support (AVX|AVX2|AVX512|F16C|FMA|SSE)", r"your CPU (does not|doesn't) support (AVX|the required)",
+   r"requires (an? )?(AVX2?|AVX-?512) (capable )?CPU",
+   # the Go runtime's fatal-signal banner (runtime/signal_unix.go) in a Go wrapper's own log
+   r"^SIGILL: illegal instruction")
+
+# -------------------------------------------------------------------------- RPC, drafter
+
+_e("rpc.lost", "rpc-worker-lost", 88, _D, f"ggml/src/ggml-rpc/ggml-rpc.cpp, {_B}",
+   "an RPC worker crashed, vanished or speaks another protocol version",
+   r"Remote RPC server crashed or returned malformed response",
+   # GGML_ABORT prints `<file>:<line>: Failed to connect to <endpoint>`; the bare words are
+   # also any client's (a wrapper's health check, curl), so only ggml-rpc's own line decides
+   r"ggml-rpc\.cpp:\d+: Failed to connect to", r"Failed to connect to RPC server",
+   r"RPC handshake failed for", r"RPC server version mismatch", r"failed to connect to rpc server")
+_e("drafter.load", "drafter-failure", 85, _D,
+   f"common/speculative.cpp, tools/server/server-context.cpp, {_B}; older server.cpp "
+   "(`unable to load draft model`), speculative example (`failed to load draft model`)",
+   "the draft model (or MTP head) could not be loaded or initialised",
+   r"failed to load draft model", r"unable to load draft model", r"failed to create MTP context",
+   r"common_speculative_init\w*: failed", r"failed to (create|initialize) (the )?draft (model )?context",
+   r"error loading draft model", r"draft model .{0,40}failed to load", r"failed to load the draft",
+   r"Failed to create draft context", r"loading draft model failed")
+_e("drafter.vocab", "drafter-failure", 85, _D,
+   f"common/speculative.cpp common_speculative_are_compatible, {_B}; older examples/speculative",
+   "the draft model does not fit the target (vocabulary differs)",
+   r"draft model vocab (type )?must match target model", r"draft vocab vocab must match",
+   r"draft model .{0,60}(is )?not compatible with (the )?target model",
+   r"(tgt|target) vocab size .{0,40}(dft|draft) vocab size", r"draft model .{0,30}special tokens must match",
+   r"the draft model '[^']*' is not compatible")
+_e("drafter.batch", "drafter-failure", 85, _D, f"tools/server/server-context.cpp, {_B}",
+   "the drafter failed while decoding", r"failed to process speculative batch",
+   r"llama_process\(ctx_dft\) failed", r"llama_decode\(ctx_dft\) failed",
+   r"EAGLE3: target layer", r"DFlash: target layer")
+
+# ------------------------------------------------------------------------------ memory
+# The first allocation that fails is the root cause; the abort, device loss or `error
+# loading model:` that follows it is its echo (evidence.py's order).
+
+_e("cuda.oom", "gpu-oom", 80, _D,
+   "ggml-cuda CUDA_CHECK (`CUDA error: out of memory`), ggml_backend_cuda_buffer_type_alloc_buffer "
+   "(`cudaMalloc failed: out of memory`), ggml-cuda VMM pool (CU_CHECK); hip.h maps them for ROCm",
+   "a CUDA (or HIP speaking CUDA's words) device ran out of memory",
+   r"(CUDA|ROCm|MUSA) error:\s*(out of memory|memory allocation)",
+   r"(cuda|hip)Malloc(Managed|Host|Async)? failed:\s*out of memory", r"hipErrorOutOfMemory",
+   r"cudaErrorMemoryAllocation", r"ggml-cuda\.cu:\d+: out of memory", r"CUDA_ERROR_OUT_OF_MEMORY",
+   r"failed to allocate (CUDA|ROCm|MUSA)\d+ buffer", r"unable to allocate (CUDA|ROCm|MUSA)\d+ buffer",
+   r"HipVMM Failure: out of memory", r"CUDA out of memory\. Tried to allocate",
+   r"cublas(Create|_v2)?.{0,40}CUBLAS_STATUS_ALLOC_FAILED", r"CUBLAS_STATUS_ALLOC_FAILED",
+   r"hipblas.{0,40}HIPBLAS_STATUS_ALLOC_FAILED")
+_e("hip.vmm", "rocm-oom", 80, _S, f"ggml/src/ggml-cuda/vendors/hip.h CU_CHECK, {_B}",
+   "ROCm's virtual memory pool could not map more memory (nearly always memory pressure)",
+   r"HipVMM Failure")
+_e("vulkan.oom", "vulkan-oom", 80, _D,
+   f"ggml/src/ggml-vulkan/ggml-vulkan.cpp and ggml-vulkan-buffers.cpp, {_B}; VkResult -2/-1/-1000069000",
+   "a Vulkan allocation failed (device or driver memory)",
+   r"ErrorOutOfDeviceMemory", r"OutOfDeviceMemoryError", r"VK_ERROR_OUT_OF_DEVICE_MEMORY",
+   r"ErrorOutOfHostMemory", r"VK_ERROR_OUT_OF_HOST_MEMORY", r"ErrorOutOfPoolMemory",
+   r"ggml_vulkan:.*(allocation|memory).*failed", r"unable to allocate Vulkan\d+ buffer",
+   r"failed to allocate Vulkan\d+ buffer", r"Requested buffer size exceeds device buffer size limit",
+   r"No suitable memory type found", r"^Device memory allocation of size \d+ failed",
+   r"vk::Device::allocateMemory: Error")
+_e("vulkan.driver-oom", "vulkan-oom", 80, _D, "Mesa RADV/ANV, NVIDIA and AMDVLK Vulkan drivers",
+   "the Vulkan driver itself reports memory exhausted (a device loss usually follows)",
+   r"radv/amdgpu: Not enough memory for command submission", r"radv: Not enough memory",
+   r"amdgpu: (failed to allocate|not enough memory)", r"anv: .{0,40}out of (device )?memory",
+   r"radv/amdgpu: Failed to allocate a buffer", r"DRM_IOCTL_I915_GEM_EXECBUFFER2 failed.*ENOSPC")
+_e("metal.oom", "metal-oom", 80, _D,
+   f"ggml/src/ggml-metal/ggml-metal-device.m and ggml-metal.cpp, {_B}; older ggml-metal.m "
+   "(ggml_metal_add_buffer); MTLCommandBufferErrorOutOfMemory (8)",
+   "Metal could not allocate (or map) the buffer, or a command buffer ran out of memory",
+   r"failed to allocate Metal buffer", r"ggml_metal_buffer_(init|map|from_ptr): error: failed to",
+   r"ggml_metal_add_buffer: error: failed to allocate", r"failed to allocate MTL\d+ buffer",
+   r"kIOGPUCommandBufferCallbackErrorOutOfMemory", r"MTLCommandBufferErrorOutOfMemory",
+   r"Insufficient Memory \(0+8", r"ggml_metal_add_buffer: buffer '\w+' size \d+ is larger than buffer maximum",
+   r"ggml_backend_metal_buffer_\w*: error: failed to allocate buffer",
+   r"ggml_metal\w*: error: (vm_allocate|posix_memalign) failed",
+   r"ggml_metal\w*: error: failed to allocate buffer, size =",
+   r"ggml_metal_graph_compute: command buffer \d+ failed with status 5\b.{0,40}(memory|Insufficient)",
+   # Metal API validation: a buffer longer than the device allows
+   r"newBuffer\w*:length:.{0,120}failed assertion.{0,80}(length|size)",
+   r"Buffer Validation.{0,80}(length|size).{0,40}(must be|exceeds|<=)",
+   # MTLDebugDevice's own assertion (the validation layer); in llama.cpp's threads a buffer
+   # longer than the device's maxBufferLength
+   r"failed assertion `Buffer Validation",
+   r"exceeds (the )?(max(imum)?(BufferLength| buffer length)|recommendedMaxWorkingSetSize)")
+_e("sycl.oom", "device-oom", 80, _D, f"ggml/src/ggml-sycl/ggml-sycl.cpp, {_B}; Level Zero",
+   "a SYCL device allocation failed (read as the device memory of the build)",
+   r"ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", r"UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
+   r"PI_ERROR_OUT_OF_RESOURCES", r"ggml_backend_sycl_buffer_type_alloc_buffer: can't allocate",
+   r"SYCL\d* buffer.{0,30}failed to allocate")
+_e("os.oom-killer", "host-oom", 79, _D,
+   "Linux kernel mm/oom_kill.c; systemd unit results; docker inspect; Kubernetes",
+   "the kernel's OOM killer ended the process",
+   r"Failed with result 'oom-kill'", r"killed by the OOM killer", r"invoked oom-killer",
+   r"Out of memory: Kill(ed)? process", r"Memory cgroup out of memory", r"oom-kill:constraint",
+   r"\"OOMKilled\":\s*true", r"Reason:\s*OOMKilled", r"\bOOMKilled\s*$", r"oom_reaper: reaped process",
+   r"oom-kill event", r"systemd-oomd.{0,40}Killed", r"Killed process \d+ \(\S+\) total-vm",
+   r"earlyoom.{0,40}(sending SIG|killing)", r"was killed due to (memory pressure|running out of memory)",
+   r"container .{0,40}exceeded (its )?memory limit", r"exit code 137.{0,40}(OOM|out of memory)")
+_e("host.mlock-warning", "host-oom", 79, _W,
+   f"src/llama-mmap.cpp llama_mlock, {_B}: `warning: failed to mlock %zu-byte buffer ...: %s` "
+   "(RLIMIT_MEMLOCK) and `failed to VirtualLock`",
+   "--mlock could not pin the model (a lock limit, not memory running out): the engine goes on "
+   "unlocked, so the line outranks host.alloc's `Cannot allocate memory` only to be a sign",
+   r"failed to mlock \d+-byte buffer", r"failed to VirtualLock \d+-byte buffer",
+   r"Try increasing RLIMIT_MEMLOCK")
+_e("host.alloc", "host-oom", 78, _D,
+   f"ggml/src/ggml.c ggml_aligned_malloc, ggml-cpu buffers, src/llama-mmap.cpp, {_B}; C++ std::bad_alloc",
+   "system memory ran out inside the engine",
+   r"failed to allocate CPU\w* buffer", r"ggml_aligned_malloc: insufficient memory",
+   r"ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate", r"std::bad_alloc",
+   r"Cannot allocate memory", r"out of host memory", r"mmap failed.*ENOMEM",
+   r"paging file is too small", r"os error 1455", r"Not enough memory resources are available",
+   r"STATUS_NO_MEMORY", r"STATUS_COMMITMENT_LIMIT", r"\b0xc0000017\b", r"\b0xc000012d\b",
+   r"\b3221225495\b", r"\b3221225773\b", r"-1073741801\b", r"-1073741523\b",
+   r"MemoryError\b", r"not enough (system )?memory to load", r"insufficient (system )?memory",
+   r"model requires more system memory \([^)]*\) than is available")
+
+# ----------------------------------------------------------------------------- loaders
+
+_e("ld.versioned-symbol", "system-too-old", 77, _D,
+   "glibc ld.so (dl-version.c): `version `GLIBC_2.xx' not found (required by ...)`",
+   "the system's C or C++ runtime is older than the build needs",
+   r"version [`'‘]?(GLIBC|GLIBCXX|CXXABI)_[\d.]+[`'’]? not found")
+_e("ld.versioned-symbol-bundled", "stale-library", 78, _D,
+   "glibc ld.so (dl-version.c) `<library>: version `X' not found`: the library named is the one "
+   "lacking the version; outside /lib and /usr/lib it is a bundled or environment copy (conda, "
+   "a venv, an app folder) found before the system's",
+   "an older copy of the C/C++ runtime shipped beside the program shadows the system's, which "
+   "may well be new enough: the copy is stale, the system is not too old",
+   r"(?<![\w/.~-])(?!/(?:usr/)?lib(?:32|64)?/)(?:[A-Za-z]:)?[\w./~+-]*/lib(?:stdc\+\+|gcc_s|c|m|pthread|dl)"
+   r"\.so\.\d+: version [`'‘]?(?:GLIBC|GLIBCXX|CXXABI|GCC)_[\d.]+[`'’]? not found")
+_e("ld.library-version", "missing-library", 77, _D,
+   "glibc ld.so (dl-version.c) for a library's own version node (libcudart.so.12, LIBCUDA)",
+   "the library found is another major version than the one the build needs: the right one is missing",
+   r"version [`'‘]?(?!GLIBC|GLIBCXX|CXXABI)(lib\w[\w.+-]*|[A-Z][A-Z0-9_]+)[\w.]*[`'’]? not found \(required by")
+_e("dyld.system-too-old", "system-too-old", 77, _D, "macOS dyld",
+   "a symbol the build expects in macOS's own libraries: an older macOS",
+   r"Expected in:?\s*/usr/lib/", r"Expected in:?\s*/System/Library/",
+   r"built for (newer )?macOS( version)? [\d.]+ which is newer than running OS",
+   r"was built for newer macOS version")
+_e("ggml.backend-abi", "stale-library", 76, _D,
+   f"ggml/src/ggml-backend-reg.cpp load_backend, {_B}: a backend library without "
+   "`ggml_backend_init`, or built against another ggml API version",
+   "a backend library (libggml-*.so / ggml-*.dll) found on the path is another build's",
+   r"failed to find ggml_backend_init in", r"failed to initialize backend from .{0,300}incompatible API version")
+_e("ld.stale-symbol", "stale-library", 76, _D,
+   "glibc ld.so `symbol lookup error`/`undefined symbol`; dyld `Symbol not found`; Windows "
+   "STATUS_ENTRYPOINT_NOT_FOUND 0xC0000139 / ERROR_PROC_NOT_FOUND 127, STATUS_INVALID_IMAGE_FORMAT 0xC000007B",
+   "a library of the same name from another build (or another architecture) shadows the build's own",
+   r"symbol lookup error", r"undefined symbol", r"could not be located in the dynamic link library",
+   r"Symbol not found: _", r"wrong ELF class", r"\[WinError 193\]", r"is not a valid Win32 application",
+   r"\[WinError 127\]", r"The specified procedure could not be found", r"incompatible architecture \(have",
+   r"STATUS_ENTRYPOINT_NOT_FOUND", r"STATUS_INVALID_IMAGE_FORMAT", r"\b0xc0000139\b", r"\b0xc000007b\b",
+   r"\b3221225785\b", r"\b3221225595\b", r"-1073741511\b", r"-1073741701\b",
+   r"ELFCLASS32", r"mach-o file, but is an incompatible architecture",
+   r"LoadLibrary\w* failed (with error|:)\s*(127|193)\b", r"\bERROR_BAD_EXE_FORMAT\b")
+_e("net.port-in-use", "port-in-use", 75, _D,
+   f"tools/server/server-http.cpp, {_B} (`couldn't bind HTTP server socket`); older server.cpp; "
+   "errno EADDRINUSE 98/48, WSAEADDRINUSE 10048; wrappers' Go/Node/Python listeners",
+   "another program holds the port (or the address is not this machine's)",
+   r"couldn't bind (HTTP server|to server) socket", r"exiting due to HTTP server error",
+   r"address already in use", r"EADDRINUSE", r"error while attempting to bind on address",
+   r"\[Errno (48|98|99)\]", r"cannot assign requested address", r"only one usage of each socket address",
+   r"WSAEADDRINUSE", r"\[WinError 10048\]", r"bind: An attempt was made to access a socket",
+   # WSAEACCES 10013: the port is in a range Windows reserves (Hyper-V/WinNAT) or held exclusively
+   r"\[(WinError|Errno) 10013\]", r"WSAEACCES",
+   r"port \d+ is (already )?(in use|taken|occupied)",
+   # Qt's QAbstractSocket::AddressInUseError text (gpt4all's API server)
+   r"The bound address is already in use", r"failed to (start|bind).{0,40}port \d+.{0,20}in use")
+_e("net.bind-localized", "port-in-use", 75, _S,
+   "Go's net package: `listen tcp <addr>: bind: <the OS's reason>`, the reason localized by "
+   "Windows' FormatMessage (Turkish, Chinese, …) where the English words are not there",
+   "the listener could not bind its address: another program holds it (or it is reserved)",
+   r"\blisten (tcp|tcp4|tcp6) \S+: bind: \S")
+_e("ld.missing", "missing-library", 75, _D,
+   "glibc ld.so `error while loading shared libraries`; dlopen; dyld `Library not loaded`; "
+   "Windows STATUS_DLL_NOT_FOUND 0xC0000135 / ERROR_MOD_NOT_FOUND 126, STATUS_DLL_INIT_FAILED 0xC0000142",
+   "a library the engine needs is not installed or not on the loader's path",
+   r"error while loading shared libraries", r"cannot open shared object file",
+   r"dyld(\[\d+\])?: Library not loaded", r"The code execution cannot proceed because .*\.dll",
+   r"\.dll was not found", r"Could not find module .*\.dll", r"\[WinError 126\]",
+   r"The specified module could not be found", r"dyld(\[\d+\])?: image not found", r"Library not loaded: @rpath",
+   r"LoadLibrary\w* failed (with error|:)\s*126\b", r"\bERROR_MOD_NOT_FOUND\b",
+   r"STATUS_DLL_NOT_FOUND", r"STATUS_DLL_INIT_FAILED", r"\b0xc0000135\b", r"\b0xc0000142\b",
+   r"\b3221225781\b", r"\b3221225794\b", r"-1073741515\b", r"-1073741502\b",
+   r"CUDA driver is a stub library", r"cudaErrorStubLibrary", r"failed to load (the )?(CUDA|ROCm|HIP|Vulkan) backend",
+   r"libcuda\.so\.1: cannot open", r"nvcuda\.dll.{0,30}not found",
+   # the runtime DLLs only when said missing: a crash report names them as the faulting module
+   r"(vcruntime140|msvcp140|libomp)\w*\.(dll|dylib).{0,60}(not found|missing|could not be (found|loaded))",
+   r"(missing|not find|not found|cannot find|could not load).{0,60}\b(vcruntime140|msvcp140|libomp)\w*\.(dll|dylib)",
+   r"Failed to load shared library '[^']+'",
+   r"OSError: .{0,80}\.(so|dll|dylib)[\w.]*: cannot open",
+   # llama-cpp-python llama_cpp.py _load_shared_library; LocalAI's backend loader
+   r"Shared library with base name '[^']+' not found", r"backend not found: \S+",
+   # src/llama.cpp llama_model_load_from_file_impl, b11434: the ggml backend libraries are absent
+   r"no backends are loaded\. hint: use ggml_backend_load",
+   r"Backend not found backend=",
+   # LocalAI pkg/model/initializers.go: the backend's gRPC binary is not on disk (os.IsNotExist)
+   r"grpc process not found(: | in assetdir)", r"\bFails: grpc process not found\b")
+
+# ---------------------------------------------------------------------------- arguments
+
+_e("arg.invalid", "bad-argument", 70, _D,
+   f"common/arg.cpp, {_B}; older common.cpp (`unknown argument`, `invalid parameter for argument`)",
+   "the engine refused an option or value on its command line",
+   r"error: invalid argument:", r"error while handling argument", r"unknown argument",
+   r"error: unrecognized arguments?:", r"error while handling environment variable",
+   r"Unsupported cache type", r"unknown speculative type", r"invalid parameter for argument",
+   r"unk?nown value for --", r"quantized V cache requires flash_attn",
+   r"K cache type \S+ with block size \d+ does not divide", r"model does not support different K",
+   r"SPLIT_MODE_TENSOR requires flash_attn", r"invalid device:", r"Available buffer types:",
+   r"^not a directory:", r"Unknown reasoning format", r"invalid value for main_gpu",
+   r"invalid boolean value", r"unrecognized option '-", r": invalid option -- ",
+   r"error: unrecognized command line option", r"error: the argument .{0,40} requires a value",
+   r"unknown cache type", r"invalid (ngl|n_gpu_layers|ctx.size|tensor.split) value",
+   # the CLI parsers wrappers use: Rust's clap (LlamaEdge), Go's flag package
+   r"error: unexpected argument '[^']+' found", r"flag provided but not defined: -",
+   # Python's argparse (`argument %s: invalid %s value`, `expected one argument`, `invalid
+   # choice`), click (NoSuchOption, BadParameter, extra arguments), Go's pflag/cobra
+   r"error: argument [-\w/, ]+: (invalid|expected|ignored explicit|not allowed)",
+   r"Error: No such option: -", r"Error: Invalid value for ['\"-]", r"Got unexpected extra arguments? \(",
+   r"\bunknown (shorthand )?flag: ['\"-]", r"invalid argument \"[^\"]*\" for \"-")
+_e("arg.wrapper-api", "bad-argument", 70, _S,
+   "CPython's call check (`%U() got an unexpected keyword argument '%S'`) and pydantic v1's "
+   "`extra fields not permitted` (value_error.extra): the wrapper's installed version does not "
+   "take an option the caller passes (an option renamed, removed or not yet added)",
+   "the caller passed an option the installed wrapper or binding does not accept",
+   r"got an unexpected keyword argument '\w+'", r"extra fields not permitted \(type=value_error\.extra\)")
+
+# -------------------------------------------------------------- allocations, device unnamed
+
+_e("alloc.unnamed", "device-oom", 65, _D,
+   f"src/llama-model.cpp (`unable to allocate %s buffer`), src/llama-kv-cache.cpp, "
+   f"src/llama-context.cpp, {_B}; older `unable to allocate backend buffer`",
+   "an allocation failed on the buffer type the line names (or the build's device)",
+   r"unable to allocate (\w+ )?buffer", r"failed to allocate buffer for (kv|rs) cache",
+   r"failed to allocate compute (pp |tg )?buffers", r"failed to allocate output buffer",
+   r"ggml_gallocr_reserve_n: failed to allocate", r"ggml_backend_alloc_ctx_tensors\w*: failed to allocate",
+   r"llama_kv_cache_init: failed to allocate", r"ggml_gallocr_alloc_graph: failed to allocate")
+
+# -------------------------------------------------------------------------------- model
+
+_e("model.load", "bad-model", 60, _D,
+   f"ggml/src/gguf.cpp, src/llama-model-loader.cpp, src/llama-model.cpp, src/llama.cpp, {_B}; "
+   "older llama.cpp (ggml-format loaders)",
+   "the model file is damaged, incomplete, or not supported by this build",
+   r"failed to open GGUF file", r"gguf_init_from_\w+: failed", r"error loading model:",
+   r"error loading model architecture", r"unknown model architecture", r"missing tensor",
+   r"not within the file bounds", r"model is corrupted or incomplete",
+   # llama.cpp's own functions only (a wrapper's "Fails: failed to load model" is not one)
+   r"(?-i:\b(llama_load_model_from_file|llama_model_load_from_file(_impl)?|common_init_from_params"
+   r"|common_init_|llama_init_from_gpt_params|load_model|main|llama_model_load)\w*: (error: )?failed to load model)",
+   r"chat template parsing error", r"failed to load multimodal model", r"invalid magic",
+   r"unknown \(magic, version\) combination", r"this format is no longer supported",
+   r"GGML files are no longer supported", r"tensor '[^']+' has wrong shape", r"wrong number of tensors",
+   r"invalid model file", r"unexpectedly reached end of file", r"tensor data is not within",
+   r"gguf_init_from_file_impl: (invalid|failed)", r"key not found in model:",
+   r"unsupported model (architecture|type)", r"tensor '[^']+' (has invalid ggml type|data is not within)",
+   r"invalid ggml type \d+", r"GGUF version \d+ is not supported", r"is not a valid GGUF file",
+   r"failed to read (tensor info|key-value pairs|magic|header)", r"file is truncated",
+   # gguf.cpp gguf_init_from_file_impl, b11434: a length field read from a damaged file
+   # asks for an absurd size (these are the file's fault, not the host's memory)
+   r"encountered (bad_alloc|length_error) error while reading (key|value|tensor name)",
+   # gguf-py gguf_reader.py (`GGUF magic invalid`) and the mobile/JVM bindings' own magic check
+   r"GGUF magic invalid", r"not in GGUF format", r"invalid GGUF magic",
+   r"tensor '[^']+' has invalid data", r"failed to read tensor data")
+
+# --------------------------------------------------------------------------- wrappers
+# Wrappers' generic words around a failure: signs only (WEAK). They are shown as evidence
+# but never decide, since each of them follows many causes (an OOM, an unknown
+# architecture, a missing DLL all end in `Failed to load model`).
+_e("wrapper.load-failed", "bad-model", 20, _W,
+   "llama-cpp-python llama.py (`Failed to load model from file`); LM Studio (`Error loading model.`); "
+   "Jan/cortex; text-generation-webui modules/models.py; koboldcpp (`Could not load text model`); "
+   "LocalAI (`could not load model`); Ollama llm/server.go (`error loading llama server`)",
+   "the wrapper saw the load fail; the cause is in the engine's own lines",
+   r"Failed to load model from file", r"Error loading model\.", r"Failed to load the model",
+   r"Could not load text model", r"could not load model", r"error loading llama server",
+   r"failed to load model with internal loader", r"unable to load model", r"Failed to load model\b",
+   # older llama-cpp-python llama.py: the load failed and the binding only asserts it
+   r"assert self\.model is not None")
+_e("wrapper.layout-unfit", "device-oom", 65, _S,
+   "Ollama llm/server.go (its own engine's layout fit, 0.11 and later): `memory layout cannot be "
+   "allocated` (with `num_gpu = N`)",
+   "the wrapper found no placement of the layers that fits the free memory: an out-of-memory "
+   "found before the engine allocated (the build's device decides which)",
+   r"memory layout cannot be allocated")
+_e("metal.over-working-set", "metal-oom", 20, _W,
+   f"ggml/src/ggml-metal/ggml-metal-device.m ggml_metal_log_allocated_size, {_B}; older "
+   "ggml-metal.m ggml_metal_add_buffer: `warning: current allocated size is greater than the "
+   "recommended max working set size`",
+   "Metal's allocations already exceed the working set the OS recommends: a sign only (the run "
+   "may go on); with a Metal command-buffer failure that names no error it says which",
+   r"current allocated size is greater than the recommended max working set size")
+_e("wrapper.context-failed", "device-oom", 20, _W,
+   "llama-cpp-python llama.py (`Failed to create llama_context`); common.cpp (`failed to create context`)",
+   "the context could not be created (most often memory); the cause is in the engine's lines",
+   r"Failed to create llama_context", r"failed to create context with model")
+_e("wrapper.runner-ended", "assertion-failed", 20, _W,
+   "Ollama llm/server.go (`llama runner process has terminated`); LocalAI gRPC (`error reading from "
+   "server: EOF`); Jan (`cortex exited`); koboldcpp (`Failed to execute script`)",
+   "the engine process ended; the exit or the engine's lines say why",
+   r"llama runner process has terminated", r"error reading from server: EOF", r"cortex exited with code",
+   r"Failed to execute script", r"rpc error: code = Unavailable", r"grpc service not ready")
+_e("wrapper.gpu-fallback", "gpu-error", 20, _W,
+   "Ollama discover (`no compatible GPUs were discovered`, `amdgpu is not supported`); LM Studio",
+   "the wrapper did not use the GPU; whether that is the failure depends on the plan",
+   r"no compatible GPUs were discovered", r"amdgpu is not supported", r"unable to verify rocm library")
+
+
+_e("wrapper.start-timeout", "startup-timeout", 50, _D,
+   "llama-swap proxy/process.go; Ollama llm/server.go; systemd; Kubernetes",
+   "the wrapper gave up waiting for the engine to become ready",
+   r"health check (failed|timed out) after \d+", r"timed out waiting for llama runner to start",
+   r"health check of container .* timed out", r"start operation timed out\. Terminating",
+   r"Failed with result 'timeout'", r"failed startup probe", r"Startup probe failed",
+   r"timed out waiting for (llama-server|the server|server) to (start|become)")
+_e("wrapper.ttl-unload", "stopped", 45, _D, "llama-swap proxy/process.go (TTL)",
+   "the wrapper unloaded the model on purpose", r"Unloading model, TTL of \d+s? reached")
+
+# ------------------------------------------------------------------- GPU errors, aborts
+
+_e("gpu.device-lost", "gpu-error", 41, _S,
+   f"ggml/src/ggml-vulkan/ggml-vulkan.cpp, {_B} (`device lost`); VK_ERROR_DEVICE_LOST (-4); "
+   "Level Zero ZE_RESULT_ERROR_DEVICE_LOST",
+   "the GPU stopped answering (a reset, a hang, or the echo of an allocation failure)",
+   r"ggml_vulkan: device lost", r"ErrorDeviceLost", r"VK_ERROR_DEVICE_LOST", r"ZE_RESULT_ERROR_DEVICE_LOST",
+   r"GPU (has )?(hung|fallen off the bus)", r"NVRM: Xid")
+_e("gpu.error", "gpu-error", 40, _S,
+   f"ggml-cuda/common.cuh CUDA_CHECK (`CUDA error`), ggml-vulkan (vk::), ggml-metal "
+   f"(`command buffer %d failed with status %d`), ggml-sycl (`Exception caught at file`), {_B}",
+   "the GPU runtime reported an error", r"\b(CUDA|ROCm|MUSA|HIP) error\b", r"vk::\w+.*Error",
+   r"ggml_metal_synchronize: error", r"Exception caught at file", r"an illegal memory access was encountered",
+   r"unspecified launch failure", r"command buffer \d+ failed with status \d+",
+   r"backend is in error state from a previous command buffer failure",
+   r"kIOGPUCommandBufferCallbackError(Timeout|PageFault|InvalidResource)", r"SYCL error:")
+_e("abort.assert", "assertion-failed", 30, _S,
+   f"ggml/src/ggml.c ggml_abort (`GGML_ASSERT(%s) failed`, `GGML_ABORT`), {_B}; older "
+   "`GGML_ASSERT: file:line: cond`; the C and C++ runtimes",
+   "the engine stopped on an internal check", r"GGML_ASSERT", r"GGML_ABORT", r"assert(ion)? failed",
+   r"Assertion .{1,200} failed", r"terminate called", r"failed assertion `",
+   # the Microsoft C runtime's abort(): `R6010 - abort() has been called` / debug-build dialog
+   r"abort\(\) has been called")
+
+
+# Every name of the runtime tables above is an entry of its own, so a runtime error the
+# hand-written wordings miss is still read by its name (`CUDA error 209: cudaErrorNoKernel…`).
+# gpu-unused is decided from the whole log (classify.gpu_unused_from_log), not from one name.
+KIND_RANK = {"cuda-driver-too-old": 90, "no-kernel-image": 90, "gpu-oom": 80, "rocm-oom": 80,
+             "vulkan-oom": 80, "metal-oom": 80, "device-oom": 80, "host-oom": 78,
+             "missing-library": 75, "bad-argument": 70, "gpu-error": 40}
+for _table, _api in ((CUDA_ERRORS, "cudaError_t"), (CUDA_DRIVER_ERRORS, "CUresult"), (HIP_ERRORS, "hipError_t"),
+                     (VK_RESULTS, "VkResult"), (METAL_ERRORS, "MTLCommandBufferError"),
+                     (SYCL_ERRORS, "Level Zero / SYCL")):
+    for _name, _value in _table.items():
+        _number, _kind = _value if isinstance(_value, tuple) else (None, _value)
+        if _kind not in KIND_RANK:
+            continue
+        _e(f"enum.{_name}", _kind, KIND_RANK[_kind], _S if _kind == "gpu-error" else _D,
+           f"{_api} {_name}" + ("" if _number is None else f" ({_number})"),
+           f"the runtime returned {_name}", rf"\b{re.escape(_name)}\b", case=True)
+
+
+ENTRIES: tuple[Entry, ...] = tuple(_ENTRIES)
+_BY_NAME = {e.name: e for e in ENTRIES}
+assert len(_BY_NAME) == len(ENTRIES), "entry names are unique"
+
+def _literals(items) -> frozenset[str] | None:
+    """Lower-case strings at least one of which every match of the parsed pattern contains,
+    or None when the pattern has no such literal (it must then be tried on every line)."""
+    best = ""
+    run = ""
+    nested: frozenset[str] | None = None
+    for op, arg in items:
+        if op is _sre.LITERAL:
+            run += chr(arg)
+            best = max(best, run, key=len)
+            continue
+        run = ""
+        if op is _sre.SUBPATTERN and nested is None:
+            nested = _literals(arg[3])
+        elif op is _sre.BRANCH and nested is None:
+            branches = [_literals(b) for b in arg[1]]
+            if all(b is not None for b in branches):
+                nested = frozenset().union(*branches)  # type: ignore[arg-type]
+    if len(best) >= 3:
+        return frozenset({best.lower()})
+    return nested
+
+
+def _needles(entry: Entry) -> frozenset[str] | None:
+    return _literals(_sre_parse.parse(entry.pattern.pattern, entry.pattern.flags))
+
+
+# A line is tried only against the entries one of whose literals it contains (lower-cased),
+# found through the literals' first three letters, so the ~100 patterns cost one set
+# intersection on the many lines that match none. Deciding is unchanged by this (every
+# literal is one a match must contain); an entry without one would be tried on every line.
+_NEEDLES = tuple((e, _needles(e)) for e in ENTRIES)
+_ALWAYS = tuple(e for e, needles in _NEEDLES if needles is None)
+_BY_TRIGRAM: dict[str, list[tuple[Entry, str]]] = {}
+for _entry, _needle_set in _NEEDLES:
+    for _needle in _needle_set or ():
+        _BY_TRIGRAM.setdefault(_needle[:3], []).append((_entry, _needle))
+_TRIGRAMS = frozenset(_BY_TRIGRAM)
+
+
+def entry(name: str) -> Entry:
+    return _BY_NAME[name]
+
+
+def matches(line: str) -> tuple[Entry, ...]:
+    """Every entry one (prefix-stripped) log line matches, highest rank first."""
+    low = line.lower()
+    seen = _TRIGRAMS.intersection(low[i:i + 3] for i in range(len(low) - 2))
+    candidates = {e for tri in seen for e, needle in _BY_TRIGRAM[tri] if needle in low}
+    candidates.update(_ALWAYS)
+    hits = [e for e in candidates if e.pattern.search(line)]
+    return tuple(sorted(hits, key=lambda e: (-e.rank, e.name)))

@@ -1,0 +1,213 @@
+"""Evidence, then a verdict: which of the failure lines a log holds is the root cause.
+
+`gather(lines)` turns every line the catalogue (stoker/diagnosis/catalogue.py) knows into a
+piece of evidence with its kind, rank and strength. `decide(pieces)` settles which one wins
+by the root-cause order below (ORDER): each rule names the kinds that are the cause when
+they meet the kinds that are their echo, with the reason. A piece with no rule relating it
+to the winner and a strength equal to the winner's is a conflict: the verdict is then
+`unknown`, carrying both candidates and their lines, rather than a guess.
+
+Pure: lines in, a frozen verdict out. It must not look at exits, phases or backends; that
+is classify.py's part (it resolves "gpu-oom" and "device-oom" to a device and weighs the exit).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from stoker.diagnosis.catalogue import Entry, Strength, matches
+
+MEMORY = frozenset({"gpu-oom", "device-oom", "cuda-oom", "rocm-oom", "vulkan-oom", "metal-oom", "host-oom"})
+BUILD = frozenset({"cuda-driver-too-old", "no-kernel-image", "illegal-instruction"})
+LOADER = frozenset({"system-too-old", "stale-library", "missing-library"})
+# What a cause leaves behind: the abort, the GPU error, the wrapped load error, the wait.
+ECHOES = frozenset({"assertion-failed", "gpu-error", "bad-model", "startup-timeout", "stopped"})
+_ALL = frozenset({"rpc-worker-lost", "drafter-failure", "port-in-use", "bad-argument"}
+                 | MEMORY | BUILD | LOADER | ECHOES)
+
+
+@dataclass(frozen=True)
+class OrderRule:
+    name: str
+    causes: frozenset[str]
+    echoes: frozenset[str]
+    why: str
+
+
+# The root-cause order, most fundamental first. tests/core/test_diagnosis_evidence.py holds,
+# for each rule, a log where it decides and the same log read with the order reversed.
+ORDER = (
+    OrderRule("build-fault-first", BUILD, _ALL - BUILD,
+              "a build that cannot run on this GPU or CPU makes every later line an echo"),
+    OrderRule("lost-worker-first", frozenset({"rpc-worker-lost"}), _ALL - BUILD - {"rpc-worker-lost"},
+              "after an RPC worker is lost, every failure is the engine finding it gone"),
+    OrderRule("drafter-before-its-echoes", frozenset({"drafter-failure"}), MEMORY | ECHOES | {"bad-argument"},
+              "a drafter that failed names the culprit even when an allocation or abort follows"),
+    OrderRule("device-lost-is-the-allocation", MEMORY, frozenset({"gpu-error"}),
+              "a device lost (or a GPU error) right after an allocation failure is that allocation failure"),
+    OrderRule("allocation-before-abort", MEMORY, frozenset({"assertion-failed"}),
+              "the first failing allocation beats the GGML_ASSERT/abort that follows it"),
+    OrderRule("allocation-inside-load-error", MEMORY, frozenset({"bad-model", "startup-timeout", "stopped"}),
+              "llama.cpp wraps an allocation failure in `error loading model:`; a wrapper then gives up"),
+    OrderRule("memory-over-optional-backend", MEMORY, LOADER,
+              "an optional backend that failed to load leaves the engine running; it then ran out of memory"),
+    OrderRule("versioned-symbol-over-cannot-open", frozenset({"system-too-old"}),
+              frozenset({"missing-library", "stale-library"}),
+              "`version GLIBC_2.xx not found` (or dyld's `Expected in: /usr/lib`) says why a library "
+              "could not be opened or lacks a symbol"),
+    OrderRule("symbol-over-cannot-open", frozenset({"stale-library"}), frozenset({"missing-library"}),
+              "a library was found and loaded but is another build's; a sibling's `cannot open` is optional"),
+    OrderRule("loader-before-load", LOADER, ECHOES | {"bad-argument", "device-oom", "port-in-use"},
+              "a library that cannot be loaded ends the start before anything else can fail"),
+    OrderRule("port-before-its-exit", frozenset({"port-in-use"}), ECHOES,
+              "the server exits when it cannot bind; what follows is the exit"),
+    OrderRule("argument-before-load", frozenset({"bad-argument"}), ECHOES,
+              "a refused option ends the start before the model is read"),
+    OrderRule("allocation-named-by-its-first-line", MEMORY, MEMORY,
+              "of two allocation failures, the first one is the root cause"),
+    OrderRule("load-error-before-abort", frozenset({"bad-model"}), frozenset({"assertion-failed", "gpu-error"}),
+              "a model file that cannot be read ends in an abort"),
+    OrderRule("timeout-over-stop", frozenset({"startup-timeout"}), frozenset({"stopped"}),
+              "a wrapper that gave up waiting then stops the engine"),
+    OrderRule("gpu-error-before-its-abort", frozenset({"gpu-error"}), frozenset({"assertion-failed"}),
+              "ggml's CUDA_CHECK prints the error, then GGML_ABORT"),
+)
+
+
+@dataclass(frozen=True)
+class Evidence:
+    index: int  # the line's place in the log tail
+    line: str  # the line, prefix stripped
+    entry: Entry  # the highest-ranked catalogue entry it matched
+
+    @property
+    def kind(self) -> str:
+        return self.entry.kind
+
+    @property
+    def rank(self) -> int:
+        return self.entry.rank
+
+    @property
+    def strength(self) -> Strength:
+        return self.entry.strength
+
+
+@dataclass(frozen=True)
+class Verdict:
+    kind: str | None  # a catalogue kind; "unknown" on conflict or weak evidence; None: nothing matched
+    winner: Evidence | None
+    rule: str  # the ORDER rule (or "sole-evidence", "conflict", "weak-evidence", "no-evidence", …)
+    pieces: tuple[Evidence, ...]  # every line read as evidence, in log order
+    candidates: tuple[Evidence, ...] = ()  # on conflict: the two pieces that disagree
+
+
+# Where a drafter's load begins: llama-server's `loading draft model '%s'` (b11434
+# server-context.cpp), older `srv load_model: loading draft model`, the speculative example's
+# `-md`/`--model-draft` echo.
+_DRAFT_LOAD = re.compile(r"loading draft model|load_model: loading draft|draft model: loading"
+                         r"|llama_model_load_from_file.{0,40}draft|speculative.{0,20}loading", re.IGNORECASE)
+# Where the target's own load resumes or the server says it is up: a load error after this
+# is not the drafter's.
+_TARGET_LOAD = re.compile(r"loading model '|llama_model_loader: loaded meta data|model loaded\b"
+                          r"|server is listening|main loop", re.IGNORECASE)
+
+
+def gather(lines, strip=lambda s: s) -> tuple[Evidence, ...]:
+    """A piece of evidence for every line the catalogue knows (its highest-ranked entry)."""
+    pieces = []
+    for i, raw in enumerate(lines):
+        line = strip(raw)
+        if not line.strip():
+            continue
+        hits = matches(line)
+        inner = tuple(h for h in hits[1:] if h.strength is not Strength.WEAK)
+        if hits and hits[0].name == "model.load" and inner:
+            hits = inner  # `error loading model: <cause>`: the words after it name the cause
+        if hits:
+            pieces.append(Evidence(i, line, hits[0]))
+    return tuple(pieces)
+
+
+def draft_scoped(lines, pieces: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+    """The pieces with a model-load failure that happened while the DRAFT model loaded read
+    as a drafter failure: `error loading model:` after `loading draft model` is the drafter's."""
+    in_draft = False
+    by_index = {p.index: p for p in pieces}
+    out = []
+    for i, raw in enumerate(lines):
+        if _DRAFT_LOAD.search(raw):
+            in_draft = True
+        elif _TARGET_LOAD.search(raw) and not re.search("draft", raw, re.IGNORECASE):
+            in_draft = False
+        p = by_index.get(i)
+        if p is None:
+            continue
+        if in_draft and p.kind == "bad-model":
+            p = Evidence(p.index, p.line, _DRAFT_ENTRY)
+        out.append(p)
+    return tuple(out)
+
+
+_DRAFT_ENTRY = Entry("drafter.load-error", "drafter-failure", 85, Strength.STRONG,
+                     "llama.cpp server: a model load error while the draft model loads",
+                     "the draft model's file could not be loaded", re.compile("(?!)"))
+
+
+def rule_between(cause: str, echo: str) -> OrderRule | None:
+    """The first ORDER rule saying `cause` is the root cause when it meets `echo`."""
+    for rule in ORDER:
+        if cause in rule.causes and echo in rule.echoes:
+            return rule
+    return None
+
+
+def _best_per_kind(pieces: tuple[Evidence, ...]) -> dict[str, Evidence]:
+    best: dict[str, Evidence] = {}
+    for p in pieces:
+        cur = best.get(p.kind)
+        if cur is None or p.strength.value > cur.strength.value:
+            best[p.kind] = p  # equal strength: the earlier line stays
+    return best
+
+
+def decide(pieces: tuple[Evidence, ...], order: tuple[OrderRule, ...] = ORDER) -> Verdict:
+    """The root cause among the pieces, the rule that decided, or `unknown` with the two
+    candidates when they conflict. `order` is a parameter so a test can reverse it."""
+    if not pieces:
+        return Verdict(None, None, "no-evidence", pieces)
+    # A weak sign (a wrapper's "Failed to load model") is shown but never decides, nor
+    # outweighs a stronger line: with nothing else, the exit decides (classify.py).
+    best = _best_per_kind(tuple(p for p in pieces if p.strength is not Strength.WEAK))
+    if not best:
+        return Verdict(None, None, "weak-evidence", pieces)
+
+    def beats(a: Evidence, b: Evidence) -> OrderRule | None:
+        return next((r for r in order if a.kind in r.causes and b.kind in r.echoes), None)
+
+    # The winner is the piece every other kind yields to: by rule, else by strength.
+    ranked = sorted(best.values(), key=lambda p: (-p.rank, p.index))
+    for top in ranked:
+        rule_used: str | None = None
+        conflict: Evidence | None = None
+        for other in ranked:
+            if other is top:
+                continue
+            rule = beats(top, other)
+            if rule is not None and beats(other, top) is None or (
+                    rule is not None and rule.causes == rule.echoes and top.index < other.index):
+                rule_used = rule_used or rule.name
+                continue
+            if beats(other, top) is not None:
+                break  # the other is the cause of this one: try the next candidate
+            if top.strength.value > other.strength.value:
+                rule_used = rule_used or "stronger-evidence"
+                continue
+            conflict = conflict or other
+        else:
+            if conflict is not None:
+                return Verdict("unknown", top, "conflict", pieces, (top, conflict))
+            return Verdict(top.kind, top, rule_used or "sole-evidence", pieces)
+    # Every candidate yields to another (a cycle in `order`): no root cause can be named.
+    return Verdict("unknown", ranked[0], "conflict", pieces, tuple(ranked[:2]))

@@ -1,0 +1,359 @@
+"""The root-cause order (stoker/diagnosis/evidence.py ORDER) and the catalogue behind it.
+
+Each order rule has a log where it decides; the same log read with that one rule reversed
+must give another answer, so a wrong order fails these tests. The issue-23 misreadings
+(drafter as bad-model, Metal OOM as an assertion, an old CUDA driver as a GPU error or an
+OOM, a RADV OOM before a device loss as a bad model, a library-version error as an old
+glibc, ROCm without kernels for the gfx as a GPU error) and its unknowns (OOM-killer lines,
+NTSTATUS in decimal, wrapper port conflicts, HipVMM, Metal buffer validation) each have a case.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from stoker.diagnosis import catalogue
+from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log, strip_log_prefix
+from stoker.diagnosis.evidence import ORDER, decide, draft_scoped, gather, rule_between
+
+
+def verdict(lines, order=ORDER):
+    return decide(draft_scoped(lines, gather(lines, strip_log_prefix)), order)
+
+
+def flipped(name):
+    """ORDER with one rule reversed: its echoes become the causes."""
+    assert any(r.name == name for r in ORDER), name
+    return tuple(replace(r, causes=r.echoes, echoes=r.causes) if r.name == name else r for r in ORDER)
+
+
+def without(name):
+    return tuple(r for r in ORDER if r.name != name)
+
+
+CUDA_OOM = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "
+            "cudaMalloc failed: out of memory")
+
+# rule name -> (log lines, the kind the rule makes win)
+RULE_CASES = {
+    "build-fault-first": (
+        ("CUDA error: CUDA driver version is insufficient for CUDA runtime version", CUDA_OOM),
+        "cuda-driver-too-old"),
+    "lost-worker-first": (
+        ("Remote RPC server crashed or returned malformed response",
+         "CUDA error: an illegal memory access was encountered"), "rpc-worker-lost"),
+    "drafter-before-its-echoes": (
+        ("srv    load_model: failed to load draft model, '/m/draft.gguf'", "GGML_ASSERT(ctx) failed"),
+        "drafter-failure"),
+    "device-lost-is-the-allocation": (
+        ("radv/amdgpu: Not enough memory for command submission.",
+         "ggml_vulkan: vk::Queue::submit: ErrorDeviceLost"), "vulkan-oom"),
+    "allocation-before-abort": (
+        ("error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+         "/ggml/src/ggml-metal/ggml-metal-context.m:612: GGML_ASSERT(false) failed"), "metal-oom"),
+    "allocation-inside-load-error": (
+        ("ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 34359738368",
+         "llama_model_load_from_file_impl: failed to load model"), "host-oom"),
+    "memory-over-optional-backend": (
+        ("load_backend: failed to load libggml-cuda.so: libcuda.so.1: cannot open shared object file",
+         "ggml_aligned_malloc: insufficient memory (attempted to allocate 9000.00 MB)"), "host-oom"),
+    "versioned-symbol-over-cannot-open": (
+        ("./llama-server: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found "
+         "(required by ./libggml-base.so)",
+         "./llama-server: error while loading shared libraries: libggml.so: cannot open shared object file"),
+        "system-too-old"),
+    "symbol-over-cannot-open": (
+        ("load_backend: failed to load libggml-vulkan.so: libvulkan.so.1: cannot open shared object file",
+         "./llama-server: symbol lookup error: ./llama-server: undefined symbol: llama_model_n_swa"),
+        "stale-library"),
+    "loader-before-load": (
+        ("The specified module could not be found.", "GGML_ASSERT(backend) failed"), "missing-library"),
+    "port-before-its-exit": (
+        ("couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080",
+         "terminate called without an active exception"), "port-in-use"),
+    "argument-before-load": (
+        ("error: invalid argument: --n-cpu-moe", "llama_model_load_from_file_impl: failed to load model"),
+        "bad-argument"),
+    "load-error-before-abort": (
+        ("gguf_init_from_file_impl: invalid magic characters: 'lmgg', expected 'GGUF'",
+         "GGML_ASSERT(model) failed"), "bad-model"),
+    "timeout-over-stop": (
+        ("[WARN] <qwen> health check timed out after 120s", "[INFO] <qwen> Unloading model, TTL of 300s reached"),
+        "startup-timeout"),
+    "gpu-error-before-its-abort": (
+        ("CUDA error: an illegal memory access was encountered", "GGML_ASSERT(ne % 2 == 0) failed"),
+        "gpu-error"),
+}
+
+
+def test_every_order_rule_has_a_case():
+    assert set(RULE_CASES) | {"allocation-named-by-its-first-line"} == {r.name for r in ORDER}
+
+
+@pytest.mark.parametrize("name", sorted(RULE_CASES))
+def test_the_rule_decides_its_case(name):
+    lines, kind = RULE_CASES[name]
+    v = verdict(lines)
+    assert (v.kind, v.rule) == (kind, name)
+
+
+@pytest.mark.parametrize("name", sorted(RULE_CASES))
+def test_the_rule_reversed_gives_another_answer(name):
+    lines, kind = RULE_CASES[name]
+    assert verdict(lines, flipped(name)).kind != kind
+
+
+@pytest.mark.parametrize("name", sorted(RULE_CASES))
+def test_the_cause_wins_whichever_line_comes_first(name):
+    lines, kind = RULE_CASES[name]
+    assert verdict(tuple(reversed(lines))).kind == kind
+
+
+def test_the_first_failing_allocation_is_the_root_cause():
+    lines = ("ggml_aligned_malloc: insufficient memory (attempted to allocate 512.00 MB)", CUDA_OOM)
+    v = verdict(lines)
+    assert (v.kind, v.rule) == ("host-oom", "allocation-named-by-its-first-line")
+    assert verdict(tuple(reversed(lines))).kind == "gpu-oom"
+    # without the rule the two allocations are two causes no rule ranks: unknown, not a guess
+    assert verdict(lines, without("allocation-named-by-its-first-line")).kind == "unknown"
+
+
+def test_unranked_causes_are_unknown_with_both_candidates():
+    v = verdict(("error: invalid argument: --cache-type-k q9", CUDA_OOM))
+    assert v.kind == "unknown" and v.rule == "conflict"
+    assert {p.kind for p in v.candidates} == {"bad-argument", "gpu-oom"}
+    inc = classify_exit(report_from_log(("error: invalid argument: --cache-type-k q9", CUDA_OOM),
+                                        exit_code=1, backend="cuda"))
+    assert inc.kind == "unknown" and set(inc.candidates) == {"bad-argument", "gpu-oom"}
+    assert "--cache-type-k" in inc.evidence and "cudaMalloc" in inc.evidence
+    assert "does not guess" in inc.title and len(inc.evidence_lines) == 2
+
+
+def test_a_weak_sign_alone_never_decides():
+    lines = ("ValueError: Failed to load model from file: /m/x.gguf",)
+    v = verdict(lines)
+    assert v.kind is None and v.rule == "weak-evidence" and len(v.pieces) == 1
+    inc = classify_exit(report_from_log(lines, exit_code=1))
+    assert inc.kind == "unknown" and inc.rule == "exit"
+    # the weak sign is shown as the candidate, not named
+    assert inc.candidates == ("bad-model",) and "Failed to load model" in inc.evidence
+    assert "does not name a kind" in inc.title and inc.evidence_lines == lines
+    # nor outweighs a decisive line, even one an order rule would put below it
+    assert verdict(("ValueError: Failed to load model from file: /m/x.gguf", CUDA_OOM)).kind == "gpu-oom"
+
+
+def test_the_catalogue_is_well_formed():
+    names = [e.name for e in catalogue.ENTRIES]
+    assert len(names) == len(set(names)) and len(names) > 80
+    known = set(KINDS) | {"gpu-oom", "device-oom"}
+    for e in catalogue.ENTRIES:
+        assert e.kind in known, e.name
+        assert e.source and e.proves, e.name
+    assert rule_between("system-too-old", "missing-library").name == "versioned-symbol-over-cannot-open"
+    assert catalogue.CUDA_ERRORS["cudaErrorInsufficientDriver"] == (35, "cuda-driver-too-old")
+    assert catalogue.VK_RESULTS["VK_ERROR_DEVICE_LOST"][0] == -4
+
+
+# ------------------------------------------------------------- the issue's misreadings
+
+def diagnose(*lines, exit_code=None, signal=None, os="linux", backend=None, phase=None):
+    return classify_exit(report_from_log(lines, exit_code=exit_code, signal=signal, os=os,
+                                         backend=backend, phase=phase))
+
+
+def test_a_drafter_that_fails_to_load_is_the_drafter_not_a_bad_model():
+    inc = diagnose("srv    load_model: loading draft model '/m/draft-q4.gguf'",
+                   "llama_model_load: error loading model: error loading model vocabulary: unknown "
+                   "pre-tokenizer type: 'qwen35'",
+                   "llama_model_load_from_file_impl: failed to load model", exit_code=1)
+    assert inc.kind == "drafter-failure" and "pre-tokenizer" in inc.evidence
+    # the same load error for the target model is a bad model
+    assert diagnose("srv    load_model: loading model '/m/main.gguf'",
+                    "llama_model_load: error loading model: error loading model vocabulary: unknown "
+                    "pre-tokenizer type: 'qwen35'", exit_code=1).kind == "bad-model"
+    assert diagnose("main: unable to load draft model", "error loading model: missing tensor 'x'",
+                    exit_code=1).kind == "drafter-failure"
+
+
+def test_metal_out_of_memory_is_metal_oom_not_an_assertion():
+    inc = diagnose("ggml_metal_graph_compute: command buffer 0 failed with status 5",
+                   "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+                   "GGML_ASSERT(false) failed", signal="SIGABRT")
+    assert inc.kind == "metal-oom"
+    assert diagnose("-[MTLDebugDevice newBufferWithBytesNoCopy:length:options:deallocator:]:700: "
+                    "failed assertion `Buffer Validation", signal="SIGABRT").kind == "metal-oom"
+
+
+def test_an_old_cuda_driver_is_its_own_kind():
+    assert diagnose("ggml_cuda_init: failed to initialize CUDA: CUDA driver version is insufficient "
+                    "for CUDA runtime version", CUDA_OOM, "CUDA error: out of memory",
+                    exit_code=1).kind == "cuda-driver-too-old"
+    assert diagnose("CUDA error 35 at ggml-cuda.cu:1234: cudaErrorInsufficientDriver",
+                    "GGML_ASSERT: ggml-cuda.cu:1234: !\"CUDA error\"", exit_code=134).kind == "cuda-driver-too-old"
+
+
+def test_a_radv_out_of_memory_before_a_device_loss_is_vulkan_oom():
+    inc = diagnose("ggml_vulkan: Found 1 Vulkan devices:",
+                   "radv/amdgpu: Not enough memory for command submission.",
+                   "llama_model_load: error loading model: vk::Queue::submit: ErrorDeviceLost",
+                   exit_code=1)
+    assert inc.kind == "vulkan-oom" and "Not enough memory" in inc.evidence
+    # the device loss alone, wrapped in a load error, is a GPU error, not a bad model
+    assert diagnose("llama_model_load: error loading model: vk::Queue::submit: ErrorDeviceLost",
+                    exit_code=1).kind == "gpu-error"
+
+
+def test_a_library_version_node_missing_is_the_missing_library_not_an_old_glibc():
+    inc = diagnose("./llama-server: /usr/local/cuda/lib64/libcudart.so.11.0: version `libcudart.so.12' "
+                   "not found (required by ./libggml-cuda.so)", exit_code=1)
+    assert inc.kind == "missing-library"
+    assert diagnose("./llama-server: /lib/x86_64-linux-gnu/libm.so.6: version `GLIBC_2.38' not found "
+                    "(required by ./llama-server)", exit_code=1).kind == "system-too-old"
+
+
+def test_rocm_without_kernels_for_the_gfx_is_no_kernel_image():
+    for line in ("ROCm error: shared object initialization failed",
+                 "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+                 "rocBLAS error: Cannot read /opt/rocm/lib/rocblas/library/TensileLibrary.dat: "
+                 "No such file or directory for GPU arch : gfx1103"):
+        inc = diagnose("ggml_cuda_init: found 1 ROCm devices:", line,
+                       "GGML_ASSERT(false) failed", signal="SIGABRT")
+        assert inc.kind == "no-kernel-image", line
+
+
+def test_the_former_unknowns_are_named():
+    assert diagnose("Out of memory: Killed process 4242 (llama-server) total-vm:70123456kB, "
+                    "anon-rss:6000000kB", signal="SIGKILL").kind == "host-oom"
+    assert diagnose("systemd-oomd[812]: Killed /user.slice/app.scope due to memory pressure",
+                    signal="SIGKILL").kind == "host-oom"
+    assert diagnose("time=2025 level=ERROR msg=\"llama runner terminated\" error=\"exit status 3221225781\"",
+                    os="windows").kind == "missing-library"
+    assert diagnose("Process exited with code -1073741515", os="windows").kind == "missing-library"
+    assert diagnose("Error: listen tcp 127.0.0.1:11434: bind: address already in use",
+                    exit_code=1).kind == "port-in-use"
+    assert diagnose("ggml_cuda_init: found 1 ROCm devices:",
+                    "HipVMM Failure: hipErrorOutOfMemory", signal="SIGABRT").kind == "rocm-oom"
+    assert diagnose("HipVMM Failure: invalid argument", "ggml_cuda_init: found 1 ROCm devices:",
+                    signal="SIGABRT").kind == "rocm-oom"
+
+
+# Wordings that look like a cause and are not (each from its source): a confident wrong
+# kind sends the user the wrong way, so these must stay unnamed or weak.
+@pytest.mark.parametrize("line, not_kind", [
+    # src/llama-mmap.cpp: --mlock refused by RLIMIT_MEMLOCK; the engine goes on unlocked
+    ("warning: failed to mlock 73400320-byte buffer (after previously locking 0 bytes): "
+     "Cannot allocate memory", "host-oom"),
+    # a Windows crash report names the runtime DLL as the faulting module: not a missing DLL
+    (r"Faulting module path: C:\Windows\SYSTEM32\VCRUNTIME140.dll", "missing-library"),
+    # any client's words (a wrapper's health check), not ggml-rpc's GGML_ABORT line
+    ("health check: Failed to connect to 127.0.0.1:8080", "rpc-worker-lost"),
+])
+def test_a_look_alike_line_is_not_named(line, not_kind):
+    inc = classify_exit(report_from_log((line,), exit_code=1))
+    assert inc.kind != not_kind and inc.kind == "unknown"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # ggml/src/ggml-backend-reg.cpp load_backend (b11434): another build's backend library
+    ("load_backend: failed to find ggml_backend_init in /opt/app/libggml-cuda.so", "stale-library"),
+    ("load_backend: failed to initialize backend from /opt/app/libggml-vulkan.so: incompatible API "
+     "version (backend: 1, current: 2)", "stale-library"),
+    # ggml/src/gguf.cpp: a damaged length field, not the host's memory
+    ("gguf_init_from_file_impl: encountered bad_alloc error while reading key 7", "bad-model"),
+    # Python argparse, click, Go pflag/cobra: a wrapper refusing its own option
+    ("error: argument --n-gpu-layers: invalid int value: 'all'", "bad-argument"),
+    ("Error: No such option: --ctx", "bad-argument"),
+    ("Error: unknown flag: --ctx-size", "bad-argument"),
+    # Windows ERROR_MOD_NOT_FOUND / WSAEACCES (a reserved port range)
+    ("ggml_backend_load: LoadLibraryW failed with error 126", "missing-library"),
+    ("OSError: [WinError 10013] An attempt was made to access a socket in a way forbidden by its "
+     "access permissions", "port-in-use"),
+])
+def test_a_source_wording_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
+
+
+_METAL_STATUS = "ggml_metal_graph_compute: command buffer 0 failed with status 5"
+_METAL_ASSERT = "GGML_ASSERT: /src/llama.cpp/ggml-metal.m:969: false"
+_OVER_SET = ("ggml_metal_add_buffer: allocated 'kv              ' buffer, size =  1024.00 MB, (22869.34 / "
+             "21845.34), warning: current allocated size is greater than the recommended max working set size")
+
+
+def test_an_old_metal_failure_over_the_working_set_is_metal_oom():
+    inc = classify_exit(report_from_log((_OVER_SET, _METAL_STATUS, _METAL_ASSERT), signal="SIGABRT"))
+    assert inc.kind == "metal-oom" and inc.rule == "metal-failure-over-working-set"
+    assert "failed with status 5" in inc.evidence
+
+
+def test_an_old_metal_failure_without_a_reason_is_unknown_with_both_candidates():
+    inc = classify_exit(report_from_log((_METAL_STATUS, _METAL_ASSERT), signal="SIGABRT"))
+    assert inc.kind == "unknown" and inc.candidates == ("metal-oom", "gpu-error")
+    assert "does not guess" in inc.title
+
+
+def test_a_metal_failure_that_names_its_error_is_read_by_that_error():
+    # b11434 prints the reason after the status line: a timeout is a GPU fault, not memory
+    timeout = "error: Caused GPU Timeout Error (00000002:kIOGPUCommandBufferCallbackErrorTimeout)"
+    inc = classify_exit(report_from_log((_OVER_SET, _METAL_STATUS, timeout), signal="SIGABRT"))
+    assert inc.kind == "gpu-error"
+    oom = "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)"
+    assert classify_exit(report_from_log((_METAL_STATUS, oom), signal="SIGABRT")).kind == "metal-oom"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # the library lacking the version is an environment's own copy: stale, not an old system
+    ("OSError: /home/u/.conda/envs/llm/bin/../lib/libstdc++.so.6: version `GLIBCXX_3.4.30' not found",
+     "stale-library"),
+    ("ImportError: /opt/conda/lib/libstdc++.so.6: version `GLIBCXX_3.4.32' not found (required by x.so)",
+     "stale-library"),
+    # ... while the system's own libc lacking it is the system too old
+    ("./bin/chat: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found (required by ./bin/chat)",
+     "system-too-old"),
+    ("/usr/lib64/libstdc++.so.6: version `GLIBCXX_3.4.21' not found", "system-too-old"),
+    # Ollama gpu_info_cudart.c (`cudaSetDevice err: %d`, 35 = cudaErrorInsufficientDriver)
+    ("cudaSetDevice err: 35", "cuda-driver-too-old"),
+    # LocalAI pkg/model/initializers.go: the backend's binary is not on disk
+    ("4:49PM INF [llama-cpp] Fails: grpc process not found: /tmp/localai/backend_data/backend-assets/grpc/"
+     "llama-cpp. some backends(stablediffusion, tts) require LocalAI compiled with GO_TAGS", "missing-library"),
+    # the Microsoft C runtime's abort()
+    ("R6010 - abort() has been called", "assertion-failed"),
+])
+def test_a_loader_runtime_or_wrapper_wording_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
+
+
+@pytest.mark.parametrize("line, kind", [
+    # CPython's call check and pydantic v1: the installed wrapper does not take the option
+    ("got an unexpected keyword argument 'n_gpu_layers' (type=value_error)", "bad-argument"),
+    ("ValidationError: 1 validation error for LlamaCpp n_gpu_layers extra fields not permitted "
+     "(type=value_error.extra)", "bad-argument"),
+    # gguf-py's magic check: not a GGUF file at all
+    ("ValueError: GGUF magic invalid", "bad-model"),
+    # the Go runtime's banner in a Go wrapper's own log
+    ("SIGILL: illegal instruction", "illegal-instruction"),
+    # Go's bind error with the reason in the OS's language
+    ("Error: listen tcp 127.0.0.1:11434: bind: 通常每个套接字地址只允许使用一次。", "port-in-use"),
+])
+def test_a_wrapper_runtime_wording_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
+
+
+def test_a_nameless_allocation_on_a_gpu_build_says_it_may_be_the_host():
+    lines = ("Error: llama runner process has terminated: error loading model: unable to allocate "
+             "backend buffer",)
+    inc = classify_exit(report_from_log(lines, backend="cuda"))
+    assert inc.kind == "cuda-oom" and "may be the system memory" in inc.title
+    # a buffer the line names decides without doubt
+    named = ("llama_model_load: error loading model: unable to allocate CUDA0 buffer",)
+    assert "may be" not in classify_exit(report_from_log(named, backend="cuda")).title
+
+
+def test_ollama_falling_back_to_the_cpu_is_the_gpu_unused():
+    lines = ('level=WARN source=amd_windows.go:140 msg="amdgpu is not supported (supported types:[gfx1103])" '
+             'gpu_type=gfx1150 gpu=0',
+             'level=INFO source=gpu.go:392 msg="no compatible GPUs were discovered"')
+    assert classify_exit(report_from_log(lines, backend="rocm")).kind == "gpu-unused"
+    # a CPU build saying it finds no GPU is normal, not a failure of that kind
+    assert classify_exit(report_from_log(lines, backend="cpu")).kind != "gpu-unused"
