@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 KV_CACHE_TYPES = ("f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "iq4_nl", "q5_0", "q5_1")
 SPEC_TYPES = ("none", "draft-simple", "draft-eagle3", "draft-mtp", "draft-dflash", "draft-dspark",
@@ -65,7 +66,7 @@ _TRUE = ("true", "on", "yes", "1", "enabled")
 _FALSE = ("false", "off", "no", "0", "disabled")
 
 
-def _whole(value, key: str, what: str, low: int, high: int | None, errors: list[str]) -> int | None:
+def _whole(value: object, key: str, what: str, low: int, high: int | None, errors: list[str]) -> int | None:
     text = repr(value) if isinstance(value, str) else str(value)
     if isinstance(value, bool):
         ok = None
@@ -84,14 +85,14 @@ def _whole(value, key: str, what: str, low: int, high: int | None, errors: list[
     return ok
 
 
-def _choice(value, key: str, choices: tuple[str, ...], errors: list[str]) -> str | None:
+def _choice(value: object, key: str, choices: tuple[str, ...], errors: list[str]) -> str | None:
     if isinstance(value, str) and value.strip().lower() in choices:
         return value.strip().lower()
     errors.append(f"{key} must be one of {', '.join(choices)}, got {value!r}")
     return None
 
 
-def _flag(value, key: str, errors: list[str]) -> bool | None:
+def _flag(value: object, key: str, errors: list[str]) -> bool | None:
     if isinstance(value, bool):
         return value
     if isinstance(value, str) and value.strip().lower() in _TRUE + _FALSE:
@@ -102,7 +103,7 @@ def _flag(value, key: str, errors: list[str]) -> bool | None:
     return None
 
 
-def _gpu_layers(value, errors: list[str]) -> int | str | None:
+def _gpu_layers(value: object, errors: list[str]) -> int | str | None:
     if isinstance(value, str) and value.strip().lower() in ("all", "auto"):
         return value.strip().lower()
     if isinstance(value, int) and not isinstance(value, bool) and value == -1:
@@ -113,7 +114,7 @@ def _gpu_layers(value, errors: list[str]) -> int | str | None:
     return n
 
 
-def _extra_args(value, errors: list[str]) -> tuple[str, ...] | None:
+def _extra_args(value: object, errors: list[str]) -> tuple[str, ...] | None:
     if isinstance(value, str):
         try:
             value = shlex.split(value)
@@ -146,7 +147,7 @@ def extra_arg_problem(arg: str) -> str | None:
     return None
 
 
-def _aliases(value, errors: list[str]) -> tuple[str, ...] | None:
+def _aliases(value: object, errors: list[str]) -> tuple[str, ...] | None:
     if isinstance(value, str):
         value = [v for v in value.replace(",", " ").split()]
     if not isinstance(value, (list, tuple)) or not all(isinstance(a, str) for a in value):
@@ -163,7 +164,7 @@ def _aliases(value, errors: list[str]) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-def validate_overrides(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
+def validate_overrides(raw: dict[str, Any]) -> tuple[ModelOverrides, tuple[str, ...]]:
     """Read stored or typed overrides; every bad value gets one sentence and is dropped.
 
     Accepts the strings a settings form or a command line produce ("4096", "on", "q8_0")
@@ -177,7 +178,7 @@ def validate_overrides(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
     for key in raw:
         if key not in known:
             errors.append(f"unknown override '{key}'; known ones are {', '.join(sorted(known))}")
-    out: dict = {}
+    out: dict[str, Any] = {}
     if "ctx" in raw:
         out["ctx"] = _whole(raw["ctx"], "ctx", "tokens", MIN_CTX, MAX_CTX, errors)
     if "slots" in raw:
@@ -259,7 +260,7 @@ def needs_restart(before: ModelOverrides, after: ModelOverrides) -> bool:
     return replace(before, **clear) != replace(after, **clear)
 
 
-def overrides_to_dict(overrides: ModelOverrides) -> dict:
+def overrides_to_dict(overrides: ModelOverrides) -> dict[str, Any]:
     """The JSON form for storage: only the values the user set; validate_overrides reads it back."""
     out = {}
     for name in ModelOverrides.__dataclass_fields__:

@@ -12,6 +12,8 @@ one JSON-ready dict out.
 
 from __future__ import annotations
 
+from typing import Any
+
 from stoker.fleet.snapshot import EngineState, EngineView
 from stoker.library.model_ids import CatalogEntry, ModelKind
 
@@ -35,7 +37,7 @@ def model_capabilities(entry: CatalogEntry) -> list[str]:
     return out
 
 
-def model_entry(entry: CatalogEntry, view: EngineView | None, planned_ctx: int | None) -> dict:
+def model_entry(entry: CatalogEntry, view: EngineView | None, planned_ctx: int | None) -> dict[str, Any]:
     """One /v1/models entry. `planned_ctx` is the context per slot of the model's last plan
     (kept by the gateway after an unload), used when no engine runs it now."""
     status = "unloaded"

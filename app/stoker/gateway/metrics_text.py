@@ -14,6 +14,7 @@ import json
 import math
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 
 class MetricType(Enum):
@@ -95,11 +96,11 @@ class TokenCounts:
     completion: int | None
 
 
-def _int(value) -> int | None:
+def _int(value: object) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _from_object(obj: dict, prompt: int | None, completion: int | None) -> tuple[int | None, int | None]:
+def _from_object(obj: dict[str, Any], prompt: int | None, completion: int | None) -> tuple[int | None, int | None]:
     """Fold one JSON object of an answer (a whole answer or one stream event) into the counts."""
     if obj.get("type") == "response.completed" and isinstance(obj.get("response"), dict):
         obj = {**obj["response"], "timings": obj.get("timings")}
@@ -125,7 +126,7 @@ def _from_object(obj: dict, prompt: int | None, completion: int | None) -> tuple
     return prompt, completion
 
 
-def _objects(data: bytes) -> list[dict]:
+def _objects(data: bytes) -> list[dict[str, Any]]:
     """The JSON objects in an answer: the body itself, or each `data:` line of a stream that
     mentions usage (a line cut at the edge of the kept bytes does not parse and is skipped)."""
     text = data.decode("utf-8", "replace").strip()

@@ -16,6 +16,7 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from stoker.library.model_ids import CatalogEntry, ModelFacts, ModelKind
 
@@ -89,7 +90,7 @@ def parse_keep_alive(value: object) -> KeepAlive | None:
     return KeepAlive(seconds)
 
 
-def request_keep_alive(body: dict) -> KeepAlive | None:
+def request_keep_alive(body: dict[str, Any]) -> KeepAlive | None:
     """keep_alive on any route; `ttl` (LM Studio's name, seconds) on the OpenAI ones."""
     if "keep_alive" in body:
         return parse_keep_alive(body["keep_alive"])
@@ -98,7 +99,7 @@ def request_keep_alive(body: dict) -> KeepAlive | None:
     return None
 
 
-def parse_body(raw: bytes) -> dict:
+def parse_body(raw: bytes) -> dict[str, Any]:
     if not raw.strip():
         return {}
     try:
@@ -110,7 +111,7 @@ def parse_body(raw: bytes) -> dict:
     return body
 
 
-def requested_num_ctx(body: dict) -> int | None:
+def requested_num_ctx(body: dict[str, Any]) -> int | None:
     options = body.get("options") or {}
     value = options.get("num_ctx") if isinstance(options, dict) else None
     if value is None:
@@ -120,12 +121,12 @@ def requested_num_ctx(body: dict) -> int | None:
     return value
 
 
-def sampling_fields(body: dict, *, chat: bool) -> dict:
+def sampling_fields(body: dict[str, Any], *, chat: bool) -> dict[str, Any]:
     """Ollama's options (and `format`) as llama-server request fields."""
     options = body.get("options") or {}
     if not isinstance(options, dict):
         raise OllamaRequestError("options must be a JSON object such as {\"temperature\": 0.7}.")
-    out: dict = {}
+    out: dict[str, Any] = {}
     for name, value in options.items():
         if name in _SAMPLING:
             out[_SAMPLING[name]] = value
@@ -139,7 +140,7 @@ def sampling_fields(body: dict, *, chat: bool) -> dict:
     if fmt in (None, ""):
         return out
     if fmt == "json":
-        schema: dict = {"type": "object"}
+        schema: dict[str, Any] = {"type": "object"}
     elif isinstance(fmt, dict):
         schema = fmt
     else:
@@ -163,17 +164,17 @@ def _data_uri(image: object) -> str:
     return f"data:image/{kind};base64,{image}"
 
 
-def _oai_message(m: object, index: int, vision: bool) -> dict:
+def _oai_message(m: object, index: int, vision: bool) -> dict[str, Any]:
     if not isinstance(m, dict) or not isinstance(m.get("role"), str):
         raise OllamaRequestError(f"messages[{index}] must be an object with a role and content.")
     content = m.get("content") or ""
-    out: dict = {"role": m["role"]}
+    out: dict[str, Any] = {"role": m["role"]}
     images = m.get("images") or ()
     if images:
         if not vision:
             raise OllamaRequestError("This model has no vision projector, so it cannot read images; "
                                      "put its mmproj file beside it or use a vision model.")
-        parts: list[dict] = [{"type": "text", "text": content}] if content else []
+        parts: list[dict[str, Any]] = [{"type": "text", "text": content}] if content else []
         parts += [{"type": "image_url", "image_url": {"url": _data_uri(i)}} for i in images]
         out["content"] = parts
     else:
@@ -194,12 +195,12 @@ def _oai_message(m: object, index: int, vision: bool) -> dict:
     return out
 
 
-def chat_request(body: dict, model_id: str, *, vision: bool, stream: bool) -> dict:
+def chat_request(body: dict[str, Any], model_id: str, *, vision: bool, stream: bool) -> dict[str, Any]:
     """An Ollama /api/chat body as a /v1/chat/completions body."""
     messages = body.get("messages") or []
     if not isinstance(messages, list):
         raise OllamaRequestError("messages must be a list of {role, content} objects.")
-    out: dict = {"model": model_id, "stream": stream,
+    out: dict[str, Any] = {"model": model_id, "stream": stream,
                  "messages": [_oai_message(m, i, vision) for i, m in enumerate(messages)]}
     if stream:
         out["stream_options"] = {"include_usage": True}
@@ -218,7 +219,7 @@ _TEMPLATE_REFUSAL = ("Stoker uses the model's own chat template and cannot run a
                      "leave out `template`, or send `raw: true` with the prompt already formatted.")
 
 
-def generate_request(body: dict, model_id: str, *, vision: bool, stream: bool) -> tuple[str, dict]:
+def generate_request(body: dict[str, Any], model_id: str, *, vision: bool, stream: bool) -> tuple[str, dict[str, Any]]:
     """An Ollama /api/generate body as (llama-server path, body): `raw` goes to /completion
     as it is, `suffix` to /infill, anything else to /v1/chat/completions (the model's own
     template, with `system` as the system message)."""
@@ -234,7 +235,7 @@ def generate_request(body: dict, model_id: str, *, vision: bool, stream: bool) -
         if body.get("suffix"):
             return "/infill", {**out, "input_prefix": prompt, "input_suffix": body["suffix"]}
         return "/completion", {**out, "prompt": prompt}
-    messages: list[dict] = []
+    messages: list[dict[str, Any]] = []
     if body.get("system"):
         messages.append({"role": "system", "content": body["system"]})
     messages.append({"role": "user", "content": prompt, "images": body.get("images") or ()})
@@ -249,7 +250,7 @@ def iso_time(unix: float) -> str:
     return datetime.fromtimestamp(unix, UTC).isoformat(timespec="microseconds").replace("+00:00", "Z")
 
 
-def _durations(timings: dict | None, total_s: float, load_s: float) -> dict:
+def _durations(timings: dict[str, Any] | None, total_s: float, load_s: float) -> dict[str, Any]:
     out = {"total_duration": int(total_s * 1e9), "load_duration": int(load_s * 1e9)}
     if timings:
         out.update(prompt_eval_count=int(timings.get("prompt_n") or 0),
@@ -263,7 +264,7 @@ def _done_reason(finish: str | None) -> str:
     return {"length": "length", "tool_calls": "stop"}.get(finish or "stop", "stop")
 
 
-def _ollama_calls(calls: list | tuple) -> list[dict]:
+def _ollama_calls(calls: list[Any] | tuple[Any, ...]) -> list[dict[str, Any]]:
     out = []
     for c in calls:
         fn = c.get("function") or {}
@@ -277,12 +278,12 @@ def _ollama_calls(calls: list | tuple) -> list[dict]:
     return out
 
 
-def chat_answer(oai: dict, model_id: str, now: float, total_s: float, load_s: float, *,
-                generate: bool) -> dict:
+def chat_answer(oai: dict[str, Any], model_id: str, now: float, total_s: float, load_s: float, *,
+                generate: bool) -> dict[str, Any]:
     """A /v1/chat/completions answer as Ollama's /api/chat (or /api/generate) answer."""
     choice = (oai.get("choices") or [{}])[0]
     msg = choice.get("message") or {}
-    out: dict = {"model": model_id, "created_at": iso_time(now)}
+    out: dict[str, Any] = {"model": model_id, "created_at": iso_time(now)}
     if generate:
         out["response"] = msg.get("content") or ""
         if msg.get("reasoning_content"):
@@ -302,7 +303,8 @@ def chat_answer(oai: dict, model_id: str, now: float, total_s: float, load_s: fl
     return out
 
 
-def completion_answer(native: dict, model_id: str, now: float, total_s: float, load_s: float) -> dict:
+def completion_answer(native: dict[str, Any], model_id: str, now: float, total_s: float,
+                      load_s: float) -> dict[str, Any]:
     """A /completion or /infill answer (or its last stream chunk) as Ollama's /api/generate."""
     stop_type = native.get("stop_type")
     return {"model": model_id, "created_at": iso_time(now), "response": native.get("content") or "",
@@ -317,19 +319,19 @@ class ChatStream:
 
     calls: tuple[tuple[str, str], ...] = ()  # (name, arguments so far) by index
     finish: str | None = None
-    timings: dict | None = field(default=None, compare=False)
-    usage: dict | None = field(default=None, compare=False)
+    timings: dict[str, Any] | None = field(default=None, compare=False)
+    usage: dict[str, Any] | None = field(default=None, compare=False)
 
 
-def chat_stream_step(state: ChatStream, event: dict, model_id: str, now: float, *,
-                     generate: bool) -> tuple[ChatStream, tuple[dict, ...]]:
+def chat_stream_step(state: ChatStream, event: dict[str, Any], model_id: str, now: float, *,
+                     generate: bool) -> tuple[ChatStream, tuple[dict[str, Any], ...]]:
     """One SSE event of llama-server's chat stream: the new state and the NDJSON lines to send
     (text and thinking pieces as they come; tool calls and the final line at `chat_stream_end`)."""
     if event.get("timings"):
         state = replace(state, timings=event["timings"])
     if event.get("usage"):
         state = replace(state, usage=event["usage"])
-    lines: list[dict] = []
+    lines: list[dict[str, Any]] = []
     for choice in event.get("choices") or ():
         delta = choice.get("delta") or {}
         calls = list(state.calls)
@@ -343,7 +345,7 @@ def chat_stream_step(state: ChatStream, event: dict, model_id: str, now: float, 
         state = replace(state, calls=tuple(calls), finish=choice.get("finish_reason") or state.finish)
         text, thinking = delta.get("content"), delta.get("reasoning_content")
         if text or thinking:
-            line: dict = {"model": model_id, "created_at": iso_time(now)}
+            line: dict[str, Any] = {"model": model_id, "created_at": iso_time(now)}
             if generate:
                 line["response"] = text or ""
                 if thinking:
@@ -358,14 +360,14 @@ def chat_stream_step(state: ChatStream, event: dict, model_id: str, now: float, 
 
 
 def chat_stream_end(state: ChatStream, model_id: str, now: float, total_s: float, load_s: float, *,
-                    generate: bool) -> tuple[dict, ...]:
+                    generate: bool) -> tuple[dict[str, Any], ...]:
     """The last lines of a translated stream: the tool calls, whole, then `done: true`."""
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     if state.calls and not generate:
         calls = [{"function": {"name": n, "arguments": a}} for n, a in state.calls]
         out.append({"model": model_id, "created_at": iso_time(now), "done": False,
                     "message": {"role": "assistant", "content": "", "tool_calls": _ollama_calls(calls)}})
-    last: dict = {"model": model_id, "created_at": iso_time(now)}
+    last: dict[str, Any] = {"model": model_id, "created_at": iso_time(now)}
     if generate:
         last["response"] = ""
     else:
@@ -378,13 +380,13 @@ def chat_stream_end(state: ChatStream, model_id: str, now: float, total_s: float
     return tuple(out)
 
 
-def completion_stream_line(native: dict, model_id: str, now: float) -> dict:
+def completion_stream_line(native: dict[str, Any], model_id: str, now: float) -> dict[str, Any]:
     """A /completion stream chunk that is not the last, as an /api/generate line."""
     return {"model": model_id, "created_at": iso_time(now), "response": native.get("content") or "",
             "done": False}
 
 
-def embed_request(body: dict, model_id: str, *, legacy: bool) -> dict:
+def embed_request(body: dict[str, Any], model_id: str, *, legacy: bool) -> dict[str, Any]:
     """/api/embed ({input}) or /api/embeddings ({prompt}) as a /v1/embeddings body."""
     value = body.get("prompt") if legacy else body.get("input")
     if isinstance(value, str):
@@ -394,14 +396,14 @@ def embed_request(body: dict, model_id: str, *, legacy: bool) -> dict:
     else:
         raise OllamaRequestError("prompt must be a string." if legacy else
                                  "input must be a string or a list of strings.")
-    out: dict = {"model": model_id, "input": inputs}
+    out: dict[str, Any] = {"model": model_id, "input": inputs}
     if isinstance(body.get("dimensions"), int) and not legacy:
         out["dimensions"] = body["dimensions"]
     return out
 
 
-def embed_answer(oai: dict, model_id: str, total_s: float, load_s: float, *, legacy: bool,
-                 dimensions: int | None = None) -> dict:
+def embed_answer(oai: dict[str, Any], model_id: str, total_s: float, load_s: float, *, legacy: bool,
+                 dimensions: int | None = None) -> dict[str, Any]:
     vectors = [d.get("embedding") or [] for d in sorted(oai.get("data") or (), key=lambda d: d.get("index", 0))]
     if dimensions:
         vectors = [v[:dimensions] for v in vectors]
@@ -425,7 +427,7 @@ def _size_words(n: int | None) -> str | None:
     return str(n)
 
 
-def details(facts: ModelFacts | None) -> dict:
+def details(facts: ModelFacts | None) -> dict[str, Any]:
     arch = facts.architecture if facts else None
     return {"parent_model": "", "format": "gguf", "family": arch or "",
             "families": [arch] if arch else None,
@@ -450,9 +452,9 @@ def capabilities(entry: CatalogEntry) -> list[str]:
     return out
 
 
-def tag_entry(entry: CatalogEntry) -> dict:
+def tag_entry(entry: CatalogEntry) -> dict[str, Any]:
     f = entry.facts
-    out: dict = {"name": entry.id, "model": entry.id, "size": (f.size_bytes if f else None) or 0,
+    out: dict[str, Any] = {"name": entry.id, "model": entry.id, "size": (f.size_bytes if f else None) or 0,
                  "details": details(f)}
     if f is not None and f.modified_at is not None:
         out["modified_at"] = iso_time(f.modified_at)
@@ -461,19 +463,19 @@ def tag_entry(entry: CatalogEntry) -> dict:
     return out
 
 
-def show_answer(entry: CatalogEntry, ctx_per_slot: int | None) -> dict:
+def show_answer(entry: CatalogEntry, ctx_per_slot: int | None) -> dict[str, Any]:
     """/api/show: the context is the plan's per slot (what one request may use), never the
     training maximum; without a plan yet it is left out rather than guessed."""
     f = entry.facts
     arch = (f.architecture if f else None) or "unknown"
-    info: dict = {"general.architecture": arch}
+    info: dict[str, Any] = {"general.architecture": arch}
     if f is not None and f.parameter_count:
         info["general.parameter_count"] = f.parameter_count
     if ctx_per_slot:
         info[f"{arch}.context_length"] = ctx_per_slot
     if f is not None and f.n_embd:
         info[f"{arch}.embedding_length"] = f.n_embd
-    out: dict = {"modelfile": "", "parameters": "", "template": "", "details": details(f),
+    out: dict[str, Any] = {"modelfile": "", "parameters": "", "template": "", "details": details(f),
                  "model_info": info, "capabilities": capabilities(entry)}
     if f is not None and f.modified_at is not None:
         out["modified_at"] = iso_time(f.modified_at)
@@ -481,7 +483,7 @@ def show_answer(entry: CatalogEntry, ctx_per_slot: int | None) -> dict:
 
 
 def ps_entry(entry: CatalogEntry, bytes_by_device: tuple[tuple[str, int], ...], ctx_per_slot: int | None,
-             expires_at: float | None) -> dict:
+             expires_at: float | None) -> dict[str, Any]:
     """/api/ps: size and size_vram from the plan (bytes not on the CPU are VRAM), expires_at
     from the idle timer (None: never unloaded for idleness)."""
     size = sum(b for _, b in bytes_by_device)
@@ -511,7 +513,7 @@ def hf_repo(name: str) -> tuple[str, str | None] | None:
     return m.group(1), m.group(2)
 
 
-def error(message: str) -> dict:
+def error(message: str) -> dict[str, Any]:
     return {"error": message}
 
 
@@ -541,7 +543,7 @@ def expires_at(last_used_at: float | None, idle_timeout_s: float | None, now: fl
     return start + idle_timeout_s
 
 
-def ollama_port_refusal(port: int, held: bool, version: dict | None) -> str | None:
+def ollama_port_refusal(port: int, held: bool, version: dict[str, Any] | None) -> str | None:
     """Why Stoker will not also listen on Ollama's port, or None when it may: `held` says
     something accepts connections there, `version` is its /api/version answer (None: none)."""
     if not held:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Any
 
 MAX_TURNS = 2000  # kept turns, all conversations together
 MAX_AGE_S = 30 * 24 * 3600.0  # OpenAI keeps stored responses for 30 days
@@ -35,8 +36,9 @@ class StoredTurn:
     output_json: str  # a JSON array of output items
     created_at: float
 
-    def items(self) -> list:
-        return json.loads(self.input_json) + json.loads(self.output_json)
+    def items(self) -> list[Any]:
+        items: list[Any] = json.loads(self.input_json) + json.loads(self.output_json)
+        return items
 
 
 @dataclass(frozen=True)
@@ -44,7 +46,7 @@ class ResponsesRequest:
     previous_id: str | None
     store: bool
     stream: bool
-    input_items: tuple  # this request's own input, as items (a string becomes one user message)
+    input_items: tuple[Any, ...]  # this request's own input, as items (a string becomes one user message)
 
 
 class ChainError(ValueError):
@@ -56,7 +58,7 @@ def valid_id(value: object) -> bool:
         "-", "").isalnum()
 
 
-def as_items(value: object) -> tuple:
+def as_items(value: object) -> tuple[Any, ...]:
     """`input` as a list of items: a string is one user message, as OpenAI's API reads it."""
     if value is None:
         return ()
@@ -67,7 +69,7 @@ def as_items(value: object) -> tuple:
     raise ChainError("`input` must be a string or a list of input items.")
 
 
-def read_request(body: dict) -> ResponsesRequest:
+def read_request(body: dict[str, Any]) -> ResponsesRequest:
     previous = body.get("previous_response_id")
     if previous is not None and not valid_id(previous):
         raise ChainError("`previous_response_id` must be the `id` of an earlier response (resp_…).")
@@ -86,10 +88,10 @@ def chain_problem(previous_id: str, missing: str) -> str:
             "was dropped by age or count); send the whole conversation in `input` instead.")
 
 
-def expanded_body(body: dict, chain: tuple[StoredTurn, ...], own_input: tuple) -> dict:
+def expanded_body(body: dict[str, Any], chain: tuple[StoredTurn, ...], own_input: tuple[Any, ...]) -> dict[str, Any]:
     """The stateless request the engine answers: every earlier turn's items, oldest first,
     then this request's input; `previous_response_id` removed."""
-    items: list = []
+    items: list[Any] = []
     for turn in chain:
         items += turn.items()
     items += list(own_input)
@@ -98,7 +100,7 @@ def expanded_body(body: dict, chain: tuple[StoredTurn, ...], own_input: tuple) -
     return out
 
 
-def _response_from_stream(data: bytes) -> dict | None:
+def _response_from_stream(data: bytes) -> dict[str, Any] | None:
     text = data.decode("utf-8", "replace")
     found = None
     for line in text.splitlines():
@@ -112,7 +114,7 @@ def _response_from_stream(data: bytes) -> dict | None:
     return found
 
 
-def turn_from_answer(answer: bytes, stream: bool, parent: str | None, own_input: tuple,
+def turn_from_answer(answer: bytes, stream: bool, parent: str | None, own_input: tuple[Any, ...],
                      now: float) -> StoredTurn | None:
     """The turn to keep from a successful answer, or None when it names no usable id or output."""
     if stream:

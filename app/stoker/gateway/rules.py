@@ -14,6 +14,7 @@ import json
 import re
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from stoker.library.model_ids import ModelKind
@@ -183,8 +184,9 @@ def requested_model(body: bytes, content_type: str | None, query: str) -> str | 
             obj = json.loads(body)
         except (ValueError, UnicodeDecodeError):
             obj = None
-        if isinstance(obj, dict) and isinstance(obj.get("model"), str) and obj["model"].strip():
-            return obj["model"].strip()
+        model = obj.get("model") if isinstance(obj, dict) else None
+        if isinstance(model, str) and model.strip():
+            return model.strip()
     elif body and "x-www-form-urlencoded" in ctype:
         try:
             values = parse_qs(body.decode("utf-8", "replace")).get("model")
@@ -213,7 +215,7 @@ def _multipart_field(body: bytes, ctype: str, name: str) -> str | None:
 
 
 def error_body(path: str, status: int, message: str, *, code: str | None = None,
-               param: str | None = None) -> dict:
+               param: str | None = None) -> dict[str, Any]:
     """An error in the shape the client for `path` parses: Ollama's for /api/*, Anthropic's for /v1/messages,
     OpenAI's everywhere else."""
     if path.startswith("/api/"):  # Ollama's routes (stoker/gateway/ollama.py): its own shape

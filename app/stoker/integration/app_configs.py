@@ -40,6 +40,7 @@ import re
 import tomllib
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 PROVIDER_ID = "stoker"  # the name each app's settings know Stoker by
 PROVIDER_NAME = "Stoker"
@@ -115,7 +116,7 @@ class ConfigFile:
 class ProbeRequest:
     api: Api
     path: str
-    body: dict
+    body: dict[str, Any]
 
 
 class ConfigProblem(ValueError):
@@ -201,7 +202,7 @@ def strip_jsonc(text: str) -> str:
     return re.sub(r",(\s*[}\]])", r"\1", "".join(out))
 
 
-def parse_json_text(text: str, fmt: Format) -> dict:
+def parse_json_text(text: str, fmt: Format) -> dict[str, Any]:
     """The object in a JSON (or JSONC) file; an empty file is an empty object."""
     if not text.strip():
         return {}
@@ -216,7 +217,7 @@ def parse_json_text(text: str, fmt: Format) -> dict:
 
 # ---------------------------------------------------------------------------- the edits
 
-def edit_claude_code(current: dict, t: Target) -> dict:
+def edit_claude_code(current: dict[str, Any], t: Target) -> dict[str, Any]:
     if not isinstance(current.get("env") or {}, dict):
         raise ConfigProblem("its `env` is not an object")
     env = dict(current.get("env") or {})
@@ -264,10 +265,11 @@ def edit_codex_toml(text: str, t: Target) -> str:
     first_table = next((i for i, line in enumerate(kept) if _TABLE.match(line)), len(kept))
     m = t.model
     root = [f"model = {_toml_str(m.id)}", f"model_provider = {_toml_str(PROVIDER_ID)}"]
-    if _window(m):
-        root.append(f"model_context_window = {_window(m)}")
+    window = _window(m)
+    if window:
+        root.append(f"model_context_window = {window}")
         # Codex compacts the conversation at this many tokens; leave room for an answer.
-        root.append(f"model_auto_compact_token_limit = {_window(m) * 4 // 5}")
+        root.append(f"model_auto_compact_token_limit = {window * 4 // 5}")
     provider = [f"[model_providers.{PROVIDER_ID}]", f"name = {_toml_str(PROVIDER_NAME)}",
                 f"base_url = {_toml_str(t.openai_base)}", 'wire_api = "responses"']
     if t.key:
@@ -283,7 +285,7 @@ def edit_codex_toml(text: str, t: Target) -> str:
     return result
 
 
-def edit_opencode(current: dict, t: Target) -> dict:
+def edit_opencode(current: dict[str, Any], t: Target) -> dict[str, Any]:
     providers = current.get("provider") or {}
     if not isinstance(providers, dict):
         raise ConfigProblem("its `provider` is not an object")
@@ -299,7 +301,7 @@ def edit_opencode(current: dict, t: Target) -> dict:
     return out
 
 
-def edit_continue(current: dict, t: Target) -> dict:
+def edit_continue(current: dict[str, Any], t: Target) -> dict[str, Any]:
     models = current.get("models") or []
     if not isinstance(models, list):
         raise ConfigProblem("its `models` is not a list")
@@ -322,14 +324,14 @@ def zed_key_variable() -> str:
     return re.sub(r"[^A-Z0-9]", "_", PROVIDER_NAME.upper()) + "_API_KEY"
 
 
-def edit_zed(current: dict, t: Target) -> dict:
+def edit_zed(current: dict[str, Any], t: Target) -> dict[str, Any]:
     lm = current.get("language_models") or {}
     compatible = lm.get("openai_compatible") or {} if isinstance(lm, dict) else None
     if not isinstance(lm, dict) or not isinstance(compatible, dict):
         raise ConfigProblem("its `language_models.openai_compatible` is not an object")
     available = []
     for m in t.models:
-        entry: dict = {"name": m.id, "display_name": f"{m.id} (Stoker)"}
+        entry: dict[str, Any] = {"name": m.id, "display_name": f"{m.id} (Stoker)"}
         if _window(m):
             entry["max_tokens"] = _window(m)  # Zed's max_tokens is the context window
         if _max_output(m):
@@ -341,7 +343,7 @@ def edit_zed(current: dict, t: Target) -> dict:
     return {**current, "language_models": {**lm, "openai_compatible": compatible}}
 
 
-def edit_llm_models(current: list | None, t: Target) -> list:
+def edit_llm_models(current: list[Any] | None, t: Target) -> list[Any]:
     if current is not None and not isinstance(current, list):
         raise ConfigProblem("it is not a YAML list of models")
     others = [x for x in (current or []) if not (isinstance(x, dict) and x.get("api_base") == t.openai_base)]
@@ -350,7 +352,7 @@ def edit_llm_models(current: list | None, t: Target) -> list:
     return ours + others
 
 
-def edit_llm_keys(current: dict, t: Target) -> dict:
+def edit_llm_keys(current: dict[str, Any], t: Target) -> dict[str, Any]:
     out = {k: v for k, v in current.items() if k != PROVIDER_ID}
     if t.key:
         out[PROVIDER_ID] = t.key
@@ -380,7 +382,7 @@ def probe_request(app: App, t: Target) -> ProbeRequest:
     return ProbeRequest(Api.CHAT, "/v1/chat/completions", {"model": t.model.id, "max_tokens": 16, "messages": say})
 
 
-def answer_text(api: Api, body: dict) -> str | None:
+def answer_text(api: Api, body: dict[str, Any]) -> str | None:
     """The text of a test request's answer, or None when it holds none."""
     try:
         if api is Api.ANTHROPIC:
