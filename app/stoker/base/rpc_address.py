@@ -8,6 +8,7 @@ sockets, no files.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 DEFAULT_PORT = 50052  # rpc-server's own default
@@ -36,7 +37,7 @@ def parse_worker(text: str) -> RpcWorker:
     return RpcWorker(host, port)
 
 
-def parse_workers(items) -> tuple[RpcWorker, ...]:
+def parse_workers(items: str | Iterable[str] | None) -> tuple[RpcWorker, ...]:
     """A comma list (`--rpc a:1,b:2`) or a list of strings (Settings' rpc_workers), no repeats."""
     if isinstance(items, str):
         items = [p for p in items.split(",") if p.strip()]

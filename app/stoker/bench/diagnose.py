@@ -77,7 +77,7 @@ class CaseResult:
     predicted: str
     predicted_log_only: str  # the same log with no exit given
     evidence: str  # the line (or exit) that decided it
-    exit_description: str
+    exit_description: str | None  # None when no process ended
     title: str
 
     @property

@@ -24,10 +24,16 @@ before the fresh benchmark batch was gathered; a later change must say so there.
 from __future__ import annotations
 
 import re
-import re._constants as _sre  # the parsed-pattern opcodes, to find each pattern's literals
-import re._parser as _sre_parse
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # typeshed stubs these modules under their old public names only
+    import sre_constants as _sre
+    import sre_parse as _sre_parse
+else:
+    import re._constants as _sre  # the parsed-pattern opcodes, to find each pattern's literals
+    import re._parser as _sre_parse
 
 
 class Strength(Enum):
@@ -46,7 +52,7 @@ class Entry:
     strength: Strength
     source: str  # where the wording comes from
     proves: str  # what the line shows
-    pattern: re.Pattern
+    pattern: re.Pattern[str]
 
 
 _D, _S, _W = Strength.DECISIVE, Strength.STRONG, Strength.WEAK
@@ -578,24 +584,28 @@ ENTRIES: tuple[Entry, ...] = tuple(_ENTRIES)
 _BY_NAME = {e.name: e for e in ENTRIES}
 assert len(_BY_NAME) == len(ENTRIES), "entry names are unique"
 
-def _literals(items) -> frozenset[str] | None:
+def _literals(items: _sre_parse.SubPattern) -> frozenset[str] | None:
     """Lower-case strings at least one of which every match of the parsed pattern contains,
     or None when the pattern has no such literal (it must then be tried on every line)."""
     best = ""
     run = ""
     nested: frozenset[str] | None = None
-    for op, arg in items:
-        if op is _sre.LITERAL:
+    # Iterating a SubPattern is iterating its data. The stubs type each argument as the union of
+    # every opcode's, so the shapes are checked here: LITERAL an int, SUBPATTERN (group,
+    # add_flags, del_flags, pattern), BRANCH (None, patterns); always so at run time.
+    for op, arg in items.data:
+        if op is _sre.LITERAL and isinstance(arg, int):
             run += chr(arg)
             best = max(best, run, key=len)
             continue
         run = ""
-        if op is _sre.SUBPATTERN and nested is None:
+        if op is _sre.SUBPATTERN and nested is None and isinstance(arg, tuple) and len(arg) == 4:
             nested = _literals(arg[3])
-        elif op is _sre.BRANCH and nested is None:
+        elif op is _sre.BRANCH and nested is None and isinstance(arg, tuple) and isinstance(arg[1], list):
             branches = [_literals(b) for b in arg[1]]
-            if all(b is not None for b in branches):
-                nested = frozenset().union(*branches)  # type: ignore[arg-type]
+            found = [b for b in branches if b is not None]
+            if len(found) == len(branches):
+                nested = frozenset[str]().union(*found)
     if len(best) >= 3:
         return frozenset({best.lower()})
     return nested

@@ -18,7 +18,9 @@ kernel's OOM killer fired, from cgroup memory.events or the kernel log) and pass
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from stoker.diagnosis.evidence import Evidence, Verdict, decide, draft_scoped, gather
 
@@ -68,7 +70,7 @@ class Incident:
     advice: str  # what a person can do
     counts_as_strike: bool
     recoverable_by: str | None  # smaller-plan | drop-drafter | next-build | None
-    exit_description: str
+    exit_description: str | None  # None when no process ended (a start-up timeout, a refused start)
     # How it was decided (stoker diagnose --json shows these): the order rule or exit rule
     # that decided, every log line read as evidence, and on a conflict the two kinds in it.
     rule: str | None = None
@@ -175,8 +177,8 @@ def describe_exit_code(code: int | None, os: str = "linux") -> str:
         return f"exit code 0x{status:08X} ({name}: {meaning})"
     if code < 0 and os != "windows":
         sig = signal_name(-code, os)
-        meaning = _SIGNAL_MEANING.get(sig)
-        return f"ended by {sig}" + (f" ({meaning})" if meaning else "")
+        sig_meaning = _SIGNAL_MEANING.get(sig)
+        return f"ended by {sig}" + (f" ({sig_meaning})" if sig_meaning else "")
     if code == 0:
         return "exit code 0 (a normal exit)"
     if code == 127 and os != "windows":
@@ -233,7 +235,7 @@ _BUFFER_DEVICE = re.compile(r"\b(CUDA|ROCm|MUSA|Vulkan|MTL|Metal|SYCL|CPU)\d*(?:
 _ROCM_SIGN = re.compile(r"\bROCm\d*\b|\bhip[A-Z]\w*|\bHIP\b|\bgfx\d{3,4}\b|rocBLAS")
 
 
-def backend_from_log(lines) -> str | None:
+def backend_from_log(lines: Iterable[str]) -> str | None:
     """The GPU backend a log shows was built in, else None (CPU build or unknown)."""
     lines = [strip_log_prefix(raw) for raw in lines]
     if any(re.search(r"found \d+ ROCm devices|loaded ROCm backend|\bROCm error\b|ROCm\d+:|ROCm\s*:"
@@ -251,7 +253,7 @@ def backend_from_log(lines) -> str | None:
     return None
 
 
-def gpu_unused_from_log(lines, backend: str | None, plan_wanted_gpu: bool) -> str | None:
+def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_gpu: bool) -> str | None:
     """The line showing that a GPU build runs without its GPU, else None.
 
     A CPU build printing `no usable GPU found` is normal, so that line only counts for a
@@ -274,7 +276,7 @@ def gpu_unused_from_log(lines, backend: str | None, plan_wanted_gpu: bool) -> st
     return None
 
 
-def drafter_dropped_from_log(lines) -> str | None:
+def drafter_dropped_from_log(lines: Iterable[str]) -> str | None:
     """Why a READY engine serves without the drafter it was given, else None.
 
     b11434 does not fail a start whose draft model it cannot use for speculation (for
@@ -338,7 +340,7 @@ def _exit_from_words(word: str) -> tuple[int | None, str | None]:
     return None, None
 
 
-def exit_from_log(lines) -> tuple[int | None, str | None, str | None]:
+def exit_from_log(lines: Iterable[str]) -> tuple[int | None, str | None, str | None]:
     """(exit code, signal, the line) of the last exit a wrapper or shell wrote into the log.
 
     Used only when the caller does not know how the process ended (a log pasted into
@@ -401,7 +403,7 @@ _METAL_DESCRIBED = re.compile(r"^error: \S|kIOGPUCommandBufferCallbackError|MTLC
 _METAL_OVER_WORKING_SET = re.compile(r"current allocated size is greater than the recommended max working set")
 
 
-def metal_failure_without_its_error(lines) -> tuple[str, str] | None:
+def metal_failure_without_its_error(lines: Iterable[str]) -> tuple[str, str] | None:
     """(kind, failing line) for an old Metal build's failure that names no error: metal-oom
     when its allocations already exceeded the recommended working set, else "unknown" (an
     out-of-memory and a GPU fault leave the same bare line). None when it does not apply."""
@@ -417,7 +419,7 @@ _WRAPPER_STOP = re.compile(r"initiating graceful stop of upstream process|stoppi
                            re.IGNORECASE)
 
 
-def start_timeout_from_log(lines) -> str | None:
+def start_timeout_from_log(lines: Iterable[str]) -> str | None:
     """The line in which a wrapper says it gave up waiting for the engine to start, else None.
     Only meaningful while the engine was still starting (the caller checks the phase)."""
     for raw in lines:
@@ -775,11 +777,11 @@ def classify_exit(report: ExitReport) -> Incident:
     title, advice = _words(kind, report, unsure)
     candidates: tuple[str, ...] = ()
     if conflict and kind == "unknown" and match is not None:
-        a, b = match.verdict.candidates
-        candidates = (a.kind, b.kind)
-        title = (f"The log shows two causes that no rule ranks: {a.kind} ({_short(a.line, 120)}) and "
-                 f"{b.kind} ({_short(b.line, 120)}); Stoker does not guess between them.")
-        evidence = f"{a.line} | {b.line}"
+        first, second = match.verdict.candidates
+        candidates = (first.kind, second.kind)
+        title = (f"The log shows two causes that no rule ranks: {first.kind} ({_short(first.line, 120)}) and "
+                 f"{second.kind} ({_short(second.line, 120)}); Stoker does not guess between them.")
+        evidence = f"{first.line} | {second.line}"
     metal = metal_failure_without_its_error(tail) if kind in ("gpu-error", "assertion-failed") else None
     if metal is not None and not conflict:
         kind, evidence = metal
@@ -806,7 +808,7 @@ def classify_exit(report: ExitReport) -> Incident:
     if kind == "unknown" and report.exit_code is None and sig is None:
         counts = False  # nothing ended: a log with no failure in it is not a crash
     if kind in OOM_KINDS:
-        recover = "smaller-plan"
+        recover: str | None = "smaller-plan"
     elif kind == "drafter-failure":
         recover = None if report.drafter_forced else "drop-drafter"
     elif kind in BUILD_FAULT_KINDS:
@@ -839,7 +841,7 @@ def incident_of_kind(kind: str, report: ExitReport, evidence: str) -> Incident:
                     counts_as_strike=False, recoverable_by=None, exit_description=describe_exit(report))
 
 
-def phase_from_log(lines) -> str:
+def phase_from_log(lines: Iterable[str]) -> str:
     """"ready" when the log shows the engine had finished loading, else "starting"."""
     for raw in lines:
         if re.search(r"llama_server: model loaded|listening on http|server is listening on"
@@ -848,13 +850,13 @@ def phase_from_log(lines) -> str:
     return "starting"
 
 
-def drafter_in_log(lines) -> bool:
+def drafter_in_log(lines: Iterable[str]) -> bool:
     """Whether the log shows a draft model (or an MTP head) was part of the launch."""
     return any(re.search(r"(-md|--spec-draft-model|--model-draft)\s|draft model|MTP context", raw)
                for raw in lines)
 
 
-def report_from_log(lines, *, exit_code: int | None = None, signal: str | None = None,
+def report_from_log(lines: Iterable[str], *, exit_code: int | None = None, signal: str | None = None,
                     phase: str | None = None, backend: str | None = None,
                     os: str = "linux", has_drafter: bool | None = None) -> ExitReport:
     """An ExitReport for a log from anywhere (`stoker diagnose`, the wild corpus): what the
@@ -874,7 +876,25 @@ def report_from_log(lines, *, exit_code: int | None = None, signal: str | None =
 
 
 
-def report_from_engine_exit(ex, *, backend: str | None, plan_wanted_gpu: bool = False,
+class EngineExitLike(Protocol):
+    """What report_from_engine_exit reads of `engines.engine_exit.EngineExit` (a room above
+    this one, so named by shape, not imported)."""
+
+    @property
+    def exit_code(self) -> int | None: ...
+    @property
+    def signal(self) -> int | None: ...
+    @property
+    def signalled_by_us(self) -> bool: ...
+    @property
+    def phase(self) -> str: ...
+    @property
+    def uptime_s(self) -> float | None: ...
+    @property
+    def log_tail(self) -> tuple[str, ...]: ...
+
+
+def report_from_engine_exit(ex: EngineExitLike, *, backend: str | None, plan_wanted_gpu: bool = False,
                             has_drafter: bool = False, drafter_forced: bool = False,
                             os: str = "linux", oom_killed: bool | None = None,
                             timed_out: bool = False) -> ExitReport:

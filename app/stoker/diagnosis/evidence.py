@@ -14,6 +14,7 @@ is classify.py's part (it resolves "gpu-oom" and "device-oom" to a device and we
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from stoker.diagnosis.catalogue import Entry, Strength, matches
@@ -114,7 +115,7 @@ _TARGET_LOAD = re.compile(r"loading model '|llama_model_loader: loaded meta data
                           r"|server is listening|main loop", re.IGNORECASE)
 
 
-def gather(lines, strip=lambda s: s) -> tuple[Evidence, ...]:
+def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> tuple[Evidence, ...]:
     """A piece of evidence for every line the catalogue knows (its highest-ranked entry)."""
     pieces = []
     for i, raw in enumerate(lines):
@@ -130,7 +131,7 @@ def gather(lines, strip=lambda s: s) -> tuple[Evidence, ...]:
     return tuple(pieces)
 
 
-def draft_scoped(lines, pieces: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+def draft_scoped(lines: Iterable[str], pieces: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
     """The pieces with a model-load failure that happened while the DRAFT model loaded read
     as a drafter failure: `error loading model:` after `loading draft model` is the drafter's."""
     in_draft = False

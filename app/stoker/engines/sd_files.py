@@ -22,10 +22,9 @@ from stoker.base.paths import stoker_paths
 from stoker.base.store import read_setting
 from stoker.engines.builds import BACKEND_ORDER, sd_build_id
 from stoker.engines.kind import SD_SERVER
-from stoker.engines.sd_server import ImagePart
 from stoker.engines.setup import installed_sd_build
 from stoker.library.gguf_io import load_summary
-from stoker.library.image_parts import ImageFile, ImageModel, image_models_from
+from stoker.library.image_parts import ImageFile, ImageModel, ImagePart, image_models_from
 
 CONFIG_ENV = "STOKER_SD_SERVER"
 

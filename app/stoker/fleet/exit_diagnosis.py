@@ -18,11 +18,12 @@ from stoker.diagnosis import classify as diagnosis
 from stoker.diagnosis.blockers import blocker_from_incident, gpu_unused_blocker
 from stoker.diagnosis.classify import Incident, drafter_dropped_from_log, gpu_unused_from_log
 from stoker.diagnosis.incidents import IncidentLog
+from stoker.diagnosis.views import BlockerView, IncidentView
 from stoker.engines.drivers import driver_for
+from stoker.engines.engine_exit import EngineExit
 from stoker.engines.launch import ExitDecision, PreparedLaunch
 from stoker.engines.process import host_os
-from stoker.fleet.lifecycle import EngineExit, RecordIncident
-from stoker.fleet.snapshot import BlockerView, IncidentView
+from stoker.fleet.lifecycle import RecordIncident
 from stoker.planning.plan import LaunchPlan
 
 log = logging.getLogger(__name__)

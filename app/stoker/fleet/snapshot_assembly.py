@@ -12,12 +12,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from stoker.diagnosis.views import BlockerView, IncidentView
 from stoker.engines.ds4_launch import Ds4Plan, ds4_summary_line
 from stoker.engines.kind import describe
 from stoker.engines.launch import PreparedLaunch
 from stoker.engines.sd_server import ImagePlan
 from stoker.fleet.lifecycle import LifecycleState
-from stoker.fleet.snapshot import AppSnapshot, BlockerView, EngineState, EngineView, IncidentView
+from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
 from stoker.planning.plan import LaunchPlan, plan_summary_line
 
 
