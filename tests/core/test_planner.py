@@ -474,9 +474,9 @@ def test_every_explicit_override_is_honoured_or_named_in_the_refusal(model, m, o
     has_swa = bool(model.n_swa) and any(model.swa_layers)
     if ov.swa_full:
         assert p.swa_full == has_swa
-    if m.gpus and not m.unified_memory and ov.gpu_layers is not None:
-        if ov.n_cpu_moe is not None or not model.is_moe or ov.gpu_layers != "all":
-            assert p.gpu_layers == ov.gpu_layers
+    if (m.gpus and not m.unified_memory and ov.gpu_layers is not None
+            and (ov.n_cpu_moe is not None or not model.is_moe or ov.gpu_layers != "all")):
+        assert p.gpu_layers == ov.gpu_layers
     if m.gpus and ov.n_cpu_moe and not m.unified_memory and (ov.gpu_layers is not None or model.is_moe):
         assert p.n_cpu_moe == ov.n_cpu_moe
 
@@ -593,3 +593,17 @@ def test_no_layer_leaves_the_gpu_when_the_floor_plan_would_hold_them_all(model, 
     assert isinstance(at_floor, PlanRefusal), (
         f"layers left the GPU ({p.gpu_layers}, n_cpu_moe {p.n_cpu_moe}) though ctx {at_floor.ctx} "
         f"KV {at_floor.kv_type_k} holds them all")
+
+
+def test_two_set_slots_share_the_resident_floor_window_rather_than_leave_layers_in_ram():
+    """Found by the property above: two slots set by the user, a hybrid model on a 2 GiB card.
+    4,096 tokens per slot do not fit beside every layer even with a q8_0 cache, but a
+    4,096-token window shared by the two slots does, so the plan keeps every layer on the GPU
+    (it used to move 36 of 41 layers to RAM for a 131,072-token window)."""
+    m = Machine("linux", "x86_64", 8 * GIB, 8 * GIB, 8, 8,
+                (Device("CUDA0", "NVIDIA GeForce RTX 4070", "cuda", 2 * GIB, 1_711_276_032, "discrete"),))
+    p = plan_launch(hybrid(), m, ModelOverrides(slots=2))
+    assert isinstance(p, LaunchPlan) and _all_on_gpu(p)
+    assert p.slots == 2 and p.kv_type_k == p.kv_type_v == "q8_0"
+    assert 4096 <= p.ctx < 2 * 4096
+    assert within_budget(p)

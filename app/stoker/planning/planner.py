@@ -192,7 +192,7 @@ def _worker_decisions(model: ModelSummary, budgets: _Budgets, r: _Result) -> lis
             spans[-1] = (dev, spans[-1][1], il)
         else:
             spans.append((dev, il, il))
-    where = {name: ep for name, ep in zip(budgets.remote, budgets.endpoints)}
+    where = dict(zip(budgets.remote, budgets.endpoints, strict=True))
 
     def name(dev: str) -> str:
         return f"{dev} ({where[dev]})" if dev in where else ("this machine's CPU" if dev == "CPU" else dev)
@@ -635,23 +635,31 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
                 if r.fits:
                     return r, notes, r
             shrink_k = shrink_v = cheap_kv
-        # Shrink the window at the smallest slot count.
+        # Shrink the window at the smallest slot count. The search runs over total windows
+        # (what -c gets), in steps of ctx_step per slot.
         n = slot_options[-1]
         if floor < target:
-            lo_ok = fit(n, total(n, floor), shrink_k, shrink_v, spec_)
+            k = total(n, 1)  # slots sharing the total window: n, or 1 for a unified or explicit -c
+            # Every layer on the GPU is worth a smaller window per slot: the resident floor is a
+            # min_ctx window in all, shared by the slots the user asked for, the same "working
+            # window" the free plan's "layers in RAM" decision names. The free ladder keeps
+            # min_ctx per slot.
+            lo_total = floor if resident else total(n, floor)
+            lo_ok = fit(n, lo_total, shrink_k, shrink_v, spec_)
             if not lo_ok.fits:
                 return None, notes, lo_ok
-            step = policy.ctx_step
-            lo, hi = floor, target  # lo fits, hi does not
+            step = policy.ctx_step * k
+            lo, hi = lo_total, total(n, target)  # lo fits, hi does not
             while hi - lo > step:
                 mid = ((lo + hi) // 2 // step) * step
                 if mid <= lo:
                     break
-                if fit(n, total(n, mid), shrink_k, shrink_v, spec_).fits:
+                if fit(n, mid, shrink_k, shrink_v, spec_).fits:
                     lo = mid
                 else:
                     hi = mid
-            r = fit(n, total(n, lo), shrink_k, shrink_v, spec_)
+            r = fit(n, lo, shrink_k, shrink_v, spec_)
+            lo //= k  # per slot, as the decision names it
             notes.append(Decision(f"context {_tokens(lo)}",
                                   f"{_tokens(target)} tokens do not fit with {n} slot{'s' if n > 1 else ''}"
                                   + (" and every layer on the GPU" if resident else "")
@@ -870,7 +878,8 @@ def _describe(model: ModelSummary, budgets: _Budgets, r: _Result, ov: ModelOverr
             out.append(Decision(f"all {n} layers on the GPU", "they fit in graphics memory"))
         elif isinstance(lay.gpu_layers, int):
             why = "as set for this model" if ov.gpu_layers is not None else \
-                f"all {n + 1} (with the output layer) do not fit in graphics memory; {lay.gpu_layers} is the most that do"
+                (f"all {n + 1} (with the output layer) do not fit in graphics memory; "
+                 f"{lay.gpu_layers} is the most that do")
             out.append(Decision(f"{lay.gpu_layers} of {n + 1} layers on the GPU (-ngl {lay.gpu_layers})", why))
     for d in r.devices:
         out.append(Decision(f"{d.name}: {gib(d.total_bytes)} of {gib(d.budget_bytes)}",
