@@ -24,7 +24,9 @@ from stoker.base.paths import stoker_paths, storage_sentence
 from stoker.base.rpc_address import parse_worker, parse_workers
 from stoker.base.store import OverridesStore, SettingsStore, moved_aside_problems
 from stoker.diagnosis.blockers import cuda_blocker, missing_runtime_from_ldd, rocm_visibility_env, rocm_visible_devices
+from stoker.diagnosis.views import BlockerView
 from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY
+from stoker.engines.builds import EngineBuild
 from stoker.engines.drivers import driver_for
 from stoker.engines.drivers.inputs import BuildPick, EngineChoice, EngineDriver, PlanInputs
 from stoker.engines.find import discover_engines
@@ -123,8 +125,8 @@ class RealPreparer:
         # model path -> the recovery steps taken since a person last started it
         self._recovery: dict[str, tuple] = {}
         self._passed_over: tuple[tuple[str, str], ...] = ()
-        self._missing_runtime = ()
-        self._build_blockers: tuple = ()  # cudaBlocker / rocmBlocker of builds passed over
+        self._missing_runtime: tuple[EngineBuild, ...] = ()
+        self._build_blockers: tuple[BlockerView, ...] = ()  # cudaBlocker / rocmBlocker of builds passed over
         self._gpu_env: dict[str, tuple[tuple[str, str], ...]] = {}  # build id -> env (ROCm hiding)
         self.engine_choice: str | None = None  # which build runs and why (choose_engine)
         self._settings_problems: tuple[str, ...] = ()
@@ -215,18 +217,18 @@ class RealPreparer:
         ledger = ledger if ledger is not None else self._load_ledger()
         identities = {b.id: binary_identity(b.binary) for b in usable}
         blocked = self._gpu_blockers(usable)
-        build, passed = choose_build(usable, ledger, identities, blocked=blocked)
+        chosen, passed = choose_build(usable, ledger, identities, blocked=blocked)
         self._passed_over = tuple((b.id, why) for b, why in passed)
-        if build is None:
+        if chosen is None:
             raise UserError("every llama-server build here is quarantined after start-up crashes ("
                             + "; ".join(why for _, why in self._passed_over)
                             + "); lift the quarantine in the tray or run `stoker setup --force`.")
         unusable = [b for b in builds if not b.usable]
         reasons = [f"{b.id} passed over: {why.rstrip('.')}" for b, why in passed]
         reasons += [f"{b.id} cannot run: {(b.status_reason or b.status).rstrip('.')}" for b in unusable]
-        self.engine_choice = (f"{build.id}: chosen by Stoker, the best usable build here"
+        self.engine_choice = (f"{chosen.id}: chosen by Stoker, the best usable build here"
                               + (f" ({'; '.join(reasons)})" if reasons else ""))
-        return build
+        return chosen
 
     def _gpu_blockers(self, builds) -> dict[str, str]:
         """Builds this machine's GPUs cannot run, found before launch: a CUDA build newer
@@ -234,7 +236,9 @@ class RealPreparer:
         (rocmBlocker). AMD GPUs without kernels are hidden from a ROCm launch instead."""
 
         gpu_builds = [b for b in builds if b.backend in ("cuda", "rocm")]
-        views, blocked, self._gpu_env = [], {}, {}
+        views: list[BlockerView] = []
+        blocked: dict[str, str] = {}
+        self._gpu_env = {}
         if not gpu_builds:
             self._build_blockers = ()
             return blocked
@@ -443,7 +447,7 @@ class RealPreparer:
         """The workers of this launch that no longer accept a connection."""
 
         plan = launch.plan
-        used = parse_workers(list(plan.rpc_endpoints)) if plan is not None else ()
+        used = parse_workers(list(plan.rpc_endpoints)) if isinstance(plan, LaunchPlan) else ()
         return tuple(w for w in used if not reachable(w))
 
     def watching_workers(self) -> bool:
@@ -487,7 +491,8 @@ class RealPreparer:
                 return ExitDecision(action=f"re-planning without the RPC worker {names} and restarting; "
                                            "once it is back the tray offers to use it again", retry=True)
         drafter = getattr(plan, "drafter", None)
-        if incident.kind == "drafter-failure" and drafter is not None and drafter.draft_path:
+        if (incident.kind == "drafter-failure" and drafter is not None and drafter.draft_path
+                and launch.build_id is not None):
             if drafter.status == "forced":
                 return ExitDecision(action=f"kept {Path(drafter.draft_path).name}, the drafter set for "
                                            f"this model; it is the likely cause", retry=False)
@@ -510,7 +515,7 @@ class RealPreparer:
                 return ExitDecision()
             n = sum(1 for s in ledger.strikes if s.build_id == launch.build_id)
             return ExitDecision(action=f"strike {n} of 3 against {launch.build_id}", retry=True)
-        if incident.recoverable_by in ("smaller-plan", "drop-drafter"):
+        if incident.recoverable_by in ("smaller-plan", "drop-drafter") and isinstance(plan, LaunchPlan):
             with self._lock:
                 steps = self._recovery.get(launch.model_path, ())
             step = next_recovery_step(RecoveryInputs(
@@ -541,7 +546,8 @@ class RealPreparer:
                      driver.description.binary_name)
         ctx = launch.context
         drafter = getattr(launch.plan, "drafter", None)
-        if lesson.drafter_dropped is not None and ctx is not None and drafter is not None:
+        if (lesson.drafter_dropped is not None and ctx is not None and drafter is not None
+                and launch.build_id is not None):
             with self._lock:
                 ledger = mark_drafter_broken(self._load_ledger(), launch.build_id, drafter.draft_path,
                                              self.clock(), ctx.identity,

@@ -15,6 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from stoker.diagnosis.classify import Incident
+
+_B = TypeVar("_B")  # a build value: `.id` (or `.build_id`) and `.backend`
+_E = TypeVar("_E", "Strike", "QuarantineEntry", "BrokenDrafter")
 
 STRIKES_TO_QUARANTINE = 3
 STRIKE_WINDOW_S = 600.0
@@ -56,7 +62,7 @@ class Ledger:
 
 
 def record_strike(ledger: Ledger, build_id: str, binary_identity: str | None, now: float,
-                  incident, *, window_s: float = STRIKE_WINDOW_S,
+                  incident: Incident, *, window_s: float = STRIKE_WINDOW_S,
                   limit: int = STRIKES_TO_QUARANTINE) -> tuple[Ledger, bool]:
     """Count one start-up crash; quarantine the build at the third within the window.
 
@@ -103,11 +109,14 @@ def lift(ledger: Ledger, build_id: str) -> Ledger:
     )
 
 
-def _build_id(build) -> str:
-    return getattr(build, "id", None) or build.build_id
+def _build_id(build: object) -> str:
+    bid = getattr(build, "id", None) or getattr(build, "build_id", None)
+    if not isinstance(bid, str):
+        raise AttributeError(f"{build!r} has neither an id nor a build_id")
+    return bid
 
 
-def fallback_order(builds: Iterable) -> tuple:
+def fallback_order(builds: Iterable[_B]) -> tuple[_B, ...]:
     """Builds in the order to try: vendor GPU backend, then Vulkan, then CPU.
 
     A stable sort, so within one rank the caller's order (its own preference) stays.
@@ -116,8 +125,8 @@ def fallback_order(builds: Iterable) -> tuple:
     return tuple(sorted(builds, key=lambda b: _BACKEND_RANK.get(getattr(b, "backend", None) or "", 1.5)))
 
 
-def choose_build(candidates_in_order: Iterable, ledger: Ledger, identities: Mapping[str, str | None],
-                 blocked: Mapping[str, str] | None = None) -> tuple[object | None, tuple[tuple[object, str], ...]]:
+def choose_build(candidates_in_order: Iterable[_B], ledger: Ledger, identities: Mapping[str, str | None],
+                 blocked: Mapping[str, str] | None = None) -> tuple[_B | None, tuple[tuple[_B, str], ...]]:
     """The first build to use, and each build passed over with why.
 
     `candidates_in_order` are build values with `.id` (or `.build_id`) and `.backend`;
@@ -125,7 +134,7 @@ def choose_build(candidates_in_order: Iterable, ledger: Ledger, identities: Mapp
     ids to a blocker sentence (CUDA driver too old, no ROCm kernels for these GPUs …).
     """
     blocked = blocked or {}
-    passed: list[tuple[object, str]] = []
+    passed: list[tuple[_B, str]] = []
     for build in fallback_order(candidates_in_order):
         bid = _build_id(build)
         if bid in blocked:
@@ -167,7 +176,7 @@ def forget_broken_drafter(ledger: Ledger, build_id: str, drafter_path: str) -> L
 LEDGER_SCHEMA = 1
 
 
-def ledger_to_json(ledger: Ledger) -> dict:
+def ledger_to_json(ledger: Ledger) -> dict[str, Any]:
     return {
         "schema": LEDGER_SCHEMA,
         "strikes": [vars(s) for s in ledger.strikes],
@@ -176,15 +185,16 @@ def ledger_to_json(ledger: Ledger) -> dict:
     }
 
 
-def ledger_from_json(obj) -> tuple[Ledger, tuple[str, ...]]:
+def ledger_from_json(obj: object) -> tuple[Ledger, tuple[str, ...]]:
     """A ledger from its JSON form, skipping entries that do not parse (with a note each)."""
     problems: list[str] = []
     if not isinstance(obj, dict):
         return Ledger(), ("the quarantine ledger is not a JSON object; starting with an empty one",)
+    data: dict[str, Any] = obj  # the narrowed type, for the closure below
 
-    def load(key, cls):
-        out = []
-        for i, item in enumerate(obj.get(key) or ()):
+    def load(key: str, cls: type[_E]) -> tuple[_E, ...]:
+        out: list[_E] = []
+        for i, item in enumerate(data.get(key) or ()):
             try:
                 out.append(cls(**item))
             except TypeError:

@@ -328,7 +328,10 @@ def store_roots(env: Mapping[str, str], home: str, platform: str, *,
     """
     win = platform == "win32"
     sep = "\\" if win else "/"
-    j = lambda base, *parts: _join(base, *parts, sep=sep)  # noqa: E731
+
+    def j(base: str, *parts: str) -> str:
+        return _join(base, *parts, sep=sep)
+
     roots: list[StoreRoot] = []
     if env.get("OLLAMA_MODELS"):
         roots.append(StoreRoot(ModelOrigin.OLLAMA, StoreLayout.OLLAMA, env["OLLAMA_MODELS"], "OLLAMA_MODELS"))
