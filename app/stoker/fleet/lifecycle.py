@@ -255,7 +255,7 @@ def _step(st: LifecycleState, ev: Event, now: float) -> tuple[LifecycleState, tu
                 return nxt, (RecordIncident(ex, ex.describe(),
                                             "stopped: starting it again would fail the same way"),)
             decision = next_retry(st.failures, now, st.policy, ready_for_s=ex.ready_for_s)
-            if decision.retry:
+            if decision.retry and decision.at is not None:  # a retry always has its time
                 nxt = replace(st, phase=S.BACKOFF, pid=None, ready_at=None, retry_at=decision.at,
                               failures=decision.history, last_error=ex.describe())
                 return nxt, (RecordIncident(ex, ex.describe(), decision.reason),

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from stoker.base.overrides import ModelOverrides
-from stoker.diagnosis.classify import OOM_KINDS
+from stoker.diagnosis.classify import OOM_KINDS, Incident
 from stoker.planning.plan import LaunchPlan
 from stoker.planning.planner import GIB, PlanPolicy
 
@@ -56,7 +56,7 @@ def _n(x: int) -> str:
     return f"{x:,}"
 
 
-def _drop_drafter(inp: RecoveryInputs, incident, attempt: int) -> RecoveryStep | None:
+def _drop_drafter(inp: RecoveryInputs, incident: Incident, attempt: int) -> RecoveryStep | None:
     d = inp.plan.drafter
     if d.status != "in" or inp.user_overrides.draft_model or inp.user_overrides.spec_type:
         return None
@@ -67,7 +67,7 @@ def _drop_drafter(inp: RecoveryInputs, incident, attempt: int) -> RecoveryStep |
     return RecoveryStep("drop-drafter", ov, inp.policy, f"Leaving the drafter {name} out: {why}.", attempt)
 
 
-def _smaller_context(inp: RecoveryInputs, incident, attempt: int) -> RecoveryStep | None:
+def _smaller_context(inp: RecoveryInputs, incident: Incident, attempt: int) -> RecoveryStep | None:
     if inp.user_overrides.ctx is not None:
         return None
     ctx = inp.plan.ctx
@@ -78,7 +78,7 @@ def _smaller_context(inp: RecoveryInputs, incident, attempt: int) -> RecoverySte
                         f"Out of memory with a context of {_n(ctx)} tokens; trying {_n(new)}.", attempt)
 
 
-def _cheaper_kv(inp: RecoveryInputs, incident, attempt: int) -> RecoveryStep | None:
+def _cheaper_kv(inp: RecoveryInputs, incident: Incident, attempt: int) -> RecoveryStep | None:
     if inp.user_overrides.kv_type_k is not None or inp.user_overrides.kv_type_v is not None:
         return None
     k, v = inp.plan.kv_type_k, inp.plan.kv_type_v
@@ -94,7 +94,7 @@ def _cheaper_kv(inp: RecoveryInputs, incident, attempt: int) -> RecoveryStep | N
                         "about half the memory per token.", attempt)
 
 
-def _offload(inp: RecoveryInputs, incident, attempt: int) -> RecoveryStep | None:
+def _offload(inp: RecoveryInputs, incident: Incident, attempt: int) -> RecoveryStep | None:
     if incident.kind not in GPU_OOM_KINDS:
         return None
     u, plan = inp.user_overrides, inp.plan
@@ -111,15 +111,15 @@ def _offload(inp: RecoveryInputs, incident, attempt: int) -> RecoveryStep | None
                             f"in system memory (was {now}).", attempt)
     if u.gpu_layers is not None:
         return None
-    now = plan.gpu_layers if isinstance(plan.gpu_layers, int) and plan.gpu_layers >= 0 else layers
-    if now is None or layers is None:
+    on_gpu = plan.gpu_layers if isinstance(plan.gpu_layers, int) and plan.gpu_layers >= 0 else layers
+    if on_gpu is None or layers is None:
         return None
-    now = min(now, layers)
-    new = max(0, now - max(1, layers // 4))
-    if new >= now:
+    on_gpu = min(on_gpu, layers)
+    new = max(0, on_gpu - max(1, layers // 4))
+    if new >= on_gpu:
         return None
     return RecoveryStep("fewer-gpu-layers", replace(inp.overrides, gpu_layers=new), inp.policy,
-                        f"Out of graphics memory with {now} of {layers} layers on the GPU; trying {new}.",
+                        f"Out of graphics memory with {on_gpu} of {layers} layers on the GPU; trying {new}.",
                         attempt)
 
 
@@ -140,7 +140,7 @@ def _more_headroom(inp: RecoveryInputs, attempt: int) -> RecoveryStep | None:
                         f"for the system instead of {p.os_reserve_fraction:.0%}.", attempt)
 
 
-def next_recovery_step(inputs: RecoveryInputs, incident, attempts: tuple[RecoveryStep, ...] = ()
+def next_recovery_step(inputs: RecoveryInputs, incident: Incident, attempts: tuple[RecoveryStep, ...] = ()
                        ) -> RecoveryStep | None:
     """The next thing to try, or None: not recoverable, nothing left to change, or out of tries."""
     if len(attempts) >= MAX_ATTEMPTS:
