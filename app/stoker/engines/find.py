@@ -36,10 +36,10 @@ from stoker.engines.process import clean_engine_env, probe_process_kwargs
 BINARY_NAME = "llama-server.exe" if os.name == "nt" else "llama-server"
 VERSION_TIMEOUT_S = 5.0
 
-_version_cache: dict[tuple, EngineVersion | None] = {}
-_version_failure: dict[tuple, str] = {}  # why `--version` gave nothing, for the status reason
-_library_cache: dict[tuple, tuple[str, ...]] = {}
-_sha_cache: dict[tuple, str] = {}
+_version_cache: dict[str, EngineVersion | None] = {}
+_version_failure: dict[str, str] = {}  # why `--version` gave nothing, for the status reason
+_library_cache: dict[str, tuple[str, ...]] = {}
+_sha_cache: dict[str, str] = {}
 
 
 def own_engines_root() -> Path:
@@ -173,7 +173,8 @@ def inspect_binary(binary: Path, source: str, backend: str | None = None, build_
             "reinstall the build with its libraries beside it.")))
     version = engine_version(binary)
     if version is None:
-        why = _version_failure.get(binary_identity(binary)) or \
+        ident = binary_identity(binary)
+        why = (_version_failure.get(ident) if ident is not None else None) or \
             f"`{binary} --version` did not run or did not print a version line"
         return named(replace(base, status="broken", status_reason=why + "."))
     return named(replace(base, version=version.version, build=version.build, commit=version.commit))

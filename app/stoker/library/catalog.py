@@ -56,7 +56,12 @@ class ModelCatalog:
     def on_change(self, callback: Callable[[Catalog], None]) -> Callable[[], None]:
         """Call `callback(catalog)` after each refresh that changed it; returns the unsubscriber."""
         self._listeners.append(callback)
-        return lambda: callback in self._listeners and self._listeners.remove(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._listeners:
+                self._listeners.remove(callback)
+
+        return unsubscribe
 
     @property
     def current(self) -> Catalog:
@@ -111,7 +116,9 @@ class ModelCatalog:
             aliases = {}
         for real, names in store_names.items():
             aliases[real] = tuple(aliases.get(real, ())) + names
-        images = {m.checkpoint or m.diffusion_model: m for m in image_models_from(image_files)}
+        # Exactly one of the two names an image model: its file is its key.
+        images = {key: m for m in image_models_from(image_files)
+                  if (key := m.checkpoint or m.diffusion_model) is not None}
         catalog, problems = build_catalog(list(found.values()), aliases, images, facts)
         for p in problems:
             log.warning("%s", p)

@@ -23,6 +23,7 @@ from stoker.base.paths import stoker_paths
 from stoker.base.store import read_setting
 from stoker.errors import UserError
 from stoker.library.gguf_io import load_summary
+from stoker.library.gguf_summary import ModelSummary
 from stoker.library.pull_record import PullRecord
 from stoker.library.store_layouts import PROJECTOR_RE, SPLIT_RE, ModelOrigin, is_projector_name
 from stoker.library.stores import StoreModel, scan_stores
@@ -41,7 +42,7 @@ class ModelFile:
     origin: ModelOrigin
     split_parts: int = 1
     vision_projector: Path | None = None  # an mmproj file beside it (or the store's projector)
-    summary: object | None = None  # stoker.library.gguf_summary.ModelSummary when readable
+    summary: ModelSummary | None = None  # None when unreadable
     error: str | None = None  # why the header could not be read, one sentence
     origin_name: str | None = None  # the store's own name: `llama3.2:3b`, `org/repo:Q4_K_M`
     folder: Path | None = None  # the added folder it was found in (origin FOLDER)
@@ -90,7 +91,7 @@ def _gguf_files(folder: Path) -> list[Path]:
     return found
 
 
-def _summary_or_error(path: Path):
+def _summary_or_error(path: Path) -> tuple[ModelSummary | None, str | None]:
     try:
         return load_summary(path), None
     except (ValueError, OSError) as exc:
@@ -139,11 +140,11 @@ def scan_folder(folder: Path, origin: ModelOrigin, with_summary: bool = True,
         per_folder[p.parent] = per_folder.get(p.parent, 0) + 1
 
     models = []
-    for path, size, parts in sorted(entries, key=lambda e: str(e[0]).lower()):
+    for path, size, n_parts in sorted(entries, key=lambda e: str(e[0]).lower()):
         summary, error = _summary_or_error(path) if with_summary else (None, None)
         if summary is not None and getattr(summary, "is_vision_projector", False):
             continue  # a CLIP file with an unusual name: still not a model
-        models.append(ModelFile(path=path, name=path.name, size_bytes=size, origin=origin, split_parts=parts,
+        models.append(ModelFile(path=path, name=path.name, size_bytes=size, origin=origin, split_parts=n_parts,
                                 vision_projector=_pick_projector(path, projectors, per_folder[path.parent]),
                                 summary=summary, error=error, folder=added))
     return models

@@ -95,6 +95,6 @@ def run(args) -> int:
     for m in models:
         if m.error:
             print(f"{m.origin_name or m.name}: {m.error}")
-    for s in scan_stores().skipped:
-        print(f"skipped {s.origin_name or s.path} ({s.origin}): {s.reason}")
+    for skipped in scan_stores().skipped:
+        print(f"skipped {skipped.origin_name or skipped.path} ({skipped.origin}): {skipped.reason}")
     return 0
