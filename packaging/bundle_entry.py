@@ -10,7 +10,7 @@ import sys
 
 for _name in ("stdout", "stderr"):
     if getattr(sys, _name) is None:
-        setattr(sys, _name, open(os.devnull, "w", encoding="utf-8"))
+        setattr(sys, _name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - for the process's life
 
 if sys.argv[1:2] == ["--stoker-gateway-process"]:  # shell/gateway_process.GATEWAY_CHILD_FLAG
     from stoker.gateway.child import main as gateway_main

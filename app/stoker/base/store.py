@@ -13,6 +13,7 @@ It never imports Qt; concurrent writers from two processes are last-writer-wins.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -51,10 +52,8 @@ def write_json_atomic(path: Path | str, obj) -> None:
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException as exc:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp)
-        except OSError:
-            pass
         if isinstance(exc, OSError) and not exc.filename:  # a full disk fails in write(): say where
             raise OSError(exc.errno, exc.strerror, str(path)) from exc
         raise

@@ -32,6 +32,7 @@ minus its buffers) and subtracted, and the table says which limit was used.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 from dataclasses import dataclass
@@ -115,10 +116,8 @@ class MemoryCgroup:
 
     def reset_peak(self) -> None:
         f = self.path / ("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
-        try:
+        with contextlib.suppress(OSError):
             f.write_text("0")
-        except OSError:
-            pass
 
     def peak(self) -> int | None:
         f = self.path / ("memory.max_usage_in_bytes" if self.version == 1 else "memory.peak")
@@ -163,14 +162,10 @@ class MemoryCgroup:
         return self._stat("pgmajfault")
 
     def remove(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             (self.path / "memory.force_empty").write_text("0") if self.version == 1 else None
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(OSError):
             self.path.rmdir()
-        except OSError:
-            pass
 
 
 @dataclass(frozen=True)
@@ -418,8 +413,9 @@ def _run(args, binary, model, summary, limit, cgroup, progress, run_probe, UserE
         "planned_refusal": None if plan else getattr(raw, "reason", str(raw)),
         "engine_buffers_at_reserve_ctx_bytes": buffers, "process_overhead_bytes": overhead,
         "planned_estimate_bytes": est_total,
-        "trials": [{"ctx": t.ctx, "serves": t.serves, "why": t.why, "cgroup_peak_bytes": t.peak_bytes, "resident_bytes": t.anon_bytes,
-                    "engine_buffers_bytes": t.buffers_bytes, "wall_s": round(t.wall_s, 1)}
+        "trials": [{"ctx": t.ctx, "serves": t.serves, "why": t.why, "cgroup_peak_bytes": t.peak_bytes,
+                    "resident_bytes": t.anon_bytes, "engine_buffers_bytes": t.buffers_bytes,
+                    "wall_s": round(t.wall_s, 1)}
                    for t in sorted(trials, key=lambda t: t.ctx)],
         "target_ratio_met": ratio is not None and ratio >= 0.95 and bool(planned_serves),
     }

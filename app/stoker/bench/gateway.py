@@ -13,7 +13,8 @@ sides alike:
   count), gateway ÷ direct, with 1 stream and with 16 parallel streams;
 - added delay per streamed chunk, with Stoker's other threads idle and with a busy "UI
   thread" (a pure-Python loop in Stoker's process, as the Qt thread would be; the gateway
-  serves from its own process, stoker/gateway/child.py, so it does not share that GIL). Measured with a tap: for this part the engine is relaunched behind a
+  serves from its own process, stoker/gateway/child.py, so it does not share that GIL).
+  Measured with a tap: for this part the engine is relaunched behind a
   byte relay (a LaunchPreparer wrapper points the route at the relay, the engine's argv
   keeps its own port), and each chunk's time at the relay is compared with its time at the
   client, through the gateway and, as the baseline, straight from the relay;
@@ -35,6 +36,7 @@ arguments at start-up, and no other command should pay for them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import itertools
 import json
@@ -254,7 +256,7 @@ class _Clients:
             tapped = max(self.relay.marks.values(), key=len, default=[])
             if len(tapped) != len(got["marks"]):
                 mismatched += 1
-            delays += [c - t for c, t in zip(got["marks"], tapped)]
+            delays += [c - t for c, t in zip(got["marks"], tapped, strict=False)]  # a short list is counted above
         return {"delays": delays, "mismatched": mismatched}
 
     async def disconnect(self, side: dict, slots_url: str, slots_headers: dict, n: int,
@@ -338,10 +340,8 @@ class ClientProcess:
         return answer["ok"]
 
     def close(self) -> None:
-        try:
+        with contextlib.suppress(OSError):
             self._conn.send({"op": "quit"})
-        except OSError:
-            pass
         self._proc.join(10)
         if self._proc.is_alive():
             self._proc.terminate()

@@ -73,7 +73,7 @@ def run(args) -> int:
             except GGUFError as exc:
                 raise UserError(str(exc)) from None
             ours = _median_ms(cold(path), args.runs)
-            theirs = _median_ms(lambda: gguf.GGUFReader(str(path)), args.reader_runs)
+            theirs = _median_ms(lambda path=path: gguf.GGUFReader(str(path)), args.reader_runs)
             rows.append((label, ours, theirs))
     name_w = max(len(r[0]) for r in rows)
     print(f"Cold summary time (Stoker's caches dropped; the OS page cache is warm), "

@@ -220,8 +220,9 @@ def _is_header_only(path: Path, summary) -> bool:
 
 
 def _sparse_copy(path: Path, summary, tmp: Path) -> Path:
-    """The file itself when it already spans its declared tensors; else a copy whose tensor data is a hole: header bytes, then a sparse tail at least as long
-    as the tensors the header declares (the engine checks bounds, not content, in a dry run)."""
+    """The file itself when it already spans its declared tensors; else a copy whose tensor data
+    is a hole: header bytes, then a sparse tail at least as long as the tensors the header
+    declares (the engine checks bounds, not content, in a dry run)."""
     if path.stat().st_size >= summary.weights_bytes:
         return path
     dest = tmp / path.name
@@ -306,21 +307,25 @@ def measure_rows(binary: str, models: list[tuple[str, Path, bool]], grid: dict,
                         # the projection has no output buffer; add the engine's own size rule
                         out = (summary.n_vocab or 0) * 4 * slots
                         rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, ew, ek, ec + out,
-                                        base, "dry run: whole MiB floored, repacked weights counted once (no mmap'd original) — "
-                                        "estimate compared without the CPU_REPACK copy", unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
+                                        base, "dry run: whole MiB floored, repacked weights counted once "
+                                        "(no mmap'd original) — estimate compared without the CPU_REPACK copy",
+                                        unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
                     else:
                         rows.append(Row(label, ctx, kv, slots, "dry-run", w, k, c, None, None, None,
-                                        base, probe.report.load_error or probe.reason, unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
+                                        base, probe.report.load_error or probe.reason,
+                                        unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
                     continue
                 probe = run_probe(binary, target, ctx=ctx, slots=slots, type_k=kv, type_v=kv, kv_unified=st.unified,
                                   ubatch=st.ubatch, extra=swa_extra)
                 dev = probe.report.device("CPU")
                 if probe.started and dev is not None:
                     rows.append(Row(label, ctx, kv, slots, "buffers", w, k, c, dev.model_bytes,
-                                    dev.kv_bytes, dev.compute_bytes + dev.output_bytes, base, unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
+                                    dev.kv_bytes, dev.compute_bytes + dev.output_bytes, base,
+                                    unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
                 else:
                     rows.append(Row(label, ctx, kv, slots, "buffers", w, k, c, None, None, None, base,
-                                    probe.report.load_error or probe.reason, unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
+                                    probe.report.load_error or probe.reason,
+                                    unified=st.unified, ubatch=st.ubatch, swa_full=st.swa_full))
     return rows
 
 
@@ -406,7 +411,7 @@ def render_table(rows: list[Row], summary: dict, notes: list[str]) -> str:
     head = ("| model | ctx | K/V | slots | shape | src | weights est/eng MiB | KV est/eng MiB | "
             "compute est/eng MiB | total est/eng MiB | error | baseline error | calibrated MiB | calibrated error |")
     out = [head, "|" + "---|" * 14]
-    for r, (pred, cal_err) in zip(rows, calibrated_predictions(rows)):
+    for r, (pred, cal_err) in zip(rows, calibrated_predictions(rows), strict=True):
         shape = " ".join(x for x in (("unified" if r.unified else ""), (f"ub {r.ubatch}" if r.ubatch != 512 else ""),
                                      ("swa-full" if r.swa_full else "")) if x) or "-"
         cols = [r.model, str(r.ctx), r.kv, str(r.slots), shape, r.source,
@@ -484,7 +489,7 @@ def run(args) -> int:
                           "rows": [dict(asdict(r), est_total=r.est_total, eng_total=r.eng_total,
                                         total_err_pct=r.total_err, baseline_err_pct=r.baseline_err,
                                         calibrated_total=pred, calibrated_err_pct=cal_err)
-                                   for r, (pred, cal_err) in zip(rows, calibrated_predictions(rows))],
+                                   for r, (pred, cal_err) in zip(rows, calibrated_predictions(rows), strict=True)],
                           "summary": summary, "notes": notes}, indent=2))
     else:
         print(render_table(rows, summary, notes))

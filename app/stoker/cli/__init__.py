@@ -114,7 +114,7 @@ def tray_main() -> int:
     where sys.stdout/sys.stderr are None; printing must not crash it, so they go nowhere."""
     for name in ("stdout", "stderr"):
         if getattr(sys, name) is None:
-            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))
+            setattr(sys, name, open(os.devnull, "w", encoding="utf-8"))  # noqa: SIM115 - for the process's life
     return main(["tray", *sys.argv[1:]])
 
 

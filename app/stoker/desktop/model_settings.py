@@ -129,7 +129,7 @@ class PlanBars(QWidget):
             p.setBrush(free_color)
             p.drawRect(bar)
             x = bar.left()
-            for (label, color), n in zip(SEGMENTS, parts):
+            for (_label, color), n in zip(SEGMENTS, parts, strict=True):
                 w = bar.width() * n / scale
                 p.setBrush(QColor(color))
                 p.drawRect(QRectF(x, bar.top(), w, bar.height()))
@@ -139,7 +139,7 @@ class PlanBars(QWidget):
             p.drawLine(int(budget_x), int(bar.top() - 2), int(budget_x), int(bar.bottom() + 2))
             p.setPen(text)
             p.drawText(QRectF(4, y + 36, width, 16), Qt.AlignmentFlag.AlignLeft,
-                       "   ".join(f"{label} {_gib(n)}" for (label, _c), n in zip(SEGMENTS, parts)
+                       "   ".join(f"{label} {_gib(n)}" for (label, _c), n in zip(SEGMENTS, parts, strict=True)
                                   if n))
             y += self.ROW
         x = 4
@@ -274,7 +274,7 @@ class ModelSettingsDialog(QDialog):
         raw: dict = {}
         problems: list[str] = []
         labels = {name: label for name, label, _k, _h in FIELDS}
-        for name, label, kind, _hint in FIELDS:
+        for name, _label, kind, _hint in FIELDS:
             w = self.inputs[name]
             if isinstance(w, QComboBox):
                 raw[name] = w.currentData()

@@ -24,9 +24,12 @@ _LEVEL_ICONS = {
 }
 
 
+_DEFAULT_POLICY = NotifyPolicy()  # frozen: one shared default is safe
+
+
 class Notifier(QObject):
     def __init__(self, bridge: SnapshotBridge, tray: QSystemTrayIcon,
-                 policy: NotifyPolicy = NotifyPolicy(),
+                 policy: NotifyPolicy = _DEFAULT_POLICY,
                  clock: Callable[[], float] = time.time, parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._tray = tray

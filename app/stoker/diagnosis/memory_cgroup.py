@@ -11,6 +11,7 @@ This module makes and removes groups; it does not decide when to use one.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 from pathlib import Path
@@ -90,10 +91,8 @@ class MemoryCgroup:
 
     def remove(self) -> None:
         """Remove the group once its processes are gone; a group still busy is left (empty soon)."""
-        try:
+        with contextlib.suppress(OSError):
             self.path.rmdir()
-        except OSError:
-            pass
 
 
 def available(root: Path = CGROUP_ROOT) -> bool:
@@ -111,10 +110,8 @@ def set_memory_limit(path: Path, version: int, limit: int) -> None:
         (path / "memory.limit_in_bytes").write_text(str(limit))
         sw = path / "memory.memsw.limit_in_bytes"
         if sw.exists():
-            try:
+            with contextlib.suppress(OSError):  # swap accounting off: there is no swap to escape into
                 sw.write_text(str(limit))
-            except OSError:
-                pass  # swap accounting off: there is no swap to escape into
     else:
         (path / "memory.max").write_text(str(limit))
         if (path / "memory.swap.max").exists():

@@ -379,9 +379,11 @@ class Ds4Progress:
 
 _UNIT = {"KiB": 1024, "MiB": 1024 ** 2, "GiB": GIB}
 _LISTENING = re.compile(r"ds4-server: listening on http://\S+:(\d+)")
-_CHUNK = re.compile(r"(?:ds4-server: )?\b(?:chat|completion|\w+) ctx=\S+(?: [A-Z_ ]+?)? (prefill|tool checkpoint rebuild) chunk "
+_CHUNK = re.compile(r"(?:ds4-server: )?\b(?:chat|completion|\w+) ctx=\S+(?: [A-Z_ ]+?)? "
+                    r"(prefill|tool checkpoint rebuild) chunk "
                     r"(\d+)/(\d+) \([\d.]+%\) chunk=[\d.]+ t/s avg=([\d.]+) t/s")
-_GEN = re.compile(r"(?:ds4-server: )?\b(?:chat|completion|\w+) ctx=\S+ gen=(\d+)\b.*? decoding chunk=[\d.]+ t/s avg=([\d.]+) t/s")
+_GEN = re.compile(r"(?:ds4-server: )?\b(?:chat|completion|\w+) ctx=\S+ gen=(\d+)\b"
+                  r".*? decoding chunk=[\d.]+ t/s avg=([\d.]+) t/s")
 _MAPPING = re.compile(r"ds4: (?:CUDA|ROCm|Metal) (?:registered ([\d.]+) (GiB|MiB) model mapping|"
                       r".*?(?:tensor mappings|loading model tensors|\(mapped)[:\s]+([\d.]+) (GiB|MiB))")
 _WARMING = re.compile(r"ds4: warming mapped tensor pages: ([\d.]+) (GiB|MiB)")

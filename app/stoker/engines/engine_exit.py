@@ -26,8 +26,5 @@ class EngineExit:
     hopeless: str | None = None
 
     def describe(self) -> str:
-        if self.signal is not None:
-            how = f"was ended by signal {self.signal}"
-        else:
-            how = f"exited with code {self.exit_code}"
+        how = f"was ended by signal {self.signal}" if self.signal is not None else f"exited with code {self.exit_code}"
         return f"the engine {how} while {self.phase}"

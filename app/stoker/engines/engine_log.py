@@ -23,6 +23,7 @@ import json
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 MIB = 1048576
 # A value printed as "%8.2f MiB" is off by at most half the last digit.
@@ -265,7 +266,7 @@ def _json_rows(text: str) -> tuple[BreakdownRow, ...]:
     scale = MIB if data.get("unit", "MiB") == "MiB" else 1
     rows = []
     for r in data.get("rows", ()):
-        def get(key: str) -> int | None:
+        def get(key: str, r: dict[str, Any] = r) -> int | None:  # bound now, though only called in this pass
             v = r.get(key)
             return None if v is None else int(v) * scale
         rows.append(BreakdownRow(str(r.get("kind", "")), str(r.get("name", "")), get("self") or 0,

@@ -218,7 +218,8 @@ def progress_text(kind: EngineKind, lines: Iterable[str]) -> str | None:
             return None
         rate = f" ({ds4.tokens_per_s:g} tokens/s)" if ds4.tokens_per_s else ""
         if ds4.phase in ("prefill", "rebuild") and ds4.done is not None and ds4.total:
-            return f"{'reading the prompt' if ds4.phase == 'prefill' else 'rebuilding'} {ds4.done:,}/{ds4.total:,}{rate}"
+            doing = "reading the prompt" if ds4.phase == "prefill" else "rebuilding"
+            return f"{doing} {ds4.done:,}/{ds4.total:,}{rate}"
         if ds4.phase == "generating" and ds4.done is not None:
             return f"generating, {ds4.done:,} tokens{rate}"
         if ds4.phase in ("mapping", "warming") and ds4.bytes:

@@ -25,6 +25,7 @@ It must not plan or decide; it launches, reads and reports.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -199,10 +200,8 @@ def _wait_for_text(log_path: Path, popen, needle: str, timeout_s: float) -> tupl
 def _stop(popen, kill: bool) -> int | None:
     """SIGTERM (or SIGKILL for a dry run, whose real load we do not want), then reap."""
     if popen.poll() is None:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.killpg(popen.pid, signal.SIGKILL if kill else signal.SIGTERM)
-        except ProcessLookupError:
-            pass
         try:
             popen.wait(10)
         except subprocess.TimeoutExpired:

@@ -17,6 +17,7 @@ and `notes` says, one sentence each, what could not be learned and why.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import platform
 import shutil
@@ -303,11 +304,9 @@ def probe_workers(binary: Path | str, workers, *, use_cache: bool = True
                              f"exited with status {proc.returncode}), so it is left out.")
                 continue
             stdout = proc.stdout
-            try:
+            with contextlib.suppress(OSError):
                 write_json_atomic(cache, {"schema": CACHE_SCHEMA, "identity": binary_identity(binary),
                                           "worker": w.endpoint, "stdout": stdout})
-            except OSError:
-                pass
         for d in parse_list_devices(stdout):
             if d.backend == "rpc" and worker_of_device(d.description, (w,)) is not None:
                 devices.append(Device(name=f"RPC{len(devices)}", description=w.endpoint, backend="rpc",
@@ -317,10 +316,8 @@ def probe_workers(binary: Path | str, workers, *, use_cache: bool = True
 
 def _forget_worker(worker) -> None:
     """A worker that went away may come back with other devices or memory: ask it afresh."""
-    try:
+    with contextlib.suppress(OSError):
         (stoker_paths().cache / "devices" / f"rpc-{worker.host}-{worker.port}.json").unlink()
-    except OSError:
-        pass
 
 
 CONNECT_TIMEOUT_S = 1.0  # a worker that does not accept within this is not there

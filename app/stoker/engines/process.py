@@ -218,10 +218,8 @@ class Watchdog:
         """The engine is stopped and reaped: the watchdog leaves without killing anything."""
         if self._write_end is None:
             return
-        try:
+        with contextlib.suppress(OSError):
             os.write(self._write_end, b"x")
-        except OSError:
-            pass
         os.close(self._write_end)
         self._write_end = None
         try:
@@ -250,7 +248,7 @@ class RotatingLog:
     def __init__(self, path: Path, max_bytes: int = LOG_MAX_BYTES, backups: int = LOG_BACKUPS):
         self.path, self.max_bytes, self.backups = path, max_bytes, backups
         private_folder(path.parent)
-        self._fh = open(path, "a", encoding="utf-8", errors="replace")
+        self._fh = open(path, "a", encoding="utf-8", errors="replace")  # noqa: SIM115 - held open; close() closes it
 
     def write(self, line: str) -> None:
         if self._fh.tell() + len(line) + 1 > self.max_bytes:
@@ -266,7 +264,7 @@ class RotatingLog:
                 os.replace(older, self.path.with_name(f"{self.path.name}.{i + 1}"))
         if self.backups:
             os.replace(self.path, self.path.with_name(f"{self.path.name}.1"))
-        self._fh = open(self.path, "w", encoding="utf-8", errors="replace")
+        self._fh = open(self.path, "w", encoding="utf-8", errors="replace")  # noqa: SIM115 - as in __init__
 
     def close(self) -> None:
         self._fh.close()
@@ -427,10 +425,8 @@ class EngineProcess:
         line = redact_secrets(raw.decode("utf-8", errors="replace"), self._hidden)
         with self._ring_lock:
             self._ring.append(line)
-        try:
+        with contextlib.suppress(OSError, ValueError):  # a full disk must not take the engine down with it
             self._log.write(line)
-        except (OSError, ValueError):
-            pass  # a full disk must not take the engine down with it
 
     def tail(self, n: int = RING_LINES) -> tuple[str, ...]:
         with self._ring_lock:
@@ -528,10 +524,8 @@ class EngineProcess:
             self._pending.unlink(missing_ok=True)
             self._pending = None
         if self._pid_file is not None:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 self._pid_file.unlink()
-            except FileNotFoundError:
-                pass
             self._pid_file = None
 
 
@@ -540,10 +534,8 @@ class EngineProcess:
 
 def _signal_group(popen: subprocess.Popen, sig) -> None:
     if POSIX:
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(popen.pid, sig)  # start_new_session made pid the group id
-        except (ProcessLookupError, PermissionError):
-            pass
     elif sig is None:
         popen.kill()  # TerminateProcess; the job object takes the children with it
     else:

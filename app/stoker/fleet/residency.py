@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from stoker.planning.machine import Machine
 
@@ -47,7 +47,7 @@ class Resident:
     idle_timeout_s: float | None = None  # None: never expires
 
 
-class AdmissionKind(str, Enum):
+class AdmissionKind(StrEnum):
     FITS = "fits"  # load it now, beside the resident ones
     EVICT = "evict"  # unload `evict` (idle, least recently used first), then load it
     WAIT = "wait"  # the models in the way are busy: wait for them, then decide again

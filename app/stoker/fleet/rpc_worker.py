@@ -18,6 +18,7 @@ It never decides whether a non-loopback bind is allowed: the command asks for th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import threading
@@ -245,11 +246,9 @@ class WorkerSupervisor:
             self.last_incident = IncidentView(at=now, kind=incident.kind, summary=title,
                                               evidence=incident.evidence or None, advice=incident.advice,
                                               action=effect.action)
-        try:
+        with contextlib.suppress(OSError):
             self.incidents.append(incident, at=now, model=None, build=RPC_BUILD_ID,
                                   action=effect.action)
-        except OSError:
-            pass
 
 
 class SharedWorker:

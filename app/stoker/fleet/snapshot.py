@@ -9,13 +9,13 @@ state.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
+from enum import StrEnum
 
 from stoker.diagnosis.views import BlockerView, IncidentView
 from stoker.engines.rpc import WorkerDeviceView
 
 
-class EngineState(str, Enum):
+class EngineState(StrEnum):
     STOPPED = "stopped"
     STARTING = "starting"
     READY = "ready"

@@ -1056,7 +1056,8 @@ class Supervisor:
         else:
             snap = AppSnapshot(seq=self._seq, state=EngineState.STOPPED, incidents=incidents,
                                blockers=blockers, quarantined=self._health.quarantined)
-        snap = replace(snap, engines=views, gateway_url=self._gateway_url, problems=self._health.problems + self._endpoint_problems,
+        snap = replace(snap, engines=views, gateway_url=self._gateway_url,
+                       problems=self._health.problems + self._endpoint_problems,
                        model_id=self._model_id(focus.key) if focus is not None and focus.key else None,
                        workers_back=self._health.workers_back, worker=self._workers.view())
         if self._gateway_url:

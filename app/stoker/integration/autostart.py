@@ -10,6 +10,7 @@ with one sentence, also when it could not. The settings dialog decides when.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import shutil
@@ -118,10 +119,8 @@ def _set_run_key(enabled: bool, command: tuple[str, ...]) -> Outcome:
 
     with winreg.CreateKeyEx(winreg.HKEY_CURRENT_USER, RUN_KEY, 0, winreg.KEY_SET_VALUE) as key:
         if not enabled:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 winreg.DeleteValue(key, RUN_VALUE_NAME)
-            except FileNotFoundError:
-                pass
             return Outcome(True, "Stoker will not start at login.")
         winreg.SetValueEx(key, RUN_VALUE_NAME, 0, winreg.REG_SZ, run_key_value(command))
     return Outcome(True, f"Stoker will start at login (HKCU\\{RUN_KEY}\\{RUN_VALUE_NAME}).")

@@ -11,6 +11,7 @@ The contents come from stoker.integration.login_items; the icons from stoker.res
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -145,10 +146,8 @@ def _remove(files: list[str], dirs: list[str]) -> list[str]:
         except FileNotFoundError:
             pass
     for d in sorted(dirs, key=len, reverse=True):  # deepest first; only when now empty
-        try:
+        with contextlib.suppress(OSError):
             Path(d).rmdir()
-        except OSError:
-            pass
     return removed
 
 

@@ -370,7 +370,7 @@ def _chain_end(region: np.ndarray, n: int, zero_high: int) -> tuple[int, int] | 
 def _read_one(path: Path, first_part: bool = True) -> GGUFHeader:
     try:
         size = path.stat().st_size
-        f = open(path, "rb")
+        f = open(path, "rb")  # noqa: SIM115 - its errors are mapped below; the `with f:` closes it
     except FileNotFoundError:
         raise GGUFError(f"{path} does not exist.") from None
     except OSError as exc:

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any, Union
+from typing import Any
 
 from stoker.library.image_parts import image_part_of
 
 # A metadata value as the reader keeps it. Arrays the summary needs are kept as tuples;
 # long arrays nobody reads (the tokenizer's) are replaced by `SkippedArray`.
-Scalar = Union[int, float, bool, str]
+Scalar = int | float | bool | str
 
 
 @dataclass(frozen=True)
@@ -27,7 +27,7 @@ class SkippedArray:
     length: int
 
 
-MetaValue = Union[Scalar, tuple[Any, ...], SkippedArray]
+MetaValue = Scalar | tuple[Any, ...] | SkippedArray
 
 
 @dataclass(frozen=True)
@@ -131,10 +131,10 @@ class ModelSummary:
     n_ff: int | None = None
     n_ff_exp: int | None = None
     # Matrix weights the CPU backend may copy into its CPU_REPACK buffer: (block index, or -1
-    # outside the blocks, -2 for token_embd as a tied output; tensor type; routed experts (3-D); bytes), summed over 2-D/3-D weights of a repackable
-    # type whose row count is a multiple of 8 (ggml-cpu/repack.cpp), token_embd excluded
-    # (it is read by get_rows, never repacked). Which types are repacked depends on the CPU;
-    # stoker/planning/memory.py decides.
+    # outside the blocks, -2 for token_embd as a tied output; tensor type; routed experts
+    # (3-D); bytes), summed over 2-D/3-D weights of a repackable type whose row count is a
+    # multiple of 8 (ggml-cpu/repack.cpp), token_embd excluded (it is read by get_rows, never
+    # repacked). Which types are repacked depends on the CPU; stoker/planning/memory.py decides.
     repackable: tuple[tuple[int, str, bool, int], ...] = field(default_factory=tuple)
     # `{arch}.pooling_type` (llama.cpp's enum: 0 none, 1 mean, 2 cls, 3 last, 4 rank) and
     # `general.type`: what decides whether a model embeds, reranks or chats.
@@ -285,9 +285,9 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         recurrent = (False,) * nl
     if any(recurrent) and n_head_kv:
         # llama.cpp allocates no KV cells for recurrent layers, whatever head_count_kv says
-        n_head_kv = tuple(0 if r else h for h, r in zip(n_head_kv, recurrent))
+        n_head_kv = tuple(0 if r else h for h, r in zip(n_head_kv, recurrent, strict=True))
     if arch == "lfm2" or arch == "lfm2moe":
-        swa_layers = tuple(s and not r for s, r in zip(swa_layers, recurrent)) if n_swa else swa_layers
+        swa_layers = tuple(s and not r for s, r in zip(swa_layers, recurrent, strict=True)) if n_swa else swa_layers
 
     ssm_keys = ("conv_kernel", "inner_size", "state_size", "group_count", "time_step_rank")
     ssm_vals = [_int(key(f"ssm.{k}")) for k in ssm_keys]

@@ -14,11 +14,11 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Any
 
 
-class ImagePart(str, Enum):
+class ImagePart(StrEnum):
     """What one GGUF file is to stable-diffusion.cpp, read from its tensor names."""
 
     CHECKPOINT = "checkpoint"  # a whole SD/SDXL model: UNet, VAE and text encoders in one file

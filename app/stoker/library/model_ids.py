@@ -16,7 +16,7 @@ from __future__ import annotations
 import difflib
 import re
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 
 from stoker.library.image_parts import ImageModel
 
@@ -29,7 +29,7 @@ _SPLIT_RE = re.compile(r"-\d{5}-of-\d{5}$", re.IGNORECASE)
 _UNSAFE_RE = re.compile(r"[^a-z0-9._:+-]+")
 
 
-class ModelKind(str, Enum):
+class ModelKind(StrEnum):
     """What a model serves, read from its GGUF (pooling type, general.type, architecture)."""
 
     CHAT = "chat"  # text generation: chat, completions, responses, messages, infill
@@ -203,7 +203,7 @@ def build_catalog(models: list[tuple[str, str, ModelKind, str]],
     problems: list[str] = []
     entries = []
     used: dict[str, str] = {}
-    for path, name, kind, origin in sorted(models, key=lambda m: ids[m[0]]):
+    for path, _name, kind, origin in sorted(models, key=lambda m: ids[m[0]]):
         mine: list[str] = []
         for raw in (aliases or {}).get(path, ()):
             alias = normalise_alias(raw)

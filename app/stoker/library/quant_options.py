@@ -58,7 +58,7 @@ def quant_options(files: Sequence[RemoteFile]) -> tuple[QuantOption, ...]:
         q = quant_of(parts[0].name)
         quants[q] = quants.get(q, 0) + 1
     out = []
-    for (folder, stem), parts in groups.items():
+    for (_folder, stem), parts in groups.items():
         parts.sort(key=lambda f: f.name)
         s = split_of(parts[0].name.rsplit("/", 1)[-1])
         if s and (len(parts) != s[2] or s[1] != 1):

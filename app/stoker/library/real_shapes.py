@@ -16,6 +16,8 @@ from pathlib import Path
 
 import gguf
 
+from stoker.library.gguf_write import Typed, write_header_only_gguf, write_vocab_heavy_gguf
+
 T = gguf.GGUFValueType
 Q = gguf.GGMLQuantizationType
 
@@ -30,8 +32,6 @@ def _fit(qtype: Q, ne0: int) -> Q:
     fb = _K_FALLBACK.get(qtype, Q.F16)
     return fb if ne0 % gguf.GGML_QUANT_SIZES[fb][0] == 0 else Q.F16
 
-
-from stoker.library.gguf_write import Typed, write_header_only_gguf, write_vocab_heavy_gguf
 
 # ---- real-shape models ----------------------------------------------------------------
 

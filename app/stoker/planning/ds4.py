@@ -247,7 +247,8 @@ def plan_expert_cache(
     elif cache < requested:
         why = f"expert cache {cache:g} GiB instead of {requested:g} GiB ({source}): {room} leaves {safe_gb} GiB"
     else:
-        why = f"expert cache {cache:g} GiB instead of {requested:g} GiB ({source}): the model needs at least {min_gb} GiB"
+        why = (f"expert cache {cache:g} GiB instead of {requested:g} GiB ({source}): "
+               f"the model needs at least {min_gb} GiB")
     return ExpertCachePlan(cache, requested, clamped, True, limit, why)
 
 

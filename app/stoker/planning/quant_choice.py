@@ -49,8 +49,11 @@ def _k(n: int) -> str:
     return f"{n // 1024}k" if n >= 1024 and n % 1024 == 0 else f"{n:,}"
 
 
+_DEFAULT_POLICY = PlanPolicy()  # frozen: one shared default is safe
+
+
 def verdict_of_plan(result: LaunchPlan | PlanRefusal, n_layers: int | None, n_ctx_train: int | None,
-                    machine: Machine, policy: PlanPolicy = PlanPolicy()) -> FitVerdict:
+                    machine: Machine, policy: PlanPolicy = _DEFAULT_POLICY) -> FitVerdict:
     """The planner's answer for one option, as a verdict a person reads beside it."""
     if isinstance(result, PlanRefusal):
         return FitVerdict(Fit.DOES_NOT_FIT, f"does not fit: {result.reason}")
@@ -72,7 +75,7 @@ def verdict_of_plan(result: LaunchPlan | PlanRefusal, n_layers: int | None, n_ct
     return FitVerdict(Fit.RUNS, f"runs: {ctx_words}, {where}", per_slot)
 
 
-def verdict_from_size(size_bytes: int | None, machine: Machine, policy: PlanPolicy = PlanPolicy()) -> FitVerdict:
+def verdict_from_size(size_bytes: int | None, machine: Machine, policy: PlanPolicy = _DEFAULT_POLICY) -> FitVerdict:
     """When the header cannot be read: weights are about the file's size; context is not known.
 
     Says so in its text, since it cannot see the KV cache or the layer count.

@@ -114,7 +114,7 @@ def format_table(machine, engine: str | None) -> str:
             rows.append((d.name, d.backend, d.kind, _gib(d.total_bytes), _gib(d.free_bytes), details, d.description))
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
         lines.append("")
-        lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1] for r in rows]
+        lines += ["  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1] for r in rows]
     else:
         lines.append("GPUs      none (models run on the CPU)")
     for note in machine.notes:

@@ -61,7 +61,8 @@ def summary_rows(s: ModelSummary) -> list[tuple[str, str]]:
         ("heads", _range(s.n_head)),
         ("KV heads", "none (every layer is recurrent)"
          if s.recurrent_layers and all(s.recurrent_layers) else
-         _range(tuple(h for h, r in zip(s.n_head_kv, s.recurrent_layers) if not r)
+         # not strict: a summary without per-layer flags (or head counts) has an empty tuple
+         _range(tuple(h for h, r in zip(s.n_head_kv, s.recurrent_layers, strict=False) if not r)
                 or s.n_head_kv)),
         ("head size K/V", f"{s.head_k}/{s.head_v}"
          + (f" (SWA {s.head_k_swa}/{s.head_v_swa})"

@@ -86,12 +86,12 @@ def run(args) -> int:
         extra = f" +{m.split_parts - 1} parts" if m.split_parts > 1 else ""
         extra += " +vision" if m.vision_projector else ""
         ident, kind = ids[str(m.path)]
-        rows.append((ident or "-", kind or "-", m.label + extra, str(m.origin), human_size(m.size_bytes), getattr(s, "architecture", None) or "?",
-                     getattr(s, "file_type", None) or "?",
+        rows.append((ident or "-", kind or "-", m.label + extra, str(m.origin), human_size(m.size_bytes),
+                     getattr(s, "architecture", None) or "?", getattr(s, "file_type", None) or "?",
                      str(getattr(s, "n_ctx_train", None) or "?"), str(m.path.parent)))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
+        print("  ".join(c.ljust(w) for c, w in zip(r[:-1], widths, strict=True)) + "  " + r[-1])
     for m in models:
         if m.error:
             print(f"{m.origin_name or m.name}: {m.error}")

@@ -279,7 +279,8 @@ def plan_table(plan, spec, machine) -> str:
             ("predicted decode", speed_text(plan.decode_speed))]
     w = max(len(k) for k, _ in rows)
     lines += [f"  {k:<{w}}  {v}" for k, v in rows]
-    lines += ["", f"  {'device':<8} {'budget':>12} {'weights':>12} {'KV':>12} {'compute':>12} {'other':>12} {'total':>12}"]
+    lines += ["", f"  {'device':<8} {'budget':>12} {'weights':>12} {'KV':>12} {'compute':>12} "
+                  f"{'other':>12} {'total':>12}"]
     for m in plan.devices:
         lines.append(f"  {m.name:<8} {_mib(m.budget_bytes):>12} {_mib(m.weights_bytes):>12} {_mib(m.kv_bytes):>12} "
                      f"{_mib(m.compute_bytes):>12} {_mib(m.other_bytes):>12} {_mib(m.total_bytes):>12}")

@@ -48,5 +48,5 @@ def run(args) -> int:
         rows.append((e["id"], state, mem, idle, str(e.get("in_flight", 0)), "yes" if e.get("pinned") else "no"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
     return 0

@@ -92,7 +92,7 @@ class StatePrinter:
         keys = [(i.at, i.kind, i.summary, i.action) for i in snap.incidents]
         if self.seen is None:
             self.seen = set(keys)
-        for key, incident in zip(keys, snap.incidents):
+        for key, incident in zip(keys, snap.incidents, strict=True):
             if key not in self.seen:
                 self._line(f"incident: {incident.summary} ({incident.kind}); {incident.action}",
                            self.err)

@@ -8,6 +8,7 @@ What to build is `core.engines`; how to build and install it is `shell.setup`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import platform
@@ -158,10 +159,8 @@ def _interrupt_on_sigterm() -> None:
     def handler(signum, frame):
         raise KeyboardInterrupt
 
-    try:
+    with contextlib.suppress(ValueError):  # not the main thread (tests calling run() from a worker)
         signal.signal(signal.SIGTERM, handler)
-    except ValueError:  # not the main thread (tests calling run() from a worker)
-        pass
 
 
 def run(args) -> int:
