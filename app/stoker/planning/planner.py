@@ -19,14 +19,16 @@ Pure: the machine, model and overrides come in as values; nothing is read or run
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
+from typing import TypedDict
 
 from stoker.base.overrides import ModelOverrides
 from stoker.library.gguf_summary import LayerBytes, ModelSummary
 from stoker.planning import memory as mem
 from stoker.planning import speed
-from stoker.planning.machine import Machine
+from stoker.planning.machine import Device, Machine
+from stoker.planning.measured import MeasuredMemory
 from stoker.planning.plan import AnalyticMemory, Decision, DeviceMemory, DrafterChoice, LaunchPlan, PlanRefusal
 
 GIB = mem.GIB
@@ -106,7 +108,7 @@ class _Pool:
 @dataclass(frozen=True)
 class _Budgets:
     pools: tuple[_Pool, ...]
-    alias: dict  # device name -> pool name (unified memory folds CPU into the GPU pool)
+    alias: dict[str, str]  # device name -> pool name (unified memory folds CPU into the GPU pool)
     gpus: tuple[tuple[str, float], ...]  # (name, split proportion) for layer placement
     discrete: bool
     fast_bytes: int
@@ -151,7 +153,7 @@ def machine_budgets(machine: Machine, policy: PlanPolicy) -> _Budgets:
 
 # ---------------------------------------------------------------------------- RPC workers
 
-def _budgets_with_workers(policy: PlanPolicy, gpus, workers, ram_budget: int,
+def _budgets_with_workers(policy: PlanPolicy, gpus: list[Device], workers: list[Device], ram_budget: int,
                           reserve: int) -> _Budgets:
     """Pools for this machine plus the devices RPC workers lend (stoker/engines/rpc.py).
 
@@ -164,7 +166,7 @@ def _budgets_with_workers(policy: PlanPolicy, gpus, workers, ram_budget: int,
     pools = [_Pool("CPU", ram_budget, False)]
     splits = []
     for d in [*workers, *gpus]:
-        free = d.free_bytes if d.free_bytes is not None else d.total_bytes
+        free = d.free_bytes if d.free_bytes is not None else (d.total_bytes or 0)  # one is known: see the caller
         b = max(0, free - policy.device_margin_bytes)
         pools.append(_Pool(d.name, b, True))
         splits.append((d.name, float(max(b, 1))))
@@ -250,8 +252,8 @@ class _Result:
 class _Evaluator:
     """Prices configs for one model on one set of budgets, caching per-config KV."""
 
-    def __init__(self, model: ModelSummary, budgets: _Budgets, measured, mtp: bool,
-                 repack_types: frozenset[str] = frozenset()):
+    def __init__(self, model: ModelSummary, budgets: _Budgets, measured: MeasuredMemory | None, mtp: bool,
+                 repack_types: frozenset[str] = frozenset()) -> None:
         self.model = model
         self.repack_types = repack_types
         self.budgets = budgets
@@ -262,7 +264,7 @@ class _Evaluator:
             lbs = lbs[:n_layer] + [LayerBytes() for _ in lbs[n_layer:]]
         self.priced = replace(model, layer_bytes=tuple(lbs))
         self.n_all = model.n_layer_all or len(lbs)
-        self._kv: dict = {}
+        self._kv: dict[tuple[object, ...], mem.KVBreakdown] = {}
 
     def kv(self, c: _Config) -> mem.KVBreakdown:
         key = (c.slots, c.ctx, c.kv_unified, c.type_k, c.type_v, c.flash_attn, c.swa_full, c.ubatch, c.n_rs_seq)
@@ -329,7 +331,7 @@ class _Evaluator:
         return mem.place_layers(self.priced, lay.gpu_layers, n_cpu_moe=lay.n_cpu_moe,
                                 cpu_moe=lay.cpu_moe, gpus=self.budgets.gpus)
 
-    def decode_speed(self, r: _Result, bandwidths: dict, context_tokens: int = 0) -> speed.DecodeSpeed:
+    def decode_speed(self, r: _Result, bandwidths: dict[str, int | None], context_tokens: int = 0) -> speed.DecodeSpeed:
         """Predicted decode speed of a priced plan (stoker/planning/speed.py), at `context_tokens` filled."""
         return speed.predict_decode(self.priced, self.placement(r.layout), self.kv(r.config), bandwidths,
                                     context_tokens)
@@ -430,7 +432,7 @@ class _Spec:
 
 
 def _settle_spec(model: ModelSummary, ov: ModelOverrides, draft: ModelSummary | None,
-                 broken: frozenset, policy: PlanPolicy) -> _Spec:
+                 broken: frozenset[str], policy: PlanPolicy) -> _Spec:
     """The speculative decision, made before memory: which drafter is meant to be resident."""
     n_max = ov.draft_max or policy.draft_max
     draft_path = ov.draft_model or (draft.path if draft else None)
@@ -485,13 +487,10 @@ def _base(path: str | None) -> str:
 
 # ---------------------------------------------------------------------------- the plan
 
-MeasuredLookup = Callable  # an object with lookup(...) -> MeasuredLine | None (core.measured)
-
-
 def plan_launch(model: ModelSummary, machine: Machine, overrides: ModelOverrides | None = None,
                 policy: PlanPolicy = PlanPolicy(), *, draft: ModelSummary | None = None,
-                mmproj: ModelSummary | None = None, measured=None,
-                broken_drafters: frozenset = frozenset()) -> LaunchPlan | PlanRefusal:
+                mmproj: ModelSummary | None = None, measured: MeasuredMemory | None = None,
+                broken_drafters: frozenset[str] = frozenset()) -> LaunchPlan | PlanRefusal:
     """Plan one llama-server launch of `model` on `machine`, or refuse with what would fit.
 
     `draft`: the drafter's summary (the catalog's choice, or the user's `draft_model`).
@@ -503,11 +502,13 @@ def plan_launch(model: ModelSummary, machine: Machine, overrides: ModelOverrides
                  frozenset(broken_drafters), suggest=True)
 
 
-def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj, measured,
-          broken_drafters: frozenset, *, suggest: bool) -> LaunchPlan | PlanRefusal:
+def _plan(model: ModelSummary, machine: Machine, ov: ModelOverrides, policy: PlanPolicy, draft: ModelSummary | None,
+          mmproj: ModelSummary | None, measured: MeasuredMemory | None, broken_drafters: frozenset[str], *,
+          suggest: bool) -> LaunchPlan | PlanRefusal:
     decisions: list[Decision] = []
 
-    def refuse(reason: str, needed=None, available=None, suggestions=()) -> PlanRefusal:
+    def refuse(reason: str, needed: int | None = None, available: int | None = None,
+               suggestions: Iterable[str] = ()) -> PlanRefusal:
         return PlanRefusal(model.path, reason, needed, available, tuple(suggestions), tuple(decisions))
 
     if model.is_vision_projector:
@@ -752,7 +753,12 @@ def _plan(model, machine, ov: ModelOverrides, policy: PlanPolicy, draft, mmproj,
         **_worker_args(budgets, lay))
 
 
-def _worker_args(budgets: _Budgets, lay: _Layout) -> dict:
+class _WorkerArgs(TypedDict, total=False):
+    rpc_endpoints: tuple[str, ...]
+    tensor_split: tuple[int, ...]
+
+
+def _worker_args(budgets: _Budgets, lay: _Layout) -> _WorkerArgs:
     """--rpc and --tensor-split for a plan that offloads to RPC workers; nothing otherwise."""
     if not budgets.remote or lay.gpu_layers in (None, 0):
         return {}
@@ -760,7 +766,7 @@ def _worker_args(budgets: _Budgets, lay: _Layout) -> dict:
             "tensor_split": tuple(max(1, int(p // MIB)) for _, p in budgets.gpus)}
 
 
-def prompt_cache_mib(devices, host_pool: str, policy: PlanPolicy) -> int:
+def prompt_cache_mib(devices: Iterable[DeviceMemory], host_pool: str, policy: PlanPolicy) -> int:
     """--cache-ram for this plan: half the host pool's leftover, capped, 0 when small.
 
     llama-server keeps up to 8192 MiB of host RAM for its prompt cache by default, which
@@ -794,7 +800,7 @@ def _layers_text(model: ModelSummary, r: _Result) -> str:
 
 
 def _trade_decision(model: ModelSummary, ev: _Evaluator, free: _Result | None, kept: _Result,
-                    bandwidths: dict) -> Decision | None:
+                    bandwidths: dict[str, int | None]) -> Decision | None:
     """What keeping every layer on the GPU cost, beside the plan that would have moved layers."""
     if free is None or _fully_on_gpu(free):
         return None
@@ -891,8 +897,10 @@ def _describe(model: ModelSummary, budgets: _Budgets, r: _Result, ov: ModelOverr
     return out
 
 
-def _refusal(model, machine, ov, policy, draft, mmproj, measured, broken, attempt: _Result,
-             decisions, spec, suggest: bool) -> PlanRefusal:
+def _refusal(model: ModelSummary, machine: Machine, ov: ModelOverrides, policy: PlanPolicy,
+             draft: ModelSummary | None, mmproj: ModelSummary | None, measured: MeasuredMemory | None,
+             broken: frozenset[str], attempt: _Result, decisions: list[Decision], spec: _Spec,
+             suggest: bool) -> PlanRefusal:
     over = attempt.over
     need = _need(attempt)
     avail = _avail(attempt)
