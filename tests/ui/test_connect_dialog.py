@@ -22,7 +22,7 @@ def test_connect_an_app_lists_the_apps_and_says_when_no_stoker_runs(qtbot, fake_
     assert titles[:3] == ["Claude Code", "Codex", "OpenCode"] and "The llm CLI" in titles
     dialog.run_connect()  # nothing answers on this STOKER_HOME's control channel
     qtbot.waitUntil(lambda: dialog.pending == 0, timeout=10000)
-    assert dialog.result.text().startswith("no Stoker instance is running")
+    assert dialog.outcome.text().startswith("no Stoker instance is running")
     dialog.close()
 
 
@@ -42,5 +42,5 @@ def test_undo_in_the_dialog_gives_the_file_back(qtbot, tmp_path, monkeypatch, st
     dialog.apps.setCurrentRow(list(App).index(App.CLAUDE_CODE))
     dialog.run_undo()
     qtbot.waitUntil(lambda: dialog.pending == 0, timeout=10000)
-    assert dialog.result.text() == f"restored {settings} from its backup"
+    assert dialog.outcome.text() == f"restored {settings} from its backup"
     assert json.loads(settings.read_text()) == {"theme": "dark"}

@@ -39,12 +39,12 @@ class ConnectDialog(QDialog):
             item.setData(Qt.ItemDataRole.UserRole, app.value)
             self.apps.addItem(item)
         self.apps.setCurrentRow(0)
-        self.result = QLabel("Choose an app, then Connect: Stoker writes that app's own settings "
+        self.outcome = QLabel("Choose an app, then Connect: Stoker writes that app's own settings "
                              "(after a backup) and sends it one test request.")
-        self.result.setObjectName("connect-result")
-        self.result.setWordWrap(True)
-        self.result.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
-        self.result.setMinimumWidth(520)
+        self.outcome.setObjectName("connect-result")
+        self.outcome.setWordWrap(True)
+        self.outcome.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.outcome.setMinimumWidth(520)
         buttons = QDialogButtonBox(QDialogButtonBox.StandardButton.Close)
         self.connect_button = QPushButton("Connect")
         self.connect_button.setObjectName("connect-run")
@@ -57,7 +57,7 @@ class ConnectDialog(QDialog):
         self.undo_button.clicked.connect(self.run_undo)
         layout = QVBoxLayout(self)
         layout.addWidget(self.apps)
-        layout.addWidget(self.result)
+        layout.addWidget(self.outcome)
         layout.addWidget(buttons)
         self.pending = 0
 
@@ -68,7 +68,7 @@ class ConnectDialog(QDialog):
         self.pending += 1
         self.connect_button.setEnabled(False)
         self.undo_button.setEnabled(False)
-        self.result.setText(text)
+        self.outcome.setText(text)
 
     def run_connect(self) -> None:
         app = self.chosen()
@@ -84,7 +84,7 @@ class ConnectDialog(QDialog):
         self.pending -= 1
         self.connect_button.setEnabled(True)
         self.undo_button.setEnabled(True)
-        self.result.setText(text)
+        self.outcome.setText(text)
 
     def _connected(self, outcome, error) -> None:
         if error is not None:

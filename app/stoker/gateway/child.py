@@ -94,7 +94,12 @@ class SupervisorMirror:
 
     def subscribe(self, callback: Callable[[AppSnapshot], None]) -> Callable[[], None]:
         self._subscribers.append(callback)
-        return lambda: callback in self._subscribers and self._subscribers.remove(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe
 
     def submit(self, command: cmd.EnsureModel | ChildCommand) -> None:
         """What the gateway may ask of the supervisor: a load, giving up a wait for one, and
@@ -186,7 +191,7 @@ class CatalogMirror:
 
 
 def _listening_sockets(hello: Hello) -> list[socket.socket]:
-    if hello.socket_shares:
+    if sys.platform == "win32" and hello.socket_shares:  # shares are made on Windows only
         return [socket.fromshare(data) for data in hello.socket_shares]
     return [socket.socket(fileno=fd) for fd in hello.socket_fds]
 

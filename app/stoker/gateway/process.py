@@ -341,7 +341,9 @@ class GatewayProcess:
             raise GatewayError(f"the endpoint's process could not start ({exc.strerror or exc}); "
                                "see stoker.log.") from None
         outbox = Outbox(proc.stdin, "stoker-gateway-in")
-        shares = tuple(s.share(proc.pid) for s in self._sockets) if sys.platform == "win32" else ()
+        shares: tuple[bytes, ...] = ()
+        if sys.platform == "win32":
+            shares = tuple(s.share(proc.pid) for s in self._sockets)
 
         def hello(routes: tuple[OpenRoute, ...]) -> Hello:
             return Hello(PROTOCOL_VERSION, self.port, self._config.cors_origins, os.getpid(),

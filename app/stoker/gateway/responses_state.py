@@ -116,6 +116,8 @@ class ResponseStore:
                 kept.pop(turn_id, None)
             return None
         try:
+            if not isinstance(value, dict):
+                raise TypeError("a kept turn is a JSON object")
             turn = StoredTurn(str(value["id"]), value.get("parent"), json.dumps(value["input"]),
                               json.dumps(value["output"]), float(value["created_at"]))
         except (KeyError, TypeError, ValueError):
