@@ -43,7 +43,8 @@ def test_search_stops_at_the_launch_budget_with_the_largest_seen():
 
 
 def test_serving_by_rereading_from_disk_is_not_a_fit():
-    assert judge_serving(True, 1000, 1000 + MAJOR_FAULTS_ALLOWED) == (True, f" ({MAJOR_FAULTS_ALLOWED} major page faults)")
+    assert (judge_serving(True, 1000, 1000 + MAJOR_FAULTS_ALLOWED)
+            == (True, f" ({MAJOR_FAULTS_ALLOWED} major page faults)"))
     ok, note = judge_serving(True, 1000, 1000 + MAJOR_FAULTS_ALLOWED + 1)
     assert not ok and "major page faults (re-read from disk)" in note
     assert judge_serving(False, 0, 0) == (False, "")
@@ -61,7 +62,7 @@ def test_calibrated_prediction_is_exact_on_a_line_and_needs_two_other_contexts()
     rows = [row(c, c * 23040) for c in (2048, 4096, 8192)] + [row(2048, 2048 * 23040, kv="q8_0"),
                                                                row(8192, 8192 * 23040, kv="q8_0")]
     preds = calibrated_predictions(rows)
-    for r, (pred, err) in zip(rows[:3], preds[:3]):
+    for r, (pred, err) in zip(rows[:3], preds[:3], strict=True):
         assert pred == r.eng_total and err == 0.0
     assert preds[3:] == [(None, None), (None, None)]  # only one other context in that group
 

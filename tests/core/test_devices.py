@@ -51,7 +51,8 @@ def test_parses_each_gpu_line_with_total_first():
 
 
 def test_description_with_parentheses_uses_the_last_group():
-    (vk,) = parse_list_devices("Available devices:\n  Vulkan0: AMD Radeon RX 6800 XT (RADV NAVI21) (16368 MiB, 16000 MiB free)\n")
+    (vk,) = parse_list_devices("Available devices:\n"
+                               "  Vulkan0: AMD Radeon RX 6800 XT (RADV NAVI21) (16368 MiB, 16000 MiB free)\n")
     assert vk.description == "AMD Radeon RX 6800 XT (RADV NAVI21)"
     assert vk.total_bytes == 16368 * MIB and vk.free_bytes == 16000 * MIB
     assert vk.backend == "vulkan"
@@ -73,7 +74,8 @@ def test_blas_and_zero_memory_devices_are_not_gpus_and_are_explained():
 
 
 def test_metal_and_rpc_devices():
-    out = "Available devices:\n  MTL0: Apple M2 Max (49152 MiB, 49100 MiB free)\n  RPC0: 192.168.1.5:50052 (8000 MiB, 7000 MiB free)\n"
+    out = ("Available devices:\n  MTL0: Apple M2 Max (49152 MiB, 49100 MiB free)\n"
+           "  RPC0: 192.168.1.5:50052 (8000 MiB, 7000 MiB free)\n")
     mtl, rpc = parse_list_devices(out)
     assert mtl.backend == "metal" and mtl.kind == "integrated"
     assert rpc.backend == "rpc"
@@ -171,7 +173,8 @@ def test_parse_kfd_properties():
 
 
 def test_parse_rocminfo():
-    text = "Agent 1\n  Name:                    AMD Ryzen 9\nAgent 2\n  Name:                    gfx1100\n  Marketing Name: AMD Radeon RX 7900 XTX\n"
+    text = ("Agent 1\n  Name:                    AMD Ryzen 9\n"
+            "Agent 2\n  Name:                    gfx1100\n  Marketing Name: AMD Radeon RX 7900 XTX\n")
     assert parse_rocminfo(text) == ("gfx1100",)
 
 
@@ -199,7 +202,8 @@ def test_merge_nvidia_keeps_engine_free_when_smi_does_not_know():
 
 
 def test_merge_amd_facts():
-    out = "  ROCm0: AMD Radeon RX 7900 XTX (24560 MiB, 24430 MiB free)\n  ROCm1: AMD Radeon RX 6800 (16368 MiB, 16000 MiB free)\n"
+    out = ("  ROCm0: AMD Radeon RX 7900 XTX (24560 MiB, 24430 MiB free)\n"
+           "  ROCm1: AMD Radeon RX 6800 (16368 MiB, 16000 MiB free)\n")
     a, b = merge_amd_facts(parse_list_devices(out), ("gfx1100", "gfx1030"))
     assert (a.gfx_target, b.gfx_target) == ("gfx1100", "gfx1030")
     (vk,) = merge_amd_facts(parse_list_devices(MIXED)[1:2], ("gfx1030",))

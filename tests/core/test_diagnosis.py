@@ -74,13 +74,13 @@ TABLE = [
     ("host-oom", R([], sig="SIGKILL", phase="ready", oom_killed=True)),
     ("host-oom", R([], code=0xC0000017, os="windows")),
     ("cuda-oom", R(["CUDA error: out of memory"], sig="SIGABRT", phase="ready", backend="cuda")),
-    ("cuda-oom", R(["E llama_init_from_model: failed to initialize the context: failed to allocate buffer for kv cache"],
-                   1, backend="cuda")),
+    ("cuda-oom", R(["E llama_init_from_model: failed to initialize the context: "
+                    "failed to allocate buffer for kv cache"], 1, backend="cuda")),
     ("rocm-oom", R(["ROCm error: out of memory"], sig="SIGABRT", backend="rocm")),
     ("rocm-oom", R(["allocating 1.00 MiB on device 0: cudaMalloc failed: out of memory"], 1, backend="rocm")),
     ("vulkan-oom", R(["ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory"], 1, backend="vulkan")),
-    ("metal-oom", R(["ggml_backend_metal_buffer_type_alloc_buffer: failed to allocate Metal buffer of 5 bytes (out of memory)"],
-                    1, backend="metal", os="darwin")),
+    ("metal-oom", R(["ggml_backend_metal_buffer_type_alloc_buffer: failed to allocate Metal buffer of 5 bytes "
+                     "(out of memory)"], 1, backend="metal", os="darwin")),
     ("cuda-driver-too-old", R(["CUDA error: CUDA driver version is insufficient for CUDA runtime version"],
                               sig="SIGABRT", backend="cuda")),
     ("no-kernel-image", R(["ERROR: CUDA kernel mul_mat has no device code compatible with CUDA arch 520. "
@@ -88,7 +88,8 @@ TABLE = [
     ("missing-library", R(["./llama-server: error while loading shared libraries: libcudart.so.12: cannot open "
                            "shared object file: No such file or directory"], 127)),
     ("missing-library", R([], code=-1073741515, os="windows")),
-    ("stale-library", R(["./llama-server: symbol lookup error: ./llama-server: undefined symbol: llama_vocab_eos"], 127)),
+    ("stale-library", R(["./llama-server: symbol lookup error: ./llama-server: "
+                         "undefined symbol: llama_vocab_eos"], 127)),
     ("stale-library", R([], code=0xC0000139, os="windows")),
     ("system-too-old", R(["./llama-server: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found "
                           "(required by ./llama-server)"], 1)),

@@ -146,7 +146,8 @@ def test_a_shells_illegal_instruction_line_is_the_exit():
 
 
 def test_loader_messages():
-    glibc = diagnose("./llm_demo: /lib/aarch64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found (required by ./llm_demo)")
+    glibc = diagnose("./llm_demo: /lib/aarch64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found "
+                     "(required by ./llm_demo)")
     assert glibc.kind == "system-too-old" and "stoker setup" in glibc.advice
     dyld = diagnose("dyld[90496]: Library not loaded: @rpath/libllama.dylib",
                     "  Referenced from: <653E6B29> /Users/x/llama-cli", os="darwin")

@@ -68,7 +68,8 @@ def test_engine_kinds_say_what_they_serve_and_how_they_become_ready():
     assert describe(EngineKind.DS4).startup_deadline_s == 600
     assert describe(EngineKind.SD_SERVER).readiness_path == "/"
     assert kinds_serving(Capability.IMAGES) == (EngineKind.SD_SERVER,)
-    assert EngineKind.DS4 in kinds_serving(Capability.CHAT) and EngineKind.SD_SERVER not in kinds_serving(Capability.CHAT)
+    assert EngineKind.DS4 in kinds_serving(Capability.CHAT)
+    assert EngineKind.SD_SERVER not in kinds_serving(Capability.CHAT)
     assert capability_of_path("/v1/images/generations") is Capability.IMAGES
     assert capability_of_path("/sdapi/v1/img2img") is Capability.IMAGES
     assert capability_of_path("/v1/chat/completions") is Capability.CHAT
@@ -81,7 +82,8 @@ def test_engine_kinds_say_what_they_serve_and_how_they_become_ready():
 
 
 def test_failure_lines_of_ds4_name_their_kind():
-    assert failure_of_line(EngineKind.DS4, "ds4: CUDA q8 fp16 cache alloc failed (12.50 MiB): out of memory") == "cuda-oom"
+    assert failure_of_line(EngineKind.DS4,
+                           "ds4: CUDA q8 fp16 cache alloc failed (12.50 MiB): out of memory") == "cuda-oom"
     assert failure_of_line(EngineKind.DS4, "0712 13:00:04 ds4-server: failed to listen on 127.0.0.1:8000: "
                                            "Address already in use") == "port-in-use"
     assert failure_of_line(EngineKind.DS4, "0712 13:00:04 ds4-server: unknown option: --bogus") == "bad-argument"

@@ -95,10 +95,11 @@ def test_failed_load_has_no_buffers_and_names_the_error():
 
 
 def test_gpu_table_row_and_recurrent_line():
+    table = "0.00.1 I common_memory_breakdown_print: "
     lines = [
-        "0.00.1 I common_memory_breakdown_print: | memory breakdown [MiB] | total   free     self   model   context   compute    unaccounted |",
-        "0.00.1 I common_memory_breakdown_print: |   - CUDA0 (RTX 4090)   | 24077 =  945 + (19187 = 17904 +     384 +     898) +        3945 |",
-        "0.00.1 I common_memory_breakdown_print: |   - Host               |                 58271 = 58259 +       0 +      12                |",
+        table + "| memory breakdown [MiB] | total   free     self   model   context   compute    unaccounted |",
+        table + "|   - CUDA0 (RTX 4090)   | 24077 =  945 + (19187 = 17904 +     384 +     898) +        3945 |",
+        table + "|   - Host               |                 58271 = 58259 +       0 +      12                |",
         "0.00.2 I load_tensors:        CUDA0 model buffer size =  4403.49 MiB",
         "0.00.2 I load_tensors:   CPU_Mapped model buffer size =   281.81 MiB",
         "0.00.3 I llama_memory_recurrent:      CUDA0 RS buffer size =    16.50 MiB",

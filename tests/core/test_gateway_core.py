@@ -45,7 +45,8 @@ def test_catalog_resolves_ids_aliases_and_file_names_and_suggests_close_ones():
     assert cat.resolve("gpt-4o-mini").id == "smollm2-135m-instruct:q4_1"
     assert cat.resolve("SmolLM2-135M-Instruct.Q4_1").id == "smollm2-135m-instruct:q4_1"
     assert cat.resolve("gpt-4o") is None
-    assert cat.closest("smollm2") == ("smollm2-135m-instruct:q4_1",) or "smollm2-135m-instruct:q4_1" in cat.closest("smollm2")
+    assert (cat.closest("smollm2") == ("smollm2-135m-instruct:q4_1",)
+            or "smollm2-135m-instruct:q4_1" in cat.closest("smollm2"))
     assert [e.id for e in cat.serving(ModelKind.EMBEDDING)] == ["e:q8_0"]
     assert len(problems) == 2 and any("already the name of e:q8_0" in p for p in problems)
 

@@ -193,7 +193,7 @@ def test_lfm2_hybrid(real):
     assert s.recurrent_layers == tuple(i not in LFM2_ATTENTION_LAYERS for i in range(16))
     assert s.n_head_kv == tuple(8 if i in LFM2_ATTENTION_LAYERS else 0 for i in range(16))
     assert s.shortconv_l_cache == 3
-    assert all((lb.recurrent > 0) == r for lb, r in zip(s.layer_bytes, s.recurrent_layers))
+    assert all((lb.recurrent > 0) == r for lb, r in zip(s.layer_bytes, s.recurrent_layers, strict=True))
 
 
 def test_mamba2(real):

@@ -51,7 +51,8 @@ def test_split_and_hub_names():
 def test_ollama_names_as_ollama_list_shows_them():
     assert ollama_name("registry.ollama.ai", "library", "llama3.2", "3b") == "llama3.2:3b"
     assert ollama_name("registry.ollama.ai", "someone", "tiny", "latest") == "someone/tiny:latest"
-    assert ollama_name("hf.co", "bartowski", "Llama-3.2-1B-GGUF", "Q4_K_M") == "hf.co/bartowski/Llama-3.2-1B-GGUF:Q4_K_M"
+    assert (ollama_name("hf.co", "bartowski", "Llama-3.2-1B-GGUF", "Q4_K_M")
+            == "hf.co/bartowski/Llama-3.2-1B-GGUF:Q4_K_M")
 
 
 def test_ollama_manifests():

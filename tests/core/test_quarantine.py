@@ -75,7 +75,8 @@ def test_lift_lets_the_user_try_again():
     assert ledger.strikes == ()
 
 
-B = lambda id_, backend: EngineBuild(id=id_, binary=f"/e/{id_}/llama-server", source="own", backend=backend)
+def B(id_, backend):
+    return EngineBuild(id=id_, binary=f"/e/{id_}/llama-server", source="own", backend=backend)
 
 
 def test_choose_build_follows_cuda_vulkan_cpu_past_quarantine():
@@ -101,7 +102,8 @@ def test_choose_build_rocm_then_vulkan_and_blockers_pass_over():
 def test_all_unusable_gives_none():
     builds = (B("cpu", "cpu"),)
     ledger, _ = strike_n(Ledger(), 3, build="cpu", identity=None)
-    assert choose_build(builds, ledger, {"cpu": None}) == (None, ((builds[0], "quarantined: " + ledger.quarantined[0].why),))
+    why = "quarantined: " + ledger.quarantined[0].why
+    assert choose_build(builds, ledger, {"cpu": None}) == (None, ((builds[0], why),))
 
 
 def test_broken_drafter_pairs():

@@ -41,7 +41,10 @@ def apply(p: LaunchPlan, step) -> LaunchPlan:
                    drafter=NO_DRAFT if o.spec_type == "none" else p.drafter)
 
 
-def run_ladder(p, inc, user=ModelOverrides(), **kw):
+NO_OVERRIDES = ModelOverrides()
+
+
+def run_ladder(p, inc, user=NO_OVERRIDES, **kw):
     steps, ov = (), user
     while True:
         step = next_recovery_step(RecoveryInputs(p, ov, user, **kw), inc, steps)

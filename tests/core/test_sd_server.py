@@ -60,7 +60,8 @@ def test_progress_bar_repaints_become_one_event_each():
              "\r  |==================================================| 5/5 - 1.98s/it\x1b[K\n")
     assert len(split_sd_output(chunk)) == 3
     events = parse_sd_output([chunk.rstrip("\n")])
-    assert [(e.phase, e.done, e.total) for e in events] == [("rendering", 1, 5), ("rendering", 2, 5), ("rendering", 5, 5)]
+    assert [(e.phase, e.done, e.total) for e in events] == [("rendering", 1, 5), ("rendering", 2, 5),
+                                                             ("rendering", 5, 5)]
     assert events[0].seconds_per_step == 2.10 and events[-1].fraction == 1.0
     fast = parse_sd_output(["  |=====| 3/20 - 4.00it/s\x1b[K"])[0]
     assert fast.seconds_per_step == 0.25

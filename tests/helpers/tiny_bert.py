@@ -15,7 +15,12 @@ import gguf
 import numpy as np
 
 N_EMBD, N_LAYER, N_HEAD, N_FF, N_CTX = 64, 2, 4, 128, 128
-WORDS = ["the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his", "her", "it", "an", "be", "are", "this", "which", "hello", "world", "other", "text", "model", "stoker", "engine", "fast", "slow", "red", "green", "blue", "one", "two", "three", "cat", "dog", "sky", "sea", "tree", "book", "code", "memory", "plan"]
+WORDS = [
+    "the", "of", "and", "to", "in", "is", "was", "for", "on", "that", "with", "as", "by", "at", "from", "his",
+    "her", "it", "an", "be", "are", "this", "which", "hello", "world", "other", "text", "model", "stoker",
+    "engine", "fast", "slow", "red", "green", "blue", "one", "two", "three", "cat", "dog", "sky", "sea", "tree",
+    "book", "code", "memory", "plan"
+]
 
 
 def write_tiny_bert(path: Path, seed: int = 7) -> Path:

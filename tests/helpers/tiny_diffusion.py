@@ -89,12 +89,15 @@ def _attn(p: str, c: int) -> list:
     return t
 
 
-def flux2_vae(decoder_ch: int = 32, encoder_ch: int = 128, z: int = 32, ch_mult=(1, 2, 4, 4), res_blocks: int = 2) -> list:
-    """The LDM AutoencoderKL with Flux 2's 32-channel latent (sd-server also loads the encoder, for img2img)."""
+def flux2_vae(decoder_ch: int = 32, encoder_ch: int = 128, z: int = 32, ch_mult=(1, 2, 4, 4),
+              res_blocks: int = 2) -> list:
+    """The LDM AutoencoderKL with Flux 2's 32-channel latent (sd-server also loads the encoder,
+    for img2img)."""
     t = []
     c = decoder_ch * ch_mult[-1]
     t += [("decoder.conv_in.weight", (3, 3, z, c)), ("decoder.conv_in.bias", (c,))]
-    t += _resblock("decoder.mid.block_1.", c, c) + _attn("decoder.mid.attn_1.", c) + _resblock("decoder.mid.block_2.", c, c)
+    t += (_resblock("decoder.mid.block_1.", c, c) + _attn("decoder.mid.attn_1.", c)
+          + _resblock("decoder.mid.block_2.", c, c))
     for i in reversed(range(len(ch_mult))):
         out = decoder_ch * ch_mult[i]
         for j in range(res_blocks + 1):
@@ -114,7 +117,8 @@ def flux2_vae(decoder_ch: int = 32, encoder_ch: int = 128, z: int = 32, ch_mult=
         if i != len(ch_mult) - 1:
             t += [(f"encoder.down.{i}.downsample.conv.weight", (3, 3, c, c)),
                   (f"encoder.down.{i}.downsample.conv.bias", (c,))]
-    t += _resblock("encoder.mid.block_1.", c, c) + _attn("encoder.mid.attn_1.", c) + _resblock("encoder.mid.block_2.", c, c)
+    t += (_resblock("encoder.mid.block_1.", c, c) + _attn("encoder.mid.attn_1.", c)
+          + _resblock("encoder.mid.block_2.", c, c))
     t += [("encoder.norm_out.weight", (c,)), ("encoder.norm_out.bias", (c,)),
           ("encoder.conv_out.weight", (3, 3, c, 2 * z)), ("encoder.conv_out.bias", (2 * z,)),
           ("quant_conv.weight", (1, 1, 2 * z, 2 * z)), ("quant_conv.bias", (2 * z,)),

@@ -9,6 +9,7 @@ Only one engine runs at a time; each one takes well under a few seconds.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -145,10 +146,8 @@ def make_host_oom_cgroup(binary, model, tmp: Path) -> Captured | None:
         return _run("host-oom-cgroup", argv, tmp, preexec=join,
                     oom_probe=lambda: oom_kill_count(group) > before)
     finally:
-        try:
+        with contextlib.suppress(OSError):
             group.rmdir()
-        except OSError:
-            pass
 
 
 def make_drafter_failure(binary, model, tmp: Path) -> Captured:

@@ -48,7 +48,7 @@ def test_demo_model_header_matches_gguf_reader(demo_model):
     assert header.metadata["tokenizer.ggml.tokens"] == SkippedArray(int(T.STRING), 49152)
     assert header.file_type_name == "Q4_1"
     assert len(header.tensors) == len(reader.tensors)
-    for ours, theirs in zip(header.tensors, reader.tensors):
+    for ours, theirs in zip(header.tensors, reader.tensors, strict=True):
         assert ours.name == theirs.name
         assert ours.shape == tuple(int(d) for d in theirs.shape)
         assert ours.ggml_type == int(theirs.tensor_type)
@@ -264,7 +264,7 @@ def test_absurd_lengths_and_counts_do_not_allocate(tmp_path):
         "value type": raw_gguf([(b"a", 77, b"")]),
         "nesting": raw_gguf([(b"a", T.ARRAY, struct.pack("<IQ", T.ARRAY, 1) * 10)]),
     }
-    for what, data in cases.items():
+    for data in cases.values():
         p.write_bytes(data + b"\0" * 64)
         _expect_error(p)
 

@@ -184,7 +184,8 @@ def test_llama_cpp_caches_flat_and_in_hub_layout(user_home, tmp_path, monkeypatc
     flat.mkdir(parents=True)
     (flat / "bartowski_Llama-3.2-1B-Instruct-GGUF_Llama-3.2-1B-Instruct-Q4_K_M.gguf").write_bytes(b"GGUF" + b"\0" * 64)
     (m,) = model_stores.scan_stores().models
-    assert (m.origin, m.origin_name) == ("llama-cpp", "bartowski_Llama-3.2-1B-Instruct-GGUF_Llama-3.2-1B-Instruct-Q4_K_M")
+    assert (m.origin, m.origin_name) == ("llama-cpp",
+                                         "bartowski_Llama-3.2-1B-Instruct-GGUF_Llama-3.2-1B-Instruct-Q4_K_M")
     # With LLAMA_CACHE set, b11434 keeps its -hf downloads there in the hub's layout.
     cache = tmp_path / "llama-cache"
     part = tmp_path / "m.gguf"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -140,10 +141,8 @@ def test_hung_engine_is_killed_and_restarted(supervised):
     try:
         again = sup.wait_for(lambda s: s.state is S.READY and s.pid != first.pid, 60)
     finally:
-        try:
+        with contextlib.suppress(ProcessLookupError):
             os.kill(first.pid, signal.SIGCONT)
-        except ProcessLookupError:
-            pass
     assert again is not None, sup.snapshot()
     assert again.restarts == 1 and "stopped answering" in again.incidents[-1].summary
     assert chat(again.endpoint)

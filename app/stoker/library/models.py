@@ -4,12 +4,12 @@ The library is `<data>/models` (where `stoker setup` puts the demo model); more 
 come from the settings key `model_folders`; Ollama's, the Hugging Face cache's, LM
 Studio's and llama.cpp's stores are read in place by stoker/library/stores.py. One file found
 twice (a hard link, an Ollama blob and a hub blob of one sha256) is listed once, with the
-other names kept as aliases. Models hidden in the settings (`hidden_models`) are left out. A split set is listed once, by its first
-part, with the size of all parts; mmproj / CLIP files are not models but are remembered
-as the vision projector of the model beside them. Each model carries its header summary
-(`shell.gguf_io.load_summary`, cached by path, size and mtime) or, for a file that is not
-a usable GGUF, the one sentence saying why: listing never fails because of one bad file.
-It decides nothing about memory or launching.
+other names kept as aliases. Models hidden in the settings (`hidden_models`) are left out.
+A split set is listed once, by its first part, with the size of all parts; mmproj / CLIP
+files are not models but are remembered as the vision projector of the model beside them.
+Each model carries its header summary (`shell.gguf_io.load_summary`, cached by path, size
+and mtime) or, for a file that is not a usable GGUF, the one sentence saying why: listing
+never fails because of one bad file. It decides nothing about memory or launching.
 """
 
 from __future__ import annotations
