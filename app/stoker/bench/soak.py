@@ -44,6 +44,7 @@ from stoker.errors import UserError
 from stoker.fleet import commands as cmd
 from stoker.fleet.launcher import RealPreparer
 from stoker.fleet.snapshot import EngineState
+from stoker.fleet.supervisor import SupervisorOptions
 from stoker.instance.instance import Instance
 from stoker.library.models import resolve_model
 
@@ -268,7 +269,7 @@ class _Soak:
         # idle_timeout_s=0: nothing is unloaded for idleness; only the schedule unloads.
         preparer = RealPreparer(engine=a.engine, remember_last_model=False, idle_timeout_s=0)
         instance = Instance(preparer, port=0, extra_models=tuple(str(m) for m in self.models),
-                            stop_grace_s=5).start()
+                            options=SupervisorOptions(stop_grace_s=5)).start()
         ctx = multiprocessing.get_context("spawn")
         clients = None
         try:

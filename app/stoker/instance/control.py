@@ -23,6 +23,7 @@ import os
 import secrets
 import socket
 import stat
+import sys
 import tempfile
 import threading
 
@@ -60,7 +61,7 @@ class InstanceLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            if os.name == "nt":
+            if sys.platform == "win32":
                 msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
             else:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -85,7 +86,7 @@ class InstanceLock:
 
     def release(self) -> None:
         if self._fd is not None:
-            if os.name == "nt":
+            if sys.platform == "win32":
                 try:
                     os.lseek(self._fd, 0, os.SEEK_SET)
                     msvcrt.locking(self._fd, msvcrt.LK_UNLCK, 1)
@@ -258,8 +259,11 @@ class ControlServer:
 
     def _serve(self) -> None:
         while not self._closed.is_set():
+            sock = self._sock
+            if sock is None:  # close() got here first: it sets _sock to None
+                break
             try:
-                conn, _ = self._sock.accept()
+                conn, _ = sock.accept()
             except TimeoutError:
                 continue
             except OSError:
