@@ -295,7 +295,9 @@ def _scan_hub(root: Path, origin: ModelOrigin, models: list, skipped: list, pull
 def _hub_repo(repo_dir: Path, origin: ModelOrigin, models: list, skipped: list, pulled: frozenset[str]) -> None:
     """One `models--org--repo` folder: the models of its current snapshot, or skipped with why."""
     repo = hf_repo_of_folder(repo_dir.name)
-    snapshot = _current_snapshot(repo_dir) if repo else None
+    if not repo:
+        return
+    snapshot = _current_snapshot(repo_dir)
     if snapshot is None:
         return
     groups, projectors = _group_gguf(_hub_files(snapshot))
@@ -309,6 +311,7 @@ def _hub_repo(repo_dir: Path, origin: ModelOrigin, models: list, skipped: list, 
         s = split_of(first.name)
         stem = s[0] if s else first.name.removesuffix(".gguf")
         file_name = f"{repo}:{stem}"
+        aliases: tuple[str, ...]
         if names[name] > 1:  # two files claim one quant (two models in one repo): the file decides
             name, aliases = file_name, ()
         else:

@@ -45,17 +45,17 @@ def run(args) -> int:
         rows = [engine_row(b, b is chosen) for b in llama] + [build_row(b) for b in others]
         print(json.dumps({"schema": 1, "engines": rows}, indent=2))
         return 0
-    rows = [("", "KIND", "ID", "BACKEND", "VERSION", "SOURCE", "STATUS", "PATH")]
+    table = [("", "KIND", "ID", "BACKEND", "VERSION", "SOURCE", "STATUS", "PATH")]
     for b in llama:
         version = f"{b.version or '?'} (b{b.build})" if b.build is not None else (b.version or "?")
-        rows.append(("*" if b is chosen else "", "llama-server", b.id, b.backend or "?", version, b.source,
-                     b.status, b.binary))
+        table.append(("*" if b is chosen else "", "llama-server", b.id, b.backend or "?", version, b.source,
+                      b.status, b.binary))
     for o in others:
-        rows.append(("", o.kind.value, o.id, o.backend or "?", o.version or "?", o.source,
-                     "ok" if o.usable else "unusable", o.path))
-    if len(rows) > 1:
-        widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]) - 1)]
-        for r in rows:
+        table.append(("", o.kind.value, o.id, o.backend or "?", o.version or "?", o.source,
+                      "ok" if o.usable else "unusable", o.path))
+    if len(table) > 1:
+        widths = [max(len(r[i]) for r in table) for i in range(len(table[0]) - 1)]
+        for r in table:
             print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=False)) + "  " + r[-1])
     for b in llama:
         if b.status_reason:
