@@ -41,6 +41,7 @@ from stoker.library.models import list_models
 from stoker.library.store_layouts import parse_hf_reference
 from stoker.planning import pull as model_pull
 from stoker.planning.machine import Machine
+from stoker.planning.quant_choice import QuantPick
 
 # The settings the settings dialog edits (fields of stoker.base.store.AppSettings).
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
@@ -68,7 +69,7 @@ class Services:
 
     def __init__(self) -> None:
         self._summaries: dict[tuple, object] = {}
-        self._machine = None
+        self._machine: Machine | None = None
         self._builds: dict[EngineKind, EngineChoice] = {}
         self._machines: dict[EngineKind, Machine] = {}  # as each kind's build sees this machine
 
@@ -142,6 +143,7 @@ class Services:
         settings, _ = load_settings()
         policy, plan = remote_planner(self.machine(), settings)
         judged = model_pull.judge_repo(ref, self.machine(), policy, plan)
+        pick: QuantPick | str
         try:
             pick = model_pull.choose(judged, ref)
         except UserError as exc:

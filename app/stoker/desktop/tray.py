@@ -159,8 +159,8 @@ class TrayController(QObject):
         if view.engines:
             self.menu.addSeparator()
             self._info("Loaded models", "info-engines")
-            for line in view.engines:
-                self._add_engine_menu(line)
+            for engine_line in view.engines:
+                self._add_engine_menu(engine_line)
         if view.worker is not None:
             self.menu.addSeparator()
             self._add_worker_menu(view.worker)
@@ -196,13 +196,20 @@ class TrayController(QObject):
         for detail in line.details:
             self._info(detail, "info-engine-detail", menu=sub)
         sub.addSeparator()
-        self._action("Load", f"load:{path}", lambda: self._submit(LoadModel(path)),
-                     enabled=bool(path) and line.can_load, menu=sub)
+
+        def load() -> None:
+            if path:  # enabled only with a path
+                self._submit(LoadModel(path))
+
+        def cancel() -> None:
+            if path:
+                self._submit(CancelRender(path, "cancelled in the tray"))
+
+        self._action("Load", f"load:{path}", load, enabled=bool(path) and line.can_load, menu=sub)
         self._action("Unload", f"unload:{path}", lambda: self._submit(UnloadModel(path)),
                      enabled=bool(path) and line.can_unload, menu=sub)
         if line.can_cancel:  # an image engine mid-render: stopping it is the only way to cancel
-            self._action("Cancel render", f"cancel:{path}",
-                         lambda: self._submit(CancelRender(path, "cancelled in the tray")), menu=sub)
+            self._action("Cancel render", f"cancel:{path}", cancel, menu=sub)
         pin = self._action("Pin (keep loaded)", f"pin:{path}",
                            lambda checked: self._submit(PinModel(path, bool(checked))),
                            enabled=bool(path), menu=sub)
@@ -275,8 +282,9 @@ class TrayController(QObject):
         for action in (menu or self.menu).actions():
             if action.objectName() == name:
                 return action
-            if action.menu() is not None:
-                found = self.find_action(name, action.menu())
+            sub = action.menu()  # typed QObject; a submenu is a QMenu
+            if isinstance(sub, QMenu):
+                found = self.find_action(name, sub)
                 if found is not None:
                     return found
         return None
