@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 
 from PySide6.QtCore import Qt, Slot
+from PySide6.QtGui import QStandardItemModel
 from PySide6.QtWidgets import (
     QCheckBox,
     QComboBox,
@@ -341,8 +342,10 @@ class SettingsDialog(QDialog):
             status = "" if b.status == "ok" else f" ({b.status})"
             self.engine.addItem(f"{b.id} · {b.backend or 'unknown backend'} · {b.source}{status}",
                                 b.binary)
-            if b.status != "ok":
-                self.engine.model().item(self.engine.count() - 1).setToolTip(b.status_reason or "")
+            model = self.engine.model()  # a QComboBox's own model is a QStandardItemModel
+            item = model.item(self.engine.count() - 1) if isinstance(model, QStandardItemModel) else None
+            if b.status != "ok" and item is not None:
+                item.setToolTip(b.status_reason or "")
         self.engine_note.setText(f"{len(builds)} build(s) found." if builds else
                                  "No engine build found; run `stoker setup`.")
         self._select_engine(self._settings.get("engine"))
@@ -412,7 +415,7 @@ class SettingsDialog(QDialog):
         value, why = check_setting("cors_origins", origins)
         if why:
             problems.append(why)
-        else:
+        elif isinstance(value, list | tuple):  # check_setting gives the checked list
             out["cors_origins"] = list(value)
         host, why = check_setting("worker_host", self.worker_host.text())
         if why:
@@ -420,7 +423,7 @@ class SettingsDialog(QDialog):
                             "192.168.1.20.")
         else:
             out["worker_host"] = host
-            if (self.worker_enabled.isChecked() and not is_loopback(host)
+            if (self.worker_enabled.isChecked() and not is_loopback(str(host))
                     and not self.worker_allow_remote.isChecked()):
                 problems.append(f"Sharing the RPC worker on {host} lets other machines reach it: tick "
                                 "\u201cLet other machines reach it\u201d to accept that, or use 127.0.0.1.")

@@ -271,7 +271,9 @@ def download_file(repo: str, commit: str, revision: str, f: RemoteFile,
         headers = build_hf_headers(token=token)
         with open(partial, "ab") as out:
             try:
-                http_get(meta.location or url, _CountingFile(out, have, report), resume_size=have,
+                # huggingface_hub types this BinaryIO, but http_get only writes, seeks and tells: a file-like suffices.
+                http_get(meta.location or url, _CountingFile(out, have, report),  # type: ignore[arg-type]
+                         resume_size=have,
                          headers=headers, expected_size=size)
             except (HfHubHTTPError, httpx2.HTTPError) as exc:
                 raise UserError(f"the download of {f.name} stopped ({exc}); run the same pull again to "
