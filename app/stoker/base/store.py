@@ -20,6 +20,7 @@ import tempfile
 from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 from stoker.base.overrides import ModelOverrides, overrides_to_dict, validate_overrides
@@ -146,7 +147,7 @@ class OverridesStore:
         value, problem = read_json(self.path)
         if problem:
             self.problems.append(problem)
-        if not value:
+        if not isinstance(value, dict) or not value:  # read_json gives a dict or None
             return {}
         models = value.get("models", {})
         if not isinstance(models, dict):
@@ -347,11 +348,11 @@ class SettingsStore:
         value, problem = read_json(self.path)
         if problem:
             self.problems.append(problem)
-        if not value:
+        if not isinstance(value, dict) or not value:  # read_json gives a dict or None
             return AppSettings()
         defaults = AppSettings()
         known = {f.name for f in fields(AppSettings)} - {"extra"}
-        out = {}
+        out: dict[str, Any] = {}  # each value of its own field's type
         for name in known:
             if name in value:
                 v, why = _check_setting(name, value[name], getattr(defaults, name))
@@ -371,7 +372,7 @@ class SettingsStore:
     def update(self, **changes) -> AppSettings:
         """Change some settings and save; a bad value raises ValueError with one sentence."""
         current = self.load()
-        checked = {}
+        checked: dict[str, Any] = {}  # each value of its own field's type
         for name, value in changes.items():
             v, why = check_setting(name, value)
             if why:
