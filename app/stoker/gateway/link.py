@@ -21,7 +21,7 @@ import struct
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import BinaryIO, TypeGuard, get_args
+from typing import IO, TypeGuard, get_args
 
 from stoker.fleet import commands as cmd
 from stoker.fleet.commands import EnsureResult, Route
@@ -231,7 +231,7 @@ def from_child(message: object) -> TypeGuard[ChildToParent]:
 # ---------------------------------------------------------------------- framing
 
 
-def write_frame(stream: BinaryIO, message: ParentToChild | ChildToParent) -> None:
+def write_frame(stream: IO[bytes], message: ParentToChild | ChildToParent) -> None:
     data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
     try:
         stream.write(_LENGTH.pack(len(data)) + data)
@@ -240,7 +240,7 @@ def write_frame(stream: BinaryIO, message: ParentToChild | ChildToParent) -> Non
         raise LinkClosed(str(exc)) from None
 
 
-def _read_exact(stream: BinaryIO, n: int) -> bytes:
+def _read_exact(stream: IO[bytes], n: int) -> bytes:
     parts: list[bytes] = []
     while n:
         try:
@@ -254,7 +254,7 @@ def _read_exact(stream: BinaryIO, n: int) -> bytes:
     return b"".join(parts)
 
 
-def read_frame(stream: BinaryIO) -> object:
+def read_frame(stream: IO[bytes]) -> object:
     """One message as it came (the reader matches it against its side's union: anything
     else is refused there). A frame that does not unpickle is LinkVersionError."""
     (n,) = _LENGTH.unpack(_read_exact(stream, _LENGTH.size))
@@ -275,7 +275,7 @@ class Outbox:
     When the pipe breaks, `on_closed` is called once and later messages are dropped.
     """
 
-    def __init__(self, stream: BinaryIO, name: str, on_closed: Callable[[], None] | None = None) -> None:
+    def __init__(self, stream: IO[bytes], name: str, on_closed: Callable[[], None] | None = None) -> None:
         self._stream = stream
         self._cond = threading.Condition()
         self._ordered: list[ParentToChild | ChildToParent] = []

@@ -340,6 +340,8 @@ class GatewayProcess:
         except OSError as exc:
             raise GatewayError(f"the endpoint's process could not start ({exc.strerror or exc}); "
                                "see stoker.log.") from None
+        if proc.stdin is None:  # never with stdin=PIPE; typeshed types the pipes optional
+            raise GatewayError("the endpoint's process has no input pipe; see stoker.log.")
         outbox = Outbox(proc.stdin, "stoker-gateway-in")
         shares: tuple[bytes, ...] = ()
         if sys.platform == "win32":
@@ -400,6 +402,8 @@ class GatewayProcess:
         try:
             while True:
                 try:
+                    if proc.stdout is None:  # never with stdout=PIPE
+                        break
                     message = read_frame(proc.stdout)
                 except LinkClosed:
                     break
@@ -516,7 +520,7 @@ class GatewayProcess:
 
     def _log_stderr(self, proc: subprocess.Popen) -> None:
         throttle = LineThrottle()  # a flood of one line must not rotate stoker.log's history away
-        for raw in proc.stderr:
+        for raw in proc.stderr or ():  # None only without stderr=PIPE
             line = raw.decode("utf-8", "replace").rstrip()
             if line:
                 for kept in throttle.offer(line, time.monotonic()):
