@@ -197,18 +197,22 @@ class Watchdog:
     """Kills an engine's process group when Stoker dies (see the module docstring)."""
 
     def __init__(self, pgid: int):
-        read_end, self._write_end = os.pipe()
+        python = helper_python()
+        if python is None:  # needs_watchdog() is False then: a frozen bundle has no Python to run it in
+            raise RuntimeError("the watchdog needs a Python interpreter, and a frozen bundle has none")
+        read_end, write_end = os.pipe()
+        self._write_end: int | None = write_end
         try:
             self._proc = subprocess.Popen(
-                [helper_python(), "-I", "-S", "-c", WATCHDOG_CODE, str(pgid)], stdin=read_end,
+                [python, "-I", "-S", "-c", WATCHDOG_CODE, str(pgid)], stdin=read_end,
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
                 close_fds=True)
         except BaseException:
-            os.close(self._write_end)
+            os.close(write_end)
             raise
         finally:
             os.close(read_end)
-        os.set_inheritable(self._write_end, False)  # a later engine must not keep it open
+        os.set_inheritable(write_end, False)  # a later engine must not keep it open
 
     @property
     def pid(self) -> int:
@@ -286,11 +290,11 @@ class EngineProcess:
         self.started_at = started_at  # unix time of the spawn
         self.ready_at: float | None = None
         self.stop_requested = False
-        self._oom_watch = None
-        self._job = None  # Windows: the job object; closing it kills the engine
+        self._oom_watch: OomWatch | None = None
+        self._job: WindowsJob | None = None  # Windows: the job object; closing it kills the engine
         self._watchdog: Watchdog | None = None
         self._pending: Path | None = None  # kept when the pid file could not be written
-        self._cgroup = None  # the engine's own memory cgroup (memory_limit_bytes), removed at exit
+        self._cgroup: MemoryCgroup | None = None  # the engine's own memory cgroup (memory_limit_bytes), removed at exit
         self._cgroup_oom_kills: int | None = None  # its counter at spawn
         self._oom_at_exit: bool | None = None  # read before the group is removed
         self._ring: collections.deque[str] = collections.deque(maxlen=RING_LINES)
@@ -461,7 +465,10 @@ class EngineProcess:
             if POSIX and is_stopped(self._popen.pid):
                 _signal_group(self._popen, signal.SIGKILL)
             else:
-                _signal_group(self._popen, signal.SIGTERM if POSIX else signal.CTRL_BREAK_EVENT)
+                if sys.platform == "win32":
+                    _signal_group(self._popen, signal.CTRL_BREAK_EVENT)
+                else:
+                    _signal_group(self._popen, signal.SIGTERM)
                 if POSIX:
                     _signal_group(self._popen, signal.SIGCONT)
             try:
