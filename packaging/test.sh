@@ -11,7 +11,8 @@ bash packaging/install.sh
 # pyproject.toml: the rooms' layers and the pure modules' forbidden imports).
 .venv/bin/ruff check .
 .venv/bin/lint-imports
-# --- mypy goes here (configured in pyproject.toml by its own change) ---
+# Types: [tool.mypy] in pyproject.toml (app/stoker; the pure modules with the strict flags).
+.venv/bin/mypy
 export STOKER_TEST_HOME="$PWD/.stoker-home"
 # --rpc: rpc-server and the ggml libraries with RPC (40 steps, about 1 min on 2 cores).
 STOKER_HOME="$STOKER_TEST_HOME" .venv/bin/stoker setup --rpc

@@ -46,6 +46,8 @@ import statistics
 import threading
 import time
 
+from aiohttp import ClientSession, ClientTimeout, TCPConnector
+
 from stoker.base.overrides import ModelOverrides
 from stoker.base.secrets import get_api_key
 from stoker.engines.launch import AttemptContext, PreparedLaunch
@@ -134,11 +136,11 @@ class _Relay:
         self.marks: dict[int, list[float]] = {}
         self.closed: dict[int, float] = {}
         self._ids = itertools.count(1)
-        self._server = None
+        self._server: asyncio.Server | None = None
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
-        return self._server.sockets[0].getsockname()[1]
+        server = self._server = await asyncio.start_server(self._connection, "127.0.0.1", 0)
+        return int(server.sockets[0].getsockname()[1])
 
     def reset(self) -> None:
         self.marks, self.closed = {}, {}
@@ -184,10 +186,9 @@ class _Clients:
 
     def __init__(self) -> None:
         self.relay = _Relay()
-        self._sessions: dict[str, object] = {}
+        self._sessions: dict[str, ClientSession] = {}
 
     def session(self, side: str):
-        from aiohttp import ClientSession, ClientTimeout, TCPConnector
 
         if side not in self._sessions:
             self._sessions[side] = ClientSession(
@@ -495,6 +496,7 @@ class _Bench:
         headers = {"Content-Type": "application/json"}
         if self.api_key:
             headers["Authorization"] = f"Bearer {self.api_key}"
+        assert self.instance is not None  # started before any request is measured
         return {"name": "gateway", "url": self.instance.url, "headers": headers}
 
     def stream_body(self, tokens: int) -> dict:

@@ -213,9 +213,9 @@ class WorkerSupervisor:
                 self._devices_seen = False
             self._feed(Spawned(proc.pid))
         elif isinstance(effect, Kill):
-            proc = self.proc
-            if proc is not None:
-                proc.stop(grace_s=1.0 if effect.hung else 5.0)
+            running = self.proc
+            if running is not None:
+                running.stop(grace_s=1.0 if effect.hung else 5.0)
                 with self._lock:
                     self.proc = None
             self._feed(StoppedClean())
@@ -282,7 +282,8 @@ class SharedWorker:
 
         running = (self._thread is not None and self._thread.is_alive() and self._sup is not None
                    and self._stop is not None and not self._stop.is_set())
-        if running and self.wanted == (host, port, cache) and self._sup.state.phase is not EngineState.FAILED:
+        if running and self._sup is not None and self.wanted == (host, port, cache) \
+                and self._sup.state.phase is not EngineState.FAILED:
             return  # already sharing exactly this
         self.wanted, self._allow_remote = (host, port, cache), allow_remote
         why = None
@@ -292,9 +293,8 @@ class SharedWorker:
         elif not is_loopback(host) and not allow_remote:
             why = (f"{host} would let other machines reach this worker; {NO_AUTH_WARNING} Allow it "
                    "in Settings to bind it anyway.")
-        elif binary is None:
-            why = "rpc-server is not installed; run `stoker setup --rpc` first."
-        if why is not None:
+        if why is not None or binary is None:
+            why = why or "rpc-server is not installed; run `stoker setup --rpc` first."
             self.stop()
             with self._lock:
                 self._refused = WorkerView(host=host, port=port, endpoint=RpcWorker(host, port).endpoint,

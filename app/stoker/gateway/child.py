@@ -38,7 +38,6 @@ from stoker.gateway.link import (
     PROTOCOL_VERSION,
     VERSION_MISMATCH_EXIT,
     CatalogChanged,
-    ChildCommand,
     CloseIfIdle,
     CommandWanted,
     EnsureAnswered,
@@ -101,9 +100,10 @@ class SupervisorMirror:
 
         return unsubscribe
 
-    def submit(self, command: cmd.EnsureModel | ChildCommand) -> None:
-        """What the gateway may ask of the supervisor: a load, giving up a wait for one, and
-        stopping an engine that cannot cancel a request whose client left."""
+    def submit(self, command: cmd.Command) -> None:
+        """What the gateway may ask of the supervisor: a load, giving up a wait for one,
+        stopping an engine that cannot cancel a request whose client left, and a request's
+        keep_alive / unload / num_ctx (link.CHILD_COMMANDS). Anything else is not sent."""
         match command:
             case cmd.EnsureModel():
                 with self._lock:
@@ -116,7 +116,7 @@ class SupervisorMirror:
             case cmd.CancelRender() | cmd.KeepAlive() | cmd.UnloadModel() | cmd.WidenContext():
                 self._outbox.put(CommandWanted(command))
             case _:
-                typing.assert_never(command)
+                log.warning("the gateway does not send %s to Stoker", type(command).__name__)
 
     def library(self, op: str, name: str, on_progress: Callable[[LibraryProgress], None]) -> int:
         """Ask Stoker's process to pull or delete (Ollama's routes); `on_progress` is called on
@@ -237,7 +237,7 @@ def serve(inbox: BinaryIO, outstream: BinaryIO) -> int:
     gateway = Gateway(sup, catalog, GatewayConfig(hello.port, cors_origins=hello.cors_origins),
                       status=lambda: running_status(sup.snapshot(), time.time(), instance_pid=hello.parent_pid,
                                                     tray_shown=sup.tray_shown, gateway_pid=os.getpid()),
-                      api_key=lambda: sup.key, sockets=_listening_sockets(hello),
+                      api_key=lambda: sup.key, sockets=_listening_sockets(hello), library=sup,
                       responses=ResponseStore(default_folder()))
     try:
         gateway.start()

@@ -124,12 +124,16 @@ class OllamaApi:
         refusal = rules.pull_refusal(name)
         if refusal is not None:
             return self._error(request, 400, refusal)
+        library = self._gw._library
+        if library is None:  # an in-process gateway (tests, benches) has no process of Stoker's to ask
+            return self._error(request, 501, "pulls and deletes over the API need Stoker's gateway process; "
+                               "use `stoker pull` or `stoker remove` instead.")
         lines: asyncio.Queue = asyncio.Queue()
         loop = asyncio.get_running_loop()
         def heard(m) -> None:  # on the link's reader thread
             loop.call_soon_threadsafe(lines.put_nowait, m)
 
-        self._gw._sup.library("pull", name, heard)
+        library.library("pull", name, heard)
         if body.get("stream") is False:
             while not (last := await lines.get()).done:
                 pass
@@ -162,6 +166,10 @@ class OllamaApi:
         if entry.origin != "pulled":  # said before its engine is touched; Stoker's process checks again
             return self._error(request, 400, f"{entry.id} was not pulled by Stoker (it comes from {entry.origin}), "
                                "so it is not deleted; remove it with the tool that put it there.")
+        library = self._gw._library
+        if library is None:  # an in-process gateway (tests, benches) has no process of Stoker's to ask
+            return self._error(request, 501, "pulls and deletes over the API need Stoker's gateway process; "
+                               "use `stoker pull` or `stoker remove` instead.")
         self._gw._sup.submit(cmd.UnloadModel(entry.path))  # once its requests end; its files go now
         loop = asyncio.get_running_loop()
         ended: asyncio.Future = loop.create_future()
@@ -173,7 +181,7 @@ class OllamaApi:
         def heard(m) -> None:  # on the link's reader thread
             loop.call_soon_threadsafe(settle, m)
 
-        self._gw._sup.library("delete", entry.path, heard)
+        library.library("delete", entry.path, heard)
         m = await ended
         if m.error:
             return self._error(request, 400, f"{entry.id}: {m.error}")
@@ -209,6 +217,7 @@ class OllamaApi:
         route, error = await gw._lease(request, path, entry.path)
         if error is not None:
             return error
+        assert route is not None  # _lease gives a route or an error, never neither
         note = None
         if num_ctx is not None:
             route, note, error = await self._widen(request, path, entry, route, num_ctx)

@@ -17,6 +17,7 @@ from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Route
 from stoker.fleet.routes import Routes
 from stoker.fleet.snapshot import AppSnapshot
+from stoker.gateway.link import LibraryProgress
 from stoker.library.model_ids import Catalog, CatalogEntry
 
 
@@ -42,12 +43,20 @@ class CatalogSide(Protocol):
     def refresh(self) -> Catalog: ...
 
 
+class LibrarySide(Protocol):
+    """Pulls and deletes asked over Ollama's routes, done where the disk may be touched: the
+    gateway process's mirror hands them to Stoker's process (stoker/fleet/library_ops.py)."""
+
+    def library(self, op: str, name: str, on_progress: Callable[[LibraryProgress], None]) -> int: ...
+
+
 class GatewayCore(Protocol):
     """What a route module (stoker/gateway/ollama.py) uses of the Gateway that owns it."""
 
     _sup: SupervisorSide
     _catalog: CatalogSide
-    _session: ClientSession
+    _session: ClientSession | None  # None while the gateway is not serving
+    _library: LibrarySide | None  # None for a gateway served inside Stoker's own process
 
     async def _resolve(self, name: str | None) -> CatalogEntry | None: ...
 

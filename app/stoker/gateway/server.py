@@ -64,7 +64,7 @@ from stoker.gateway.rules import (
     unknown_model_message,
     wrong_kind_message,
 )
-from stoker.gateway.seams import CatalogSide, SupervisorSide
+from stoker.gateway.seams import CatalogSide, LibrarySide, SupervisorSide
 from stoker.gateway.upstream import UPSTREAM_ERRORS
 from stoker.library.model_ids import CatalogEntry, ModelKind
 
@@ -146,8 +146,10 @@ class Gateway:
 
     def __init__(self, supervisor: SupervisorSide, catalog: CatalogSide, config: GatewayConfig, *,
                  status: Callable[[], dict], api_key: Callable[[], GatewayKey] | None = None,
-                 sockets: list[socket.socket] | None = None, responses: ResponseStore | None = None) -> None:
+                 sockets: list[socket.socket] | None = None, responses: ResponseStore | None = None,
+                 library: LibrarySide | None = None) -> None:
         self._sup = supervisor
+        self._library = library  # Ollama's pull/delete, done by Stoker's process (the child's mirror)
         self._catalog = catalog
         self._config = config
         self._status = status
@@ -394,8 +396,12 @@ class Gateway:
         future: asyncio.Future = loop.create_future()
         ticket = ("gateway", next(self._tickets))
 
-        def answer(result) -> None:  # on the supervisor thread
-            loop.call_soon_threadsafe(lambda: future.done() or future.set_result(result))
+        def settle(result: cmd.EnsureResult) -> None:
+            if not future.done():
+                future.set_result(result)
+
+        def answer(result: cmd.EnsureResult) -> None:  # on the supervisor thread
+            loop.call_soon_threadsafe(settle, result)
 
         self._waiting += 1
         self.metrics.waiting(key, 1)
@@ -432,6 +438,10 @@ class Gateway:
         route, error = await self._lease(request, path, key, load=load)
         if error is not None:
             return error
+        assert route is not None  # _lease gives a route or an error, never neither
+        session = self._session
+        if session is None:  # the gateway is stopping
+            return self._error(path, 503, "Stoker's endpoint is stopping; try again in a moment.", request=request)
         routes = self._sup.routes
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         headers["Accept-Encoding"] = "identity"
@@ -442,7 +452,7 @@ class Gateway:
         upstream = None
         try:
             try:
-                upstream = await self._session.request(request.method, url, headers=headers,
+                upstream = await session.request(request.method, url, headers=headers,
                                                        data=body if body else None)
             except UPSTREAM_ERRORS as exc:
                 return await self._crashed(request, path, route, exc)
