@@ -11,8 +11,7 @@ thread (stoker.desktop.workers). No Qt here.
 from __future__ import annotations
 
 import os
-import shlex
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -230,15 +229,5 @@ def model_key(model_path: str) -> str:
 
 
 def validate(raw: dict) -> tuple[ModelOverrides, tuple[str, ...]]:
-    """The store's validation, or a type-only fallback until it exists."""
-
-    try:
-        return core_overrides.validate_overrides(raw)
-    except NotImplementedError:
-        known = {f.name for f in fields(ModelOverrides)}
-        clean = {k: v for k, v in raw.items() if k in known and v is not None}
-        if isinstance(clean.get("extra_args"), str):
-            clean["extra_args"] = tuple(shlex.split(clean["extra_args"]))
-        elif "extra_args" in clean:
-            clean["extra_args"] = tuple(clean["extra_args"])
-        return ModelOverrides(**clean), ()
+    """The store's validation of a per-model form (the one the launch applies)."""
+    return core_overrides.validate_overrides(raw)

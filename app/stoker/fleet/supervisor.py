@@ -48,6 +48,7 @@ import queue
 import shlex
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -173,13 +174,13 @@ class LaunchPreparer(Protocol):
         ...
 
 
-class PlainPreparer:
+class PlainPreparer(ABC):
     """The hooks of a preparer that learns nothing from failures and knows no library:
     subclasses give `__call__`. For launches made by hand (tests, bench tools)."""
 
+    @abstractmethod
     def __call__(self, model_path: str | None, attempt: AttemptContext
-                 ) -> PreparedLaunch | PreparationRefused:
-        raise NotImplementedError
+                 ) -> PreparedLaunch | PreparationRefused: ...
 
     def choose_model(self, model_path: str | None) -> Path | None:
         return Path(model_path) if model_path else None
