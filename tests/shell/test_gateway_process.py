@@ -480,7 +480,7 @@ def test_the_parent_stops_restarting_a_child_of_another_version(monkeypatch, cap
         gp.start()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and "it is not started again" not in caplog.text:
-            time.sleep(0.05)
+            time.sleep(0.05)  # paces the poll of the log for the parent's refusal
         assert "it is not started again" in caplog.text and gp.pid is None
     finally:
         gp.stop()

@@ -218,7 +218,7 @@ def _wait_for_port(port: int) -> None:
             socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
             return
         except OSError:
-            time.sleep(0.1)
+            time.sleep(0.1)  # paces the connect attempts until the worker listens
     pytest.fail(f"the rpc-server worker did not listen on {port} within 30 s")
 
 

@@ -203,15 +203,17 @@ def test_1100_half_sent_connections_leave_health_answering_and_the_log_small(dem
         before = log_file.stat().st_size
         for _ in range(1100):
             held.append(_half_sent(port))
-        started = time.monotonic()
-        health = httpx.get(url + "/health", timeout=1.0)
-        assert health.status_code == 200 and time.monotonic() - started < 1.0
+        # A gateway out of descriptors never answers (accept fails, the request sits in the
+        # backlog), so the timeout is the proof; it is generous because a busy machine is slow,
+        # not wedged (CI once took 1.02 s here).
+        health = httpx.get(url + "/health", timeout=10.0)
+        assert health.status_code == 200
         # The held ones are dropped once their head is late: the first one sees the end.
         first = held[-1]
         first.settimeout(HEADER_TIMEOUT_S + 10)
         with contextlib.suppress(ConnectionResetError):  # dropped with a reset: also the end
             assert first.recv(1) == b""
-        assert httpx.get(url + "/health", timeout=1.0).status_code == 200
+        assert httpx.get(url + "/health", timeout=10.0).status_code == 200
         grown = log_file.stat().st_size - before
         assert grown < 100_000, f"stoker.log grew by {grown} bytes"
     finally:
