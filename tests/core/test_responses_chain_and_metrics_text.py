@@ -14,6 +14,7 @@ from stoker.gateway.metrics_text import (
     Sample,
     TokenCounts,
     render,
+    stream_ended,
     token_counts,
 )
 from stoker.gateway.responses_chain import (
@@ -122,3 +123,12 @@ def test_token_counts_from_each_api():
     assert token_counts(b"event: response.created\n", done) == TokenCounts(32, 4)
     assert token_counts(b"", b"") == TokenCounts(None, None)  # unknown, never 0
     assert token_counts(b'ta: {"usage": {"prompt_tokens": 9', b"") == TokenCounts(None, None)  # a cut line
+
+
+def test_a_stream_is_whole_once_its_end_event_has_gone_out():
+    assert stream_ended(b'data: {"choices":[]}\n\ndata: [DONE]\n\n')
+    assert stream_ended(b'event: message_stop\ndata: {"type":"message_stop"}\n\n')
+    assert stream_ended(b'event: response.completed\ndata: {"type":"response.completed"}\n\n')
+    assert not stream_ended(b'data: {"choices":[{"delta":{"content":"[DONE]"}}]}\n\n')  # said, not sent
+    assert not stream_ended(b'event: message_delta\ndata: {"type":"message_delta"}\n\n')
+    assert not stream_ended(b"")

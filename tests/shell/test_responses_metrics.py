@@ -10,6 +10,8 @@ the first turn's input and answer in front of it, although llama-server itself r
 from __future__ import annotations
 
 import json
+import socket
+import struct
 
 import anthropic
 import httpx
@@ -144,5 +146,42 @@ def test_metrics_after_a_few_requests_parse_as_prometheus_text(engine_binary, de
         inst.answer({"op": "unload", "model": DEMO_ID})
         assert wait_until(lambda: value(families(inst.url), "stoker_model_evictions",
                                         "stoker_model_evictions_total", model=DEMO_ID) == 1, 30)
+    finally:
+        stop(inst)
+
+
+def _stream_then_reset(url: str, body: bytes) -> bytes:
+    """What `openai`'s Stream does at `[DONE]`, made as abrupt as it gets: read until the end
+    event and drop the connection (a reset) before the chunked body is ended."""
+    host, port = url.removeprefix("http://").split(":")
+    sock = socket.create_connection((host, int(port)), timeout=120)
+    sock.sendall(b"POST /v1/chat/completions HTTP/1.1\r\nHost: " + host.encode() + b"\r\n"
+                 b"Content-Type: application/json\r\nContent-Length: " + str(len(body)).encode()
+                 + b"\r\n\r\n" + body)
+    seen = b""
+    while b"data: [DONE]" not in seen:
+        got = sock.recv(65536)
+        assert got, seen
+        seen += got
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+    sock.close()
+    return seen
+
+
+def test_a_client_that_leaves_at_the_end_event_was_answered(engine_binary, demo_model, stoker_home):
+    """Counted as answered (200), not as a client that left (499): CI once saw 2 of 3."""
+    inst = start(engine_binary, demo_model)
+    try:
+        body = json.dumps({"model": DEMO_ID, "max_tokens": 3, "stream": True,
+                           "messages": [{"role": "user", "content": "hi"}]}).encode()
+        for _ in range(8):
+            assert _stream_then_reset(inst.url, body).startswith(b"HTTP/1.1 200")
+        wait_until(lambda: sum(s.value for s in families(inst.url)["stoker_requests"].samples
+                               if s.name == "stoker_requests_total") >= 8, 10)
+        fams = families(inst.url)
+        counted = {s.labels["status"]: s.value for s in fams["stoker_requests"].samples
+                   if s.name == "stoker_requests_total" and s.labels["endpoint"] == "/v1/chat/completions"}
+        assert counted == {"200": 8}
+        assert inst.supervisor.snapshot().engines[0].restarts == 0
     finally:
         stop(inst)

@@ -19,7 +19,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from stoker.fleet.snapshot import AppSnapshot, EngineState
-from stoker.gateway.metrics_text import Family, HistogramSample, MetricType, Sample, render, token_counts
+from stoker.gateway.metrics_text import (
+    Family,
+    HistogramSample,
+    MetricType,
+    Sample,
+    render,
+    stream_ended,
+    token_counts,
+)
 from stoker.library.model_ids import Catalog
 
 TTFT_BUCKETS = (0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -74,6 +82,12 @@ class RequestTap:
 
     def tail_bytes(self) -> bytes:
         return self._prev + self.tail
+
+    def answer_whole(self) -> bool:
+        """Whether the stream's end event has been passed on: a client that closes then (the
+        `openai` package does at `[DONE]`) has its whole answer, even if it closed before
+        the gateway ended the chunked body."""
+        return stream_ended(self.tail_bytes())
 
 
 class GatewayMetrics:

@@ -159,3 +159,13 @@ def token_counts(head: bytes, tail: bytes) -> TokenCounts:
         prompt = p if p is not None else prompt
         completion = c if c is not None else completion
     return TokenCounts(prompt, completion)
+
+
+# The last event each streaming API sends (OpenAI's chat and completions, Anthropic's
+# messages, OpenAI's Responses): once it has gone out, the client holds the whole answer.
+STREAM_ENDS = (b"data: [DONE]", b"event: message_stop", b"event: response.completed")
+
+
+def stream_ended(tail: bytes) -> bool:
+    """Whether an answer's last bytes carry its API's end-of-stream event."""
+    return any(end in tail for end in STREAM_ENDS)

@@ -427,7 +427,9 @@ class Gateway:
             status = response.status
             return response
         except (ConnectionResetError, asyncio.CancelledError):
-            status = 499  # the client left before the answer ended
+            # The client left: before the answer ended (499), or after its end event, when it
+            # closed before the gateway ended the chunked body (then it was answered).
+            status = request.get("stoker_upstream_status", 499) if taps[0].answer_whole() else 499
             raise
         finally:
             for t in taps:
@@ -462,6 +464,7 @@ class Gateway:
             if "text/event-stream" in ctype or upstream.headers.get("Content-Length") is None:
                 out_headers["X-Accel-Buffering"] = "no"
                 out_headers.setdefault("Cache-Control", "no-cache")
+                request["stoker_upstream_status"] = upstream.status
                 response = web.StreamResponse(status=upstream.status, headers=out_headers)
                 response.enable_chunked_encoding()
                 await response.prepare(request)
@@ -488,8 +491,9 @@ class Gateway:
             return web.Response(status=upstream.status, body=data, headers=out_headers)
         except (ConnectionResetError, asyncio.CancelledError):
             # The client left: `finally` closes the upstream request at once, and an engine
-            # that cannot cancel it inside is stopped.
-            cancel_if_engine_cannot(self._sup, route, "the client left before the answer")
+            # that cannot cancel it inside is stopped (not when it had the whole answer).
+            if not taps[0].answer_whole():
+                cancel_if_engine_cannot(self._sup, route, "the client left before the answer")
             raise
         finally:
             if upstream is not None:
