@@ -122,6 +122,7 @@ EFFECTS = frozenset({
     "stoker.fleet.supervisor",
     "stoker.fleet.worker_tray",
     "stoker.gateway.child",
+    "stoker.gateway.forwarder",
     "stoker.gateway.guard",
     "stoker.gateway.images",
     "stoker.gateway.link",

@@ -8,7 +8,8 @@ supervisor thread on the warm path), or asks the supervisor to make it resident
 then forwarded to the engine's private port with the engine's per-launch key, and the answer
 streamed back unbuffered (no compression, no Content-Length, `X-Accel-Buffering: no`, no
 read timeout); when the client goes away the upstream connection is closed at once. The
-rules (paths, Host/Origin checks, the API key, error shapes) are stoker/gateway/rules.py.
+lease and the forward are stoker/gateway/forwarder.py; the rules (paths, Host/Origin
+checks, the API key, error shapes) are stoker/gateway/rules.py.
 
 It runs in the gateway process (stoker/gateway/child.py: mirrors of the supervisor's
 snapshot, routes and catalog fed over a pipe), on its own asyncio loop in its own thread,
@@ -22,7 +23,6 @@ from __future__ import annotations
 
 import asyncio
 import errno
-import itertools
 import json
 import logging
 import socket
@@ -34,19 +34,17 @@ from dataclasses import dataclass
 
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
-from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Route
-from stoker.fleet.residency import MAX_WAITING_REQUESTS, RETRY_AFTER_S
 from stoker.fleet.snapshot import AppSnapshot, EngineState
+from stoker.gateway.forwarder import EngineForwarder
 from stoker.gateway.guard import ConnectionGuard, GuardedSite
-from stoker.gateway.images import cancel_if_engine_cannot, serve_image_request
+from stoker.gateway.images import serve_image_request
 from stoker.gateway.listing import model_entry
 from stoker.gateway.metrics import GatewayMetrics
 from stoker.gateway.ollama import OllamaApi, keep_alive_refusal, submit_keep_alive
 from stoker.gateway.ollama_rules import OLLAMA_PREFIX
 from stoker.gateway.responses_state import ResponseStore, serve_responses
 from stoker.gateway.rules import (
-    ANTHROPIC_PATHS,
     ANY_MODEL,
     KEY_UNREADABLE_MESSAGE,
     NO_KEY,
@@ -65,20 +63,11 @@ from stoker.gateway.rules import (
     wrong_kind_message,
 )
 from stoker.gateway.seams import CatalogSide, LibrarySide, SupervisorSide
-from stoker.gateway.upstream import UPSTREAM_ERRORS
 from stoker.library.model_ids import CatalogEntry, ModelKind
 
 log = logging.getLogger(__name__)
 
-HOP_BY_HOP = frozenset({"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
-                        "trailers", "transfer-encoding", "upgrade", "host", "content-length",
-                        "authorization", "x-api-key", "accept-encoding"})
-RESPONSE_DROP = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length",
-                           "content-encoding", "server", "date", "access-control-allow-origin",
-                           "access-control-allow-credentials", "access-control-allow-headers",
-                           "access-control-allow-methods"})
 MAX_BODY = 64 * 1024 * 1024  # images in chat requests are base64: allow generous bodies
-CRASH_WAIT_S = 2.0  # how long a failed upstream waits for the supervisor to name the incident
 EVENT_KEEPALIVE_S = 15.0
 # An idle upstream connection is dropped after this long, well before llama-server's own
 # keep-alive timeout (cpp-httplib closes idle connections after 5 s): reusing one the engine
@@ -160,8 +149,6 @@ class Gateway:
         self._stopped: asyncio.Event | None = None
         self._sockets: list[socket.socket] = list(sockets or ())
         self._session: ClientSession | None = None
-        self._tickets = itertools.count(1)
-        self._waiting = 0  # requests held for a load (gateway thread only)
         self._last_rescan = float("-inf")
         self._event_queues: set[asyncio.Queue] = set()
         self._unsubscribe: Callable[[], None] | None = None
@@ -170,6 +157,8 @@ class Gateway:
         # --- metrics and Responses state (stoker/gateway/metrics.py, responses_state.py)
         self.metrics = GatewayMetrics()
         self._responses = responses if responses is not None else ResponseStore(None)
+        # The lease and the forward of each request to its engine (stoker/gateway/forwarder.py).
+        self._forwarder = EngineForwarder(self)
 
     @property
     def url(self) -> str:
@@ -366,173 +355,18 @@ class Gateway:
             return max(ready, key=lambda e: e.last_used_at or 0.0).model_path
         return snap.model_path if serves(snap.model_path) else None
 
+    # ------------------------------------------------------------------ to an engine (forwarder.py)
+
     async def _lease(self, request: web.Request, path: str, key: str | None, *,
                      load: bool = True) -> tuple[Route | None, web.StreamResponse | None]:
-        """A route to a READY engine for `key`, loading it on demand (`load`); or an error response."""
-        routes = self._sup.routes
-        for _ in range(5):
-            route = routes.acquire(key) if key else None
-            if route is not None:
-                return route, None
-            if not load:
-                return None, self._error(path, 503, f"{request.method} {path} is answered only by a model "
-                                         "that is already loaded, and none is; load one with a request "
-                                         "to an inference route or `stoker load`.", request=request)
-            if self._waiting >= MAX_WAITING_REQUESTS:
-                resp = self._error(path, 503, f"{self._waiting} requests are already waiting for models "
-                                   f"to load; try again in {RETRY_AFTER_S} s.", request=request)
-                resp.headers["Retry-After"] = str(RETRY_AFTER_S)
-                return None, resp
-            result = await self._ensure(key)
-            if result.error is not None:
-                return None, self._error(path, 503, result.error, request=request)
-            if key is None and result.route is not None:
-                key = result.route.key
-        return None, self._error(path, 503, "the model was unloaded again while this request waited; "
-                                 "try again.", request=request)
-
-    async def _ensure(self, key: str | None):
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future = loop.create_future()
-        ticket = ("gateway", next(self._tickets))
-
-        def settle(result: cmd.EnsureResult) -> None:
-            if not future.done():
-                future.set_result(result)
-
-        def answer(result: cmd.EnsureResult) -> None:  # on the supervisor thread
-            loop.call_soon_threadsafe(settle, result)
-
-        self._waiting += 1
-        self.metrics.waiting(key, 1)
-        try:
-            self._sup.submit(cmd.EnsureModel(model_path=key, ticket=ticket, answer=answer))
-            return await future
-        except asyncio.CancelledError:
-            # The client left while its model loaded: the load is cancelled if nobody else waits.
-            self._sup.submit(cmd.CancelEnsure(ticket))
-            raise
-        finally:
-            self._waiting -= 1
-            self.metrics.waiting(key, -1)
+        return await self._forwarder._lease(request, path, key, load=load)
 
     async def _forward(self, request: web.Request, path: str, body: bytes,
                        key: str | None, tap=None, *, load: bool = True) -> web.StreamResponse:
-        # `tap` (chunk(bytes), finish(status)) sees the answer too: the Responses state keeps it.
-        request["stoker_counted"] = True
-        taps = (self.metrics.start(key, path),) + ((tap,) if tap is not None else ())
-        status = 502
-        try:
-            response = await self._forward_to_engine(request, path, body, key, taps, load=load)
-            status = response.status
-            return response
-        except (ConnectionResetError, asyncio.CancelledError):
-            # The client left: before the answer ended (499), or after its end event, when it
-            # closed before the gateway ended the chunked body (then it was answered).
-            status = request.get("stoker_upstream_status", 499) if taps[0].answer_whole() else 499
-            raise
-        finally:
-            for t in taps:
-                t.finish(status)
+        return await self._forwarder._forward(request, path, body, key, tap, load=load)
 
-    async def _forward_to_engine(self, request: web.Request, path: str, body: bytes, key: str | None,
-                                 taps: tuple, *, load: bool = True) -> web.StreamResponse:
-        route, error = await self._lease(request, path, key, load=load)
-        if error is not None:
-            return error
-        assert route is not None  # _lease gives a route or an error, never neither
-        session = self._session
-        if session is None:  # the gateway is stopping
-            return self._error(path, 503, "Stoker's endpoint is stopping; try again in a moment.", request=request)
-        routes = self._sup.routes
-        headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
-        headers["Accept-Encoding"] = "identity"
-        if route.engine_key:
-            headers["Authorization"] = f"Bearer {route.engine_key}"
-        url = route.endpoint + request.path_qs
-        response: web.StreamResponse | None = None
-        upstream = None
-        try:
-            try:
-                upstream = await session.request(request.method, url, headers=headers,
-                                                       data=body if body else None)
-            except UPSTREAM_ERRORS as exc:
-                return await self._crashed(request, path, route, exc)
-            ctype = upstream.headers.get("Content-Type", "")
-            out_headers = {k: v for k, v in upstream.headers.items() if k.lower() not in RESPONSE_DROP}
-            self._cors_headers(request, out_headers)
-            if "text/event-stream" in ctype or upstream.headers.get("Content-Length") is None:
-                out_headers["X-Accel-Buffering"] = "no"
-                out_headers.setdefault("Cache-Control", "no-cache")
-                request["stoker_upstream_status"] = upstream.status
-                response = web.StreamResponse(status=upstream.status, headers=out_headers)
-                response.enable_chunked_encoding()
-                await response.prepare(request)
-                while True:
-                    # Only the read is the engine's: a failed write is the client leaving (below).
-                    try:
-                        chunk = await upstream.content.readany()
-                    except UPSTREAM_ERRORS as exc:
-                        await self._stream_broke(request, response, path, route, exc)
-                        return response
-                    if not chunk:
-                        break
-                    for t in taps:
-                        t.chunk(chunk)
-                    await response.write(chunk)
-                await response.write_eof()
-                return response
-            try:
-                data = await upstream.read()
-            except UPSTREAM_ERRORS as exc:
-                return await self._crashed(request, path, route, exc)
-            for t in taps:
-                t.chunk(data)
-            return web.Response(status=upstream.status, body=data, headers=out_headers)
-        except (ConnectionResetError, asyncio.CancelledError):
-            # The client left: `finally` closes the upstream request at once, and an engine
-            # that cannot cancel it inside is stopped (not when it had the whole answer).
-            if not taps[0].answer_whole():
-                cancel_if_engine_cannot(self._sup, route, "the client left before the answer")
-            raise
-        finally:
-            if upstream is not None:
-                upstream.close()
-            routes.release(route)
-
-    async def _crashed(self, request, path: str, route, exc) -> web.Response:
-        """The engine went away under a request that has sent nothing yet: 502 with the incident."""
-        log.warning("%s %s: the engine at %s failed: %r", request.method, path, route.endpoint, exc)
-        sentence = await self._incident_for(route)
-        return self._error(path, 502, f"the model's engine stopped while answering: {sentence}",
-                           request=request)
-
-    async def _stream_broke(self, request: web.Request, response: web.StreamResponse, path: str, route,
-                            exc: BaseException) -> None:
-        """The engine went away mid-stream: one log line, and the stream ends with the error
-        event its API defines (OpenAI: a `data:` error object; Anthropic: `event: error`)."""
-        log.warning("%s %s: the engine at %s stopped mid-answer: %r", request.method, path, route.endpoint, exc)
-        sentence = await self._incident_for(route)
-        body = error_body(path, 502, f"the model's engine stopped while answering: {sentence}")
-        try:
-            if path in ANTHROPIC_PATHS:
-                await response.write(b"event: error\ndata: " + json.dumps(body).encode() + b"\n\n")
-            else:
-                await response.write(b"data: " + json.dumps(body).encode() + b"\n\n")
-            await response.write_eof()
-        except (ConnectionResetError, RuntimeError):
-            pass  # the client has gone too
-
-    async def _incident_for(self, route) -> str:
-        """The incident the supervisor records for this engine's exit (waits briefly for it)."""
-        deadline = time.monotonic() + CRASH_WAIT_S
-        while time.monotonic() < deadline:
-            snap = self._sup.snapshot()
-            for inc in reversed(snap.incidents):
-                if inc.model_path == route.key and inc.at >= time.time() - 10:
-                    return f"{inc.summary} ({inc.kind}); {inc.action}"
-            await asyncio.sleep(0.05)
-        return "it closed the connection; Stoker restarts it on the next request"
+    async def _incident_for(self, route: Route) -> str:
+        return await self._forwarder._incident_for(route)
 
     # ------------------------------------------------------------------ Stoker's own endpoints
 
