@@ -6,8 +6,10 @@ pure reducer's: stoker/fleet/fleet_state.py decides for the models as a group (a
 planned bytes through stoker/fleet/residency.py, loads waiting for room, requests waiting
 for a model, pins, on-demand loads, asked unloads, idle expiry, the focus) and
 stoker/fleet/lifecycle.py for one model's engine (STARTING → READY, retries, stops). This
-module feeds them events and carries out their effects; what it keeps per model
-(`_Engine`) is the lifecycle state and the handles of the process and its launch.
+module feeds them events; their effects are carried out by one runner each, both called on
+this thread only: stoker/fleet/fleet_runner.py's FleetRunner for the fleet's, EngineRunner
+(below) for a lifecycle's. What is kept per model (stoker/fleet/engine_record.py) is the
+lifecycle state and the handles of the process and its launch.
 What to launch is decided by ONE injected collaborator, the `LaunchPreparer` (every hook it
 has is declared below; stoker/fleet/launcher.py has the real one: plan + argv + engine
 build), so tests can hand it a LaunchSpec built by hand (PlainPreparer, FunctionPreparer).
@@ -49,7 +51,7 @@ import shlex
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, assert_never, runtime_checkable
@@ -58,7 +60,6 @@ from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths
 from stoker.diagnosis.classify import Incident
 from stoker.diagnosis.incidents import IncidentLog
-from stoker.diagnosis.views import BlockerView
 from stoker.engines.drivers import driver_for
 from stoker.engines.engine_exit import EngineExit
 from stoker.engines.kind import describe
@@ -75,6 +76,7 @@ from stoker.fleet import commands as cmd
 from stoker.fleet import fleet_state as fleet
 from stoker.fleet import lifecycle as life
 from stoker.fleet.commands import EnsureResult, Route
+from stoker.fleet.engine_record import EngineRecord
 from stoker.fleet.exit_diagnosis import (
     IncidentRecorder,
     diagnose_exit,
@@ -82,8 +84,8 @@ from stoker.fleet.exit_diagnosis import (
     gpu_unused_blockers,
     hopeless_reason,
 )
+from stoker.fleet.fleet_runner import FleetRunner, call_answer
 from stoker.fleet.health_watch import HEALTH_FAILURES, HEALTH_INTERVAL_S, HealthProber
-from stoker.fleet.lifecycle import LifecycleState
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.routes import Routes, RouteTable
 from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
@@ -91,7 +93,6 @@ from stoker.fleet.snapshot_assembly import (
     EngineFacts,
     argv_value,
     build_snapshot,
-    bytes_by_device,
     ctx_per_slot,
     engine_view,
     launch_facts,
@@ -240,39 +241,6 @@ def _fixed_tick() -> float | None:
     return tick
 
 
-# ---------------------------------------------------------------------- one model's engine
-
-
-class _Engine:
-    """One model's lifecycle state and the handles of its process and launch; touched only
-    by the supervisor thread. What the fleet decides about it lives in fleet_state."""
-
-    def __init__(self, key: str, policy: RestartPolicy) -> None:
-        self.key = key
-        self.state = LifecycleState(policy=policy, model_path=key or None)
-        self.proc: EngineProcess | None = None
-        self.launch: PreparedLaunch | None = None
-        self.prepared: PreparedLaunch | PreparationRefused | None = None  # admitted, not spawned
-        self.events: list[life.Event] = []
-        self.stopper: threading.Thread | None = None  # a stop in progress, off this thread
-        self.stop_done = threading.Event()  # set by the stopper as it ends, before it wakes us
-        self.diagnosed: tuple[EngineExit, Incident | None, ExitDecision] | None = None
-        self.last_exit: EngineExit | None = None
-        self.incident_blockers: tuple[BlockerView, ...] = ()  # until a person starts again
-        self.ready_blockers: tuple[BlockerView, ...] = ()  # about the build running now
-        self.drafter_note: tuple[str, str] | None = None  # the engine dropped the drafter
-        self.after_failure = False  # the next attempt is an automatic retry
-        self.cancelling = False  # stopped to cancel its work: a short grace, no incident
-        self.progress: str | None = None  # what a working ds4 / sd-server says it is doing
-        self.progress_at = 0.0
-        self.ctx_at_least: int | None = None  # per slot, asked by a request (WidenContext)
-        self.context_asked: tuple[int, str] | None = None  # (tokens asked, what was done, in words)
-
-    @property
-    def phase(self) -> EngineState:
-        return self.state.phase
-
-
 @dataclass(frozen=True)
 class SupervisorHooks:
     """Who else hears of the supervisor's work (each called on its thread; none may block)."""
@@ -287,7 +255,7 @@ class EngineHost:
     """What the engine runner needs of the supervisor it works for (called on its thread)."""
 
     publish: Callable[[], None]
-    engine_changed: Callable[[_Engine], None]  # its phase or launch changed: the fleet hears of it
+    engine_changed: Callable[[EngineRecord], None]  # its phase or launch changed: the fleet hears of it
     refresh_health: Callable[[], None]
     model_id: Callable[[str], str]
     held_by_others: Callable[[str], tuple[tuple[str, int], ...]]  # bytes per device the others hold
@@ -308,7 +276,7 @@ class EngineRunner:
         self._preparer = preparer
         self.routes = routes
         # Stops waiting for the gateway process to confirm the route is closed: key -> (engine, deadline).
-        self.stops_after_close: dict[str, tuple[_Engine, float]] = {}
+        self.stops_after_close: dict[str, tuple[EngineRecord, float]] = {}
         self._prober = prober
         self._incidents = incidents
         self._clock = clock
@@ -320,7 +288,7 @@ class EngineRunner:
         self._wake = wake
         self.overrides: dict[str, ModelOverrides] = {}  # sent with ApplyOverrides, per key
 
-    def next_due(self, e: _Engine, now: float) -> float | None:
+    def next_due(self, e: EngineRecord, now: float) -> float | None:
         """When this engine next needs a look without any event (None: an event will come)."""
         due: list[float] = []
         if e.phase is EngineState.STARTING:
@@ -340,7 +308,7 @@ class EngineRunner:
             due.append(e.progress_at + PROGRESS_PUBLISH_S)
         return min(due) if due else None
 
-    def view(self, e: _Engine, *, pinned: bool, queued: str | None) -> EngineView:
+    def view(self, e: EngineRecord, *, pinned: bool, queued: str | None) -> EngineView:
         """The engine's line in the snapshot."""
         in_flight, last_used = self.routes.usage(e.key)
         facts = EngineFacts(model_id=self._host.model_id(e.key), model_path=e.key or None, state=e.state,
@@ -348,7 +316,7 @@ class EngineRunner:
                             progress=e.progress, context_asked=e.context_asked)
         return engine_view(facts, e.launch)
 
-    def close(self, e: _Engine) -> None:
+    def close(self, e: EngineRecord) -> None:
         """The supervisor is ending: the engine goes, whatever it was doing."""
         if e.stopper is not None:
             e.stopper.join(self._stop_grace_s + 15)
@@ -357,7 +325,7 @@ class EngineRunner:
             e.proc = None
         self.routes.forget(e.key)
 
-    def stop(self, engine: _Engine) -> None:
+    def stop(self, engine: EngineRecord) -> None:
         """Close its route, and stop it once the gateway process has confirmed the close (a
         message, not a wait here): until then it stays READY in the snapshot, so a request
         sent after the snapshot says STOPPING can never be leased on the dying engine."""
@@ -377,7 +345,7 @@ class EngineRunner:
             if engine.phase is not EngineState.STOPPED:
                 self.feed(engine, life.StopRequested())
 
-    def cancel_work(self, engine: _Engine | None, reason: str) -> None:
+    def cancel_work(self, engine: EngineRecord | None, reason: str) -> None:
         """An engine that cannot cancel a request it started (stoker/engines/kind.py) is stopped,
         at once and as an expected exit; the next request starts it again. One that can
         cancel is left alone: closing the request's connection already cancels it there."""
@@ -391,7 +359,7 @@ class EngineRunner:
         engine.cancelling = True
         self.stop(engine)
 
-    def observe(self, e: _Engine) -> None:
+    def observe(self, e: EngineRecord) -> None:
         """Turn what the process and /health say now into events."""
         st, proc, now = e.state, e.proc, self._clock()
         if e.stopper is not None:
@@ -426,7 +394,7 @@ class EngineRunner:
                 self.routes.close(e.key)
                 self.feed(e, life.Unresponsive(silent))
 
-    def _exited(self, e: _Engine, proc: EngineProcess, now: float) -> None:
+    def _exited(self, e: EngineRecord, proc: EngineProcess, now: float) -> None:
         """The process ended by itself: diagnose it, hear the preparer, tell the lifecycle."""
         self.routes.close(e.key)
         e.proc = None
@@ -447,7 +415,7 @@ class EngineRunner:
         e.after_failure = not report.signalled_by_us
         self.feed(e, life.Exited(report))
 
-    def _follow_progress(self, e: _Engine, proc: EngineProcess, now: float) -> None:
+    def _follow_progress(self, e: EngineRecord, proc: EngineProcess, now: float) -> None:
         """Publish what a ds4 / sd-server says it is doing (its progress lines), while it
         starts or serves a request, at most every PROGRESS_PUBLISH_S."""
         if now - e.progress_at < PROGRESS_PUBLISH_S or e.launch is None:
@@ -459,7 +427,7 @@ class EngineRunner:
             e.progress = text
             self._host.publish()
 
-    def feed(self, e: _Engine, event: life.Event) -> None:
+    def feed(self, e: EngineRecord, event: life.Event) -> None:
         e.events.append(event)
         if len(e.events) > 1:
             return  # an effect fed this; the outer loop below picks it up in order
@@ -472,7 +440,7 @@ class EngineRunner:
         self._host.engine_changed(e)
         self._sync_route(e)
 
-    def _sync_route(self, e: _Engine) -> None:
+    def _sync_route(self, e: EngineRecord) -> None:
         unloading = self._host.unloading(e.key)
         if e.phase is EngineState.READY and e.proc is not None and e.launch is not None and not unloading:
             if self.routes.route(e.key) is None:
@@ -483,7 +451,7 @@ class EngineRunner:
         else:
             self.routes.close(e.key)
 
-    def _carry_out(self, e: _Engine, effect: life.Effect) -> None:
+    def _carry_out(self, e: EngineRecord, effect: life.Effect) -> None:
         match effect:
             case life.Spawn():
                 self._spawn(e)
@@ -498,7 +466,7 @@ class EngineRunner:
             case _:
                 assert_never(effect)
 
-    def prepare(self, e: _Engine, attempt: int) -> PreparedLaunch | PreparationRefused:
+    def prepare(self, e: EngineRecord, attempt: int) -> PreparedLaunch | PreparationRefused:
         context = AttemptContext(
             attempt=attempt, port=free_loopback_port(), log_dir=self._log_dir,
             overrides=self.overrides.get(e.key) if e.key else None,
@@ -514,7 +482,7 @@ class EngineRunner:
         self._host.refresh_health()
         return prepared
 
-    def _spawn(self, e: _Engine) -> None:
+    def _spawn(self, e: EngineRecord) -> None:
         e.ready_blockers = ()
         e.drafter_note = None
         e.cancelling, e.progress = False, None
@@ -549,7 +517,7 @@ class EngineRunner:
 
         threading.Thread(target=wait, name=f"stoker-exit-{pid}", daemon=True).start()
 
-    def _kill(self, e: _Engine, effect: life.Kill) -> None:
+    def _kill(self, e: EngineRecord, effect: life.Kill) -> None:
         """Stop the process off this thread; StoppedClean follows when it is gone."""
         self._prober.forget(e.key)
         self.routes.close(e.key)
@@ -576,7 +544,7 @@ class EngineRunner:
         e.stopper = threading.Thread(target=stop, name=f"stoker-stop-{proc.pid}", daemon=True)
         e.stopper.start()
 
-    def _record_incident(self, e: _Engine, effect: life.RecordIncident) -> None:
+    def _record_incident(self, e: EngineRecord, effect: life.RecordIncident) -> None:
         _, blocker = self._incidents.record(
             effect, now=self._clock(), key=e.key, model_id=self._host.model_id(e.key) if e.key else None,
             launch=e.launch, diagnosed=e.diagnosed)
@@ -584,7 +552,7 @@ class EngineRunner:
             e.incident_blockers = tuple(b for b in e.incident_blockers if b.kind != blocker.kind) + (blocker,)
         self._host.publish()
 
-    def _after_exit(self, e: _Engine, incident: Incident | None, report: EngineExit) -> ExitDecision:
+    def _after_exit(self, e: EngineRecord, incident: Incident | None, report: EngineExit) -> ExitDecision:
         if incident is None or e.launch is None or report.signalled_by_us:
             return ExitDecision()
         try:
@@ -593,7 +561,7 @@ class EngineRunner:
             log.exception("the preparer's after_exit failed")
             return ExitDecision()
 
-    def _on_ready(self, e: _Engine, proc: EngineProcess) -> None:
+    def _on_ready(self, e: EngineRecord, proc: EngineProcess) -> None:
         launch = e.launch
         if launch is None:
             return
@@ -631,7 +599,6 @@ class Supervisor:
         opts = options or SupervisorOptions()
         self._preparer = preparer
         self._clock = clock = opts.clock
-        self._policy = opts.policy
         self._log_dir = Path(opts.log_dir or paths.logs)
         self._run_dir = Path(opts.run_dir or paths.run)
         self._hooks = hooks or SupervisorHooks()
@@ -641,21 +608,23 @@ class Supervisor:
         self._thread: threading.Thread | None = None
         self.routes: RouteTable = routes or Routes(clock)  # the gateway process's mirror, in an Instance
         # Owned by the supervisor thread only:
-        self._fleet = fleet.FleetState()
-        self._engines: dict[str, _Engine] = {}
-        self._answers: dict[Hashable, Callable[[EnsureResult], None]] = {}  # EnsureModel tickets
         self._finished = False
         self._incidents = IncidentRecorder(incident_log or IncidentLog.in_data_dir(paths.data))
         self._prober = HealthProber(self._wake, interval_s=opts.health_interval_s, failures=opts.health_failures)
         self._workers = WorkerTray(lambda: self._queue.put(_WorkerChanged()),
                                    lambda: self._preparer.watching_workers(), clock)
         self._health = EngineHealth()
+        # The two runners, one per reducer: the fleet's decisions reach an engine through
+        # its runner, and the runner asks the fleet (late: it is made second) what it needs.
         self._runner = EngineRunner(
-            EngineHost(self._publish, self._phase_changed, self._refresh_health, self._model_id,
-                       self._held_by_others, self._unloading),
+            EngineHost(self._publish, lambda e: self._fleet.phase_changed(e), self._refresh_health,
+                       self._model_id, lambda key: self._fleet.held_by_others(key),
+                       lambda key: self._fleet.unloading(key)),
             preparer, self.routes, self._prober, self._incidents, clock=clock, stop_grace_s=opts.stop_grace_s,
             log_dir=self._log_dir, run_dir=self._run_dir, on_launch=self._hooks.on_launch,
             name_model=self._hooks.name_model, wake=self._wake)
+        self._fleet = FleetRunner(self._runner, self.routes, self._prober, self._incidents, policy=opts.policy,
+                                  clock=clock, model_id=self._model_id, publish=self._publish)
         self._tick_s = _fixed_tick()
         self._seq = 0
         self._hub = SnapshotHub(AppSnapshot(seq=0, state=EngineState.STOPPED, gateway_url=opts.gateway_url,
@@ -712,13 +681,13 @@ class Supervisor:
                     self._publish()
                 elif not isinstance(item, _Wake):
                     self._on_command(item)
-                for engine in list(self._engines.values()):
+                for engine in list(self._fleet.engines.values()):
                     self._runner.observe(engine)
-                self._tick_fleet()
+                self._fleet.tick()
                 self._watch_workers()
                 self._runner.stop_closed()
                 self.routes.settle()
-                if self._fleet.shutting_down and all(e.state.finished for e in self._engines.values()):
+                if self._fleet.state.shutting_down and all(e.state.finished for e in self._fleet.engines.values()):
                     self._finished = True
         except Exception:
             log.exception("the supervisor thread failed; stopping the engines")
@@ -727,12 +696,10 @@ class Supervisor:
             self._close()
 
     def _close(self) -> None:
-        for engine in self._engines.values():
+        for engine in self._fleet.engines.values():
             self._runner.close(engine)
         self._workers.close()
-        for answer in list(self._answers.values()):
-            _call(answer, EnsureResult(error="Stoker is shutting down"))
-        self._answers.clear()
+        self._fleet.refuse_waiters("Stoker is shutting down")
         self._prober.close()
 
     def _wait_time(self) -> float:
@@ -740,69 +707,59 @@ class Supervisor:
         load's next decision, an idle expiry, a look for a dropped worker."""
         now = self._clock()
         due = [now + (self._tick_s or LONGEST_SLEEP_S)]
-        for e in self._engines.values():
+        for e in self._fleet.engines.values():
             engine_due = self._runner.next_due(e, now)
             if engine_due is not None:
                 due.append(engine_due)
-        usage = self._usage()
-        for deadline in (fleet.next_deadline(self._fleet), fleet.expiry_deadline(self._fleet, usage),
+        state = self._fleet.state
+        for deadline in (fleet.next_deadline(state), fleet.expiry_deadline(state, self._fleet.usage()),
                          self._workers.next_check()):
             if deadline is not None:
                 due.append(deadline)
         # The route table has no wake of its own: look at it while a decision waits on it.
-        if (self._fleet.pending or any(m.unload_when_idle for m in self._fleet.members)
+        if (state.pending or any(m.unload_when_idle for m in state.members)
                 or self._runner.stops_after_close):
             due.append(now + READY_POLL_S)
         return max(0.0, min(due) - now)
-
-    def _engine(self, key: str) -> _Engine:
-        engine = self._engines.get(key)
-        if engine is None:
-            engine = self._engines[key] = _Engine(key, self._policy)
-        return engine
 
     def _key_for(self, model_path: str | None) -> str:
         return engine_key(self._preparer, model_path)
 
     def _key_or_focus(self, model_path: str | None) -> str | None:
         """The key a command means: its model's, else (None) the focused model's."""
-        return self._key_for(model_path) if model_path is not None else self._fleet.focus
+        return self._key_for(model_path) if model_path is not None else self._fleet.state.focus
 
-    def _target(self, model_path: str | None) -> _Engine | None:
+    def _target(self, model_path: str | None) -> EngineRecord | None:
         key = self._key_or_focus(model_path)
-        return self._engines.get(key) if key is not None else None
+        return self._fleet.engines.get(key) if key is not None else None
 
     def _on_command(self, command: cmd.Command) -> None:
-        if self._fleet.shutting_down and not isinstance(command, cmd.Shutdown):
+        if self._fleet.state.shutting_down and not isinstance(command, cmd.Shutdown):
             if isinstance(command, cmd.EnsureModel):
-                _call(command.answer, EnsureResult(error="Stoker is shutting down"))
+                call_answer(command.answer, EnsureResult(error="Stoker is shutting down"))
             return
         match command:
             case cmd.StartModel() | cmd.SwitchModel() | cmd.LoadModel():
                 key = self._key_for(command.model_path)
-                engine = self._engine(key)
+                engine = self._fleet.engine(key)
                 engine.after_failure = False  # a person's start ends any recovery
                 engine.incident_blockers = ()
                 pin = command.pin if isinstance(command, cmd.LoadModel) else None
-                self._fleet_do(fleet.LoadAsked(key, self._model_id(key), pin=pin,
+                self._fleet.do(fleet.LoadAsked(key, self._model_id(key), pin=pin,
                                                switch=isinstance(command, cmd.SwitchModel)))
             case cmd.EnsureModel():
-                key = self._key_for(command.model_path)
-                self._engine(key)
-                self._answers[command.ticket] = command.answer
-                self._fleet_do(fleet.EnsureAsked(command.ticket, key, self._model_id(key)))
+                self._fleet.ensure(command.ticket, self._key_for(command.model_path), command.answer)
             case cmd.CancelEnsure():
-                self._answers.pop(command.ticket, None)
-                self._fleet_do(fleet.EnsureCancelled(command.ticket))
+                self._fleet.cancel_ensure(command.ticket)
             case cmd.CancelRender():
-                self._runner.cancel_work(self._engines.get(self._key_for(command.model_path)), command.reason)
+                self._runner.cancel_work(self._fleet.engines.get(self._key_for(command.model_path)), command.reason)
             case cmd.PinModel():
-                self._fleet_do(fleet.PinAsked(self._key_or_focus(command.model_path), command.pinned))
+                self._fleet.do(fleet.PinAsked(self._key_or_focus(command.model_path), command.pinned))
             case cmd.UnloadModel():
-                self._fleet_do(fleet.UnloadAsked(self._key_or_focus(command.model_path)))
+                self._fleet.do(fleet.UnloadAsked(self._key_or_focus(command.model_path)))
             case cmd.Stop():
                 stop_key = self._key_for(command.model_path) if command.model_path else None
-                self._fleet_do(fleet.StopAsked(stop_key))
+                self._fleet.do(fleet.StopAsked(stop_key))
             case cmd.Restart():
                 self._restart(self._target(command.model_path), command.reason)
             case cmd.ApplyOverrides():
@@ -829,16 +786,16 @@ class Supervisor:
                     self._publish()
             case cmd.Shutdown():
                 self._workers.stop()
-                self._fleet_do(fleet.ShutdownAsked())
+                self._fleet.do(fleet.ShutdownAsked())
             case _:
                 assert_never(command)
 
-    def _restart(self, engine: _Engine | None, reason: str) -> None:
+    def _restart(self, engine: EngineRecord | None, reason: str) -> None:
         if engine is None:
             return
         engine.after_failure = False
         engine.incident_blockers = ()
-        if engine.phase is EngineState.STOPPED and engine.key in self._fleet.pending:
+        if engine.phase is EngineState.STOPPED and engine.key in self._fleet.state.pending:
             return
         self.routes.close(engine.key)
         self._runner.feed(engine, life.RestartRequested(reason))
@@ -846,7 +803,7 @@ class Supervisor:
     def _apply_overrides(self, command: cmd.ApplyOverrides) -> None:
         key = self._key_for(command.model_path)
         self._runner.overrides[key] = command.overrides
-        engine = self._engines.get(key)
+        engine = self._fleet.engines.get(key)
         if engine is not None:  # the user's own context now, not one a request asked for
             engine.ctx_at_least = engine.context_asked = None
         if self._hooks.on_overrides is not None:  # aliases name (or stop naming) the model at once
@@ -855,7 +812,7 @@ class Supervisor:
             idle = self._preparer.idle_timeout_for(command.overrides, engine.launch.idle_timeout_s)
             if idle != engine.launch.idle_timeout_s:
                 engine.launch = replace(engine.launch, idle_timeout_s=idle)
-                self._phase_changed(engine)
+                self._fleet.phase_changed(engine)
                 self._publish()
         if command.restart and engine is not None and engine.phase in (
                 EngineState.STARTING, EngineState.READY, EngineState.BACKOFF):
@@ -863,16 +820,16 @@ class Supervisor:
 
     def _keep_alive(self, command: cmd.KeepAlive) -> None:
         """A request's keep_alive / ttl: the model's idle time from now on."""
-        engine = self._engines.get(self._key_for(command.model_path))
+        engine = self._fleet.engines.get(self._key_for(command.model_path))
         if engine is not None and engine.launch is not None:
             engine.launch = replace(engine.launch, idle_timeout_s=command.idle_timeout_s)
-            self._phase_changed(engine)
+            self._fleet.phase_changed(engine)
             self._publish()
 
     def _widen_context(self, command: cmd.WidenContext) -> None:
         """Plan the model again with the context a request asked for: reload when that plan
         gives it, else keep the running plan; `context_asked` says which, in words."""
-        engine = self._engines.get(self._key_for(command.model_path))
+        engine = self._fleet.engines.get(self._key_for(command.model_path))
         if engine is None:
             return
         want = command.ctx_per_slot
@@ -902,108 +859,8 @@ class Supervisor:
                                               f"{want:,} does not fit ({why.rstrip('.')})")
         self._publish()
 
-    # ------------------------------------------------------------------ the fleet's effects
-
-    def _usage(self) -> tuple[fleet.Usage, ...]:
-        out = []
-        for m in self._fleet.members:
-            in_flight, last_used = self.routes.usage(m.key)
-            out.append(fleet.Usage(m.key, in_flight, last_used, self.routes.route(m.key) is not None))
-        return tuple(out)
-
-    def _tick_fleet(self) -> None:
-        changed = self.routes.changed.is_set()
-        self.routes.changed.clear()
-        self._fleet_do(fleet.Tick(self._usage(), usage_changed=changed))
-
-    def _fleet_do(self, event: fleet.Event) -> tuple[fleet.Effect, ...]:
-        """Step the fleet and carry out what it decided, in order."""
-        self._fleet, effects = fleet.step(self._fleet, event, self._clock())
-        for effect in effects:
-            match effect:
-                case fleet.StartEngine():
-                    engine = self._engine(effect.key)
-                    if effect.refused is not None:
-                        engine.prepared = PreparationRefused(effect.key, effect.refused)
-                    self._runner.feed(engine, life.StartRequested(effect.key or None))
-                case fleet.StopEngine():
-                    stopped = self._engines.get(effect.key)
-                    if stopped is not None:
-                        log.info("stopping %s: %s", self._model_id(effect.key), effect.why)
-                        self._runner.stop(stopped)
-                case fleet.StopIfIdle():
-                    idle = self._engines.get(effect.key)
-                    if idle is not None and idle.phase is EngineState.READY \
-                            and self.routes.close_if_idle(effect.key):
-                        log.info("unloading %s: %s", self._model_id(effect.key), effect.why)
-                        self._runner.stop(idle)
-                case fleet.CloseRoute():
-                    self.routes.close(effect.key)
-                case fleet.PrepareAdmission():
-                    self._prepare_admission(effect.key)
-                case fleet.Answer():
-                    self._answer(effect)
-                case fleet.ShutdownEngines():
-                    for engine in list(self._engines.values()):
-                        self.routes.close(engine.key)
-                        self._runner.feed(engine, life.ShutdownRequested())
-                case fleet.Forget():
-                    self._engines.pop(effect.key, None)
-                    self.routes.forget(effect.key)
-                    self._prober.forget(effect.key)
-                case fleet.Publish():
-                    self._publish()
-                case _:
-                    assert_never(effect)
-        return effects
-
-    def _prepare_admission(self, key: str) -> None:
-        """Prepare the head of the queue's launch, so admission can weigh its plan's bytes;
-        the launch is kept for its spawn when it is admitted now."""
-        engine = self._engine(key)
-        prepared = self._runner.prepare(engine, attempt=0)
-        engine.prepared = prepared
-        need = budget = None
-        if isinstance(prepared, PreparedLaunch) and prepared.plan is not None:
-            need = tuple((d.name, d.total_bytes) for d in prepared.plan.devices)
-            budget = tuple((d.name, d.budget_bytes) for d in prepared.plan.devices)
-        effects = self._fleet_do(fleet.AdmissionFacts(key, need, budget, self._usage()))
-        if not any(isinstance(x, fleet.StartEngine) and x.key == key for x in effects):
-            engine.prepared = None  # waits: planned afresh at its next decision
-
-    def _answer(self, effect: fleet.Answer) -> None:
-        answer = self._answers.pop(effect.ticket, None)
-        if answer is None:
-            return
-        if effect.error is not None:
-            _call(answer, EnsureResult(error=effect.error))
-            return
-        _call(answer, EnsureResult(route=self.routes.route(effect.key)))
-
     def _model_id(self, key: str) -> str:
         return model_id_of(self._hooks.name_model, key)
-
-    def _phase_changed(self, e: _Engine) -> None:
-        """Tell the fleet what it decides on: the phase, the plan's bytes, the idle timeout."""
-        if self._fleet.member(e.key) is None:
-            return
-        failure = (self._incidents.failure_sentence(e.key, e.state.last_error)
-                   if e.phase is EngineState.FAILED else None)
-        self._fleet_do(fleet.PhaseChanged(
-            e.key, e.phase, bytes_by_device(e.launch),
-            e.launch.idle_timeout_s if e.launch is not None else None, failure))
-
-    def _unloading(self, key: str) -> bool:
-        member = self._fleet.member(key)
-        return member is not None and member.unload_when_idle
-
-    def _held_by_others(self, key: str) -> tuple[tuple[str, int], ...]:
-        held: dict[str, int] = {}
-        for m in self._fleet.members:
-            if m.key != key and m.resident:
-                for dev, b in m.bytes_by_device:
-                    held[dev] = held.get(dev, 0) + b
-        return tuple(held.items())
 
     def _use_worker_again(self, endpoint: str) -> None:
         """A person chose "Use HOST:PORT again": the preparer lets the worker back in and
@@ -1015,7 +872,7 @@ class Supervisor:
         except Exception:
             log.exception("the preparer's readmit_worker failed")
         for path in keys:
-            engine = self._engines.get(self._key_for(path))  # the preparer's path, resolved as keys are
+            engine = self._fleet.engines.get(self._key_for(path))  # the preparer's path, resolved as keys are
             if engine is None or engine.phase not in (EngineState.STARTING, EngineState.READY,
                                                       EngineState.BACKOFF):
                 continue  # not resident: its next start plans with the worker anyway
@@ -1043,12 +900,12 @@ class Supervisor:
 
     def _publish(self) -> None:
         self._seq += 1
-        focus_key = self._fleet.focus
-        focus = self._engines.get(focus_key) if focus_key is not None else None
+        focus_key = self._fleet.state.focus
+        focus = self._fleet.engines.get(focus_key) if focus_key is not None else None
         engine_blockers = (focus.incident_blockers + focus.ready_blockers) if focus else ()
         blockers = merged_blockers(self._health.blockers, engine_blockers)
-        views = tuple(self._engine_view(e) for e in self._engines.values()
-                      if e.phase is not EngineState.STOPPED or e.key in self._fleet.pending)
+        views = tuple(self._engine_view(e) for e in self._fleet.engines.values()
+                      if e.phase is not EngineState.STOPPED or e.key in self._fleet.state.pending)
         incidents = self._incidents.latest
         if focus is not None:
             snap = build_snapshot(self._seq, focus.state, focus.launch, incidents, focus.proc,
@@ -1065,18 +922,11 @@ class Supervisor:
             snap = replace(snap, endpoint=self._gateway_url)
         self._hub.publish(snap)
 
-    def _engine_view(self, e: _Engine) -> EngineView:
-        member = self._fleet.member(e.key)
+    def _engine_view(self, e: EngineRecord) -> EngineView:
+        member = self._fleet.state.member(e.key)
         if member is None:
             return self._runner.view(e, pinned=False, queued=None)
         return self._runner.view(e, pinned=member.pinned, queued=member.queued)
-
-
-def _call(answer: Callable[[EnsureResult], None], result: EnsureResult) -> None:
-    try:
-        answer(result)
-    except Exception:
-        log.exception("an EnsureModel callback failed")
 
 
 def model_id_of(name_model: Callable[[str], str | None] | None, key: str) -> str:
