@@ -18,7 +18,7 @@ kernel's OOM killer fired, from cgroup memory.events or the kernel log) and pass
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -520,141 +520,169 @@ _UNSURE_DEVICE = "device-unnamed"  # an allocation failed, on a device the log d
 _UNSURE_GPU_OR_HOST = "gpu-or-host"  # ... on a discrete-GPU build: most often its GPU
 _UNSURE_STOPPED_STARTING = "stopped-starting"  # a wrapper stopped it before it was ready
 
+# The kinds whose title and advice depend on nothing but the kind: (title, advice).
+_FIXED_WORDS: dict[str, tuple[str, str]] = {
+    "cuda-driver-too-old": (
+        "The NVIDIA driver is too old for this CUDA build of the engine (the build was made "
+        "with a newer CUDA toolkit than the driver supports).",
+        "Update the NVIDIA driver; until then Stoker uses the next build in line "
+        "(Vulkan or CPU)."),
+    "system-too-old": (
+        "The engine build needs a newer C/C++ runtime (glibc or libstdc++) than this "
+        "system has.",
+        "Use a build compiled on this machine (`stoker setup` builds one) or a release "
+        "made for older systems; Stoker falls back to the next build in line."),
+    "illegal-instruction": (
+        "The engine build uses instructions this CPU (or its GPU library) cannot run.",
+        "Use a build made for this machine (`stoker setup` compiles one here); Stoker "
+        "falls back to the next build in line."),
+    "bad-model": (
+        "The model file could not be loaded: it is damaged, incomplete or not supported "
+        "by this engine build.",
+        "Download the model again (check its size and checksum), or update the engine if "
+        "the model's architecture is newer than the build."),
+    "port-in-use": (
+        "The engine could not listen on its address: another program already uses the "
+        "port (or the host address is not one of this machine's).",
+        "Stop the other program or choose another port; this does not count against the "
+        "engine build."),
+    "bad-argument": (
+        "The engine refused its command line: an option or value is not valid for this "
+        "build (an older build may not know a newer option).",
+        "Remove or correct the option in this model's extra arguments or overrides (the "
+        "evidence line names it), or update the engine build."),
+    "gpu-unused": (
+        "The GPU engine build is running without its GPU, on the CPU (slower).",
+        "Check that the GPU driver is installed and working (nvidia-smi / rocminfo / "
+        "vulkaninfo), then restart the engine."),
+    "gpu-error": (
+        "The GPU reported an error and the engine stopped.",
+        "Update the GPU driver; if it repeats, lower the GPU load (fewer layers) or use "
+        "the next build in line."),
+}
 
-def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[str, str]:
-    starting = report.phase == "starting"
-    if kind == "rpc-worker-lost":
-        when = "while loading the model" if starting else "while serving"
-        return (f"An RPC worker the engine was using went away or stopped answering {when}.",
-                "Check that `stoker worker` still runs on that machine (and its SSH tunnel, if any); "
-                "Stoker re-plans without it and restarts, and offers to use it again once it is back.")
-    if kind == "host-oom":
-        if unsure == _UNSURE_CONTEXT:
-            title = ("The engine could not create its context and the log does not say why; most "
-                     "likely the system memory (RAM) ran out.")
-        elif unsure == _UNSURE_DEVICE:
-            title = ("The engine could not allocate a memory buffer and the log does not say on "
-                     "which device; with no GPU build named, most likely the system memory (RAM).")
-        elif unsure == _UNSURE_SIGKILL:
-            when = "while loading the model" if starting else "while serving"
-            title = (f"The engine was killed from outside (SIGKILL) {when}, with no error in its "
-                     "log; most likely the system ran out of memory (RAM) and the kernel's "
-                     "out-of-memory killer ended it.")
-        elif starting:
-            title = "The engine ran out of system memory (RAM) while loading the model."
-        else:
-            title = "The engine was stopped for lack of system memory (RAM) while serving."
-        advice = ("Close other memory-hungry programs, or give this model a smaller context or a "
-                  "cheaper KV cache type (q8_0); Stoker retries with a plan that leaves more room.")
-        return title, advice
-    if kind in ("cuda-oom", "rocm-oom", "vulkan-oom", "metal-oom"):
-        gpu = {"cuda-oom": "NVIDIA (CUDA)", "rocm-oom": "AMD (ROCm)", "vulkan-oom": "Vulkan",
-               "metal-oom": "Apple (Metal)"}[kind]
-        if unsure == _UNSURE_GPU_VENDOR:
-            gpu = "NVIDIA (CUDA) or AMD (ROCm): the log does not say which,"
-        when = "while loading the model" if starting else "while serving"
-        if unsure == _UNSURE_GPU_OR_HOST:
-            return (f"The engine could not allocate a memory buffer {when} and the log does not say on "
-                    f"which device; on this {gpu} build most likely the GPU ran out of graphics "
-                    "memory, but it may be the system memory (RAM).",
-                    "Put fewer layers on the GPU or lower the context, and check the free system "
-                    "memory; Stoker retries with a smaller plan.")
-        if unsure == _UNSURE_CONTEXT:
-            return (f"The engine could not create its context and the log does not say why; most "
-                    f"likely the {gpu} GPU ran out of graphics memory.",
-                    "Lower the context, use a cheaper KV cache type or put fewer layers on the GPU; "
-                    "Stoker retries with a smaller plan.")
-        return (f"The {gpu} GPU ran out of graphics memory {when}.",
-                "Close other programs using the GPU, or lower the context, use a cheaper KV cache "
-                "type or put fewer layers on the GPU; Stoker retries with a smaller plan.")
-    if kind == "cuda-driver-too-old":
-        return ("The NVIDIA driver is too old for this CUDA build of the engine (the build was made "
-                "with a newer CUDA toolkit than the driver supports).",
-                "Update the NVIDIA driver; until then Stoker uses the next build in line "
-                "(Vulkan or CPU).")
-    if kind == "no-kernel-image":
-        gpu = "AMD" if report.backend == "rocm" else "GPU"
-        return (f"This engine build has no code for this {gpu}'s architecture.",
-                "Use a build compiled for this GPU (Stoker falls back to the next build in line: "
-                "Vulkan, then CPU), or rebuild with this GPU's architecture included.")
-    if kind == "missing-library":
+
+def _when(report: ExitReport) -> str:
+    return "while loading the model" if report.phase == "starting" else "while serving"
+
+
+def _rpc_worker_lost_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    return (f"An RPC worker the engine was using went away or stopped answering {_when(report)}.",
+            "Check that `stoker worker` still runs on that machine (and its SSH tunnel, if any); "
+            "Stoker re-plans without it and restarts, and offers to use it again once it is back.")
+
+
+def _host_oom_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    if unsure == _UNSURE_CONTEXT:
+        title = ("The engine could not create its context and the log does not say why; most "
+                 "likely the system memory (RAM) ran out.")
+    elif unsure == _UNSURE_DEVICE:
+        title = ("The engine could not allocate a memory buffer and the log does not say on "
+                 "which device; with no GPU build named, most likely the system memory (RAM).")
+    elif unsure == _UNSURE_SIGKILL:
+        title = (f"The engine was killed from outside (SIGKILL) {_when(report)}, with no error in its "
+                 "log; most likely the system ran out of memory (RAM) and the kernel's "
+                 "out-of-memory killer ended it.")
+    elif report.phase == "starting":
+        title = "The engine ran out of system memory (RAM) while loading the model."
+    else:
+        title = "The engine was stopped for lack of system memory (RAM) while serving."
+    return title, ("Close other memory-hungry programs, or give this model a smaller context or a "
+                   "cheaper KV cache type (q8_0); Stoker retries with a plan that leaves more room.")
+
+
+_GPU_OF_OOM = {"cuda-oom": "NVIDIA (CUDA)", "rocm-oom": "AMD (ROCm)", "vulkan-oom": "Vulkan",
+               "metal-oom": "Apple (Metal)"}
+
+
+def _gpu_oom_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    gpu = _GPU_OF_OOM[kind]
+    if unsure == _UNSURE_GPU_VENDOR:
+        gpu = "NVIDIA (CUDA) or AMD (ROCm): the log does not say which,"
+    when = _when(report)
+    if unsure == _UNSURE_GPU_OR_HOST:
+        return (f"The engine could not allocate a memory buffer {when} and the log does not say on "
+                f"which device; on this {gpu} build most likely the GPU ran out of graphics "
+                "memory, but it may be the system memory (RAM).",
+                "Put fewer layers on the GPU or lower the context, and check the free system "
+                "memory; Stoker retries with a smaller plan.")
+    if unsure == _UNSURE_CONTEXT:
+        return (f"The engine could not create its context and the log does not say why; most "
+                f"likely the {gpu} GPU ran out of graphics memory.",
+                "Lower the context, use a cheaper KV cache type or put fewer layers on the GPU; "
+                "Stoker retries with a smaller plan.")
+    return (f"The {gpu} GPU ran out of graphics memory {when}.",
+            "Close other programs using the GPU, or lower the context, use a cheaper KV cache "
+            "type or put fewer layers on the GPU; Stoker retries with a smaller plan.")
+
+
+def _no_kernel_image_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    gpu = "AMD" if report.backend == "rocm" else "GPU"
+    return (f"This engine build has no code for this {gpu}'s architecture.",
+            "Use a build compiled for this GPU (Stoker falls back to the next build in line: "
+            "Vulkan, then CPU), or rebuild with this GPU's architecture included.")
+
+
+def _missing_library_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    if report.os == "windows":
+        advice = ("Install the Microsoft Visual C++ Redistributable (" + VC_REDIST_URL + ") and "
+                  "keep the build's DLLs next to llama-server.exe, then start again.")
+    else:
         advice = ("Reinstall the engine build with all its libraries next to the binary "
                   "(`stoker setup`), or install the runtime it names.")
-        if report.os == "windows":
-            advice = ("Install the Microsoft Visual C++ Redistributable (" + VC_REDIST_URL + ") and "
-                      "keep the build's DLLs next to llama-server.exe, then start again.")
-        return "The engine could not start because a library it needs is missing.", advice
-    if kind == "stale-library":
-        if report.os == "windows":
-            advice = ("Another program's DLL of the same name is found before the build's own (on "
-                      "PATH or in System32): keep the build's DLLs next to llama-server.exe and "
-                      "remove or rename the other copy, then start again.")
-        else:
-            advice = ("Remove or move the older copy (often in /usr/local/lib or a directory on "
-                      "LD_LIBRARY_PATH; `ldd llama-server` shows which file is loaded), or keep "
-                      "the build's own libraries next to the binary.")
-        return ("The engine could not start because it loaded a shared library from another "
-                "llama.cpp build, which lacks a symbol this build needs."), advice
-    if kind == "system-too-old":
-        return ("The engine build needs a newer C/C++ runtime (glibc or libstdc++) than this "
-                "system has.",
-                "Use a build compiled on this machine (`stoker setup` builds one) or a release "
-                "made for older systems; Stoker falls back to the next build in line.")
-    if kind == "illegal-instruction":
-        return ("The engine build uses instructions this CPU (or its GPU library) cannot run.",
-                "Use a build made for this machine (`stoker setup` compiles one here); Stoker "
-                "falls back to the next build in line.")
-    if kind == "bad-model":
-        return ("The model file could not be loaded: it is damaged, incomplete or not supported "
-                "by this engine build.",
-                "Download the model again (check its size and checksum), or update the engine if "
-                "the model's architecture is newer than the build.")
-    if kind == "port-in-use":
-        return ("The engine could not listen on its address: another program already uses the "
-                "port (or the host address is not one of this machine's).",
-                "Stop the other program or choose another port; this does not count against the "
-                "engine build.")
-    if kind == "bad-argument":
-        return ("The engine refused its command line: an option or value is not valid for this "
-                "build (an older build may not know a newer option).",
-                "Remove or correct the option in this model's extra arguments or overrides (the "
-                "evidence line names it), or update the engine build.")
-    if kind == "drafter-failure":
-        if report.drafter_forced:
-            return ("The speculative drafter you chose broke the launch.",
-                    "Choose another draft model (formats change between engine releases) or turn "
-                    "speculative decoding off for this model.")
-        return ("The speculative drafter broke the launch, so Stoker leaves it out with this "
-                "engine build.",
-                "Nothing to do: the model runs without the drafter. A drafter made for this "
-                "engine release brings the speed-up back.")
-    if kind == "gpu-unused":
-        return ("The GPU engine build is running without its GPU, on the CPU (slower).",
-                "Check that the GPU driver is installed and working (nvidia-smi / rocminfo / "
-                "vulkaninfo), then restart the engine.")
-    if kind == "startup-timeout":
-        if unsure == _UNSURE_STOPPED_STARTING:
-            return ("The program running the engine stopped it before it became ready, with no "
-                    "error in the log; most likely its start-up (health check) timeout ran out, "
-                    "though a model swap or an idle unload ends it the same way.",
-                    "Give the wrapper a longer start-up timeout (llama-swap: healthCheckTimeout) "
-                    "if the model loads slowly, e.g. from a network disk.")
-        return ("The engine did not become ready in time and was stopped.",
-                "Look at the last log lines; a very large model on a slow disk may need a longer "
-                "start-up time, otherwise try a smaller context.")
-    if kind == "assertion-failed":
-        return ("The engine stopped on an internal check (an assertion) "
-                + ("while starting." if starting else "while serving."),
-                "This is usually an engine bug or an unsupported setting: try another engine "
-                "build or remove unusual options, and report the evidence line upstream.")
-    if kind == "gpu-error":
-        return ("The GPU reported an error and the engine stopped.",
-                "Update the GPU driver; if it repeats, lower the GPU load (fewer layers) or use "
-                "the next build in line.")
-    if kind == "stopped":
-        who = "Stoker stopped the engine." if report.signalled_by_us else \
-            "The engine was stopped by something other than Stoker."
-        return who, "Nothing to do unless this was unexpected."
+    return "The engine could not start because a library it needs is missing.", advice
+
+
+def _stale_library_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    if report.os == "windows":
+        advice = ("Another program's DLL of the same name is found before the build's own (on "
+                  "PATH or in System32): keep the build's DLLs next to llama-server.exe and "
+                  "remove or rename the other copy, then start again.")
+    else:
+        advice = ("Remove or move the older copy (often in /usr/local/lib or a directory on "
+                  "LD_LIBRARY_PATH; `ldd llama-server` shows which file is loaded), or keep "
+                  "the build's own libraries next to the binary.")
+    return ("The engine could not start because it loaded a shared library from another "
+            "llama.cpp build, which lacks a symbol this build needs."), advice
+
+
+def _drafter_failure_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    if report.drafter_forced:
+        return ("The speculative drafter you chose broke the launch.",
+                "Choose another draft model (formats change between engine releases) or turn "
+                "speculative decoding off for this model.")
+    return ("The speculative drafter broke the launch, so Stoker leaves it out with this "
+            "engine build.",
+            "Nothing to do: the model runs without the drafter. A drafter made for this "
+            "engine release brings the speed-up back.")
+
+
+def _startup_timeout_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    if unsure == _UNSURE_STOPPED_STARTING:
+        return ("The program running the engine stopped it before it became ready, with no "
+                "error in the log; most likely its start-up (health check) timeout ran out, "
+                "though a model swap or an idle unload ends it the same way.",
+                "Give the wrapper a longer start-up timeout (llama-swap: healthCheckTimeout) "
+                "if the model loads slowly, e.g. from a network disk.")
+    return ("The engine did not become ready in time and was stopped.",
+            "Look at the last log lines; a very large model on a slow disk may need a longer "
+            "start-up time, otherwise try a smaller context.")
+
+
+def _assertion_failed_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    return ("The engine stopped on an internal check (an assertion) "
+            + ("while starting." if report.phase == "starting" else "while serving."),
+            "This is usually an engine bug or an unsupported setting: try another engine "
+            "build or remove unusual options, and report the evidence line upstream.")
+
+
+def _stopped_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
+    who = ("Stoker stopped the engine." if report.signalled_by_us else
+           "The engine was stopped by something other than Stoker.")
+    return who, "Nothing to do unless this was unexpected."
+
+
+def _unknown_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
     if report.exit_code is None and report.signal is None and not report.oom_killed:
         return ("The log shows no failure, and how the engine ended is not known.",
                 "If it did stop, give the exit code or signal (`stoker diagnose LOG --exit-code N`); "
@@ -662,6 +690,35 @@ def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[st
     return ("The engine stopped unexpectedly and the log does not say why.",
             "Look at the log around the end; if it repeats, try another engine build or a "
             "smaller plan.")
+
+
+_WordsOf = Callable[[str, ExitReport, str | None], tuple[str, str]]
+
+# The kinds whose words depend on the report (the phase, the OS, who stopped it) or on what
+# made the reading unsure. A kind in neither table (`unknown`) gets `_unknown_words`.
+_WORDS_BY_FACTS: dict[str, _WordsOf] = {
+    "rpc-worker-lost": _rpc_worker_lost_words,
+    "host-oom": _host_oom_words,
+    "cuda-oom": _gpu_oom_words,
+    "rocm-oom": _gpu_oom_words,
+    "vulkan-oom": _gpu_oom_words,
+    "metal-oom": _gpu_oom_words,
+    "no-kernel-image": _no_kernel_image_words,
+    "missing-library": _missing_library_words,
+    "stale-library": _stale_library_words,
+    "drafter-failure": _drafter_failure_words,
+    "startup-timeout": _startup_timeout_words,
+    "assertion-failed": _assertion_failed_words,
+    "stopped": _stopped_words,
+}
+
+
+def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[str, str]:
+    """(title, advice) a person reads for an incident of `kind`."""
+    fixed = _FIXED_WORDS.get(kind)
+    if fixed is not None:
+        return fixed
+    return _WORDS_BY_FACTS.get(kind, _unknown_words)(kind, report, unsure)
 
 
 # --------------------------------------------------------------------------- classify

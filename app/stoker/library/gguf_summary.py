@@ -253,31 +253,22 @@ def _image_part(arch: str, tensors: Iterable[TensorInfo]) -> str | None:
     return part.value if part is not None else None
 
 
-def summarise(header: GGUFHeader) -> ModelSummary:
-    md = header.metadata
-    arch = md.get("general.architecture")
-    arch = arch if isinstance(arch, str) else "unknown"
+@dataclass(frozen=True)
+class _LayerKinds:
+    """Which trunk layers hold recurrent state, and what that leaves of the KV heads and windows."""
 
-    def key(suffix: str) -> MetaValue | None:
-        return md.get(f"{arch}.{suffix}")
+    recurrent: tuple[bool, ...]
+    n_head_kv: tuple[int, ...]
+    swa_layers: tuple[bool, ...]
 
-    n_layer_all = _int(key("block_count"))
-    nextn = _int(key("nextn_predict_layers")) or 0
-    n_layer = max(0, n_layer_all - nextn) if n_layer_all is not None else None
-    nl = n_layer or 0
-    n_embd = _int(key("embedding_length"))
-    n_head = _per_layer(key("attention.head_count"), nl)
-    n_head_kv = _per_layer(key("attention.head_count_kv"), nl, default=n_head)
-    first_head = next((h for h in n_head if h > 0), None)
-    derived = n_embd // first_head if n_embd and first_head else None
-    head_k = _int(key("attention.key_length")) or derived
-    head_v = _int(key("attention.value_length")) or derived
-    n_swa = _int(key("attention.sliding_window"))
-    swa_layers = swa_layers_from(key("attention.sliding_window_pattern"), nl, n_swa, arch)
 
+def _layer_kinds(arch: str, nl: int, n_head_kv: tuple[int, ...], swa_layers: tuple[bool, ...],
+                 n_swa: int | None, interval: int | None) -> _LayerKinds:
+    """Recurrent layers by the architecture's rule (all, by `full_attention_interval`, or
+    those without KV heads); such a layer has no KV cells and (lfm2) no window."""
     if arch in ALL_RECURRENT_ARCHS:
         recurrent = (True,) * nl
-    elif arch in RECURRENT_BY_INTERVAL_ARCHS and (interval := _int(key("full_attention_interval"))):
+    elif arch in RECURRENT_BY_INTERVAL_ARCHS and interval:
         recurrent = tuple((i + 1) % interval != 0 for i in range(nl))
     elif arch in RECURRENT_IF_NO_KV_ARCHS and n_head_kv:
         recurrent = tuple(h == 0 for h in n_head_kv)
@@ -288,40 +279,61 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         n_head_kv = tuple(0 if r else h for h, r in zip(n_head_kv, recurrent, strict=True))
     if arch == "lfm2" or arch == "lfm2moe":
         swa_layers = tuple(s and not r for s, r in zip(swa_layers, recurrent, strict=True)) if n_swa else swa_layers
+    return _LayerKinds(recurrent, n_head_kv, swa_layers)
 
-    ssm_keys = ("conv_kernel", "inner_size", "state_size", "group_count", "time_step_rank")
-    ssm_vals = [_int(key(f"ssm.{k}")) for k in ssm_keys]
-    ssm = SSMShape(*ssm_vals) if any(v is not None for v in ssm_vals) else None
-    kv_lora = _int(key("attention.kv_lora_rank"))
-    mla = (MLAShape(kv_lora, _int(key("attention.key_length_mla")),
-                    _int(key("attention.value_length_mla"))) if kv_lora else None)
 
-    tokens = md.get("tokenizer.ggml.tokens")
-    n_vocab: int | None
+def _vocab_size(tokens: MetaValue | None, vocab_size: MetaValue | None) -> int | None:
+    """The tokenizer's length (read or stepped over), else `{arch}.vocab_size`."""
     if isinstance(tokens, SkippedArray):
-        n_vocab = tokens.length
-    elif isinstance(tokens, tuple):
-        n_vocab = len(tokens)
-    else:
-        n_vocab = _int(key("vocab_size"))
+        return tokens.length
+    if isinstance(tokens, tuple):
+        return len(tokens)
+    return _int(vocab_size)
 
-    n_blocks = n_layer_all or 0
+
+@dataclass(frozen=True)
+class _TensorTally:
+    """What the tensor infos add up to: bytes by block and placement class, and the rest."""
+
+    layer_bytes: tuple[LayerBytes, ...]
+    embedding: int
+    output: int
+    other: int
+    params: int
+    # tensors per type, in the order the types first appear (a tie for the file type goes
+    # to the first)
+    type_counts: tuple[tuple[str, int], ...]
+    repackable: tuple[tuple[int, str, bool, int], ...]  # sorted, as ModelSummary keeps it
+
+
+def _repack_block(t: TensorInfo) -> int | None:
+    """The block a tensor the CPU may repack belongs to (-1 outside the blocks); None when
+    it is not repackable (see `ModelSummary.repackable`)."""
+    if not (t.type_name in REPACK_CANDIDATE_TYPES and len(t.shape) in (2, 3) and t.shape[1] % 8 == 0
+            and not t.name.startswith(("token_embd.", "per_layer_token_embd."))):
+        return None
+    if t.name.startswith(_BLOCK):
+        idx_s = t.name[len(_BLOCK):].partition(".")[0]
+        return int(idx_s) if idx_s.isdigit() and len(idx_s) < 7 else -1
+    return -1
+
+
+def _tally_tensors(tensors: tuple[TensorInfo, ...], n_blocks: int) -> _TensorTally:
+    """Sum the tensors by block and placement class (`classify_block_tensor`), by type, and
+    by what the CPU may repack. A block index past `block_count` (below 100,000, so a
+    corrupt name cannot allocate millions) still gets its own block."""
     per_block: list[dict[str, int]] = [dict() for _ in range(n_blocks)]
     embedding = output = other = params = 0
     quant: dict[str, int] = {}
     repack: dict[tuple[int, str, bool], int] = {}
-    for t in header.tensors:
+    for t in tensors:
         elems = 1
         for d in t.shape:
             elems *= d
         params += elems
         quant[t.type_name] = quant.get(t.type_name, 0) + 1
-        if (t.type_name in REPACK_CANDIDATE_TYPES and len(t.shape) in (2, 3) and t.shape[1] % 8 == 0
-                and not t.name.startswith(("token_embd.", "per_layer_token_embd."))):
-            blk = -1
-            if t.name.startswith(_BLOCK):
-                idx_s = t.name[len(_BLOCK):].partition(".")[0]
-                blk = int(idx_s) if idx_s.isdigit() and len(idx_s) < 7 else -1
+        blk = _repack_block(t)
+        if blk is not None:
             rk = (blk, t.type_name, len(t.shape) == 3)
             repack[rk] = repack.get(rk, 0) + t.nbytes
         if t.name.startswith(_BLOCK):
@@ -343,16 +355,54 @@ def summarise(header: GGUFHeader) -> ModelSummary:
 
     # A tied output (no output.weight) multiplies by token_embd: the engine gives the output
     # layer its own copy of it, which the CPU repacks like any matrix (block -2).
-    if not any(t.name == "output.weight" for t in header.tensors):
-        for t in header.tensors:
+    if not any(t.name == "output.weight" for t in tensors):
+        for t in tensors:
             if (t.name == "token_embd.weight" and t.type_name in REPACK_CANDIDATE_TYPES
                     and len(t.shape) == 2 and t.shape[1] % 8 == 0):
                 repack[(-2, t.type_name, False)] = t.nbytes
-    file_type = header.file_type_name
-    if file_type is None and quant:
-        weights = {k: v for k, v in quant.items() if k not in ("F32",)} or quant
-        file_type = max(weights.items(), key=lambda kv: kv[1])[0]
+    return _TensorTally(
+        layer_bytes=tuple(LayerBytes(**d) for d in per_block), embedding=embedding, output=output,
+        other=other, params=params, type_counts=tuple(quant.items()),
+        repackable=tuple((b, ty, e, n) for (b, ty, e), n in sorted(repack.items())))
 
+
+def _dominant_type(type_counts: tuple[tuple[str, int], ...]) -> str | None:
+    """The file type when general.file_type does not say: the commonest tensor type, F32
+    (norms, biases) left out unless it is all there is."""
+    if not type_counts:
+        return None
+    weights = [kv for kv in type_counts if kv[0] not in ("F32",)] or list(type_counts)
+    return max(weights, key=lambda kv: kv[1])[0]
+
+
+def summarise(header: GGUFHeader) -> ModelSummary:
+    md = header.metadata
+    arch = md.get("general.architecture")
+    arch = arch if isinstance(arch, str) else "unknown"
+
+    def key(suffix: str) -> MetaValue | None:
+        return md.get(f"{arch}.{suffix}")
+
+    n_layer_all = _int(key("block_count"))
+    nextn = _int(key("nextn_predict_layers")) or 0
+    n_layer = max(0, n_layer_all - nextn) if n_layer_all is not None else None
+    nl = n_layer or 0
+    n_embd = _int(key("embedding_length"))
+    n_head = _per_layer(key("attention.head_count"), nl)
+    first_head = next((h for h in n_head if h > 0), None)
+    derived = n_embd // first_head if n_embd and first_head else None
+    head_k = _int(key("attention.key_length")) or derived
+    head_v = _int(key("attention.value_length")) or derived
+    n_swa = _int(key("attention.sliding_window"))
+    layers = _layer_kinds(arch, nl, _per_layer(key("attention.head_count_kv"), nl, default=n_head),
+                          swa_layers_from(key("attention.sliding_window_pattern"), nl, n_swa, arch),
+                          n_swa, _int(key("full_attention_interval")))
+
+    ssm_keys = ("conv_kernel", "inner_size", "state_size", "group_count", "time_step_rank")
+    ssm_vals = [_int(key(f"ssm.{k}")) for k in ssm_keys]
+    kv_lora = _int(key("attention.kv_lora_rank"))
+    tally = _tally_tensors(header.tensors, n_layer_all or 0)
+    file_type = header.file_type_name if header.file_type_name is not None else _dominant_type(tally.type_counts)
     name = md.get("general.name")
     return ModelSummary(
         path=header.path,
@@ -360,40 +410,41 @@ def summarise(header: GGUFHeader) -> ModelSummary:
         architecture=arch,
         name=name if isinstance(name, str) else None,
         is_vision_projector=arch == "clip",
-        parameter_count=params,
+        parameter_count=tally.params,
         file_type=file_type,
         n_ctx_train=_int(key("context_length")),
         n_layer_all=n_layer_all,
         n_layer=n_layer,
         n_embd=n_embd,
         n_head=n_head,
-        n_head_kv=n_head_kv,
+        n_head_kv=layers.n_head_kv,
         head_k=head_k,
         head_v=head_v,
         head_k_swa=_int(key("attention.key_length_swa")) or head_k,
         head_v_swa=_int(key("attention.value_length_swa")) or head_v,
         n_swa=n_swa,
-        swa_layers=swa_layers,
+        swa_layers=layers.swa_layers,
         shared_kv_layers=_int(key("attention.shared_kv_layers")) or 0,
         n_expert=_int(key("expert_count")),
         n_expert_used=_int(key("expert_used_count")),
         nextn_layers=nextn,
-        recurrent_layers=recurrent,
-        ssm=ssm,
+        recurrent_layers=layers.recurrent,
+        ssm=SSMShape(*ssm_vals) if any(v is not None for v in ssm_vals) else None,
         rwkv_head_size=_int(key("wkv.head_size")),
         token_shift_count=_int(key("token_shift_count")),
         shortconv_l_cache=_int(key("shortconv.l_cache")),
-        mla=mla,
-        n_vocab=n_vocab,
-        layer_bytes=tuple(LayerBytes(**d) for d in per_block),
-        embedding_bytes=embedding,
-        output_bytes=output,
-        other_bytes=other,
+        mla=(MLAShape(kv_lora, _int(key("attention.key_length_mla")),
+                      _int(key("attention.value_length_mla"))) if kv_lora else None),
+        n_vocab=_vocab_size(md.get("tokenizer.ggml.tokens"), key("vocab_size")),
+        layer_bytes=tally.layer_bytes,
+        embedding_bytes=tally.embedding,
+        output_bytes=tally.output,
+        other_bytes=tally.other,
         split_count=max(1, len(header.split_paths)),
-        quant_counts=tuple(sorted(quant.items(), key=lambda kv: (-kv[1], kv[0]))),
+        quant_counts=tuple(sorted(tally.type_counts, key=lambda kv: (-kv[1], kv[0]))),
         n_ff=max(_per_layer(key("feed_forward_length"), n_layer_all or 1), default=None) or None,
         n_ff_exp=_int(key("expert_feed_forward_length")),
-        repackable=tuple((b, ty, e, n) for (b, ty, e), n in sorted(repack.items())),
+        repackable=tally.repackable,
         pooling_type=_int(key("pooling_type")),
         general_type=general_type if isinstance(general_type := md.get("general.type"), str) else None,
         image_part=_image_part(arch, header.tensors),

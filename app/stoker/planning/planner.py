@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import TypedDict
+from typing import Protocol, TypedDict
 
 from stoker.base.overrides import ModelOverrides
 from stoker.library.gguf_summary import LayerBytes, ModelSummary
@@ -505,229 +505,346 @@ def plan_launch(model: ModelSummary, machine: Machine, overrides: ModelOverrides
 def _plan(model: ModelSummary, machine: Machine, ov: ModelOverrides, policy: PlanPolicy, draft: ModelSummary | None,
           mmproj: ModelSummary | None, measured: MeasuredMemory | None, broken_drafters: frozenset[str], *,
           suggest: bool) -> LaunchPlan | PlanRefusal:
-    decisions: list[Decision] = []
-
-    def refuse(reason: str, needed: int | None = None, available: int | None = None,
-               suggestions: Iterable[str] = ()) -> PlanRefusal:
-        return PlanRefusal(model.path, reason, needed, available, tuple(suggestions), tuple(decisions))
-
-    if model.is_vision_projector:
-        return refuse(f"{_base(model.path)} is a vision projector (mmproj), not a language model; "
-                      f"plan the model it belongs to and give this file as its projector")
-    if not model.n_layer or not model.layer_bytes:
-        return refuse(f"{_base(model.path)} does not say how many layers it has, so its memory cannot "
-                      f"be planned; check that the file is a complete GGUF model")
-    is_mla = model.mla is not None and bool(model.mla.kv_lora_rank)
-    if is_mla and ov.kv_type_k and ov.kv_type_v and ov.kv_type_k != ov.kv_type_v:
-        return refuse(f"this MLA model caches K only, so K and V cache types must be equal "
-                      f"(kv_type_k {ov.kv_type_k}, kv_type_v {ov.kv_type_v}); set one kv_type")
-
+    """The steps of `plan_launch`, in its order; each decides one thing and says why."""
+    unplannable = _unplannable(model, ov)
+    if unplannable:
+        return PlanRefusal(model.path, unplannable, None, None, (), ())
     spec = _settle_spec(model, ov, draft, broken_drafters, policy)
     if spec.refusal:
-        return refuse(spec.refusal)
+        return PlanRefusal(model.path, spec.refusal, None, None, (), ())
     budgets = machine_budgets(machine, policy)
-    decisions.append(Decision("memory budget", budgets.sentence))
+    decisions = [Decision("memory budget", budgets.sentence)]
+    settings, notes = _settle_settings(model, ov, policy, budgets)
+    decisions.extend(notes)
+    ladder = _Ladder(model, ov, policy, budgets, settings, mmproj, speed.device_bandwidths(machine),
+                     _Evaluator(model, budgets, measured, spec.mtp, mem.repacked_types(machine.arch)))
+    spec, settled = _leave_out_costly_drafter(ladder, spec, ladder.settle(spec))
+    decisions.extend(settled.notes)
+    if settled.best is None:
+        return _refusal(model, machine, ov, policy, draft, mmproj, measured, broken_drafters,
+                        settled.attempt, decisions, spec, suggest)
+    return _launch_plan(ladder, spec, settled.best, decisions)
 
+
+def _is_mla(model: ModelSummary) -> bool:
+    return model.mla is not None and bool(model.mla.kv_lora_rank)
+
+
+def _unplannable(model: ModelSummary, ov: ModelOverrides) -> str | None:
+    """Why this file, with these overrides, cannot be planned at all; None when it can."""
+    if model.is_vision_projector:
+        return (f"{_base(model.path)} is a vision projector (mmproj), not a language model; "
+                f"plan the model it belongs to and give this file as its projector")
+    if not model.n_layer or not model.layer_bytes:
+        return (f"{_base(model.path)} does not say how many layers it has, so its memory cannot "
+                f"be planned; check that the file is a complete GGUF model")
+    if _is_mla(model) and ov.kv_type_k and ov.kv_type_v and ov.kv_type_k != ov.kv_type_v:
+        return (f"this MLA model caches K only, so K and V cache types must be equal "
+                f"(kv_type_k {ov.kv_type_k}, kv_type_v {ov.kv_type_v}); set one kv_type")
+    return None
+
+
+# ---------------------------------------------------------------------------- shared settings
+
+@dataclass(frozen=True)
+class _Settings:
+    """What every config of one plan shares, settled from the overrides before the search."""
+
+    unified: bool  # one KV cache shared by the slots (--kv-unified)
+    flash: str
+    swa_full: bool
+    ubatch: int
+    n_train: int  # the trained context (the default where the file does not say)
+    type_k: str
+    type_v: str
+    cheap_kv: str | None  # the type a resident plan may trade the cache down to; None: not this model
+    keep_layers: bool  # speed first: every layer stays on the GPU while the weights fit there
+
+
+def _settle_settings(model: ModelSummary, ov: ModelOverrides, policy: PlanPolicy,
+                     budgets: _Budgets) -> tuple[_Settings, tuple[Decision, ...]]:
+    """The settings the search does not vary, with the overrides it leaves unused, and why."""
+    notes: list[Decision] = []
     has_swa = bool(model.n_swa) and any(model.swa_layers)
-    swa_full = bool(ov.swa_full) and has_swa
     if ov.swa_full and not has_swa:
-        decisions.append(Decision("--swa-full left off", "the model has no sliding-window layers, so the "
-                                  "engine would ignore it"))
+        notes.append(Decision("--swa-full left off", "the model has no sliding-window layers, so the "
+                              "engine would ignore it"))
     if not budgets.gpus and (ov.gpu_layers not in (None, "auto") or ov.n_cpu_moe is not None):
-        decisions.append(Decision("GPU layer settings not used", "this machine has no GPU the engine can "
-                                  "use, so -ngl / --n-cpu-moe would change nothing"))
-    flash = ov.flash_attn or "auto"
+        notes.append(Decision("GPU layer settings not used", "this machine has no GPU the engine can "
+                              "use, so -ngl / --n-cpu-moe would change nothing"))
     ubatch = ov.ubatch or policy.ubatch
     if ov.batch and ubatch > ov.batch:
         ubatch = ov.batch
-    n_train = model.n_ctx_train or policy.default_ctx
-    unified = bool(ov.kv_unified) if ov.kv_unified is not None else False
+    type_k, type_v, cheap_kv = _kv_types(model, ov, policy)
+    return _Settings(unified=bool(ov.kv_unified) if ov.kv_unified is not None else False,
+                     flash=ov.flash_attn or "auto", swa_full=bool(ov.swa_full) and has_swa, ubatch=ubatch,
+                     n_train=model.n_ctx_train or policy.default_ctx, type_k=type_k, type_v=type_v,
+                     cheap_kv=cheap_kv, keep_layers=_keeps_layers(budgets, ov)), tuple(notes)
 
-    def extras(spec_: _Spec, ctx_per_slot: int, slots: int) -> int:
-        total = 0
-        if spec_.candidate is not None and spec_.choice.status in ("in", "forced"):
-            total += mem.drafter_bytes(spec_.candidate, ctx_per_slot=ctx_per_slot, slots=slots)
-        if mmproj is not None:
-            total += mem.mmproj_bytes(mmproj)
-        return total
 
-    ev = _Evaluator(model, budgets, measured, spec.mtp, mem.repacked_types(machine.arch))
+def _kv_types(model: ModelSummary, ov: ModelOverrides, policy: PlanPolicy) -> tuple[str, str, str | None]:
+    """(K type, V type, the cheaper type a resident plan may trade to, or None).
 
-    def config(slots: int, ctx: int, tk: str, tv: str, spec_: _Spec) -> _Config:
-        per_slot = ctx if unified else ctx // slots
-        n_rs = (spec_.choice.draft_max or 0) if (spec_.choice.spec_type in mem.RS_SEQ_SPEC_TYPES) else 0
-        return _Config(slots, ctx, unified, tk, tv, flash, swa_full, ubatch, n_rs,
-                       extras(spec_, per_slot, slots))
-
-    def try_fit(slots: int, ctx: int, tk: str, tv: str, spec_: _Spec) -> _Result:
-        return ev.best_layout(config(slots, ctx, tk, tv, spec_), ov)
-
-    def fit_resident(slots: int, ctx: int, tk: str, tv: str, spec_: _Spec) -> _Result:
-        """Fits only with every layer and every expert in graphics memory."""
-        return ev.price(config(slots, ctx, tk, tv, spec_), _Layout("all", None, False))
-
+    An MLA model caches K only, so its V follows K. The trade is the planner's own: never
+    against a type the user set, nor for a family whose answers suffer with it."""
     type_k = ov.kv_type_k or policy.default_kv_type
-    type_v = ov.kv_type_v or (type_k if is_mla else policy.default_kv_type)
-    # Speed first: on a discrete GPU, unless the user placed the layers, the plan keeps every
-    # layer on the card and pays in context and KV precision (a layer in RAM is read at a
-    # tenth of the card's bandwidth on every token, see stoker/planning/speed.py).
-    # Not with RPC workers: their devices are behind a network, and keeping layers on this
-    # machine is the point there (_fewest_remote_layers).
-    keep_layers = (budgets.discrete and bool(budgets.gpus) and ov.gpu_layers in (None, "auto")
-                   and ov.n_cpu_moe is None and not budgets.remote)
+    type_v = ov.kv_type_v or (type_k if _is_mla(model) else policy.default_kv_type)
     cheap_kv = (policy.trade_kv_type if ov.kv_type_k is None and ov.kv_type_v is None
                 and takes_cheap_kv(model, policy) and (type_k, type_v) != (policy.trade_kv_type,) * 2
                 else None)
-    bandwidths = speed.device_bandwidths(machine)
+    return type_k, type_v, cheap_kv
 
-    def search(spec_: _Spec, resident: bool) -> tuple[_Result | None, list[Decision], _Result]:
-        """The ladder. Returns (fit or None, decisions, the smallest attempt for the refusal).
 
-        `resident`: only plans with every layer on the GPU count as fitting, and a cheaper KV
-        type (where the family takes it well) is tried before the window is shrunk.
-        """
-        fit = fit_resident if resident else try_fit
-        why_fits = "keeps every layer on the GPU" if resident else "fits"
-        notes: list[Decision] = []
-        tier = policy.tier_slots(budgets.fast_bytes)
-        if ov.slots:
-            slot_options = [ov.slots]
-        elif ov.ctx:
-            # An explicit total context: as many slots as keep min_ctx each, up to the tier.
-            slot_options = [max(1, min(tier, ov.ctx // min(policy.min_ctx, ov.ctx)))]
-        else:
-            slot_options = list(range(tier, 0, -1))
-        if ov.ctx:
-            target, floor = ov.ctx, ov.ctx  # an explicit -c is never shrunk
-        else:
-            target = min(policy.default_ctx, n_train)
-            floor = min(policy.min_ctx, target)
+def _keeps_layers(budgets: _Budgets, ov: ModelOverrides) -> bool:
+    """Whether only plans with every layer on the GPU count, while the weights fit there.
 
-        def total(n: int, per_slot: int) -> int:
-            return per_slot if (ov.ctx or unified) else per_slot * n
+    Speed first: on a discrete GPU, unless the user placed the layers, the plan keeps every
+    layer on the card and pays in context and KV precision (a layer in RAM is read at a
+    tenth of the card's bandwidth on every token, see stoker/planning/speed.py).
+    Not with RPC workers: their devices are behind a network, and keeping layers on this
+    machine is the point there (_fewest_remote_layers)."""
+    return (budgets.discrete and bool(budgets.gpus) and ov.gpu_layers in (None, "auto")
+            and ov.n_cpu_moe is None and not budgets.remote)
 
-        last = None
-        for n in slot_options:
-            r = fit(n, total(n, target), type_k, type_v, spec_)
-            last = r
-            if r.fits:
-                if n < slot_options[0]:
-                    notes.append(Decision(f"{n} slot{'s' if n > 1 else ''}",
-                                          f"{slot_options[0]} slots do not fit beside a {_tokens(target)}-token "
-                                          f"window; slots are given up before the window is shrunk"))
-                # The f16 -> q8_0 trade: only when it buys a second slot, never against the user.
-                if (n == 1 and len(slot_options) > 1 and ov.kv_type_k is None and ov.kv_type_v is None
-                        and type_k == "f16" and type_v == "f16"):
-                    for m in slot_options:
-                        if m < 2:
-                            break
-                        alt = fit(m, total(m, target), policy.trade_kv_type, policy.trade_kv_type, spec_)
-                        if alt.fits:
-                            notes.append(Decision(f"KV cache {policy.trade_kv_type}",
-                                                  f"with an f16 cache only one slot fits a {_tokens(target)}-token "
-                                                  f"window; {policy.trade_kv_type} keeps {m} slots"))
-                            return alt, notes, alt
-                return r, notes, r
-        shrink_k, shrink_v = type_k, type_v
-        if resident and cheap_kv:
-            # A cheaper cache before a shorter window, where the model family takes it well.
-            for n in slot_options:
-                r = fit(n, total(n, target), cheap_kv, cheap_kv, spec_)
-                if r.fits:
-                    return r, notes, r
-            shrink_k = shrink_v = cheap_kv
-        # Shrink the window at the smallest slot count. The search runs over total windows
-        # (what -c gets), in steps of ctx_step per slot.
-        n = slot_options[-1]
-        if floor < target:
-            k = total(n, 1)  # slots sharing the total window: n, or 1 for a unified or explicit -c
-            # Every layer on the GPU is worth a smaller window per slot: the resident floor is a
-            # min_ctx window in all, shared by the slots the user asked for, the same "working
-            # window" the free plan's "layers in RAM" decision names. The free ladder keeps
-            # min_ctx per slot.
-            lo_total = floor if resident else total(n, floor)
-            lo_ok = fit(n, lo_total, shrink_k, shrink_v, spec_)
-            if not lo_ok.fits:
-                return None, notes, lo_ok
-            step = policy.ctx_step * k
-            lo, hi = lo_total, total(n, target)  # lo fits, hi does not
-            while hi - lo > step:
-                mid = ((lo + hi) // 2 // step) * step
-                if mid <= lo:
-                    break
-                if fit(n, mid, shrink_k, shrink_v, spec_).fits:
-                    lo = mid
-                else:
-                    hi = mid
-            r = fit(n, lo, shrink_k, shrink_v, spec_)
-            lo //= k  # per slot, as the decision names it
-            notes.append(Decision(f"context {_tokens(lo)}",
-                                  f"{_tokens(target)} tokens do not fit with {n} slot{'s' if n > 1 else ''}"
-                                  + (" and every layer on the GPU" if resident else "")
-                                  + f"; {_tokens(lo)} is the largest window that {why_fits}"))
-            return r, notes, r
-        assert last is not None  # slot_options always holds at least one count
-        return None, notes, last
 
-    def settle(spec_: _Spec) -> tuple[_Result | None, list[Decision], _Result]:
+# ---------------------------------------------------------------------------- the ladder
+
+@dataclass(frozen=True)
+class _Settled:
+    """What a search settled: the plan that fits (None when none does), the decisions that
+    explain it, and the attempt a refusal names (the smallest that was tried)."""
+
+    best: _Result | None
+    notes: tuple[Decision, ...]
+    attempt: _Result
+
+
+class _Fit(Protocol):
+    def __call__(self, slots: int, ctx: int, tk: str, tv: str, spec: _Spec) -> _Result: ...
+
+
+@dataclass(frozen=True)
+class _Ladder:
+    """The search over slots, window and KV type for one model on one machine's budgets."""
+
+    model: ModelSummary
+    ov: ModelOverrides
+    policy: PlanPolicy
+    budgets: _Budgets
+    settings: _Settings
+    mmproj: ModelSummary | None
+    bandwidths: dict[str, int | None]
+    ev: _Evaluator
+
+    def extra_bytes(self, spec: _Spec, ctx_per_slot: int, slots: int) -> int:
+        """The drafter (when it is resident) and the projector, placed beside the model."""
+        total = 0
+        if spec.candidate is not None and spec.choice.status in ("in", "forced"):
+            total += mem.drafter_bytes(spec.candidate, ctx_per_slot=ctx_per_slot, slots=slots)
+        if self.mmproj is not None:
+            total += mem.mmproj_bytes(self.mmproj)
+        return total
+
+    def config(self, slots: int, ctx: int, tk: str, tv: str, spec: _Spec) -> _Config:
+        s = self.settings
+        per_slot = ctx if s.unified else ctx // slots
+        n_rs = (spec.choice.draft_max or 0) if (spec.choice.spec_type in mem.RS_SEQ_SPEC_TYPES) else 0
+        return _Config(slots, ctx, s.unified, tk, tv, s.flash, s.swa_full, s.ubatch, n_rs,
+                       self.extra_bytes(spec, per_slot, slots))
+
+    def fit_any(self, slots: int, ctx: int, tk: str, tv: str, spec: _Spec) -> _Result:
+        """Fits with the best placement of the layers, some in RAM if need be."""
+        return self.ev.best_layout(self.config(slots, ctx, tk, tv, spec), self.ov)
+
+    def fit_resident(self, slots: int, ctx: int, tk: str, tv: str, spec: _Spec) -> _Result:
+        """Fits only with every layer and every expert in graphics memory."""
+        return self.ev.price(self.config(slots, ctx, tk, tv, spec), _Layout("all", None, False))
+
+    def settle(self, spec: _Spec) -> _Settled:
         """Every layer on the GPU when the weights fit there with a working window; else the
         ladder that moves layers (or experts) to the CPU, saying why."""
-        if not keep_layers:
-            return search(spec_, resident=False)
-        best_r, notes_r, attempt_r = search(spec_, resident=True)
-        if best_r is not None:
-            free, _, _ = search(spec_, resident=False)
-            traded = _trade_decision(model, ev, free, best_r, bandwidths)
-            return best_r, notes_r + ([traded] if traded else []), attempt_r
-        best_f, notes_f, attempt_f = search(spec_, resident=False)
-        if best_f is not None and not _fully_on_gpu(best_f):
-            floor_ctx = ov.ctx or min(policy.min_ctx, min(policy.default_ctx, n_train))
-            notes_f.append(Decision(
-                "layers in RAM", f"the weights ({gib(model.weights_bytes)}) do not fit in graphics memory "
+        if not self.settings.keep_layers:
+            return self.search(spec, resident=False)
+        kept = self.search(spec, resident=True)
+        if kept.best is not None:
+            free = self.search(spec, resident=False)
+            traded = _trade_decision(self.model, self.ev, free.best, kept.best, self.bandwidths)
+            return replace(kept, notes=kept.notes + ((traded,) if traded else ()))
+        free = self.search(spec, resident=False)
+        if free.best is not None and not _fully_on_gpu(free.best):
+            ov, policy, cheap_kv = self.ov, self.policy, self.settings.cheap_kv
+            floor_ctx = ov.ctx or min(policy.min_ctx, min(policy.default_ctx, self.settings.n_train))
+            free = replace(free, notes=free.notes + (Decision(
+                "layers in RAM", f"the weights ({gib(self.model.weights_bytes)}) do not fit in graphics memory "
                 f"even with a {_tokens(floor_ctx)}-token window"
                 + (f" and a {cheap_kv} cache" if cheap_kv else "")
-                + ", so part of the model runs from system RAM"))
-        return best_f, notes_f, attempt_f
+                + ", so part of the model runs from system RAM"),))
+        return free
 
-    best, notes, attempt = settle(spec)
+    def search(self, spec: _Spec, resident: bool) -> _Settled:
+        """The ladder: slots are given up first, then (`resident`, where the family takes it
+        well) the KV type, then the window is shrunk at the smallest slot count.
 
-    # A drafter nobody forced must not cost the target its window, its KV precision or,
-    # on a discrete GPU, its full residency in graphics memory.
-    if spec.auto and spec.candidate is not None:
-        bare = _Spec(DrafterChoice("left-out", None, spec.candidate.path, ""), None, False, False)
-        best_bare, notes_bare, attempt_bare = settle(bare)
-        reason = None
-        if best_bare is not None:
-            if best is None:
-                reason = (f"beside it the model does not fit at all "
-                          f"(it needs {gib(_need(attempt))}, {gib(_avail(attempt))} is free)")
-            elif (best.config.ctx // (1 if unified else best.config.slots)
-                  < best_bare.config.ctx // (1 if unified else best_bare.config.slots)
-                  or best.config.slots < best_bare.config.slots):
-                reason = (f"beside it the context would shrink to {_tokens(best.config.ctx)} tokens from "
-                          f"{_tokens(best_bare.config.ctx)}")
-            elif (best.config.type_k, best.config.type_v) != (best_bare.config.type_k, best_bare.config.type_v):
-                reason = (f"beside it the KV cache would drop to {best.config.type_k} from "
-                          f"{best_bare.config.type_k}")
-            elif budgets.discrete and _fully_on_gpu(best_bare) and not _fully_on_gpu(best):
-                gpu = [d for d in best.devices if d.name != "CPU"][0]
-                need = ev.price(best.config, _Layout("all", None, False))
-                need_gpu = [d for d in need.devices if d.name == gpu.name][0]
-                reason = (f"beside it the model needs {gib(need_gpu.total_bytes)} of graphics memory and "
-                          f"{gib(gpu.budget_bytes)} is available")
-        if reason:
-            spec = _Spec(DrafterChoice("left-out", None, spec.candidate.path,
-                                       f"leaving the speculative drafter out; {reason}"), None, False, False)
-            best, notes, attempt = best_bare, notes_bare, attempt_bare
+        `resident`: only plans with every layer on the GPU count as fitting.
+        """
+        fit: _Fit = self.fit_resident if resident else self.fit_any
+        slot_options = self.slot_options()
+        target, floor = self.window()
+        by_slots = self.give_up_slots(fit, slot_options, target, spec)
+        if by_slots.best is not None:
+            return by_slots
+        s = self.settings
+        shrink_k, shrink_v = s.type_k, s.type_v
+        if resident and s.cheap_kv:
+            # A cheaper cache before a shorter window, where the model family takes it well.
+            for n in slot_options:
+                r = fit(n, self.total(n, target), s.cheap_kv, s.cheap_kv, spec)
+                if r.fits:
+                    return _Settled(r, (), r)
+            shrink_k = shrink_v = s.cheap_kv
+        if floor < target:
+            return self.shrink_window(fit, resident, slot_options[-1], target, floor, shrink_k, shrink_v, spec)
+        return _Settled(None, (), by_slots.attempt)
 
-    decisions.extend(notes)
+    def slot_options(self) -> list[int]:
+        """The slot counts to try, most first: the user's, as many as an explicit window
+        gives min_ctx each, or the memory tier's down to one."""
+        ov, policy = self.ov, self.policy
+        tier = policy.tier_slots(self.budgets.fast_bytes)
+        if ov.slots:
+            return [ov.slots]
+        if ov.ctx:
+            # An explicit total context: as many slots as keep min_ctx each, up to the tier.
+            return [max(1, min(tier, ov.ctx // min(policy.min_ctx, ov.ctx)))]
+        return list(range(tier, 0, -1))
+
+    def window(self) -> tuple[int, int]:
+        """(the window wanted per slot, the smallest it may shrink to)."""
+        ov, policy = self.ov, self.policy
+        if ov.ctx:
+            return ov.ctx, ov.ctx  # an explicit -c is never shrunk
+        target = min(policy.default_ctx, self.settings.n_train)
+        return target, min(policy.min_ctx, target)
+
+    def total(self, n: int, per_slot: int) -> int:
+        """The -c for `n` slots of `per_slot` tokens: one window for a unified cache or an explicit -c."""
+        return per_slot if (self.ov.ctx or self.settings.unified) else per_slot * n
+
+    def give_up_slots(self, fit: _Fit, slot_options: list[int], target: int, spec: _Spec) -> _Settled:
+        """The most slots that fit beside the full window; when only one does, f16 is traded
+        for q8_0 if that keeps a second (never against the user's types). The attempt of a
+        ladder where none fits is the last count tried."""
+        ov, policy, s = self.ov, self.policy, self.settings
+        last = None
+        for n in slot_options:
+            r = fit(n, self.total(n, target), s.type_k, s.type_v, spec)
+            last = r
+            if not r.fits:
+                continue
+            notes = []
+            if n < slot_options[0]:
+                notes.append(Decision(f"{n} slot{'s' if n > 1 else ''}",
+                                      f"{slot_options[0]} slots do not fit beside a {_tokens(target)}-token "
+                                      f"window; slots are given up before the window is shrunk"))
+            if (n == 1 and len(slot_options) > 1 and ov.kv_type_k is None and ov.kv_type_v is None
+                    and s.type_k == "f16" and s.type_v == "f16"):
+                for m in slot_options:
+                    if m < 2:
+                        break
+                    alt = fit(m, self.total(m, target), policy.trade_kv_type, policy.trade_kv_type, spec)
+                    if alt.fits:
+                        notes.append(Decision(f"KV cache {policy.trade_kv_type}",
+                                              f"with an f16 cache only one slot fits a {_tokens(target)}-token "
+                                              f"window; {policy.trade_kv_type} keeps {m} slots"))
+                        return _Settled(alt, tuple(notes), alt)
+            return _Settled(r, tuple(notes), r)
+        assert last is not None  # slot_options always holds at least one count
+        return _Settled(None, (), last)
+
+    def shrink_window(self, fit: _Fit, resident: bool, n: int, target: int, floor: int, tk: str, tv: str,
+                      spec: _Spec) -> _Settled:
+        """The largest window at `n` slots, in steps of ctx_step per slot, down to `floor`.
+
+        The search runs over total windows (what -c gets). Every layer on the GPU is worth a
+        smaller window per slot: the resident floor is a min_ctx window in all, shared by the
+        slots the user asked for, the same "working window" the free plan's "layers in RAM"
+        decision names. The free ladder keeps min_ctx per slot.
+        """
+        k = self.total(n, 1)  # slots sharing the total window: n, or 1 for a unified or explicit -c
+        lo_total = floor if resident else self.total(n, floor)
+        lo_ok = fit(n, lo_total, tk, tv, spec)
+        if not lo_ok.fits:
+            return _Settled(None, (), lo_ok)
+        step = self.policy.ctx_step * k
+        lo, hi = lo_total, self.total(n, target)  # lo fits, hi does not
+        while hi - lo > step:
+            mid = ((lo + hi) // 2 // step) * step
+            if mid <= lo:
+                break
+            if fit(n, mid, tk, tv, spec).fits:
+                lo = mid
+            else:
+                hi = mid
+        r = fit(n, lo, tk, tv, spec)
+        lo //= k  # per slot, as the decision names it
+        why_fits = "keeps every layer on the GPU" if resident else "fits"
+        return _Settled(r, (Decision(f"context {_tokens(lo)}",
+                                     f"{_tokens(target)} tokens do not fit with {n} slot{'s' if n > 1 else ''}"
+                                     + (" and every layer on the GPU" if resident else "")
+                                     + f"; {_tokens(lo)} is the largest window that {why_fits}"),), r)
+
+
+# ---------------------------------------------------------------------------- drafter cost
+
+def _leave_out_costly_drafter(ladder: _Ladder, spec: _Spec, settled: _Settled) -> tuple[_Spec, _Settled]:
+    """A drafter nobody forced must not cost the target its window, its KV precision or,
+    on a discrete GPU, its full residency in graphics memory: then the plan without it wins."""
+    if not (spec.auto and spec.candidate is not None):
+        return spec, settled
+    bare = ladder.settle(_Spec(DrafterChoice("left-out", None, spec.candidate.path, ""), None, False, False))
+    reason = _drafter_cost(ladder, settled, bare)
+    if not reason:
+        return spec, settled
+    return _Spec(DrafterChoice("left-out", None, spec.candidate.path,
+                               f"leaving the speculative drafter out; {reason}"), None, False, False), bare
+
+
+def _drafter_cost(ladder: _Ladder, with_drafter: _Settled, bare: _Settled) -> str | None:
+    """What the drafter costs the target, beside the plan without it; None when nothing."""
+    best, best_bare = with_drafter.best, bare.best
+    if best_bare is None:
+        return None
     if best is None:
-        return _refusal(model, machine, ov, policy, draft, mmproj, measured, broken_drafters,
-                        attempt, decisions, spec, suggest)
+        attempt = with_drafter.attempt
+        return (f"beside it the model does not fit at all "
+                f"(it needs {gib(_need(attempt))}, {gib(_avail(attempt))} is free)")
+    unified = ladder.settings.unified
+    if (best.config.ctx // (1 if unified else best.config.slots)
+            < best_bare.config.ctx // (1 if unified else best_bare.config.slots)
+            or best.config.slots < best_bare.config.slots):
+        return (f"beside it the context would shrink to {_tokens(best.config.ctx)} tokens from "
+                f"{_tokens(best_bare.config.ctx)}")
+    if (best.config.type_k, best.config.type_v) != (best_bare.config.type_k, best_bare.config.type_v):
+        return (f"beside it the KV cache would drop to {best.config.type_k} from "
+                f"{best_bare.config.type_k}")
+    if ladder.budgets.discrete and _fully_on_gpu(best_bare) and not _fully_on_gpu(best):
+        gpu = [d for d in best.devices if d.name != "CPU"][0]
+        need = ladder.ev.price(best.config, _Layout("all", None, False))
+        need_gpu = [d for d in need.devices if d.name == gpu.name][0]
+        return (f"beside it the model needs {gib(need_gpu.total_bytes)} of graphics memory and "
+                f"{gib(gpu.budget_bytes)} is available")
+    return None
 
+
+# ---------------------------------------------------------------------------- the launch
+
+def _launch_plan(ladder: _Ladder, spec: _Spec, best: _Result, decisions: list[Decision]) -> LaunchPlan:
+    """The plan that fits, with its decisions, predicted speed, prompt cache and drafter."""
+    model, ov, policy, budgets = ladder.model, ladder.ov, ladder.policy, ladder.budgets
     c, lay = best.config, best.layout
-    decisions.extend(_describe(model, budgets, best, ov, policy, n_train, resident=keep_layers))
-    decode = ev.decode_speed(best, bandwidths)
+    decisions.extend(_describe(model, budgets, best, ov, policy, ladder.settings.n_train,
+                               resident=ladder.settings.keep_layers))
+    decode = ladder.ev.decode_speed(best, ladder.bandwidths)
     decisions.append(Decision(f"predicted decode: {speed.speed_text(decode)}", speed.reads_text(decode)))
     cache_ram = prompt_cache_mib(best.devices, budgets.alias.get("CPU", "CPU"), policy)
     decisions.append(Decision(f"prompt cache {cache_ram} MiB",
@@ -740,7 +857,8 @@ def _plan(model: ModelSummary, machine: Machine, ov: ModelOverrides, policy: Pla
         drafter = replace(drafter, sampling=ov.spec_sampling)
     if spec.candidate is not None and drafter.status in ("in", "forced"):
         drafter = replace(drafter, resident_bytes=mem.drafter_bytes(
-            spec.candidate, ctx_per_slot=c.ctx if unified else c.ctx // c.slots, slots=c.slots))
+            spec.candidate, ctx_per_slot=c.ctx if ladder.settings.unified else c.ctx // c.slots, slots=c.slots))
+    mmproj = ladder.mmproj
     return LaunchPlan(
         model_path=model.path, ctx=c.ctx, slots=c.slots, kv_unified=c.kv_unified,
         kv_type_k=c.type_k, kv_type_v=c.type_v, flash_attn=c.flash_attn,
