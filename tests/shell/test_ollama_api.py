@@ -22,6 +22,7 @@ import openai
 import pytest
 
 from stoker.fleet.snapshot import EngineState as S
+from tests.helpers.waiting import wait_until
 from tests.shell.test_gateway import DEMO_ID, oai, ready
 from tests.shell.test_gateway import gateway as gateway  # the fixture, shared
 from tests.shell.test_secrets import MemoryKeyring
@@ -172,8 +173,6 @@ def test_num_ctx_above_the_plan_replans_or_clamps_and_says_which(gateway, demo_m
     assert ready(inst, DEMO_ID).pid == after.pid
 
 
-@pytest.mark.xfail(reason="the key is no longer polled: set_api_key here does not reach the gateway process "
-                          "(issue 21 merge); the test must save the key the way Settings does", strict=False)
 def test_embed_ttl_on_the_openai_routes_and_the_gateway_rules(gateway, demo_model, tmp_path):
     from tests.helpers.tiny_bert import N_EMBD, write_tiny_bert
 
@@ -216,6 +215,8 @@ def test_embed_ttl_on_the_openai_routes_and_the_gateway_rules(gateway, demo_mode
         from stoker.base.secrets import set_api_key
 
         set_api_key("s3cret-key")
+        # The save reaches the gateway's process as a message: wait for the refusal it brings.
+        assert wait_until(lambda: httpx.get(inst.url + "/api/tags").status_code == 401, 10)
         with pytest.raises(ollama.ResponseError) as locked:
             client.list()
         assert locked.value.status_code == 401 and "API key" in locked.value.error
