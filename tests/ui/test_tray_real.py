@@ -127,7 +127,10 @@ def test_slow_start_keeps_the_event_loop_responsive(qtbot, real_app, library):
     took = clock.elapsed()
     print(f"event loop: {len(gaps)} ticks over {took} ms, longest gap {max(gaps)} ms")
     assert took > 1500  # the slow start really happened while we watched
-    assert max(gaps) < 250
+    # A start or a preview run on the GUI thread would freeze it for all of its 1.5 s and more;
+    # the bound leaves room for the scheduler of a loaded 2-core machine beside
+    # a CPU load (a 250 ms bound failed there), not for work done on the GUI thread.
+    assert max(gaps) < 1000
 
 
 def test_menu_dialogs_and_quit_against_the_real_engine(qtbot, real_app, library, screenshots,
@@ -299,6 +302,10 @@ def test_two_models_side_by_side_from_the_tray(qtbot, gateway_app, library, scre
     tray.find_action(f"unload:{first}").trigger()
     qtbot.waitUntil(lambda: [e.model_path for e in latest(stoker).engines] == [second],
                     timeout=30_000)
-    with urllib.request.urlopen(base + "/models", timeout=10) as resp:
-        states = {m["id"]: m.get("status") for m in json.load(resp)["data"]}
-    assert sorted(states.values()) == ["loaded", "unloaded"], states
+
+    def gateway_states() -> list[str]:
+        with urllib.request.urlopen(base + "/models", timeout=10) as resp:
+            return sorted(m.get("status") for m in json.load(resp)["data"])
+
+    # The gateway's process learns the unload from the next snapshot on its link: wait for it.
+    qtbot.waitUntil(lambda: gateway_states() == ["loaded", "unloaded"], timeout=10_000)
