@@ -297,3 +297,30 @@ def test_the_graph_check_catches_a_cycle_and_an_upward_import(tmp_path):
         assert any("stoker.base._layer_probe_tmp" in u for u in upward())
     finally:
         bad.unlink()
+
+
+CLASS_BOUND, FUNCTION_BOUND = 400, 120  # lines, the house issue's bounds
+
+
+def oversized(root: Path) -> list[str]:
+    """Classes and functions longer than the bounds, as `path:line name (lines)`."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            bound = CLASS_BOUND if isinstance(node, ast.ClassDef) else FUNCTION_BOUND
+            if lines > bound:
+                found.append(f"{path.relative_to(root)}:{node.lineno} {node.name} ({lines})")
+    return found
+
+
+def test_no_class_over_400_lines_and_no_function_over_120():
+    assert oversized(APP / "stoker") == []
+
+
+def test_the_size_check_catches_a_long_function(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(FUNCTION_BOUND))
+    (tmp_path / "long.py").write_text(f"def long():\n{body}\n")
+    assert oversized(tmp_path) == [f"long.py:1 long ({FUNCTION_BOUND + 1})"]
