@@ -46,7 +46,7 @@ class Knobs:
     # A hostile hub: the commit it names, and the sha256 it states for a file (API and ETag).
     commit: str = COMMIT
     stated_sha256: dict[str, str] = field(default_factory=dict)
-    # file -> serve the first N bytes of one download, then hold the rest until `FakeHub.release`
+    # file -> serve downloads up to byte N of the file, then hold the rest until `FakeHub.release`
     hold_at: dict[str, int] = field(default_factory=dict)
 
 
@@ -98,12 +98,15 @@ class FakeHub:
         self.server.server_close()
 
     def hold(self, name: str, at: int) -> Barrier:
-        """Hold the next download of `name` after its first `at` bytes until `release(name)`."""
+        """Hold every download of `name` at byte `at` of the file until `release(name)`: a client
+        that gives up on the held connection and asks again with a Range (huggingface_hub does
+        after its read timeout on a slow machine) is held at the same byte, not served the rest."""
         self.knobs.hold_at[name] = at
         self.barriers[name] = Barrier()
         return self.barriers[name]
 
     def release(self, name: str) -> None:
+        self.knobs.hold_at.pop(name, None)
         self.barriers[name].released.set()
 
     def body_gets(self, name: str) -> list[str | None]:
@@ -181,7 +184,8 @@ class FakeHub:
             return
         whole_body = not rng or rng.endswith("-")
         cut = self.knobs.cut_after.pop(name, None) if whole_body else None
-        hold = self.knobs.hold_at.pop(name, None) if whole_body else None
+        held_at = self.knobs.hold_at.get(name) if whole_body else None
+        hold = max(held_at - start, 0) if held_at is not None else None  # bytes of this body before it
         flip = self.knobs.corrupt_at.get(name)
         with open(path, "rb") as f:
             f.seek(start)
