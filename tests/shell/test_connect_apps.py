@@ -128,8 +128,10 @@ def test_claude_code_print_mode_answers_through_the_settings_connect_wrote(runni
     written = json.loads(settings.read_text())["env"]
     assert written["ANTHROPIC_BASE_URL"] == inst.url and written["ANTHROPIC_AUTH_TOKEN"] == KEY
     assert written["CLAUDE_CODE_AUTO_COMPACT_WINDOW"] == str(CTX)
-    # A short answer keeps the test quick on a CPU (connect allows a quarter of the window).
-    settings.write_text(json.dumps({"env": {**written, "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "48"}}))
+    # Claude Code fails a print-mode answer that reaches its output cap ("exceeded the 48 output
+    # token maximum" in 2 of 3 loaded runs: the demo model sometimes rambles), so the cap is wide
+    # enough for a greeting that runs on; still a fraction of the quarter connect allows.
+    settings.write_text(json.dumps({"env": {**written, "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "512"}}))
     env = {**app_env(home), "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}
     # The demo model's 8,192 tokens cannot hold Claude Code's own system prompt and tool list,
     # so they are replaced; the endpoint, key and model come only from the settings file.
