@@ -77,7 +77,7 @@ class EngineForwarder:
     def _session(self) -> ClientSession | None:
         return self._gw._session  # the gateway opens and closes it with its loop
 
-    async def _lease(self, request: web.Request, path: str, key: str | None, *,
+    async def lease(self, request: web.Request, path: str, key: str | None, *,
                      load: bool = True) -> tuple[Route | None, web.StreamResponse | None]:
         """A route to a READY engine for `key`, loading it on demand (`load`); or an error response."""
         routes = self._sup.routes
@@ -127,7 +127,7 @@ class EngineForwarder:
             self._waiting -= 1
             self.metrics.waiting(key, -1)
 
-    async def _forward(self, request: web.Request, path: str, body: bytes,
+    async def forward(self, request: web.Request, path: str, body: bytes,
                        key: str | None, tap=None, *, load: bool = True) -> web.StreamResponse:
         # `tap` (chunk(bytes), finish(status)) sees the answer too: the Responses state keeps it.
         request["stoker_counted"] = True
@@ -148,10 +148,10 @@ class EngineForwarder:
 
     async def _forward_to_engine(self, request: web.Request, path: str, body: bytes, key: str | None,
                                  taps: tuple, *, load: bool = True) -> web.StreamResponse:
-        route, error = await self._lease(request, path, key, load=load)
+        route, error = await self.lease(request, path, key, load=load)
         if error is not None:
             return error
-        assert route is not None  # _lease gives a route or an error, never neither
+        assert route is not None  # lease gives a route or an error, never neither
         session = self._session
         if session is None:  # the gateway is stopping
             return self._error(path, 503, "Stoker's endpoint is stopping; try again in a moment.", request=request)
@@ -214,7 +214,7 @@ class EngineForwarder:
     async def _crashed(self, request, path: str, route, exc) -> web.Response:
         """The engine went away under a request that has sent nothing yet: 502 with the incident."""
         log.warning("%s %s: the engine at %s failed: %r", request.method, path, route.endpoint, exc)
-        sentence = await self._incident_for(route)
+        sentence = await self.incident_for(route)
         return self._error(path, 502, f"the model's engine stopped while answering: {sentence}",
                            request=request)
 
@@ -223,7 +223,7 @@ class EngineForwarder:
         """The engine went away mid-stream: one log line, and the stream ends with the error
         event its API defines (OpenAI: a `data:` error object; Anthropic: `event: error`)."""
         log.warning("%s %s: the engine at %s stopped mid-answer: %r", request.method, path, route.endpoint, exc)
-        sentence = await self._incident_for(route)
+        sentence = await self.incident_for(route)
         body = error_body(path, 502, f"the model's engine stopped while answering: {sentence}")
         try:
             if path in ANTHROPIC_PATHS:
@@ -234,7 +234,7 @@ class EngineForwarder:
         except (ConnectionResetError, RuntimeError):
             pass  # the client has gone too
 
-    async def _incident_for(self, route) -> str:
+    async def incident_for(self, route) -> str:
         """The incident the supervisor records for this engine's exit (waits briefly for it)."""
         deadline = time.monotonic() + CRASH_WAIT_S
         while time.monotonic() < deadline:

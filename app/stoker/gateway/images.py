@@ -63,14 +63,14 @@ async def serve_image_request(gw, request: web.Request, path: str, body: bytes,
     if isinstance(chosen, str):
         return gw._error(path, 400, chosen, param="model", request=request)
     if path != IMAGES_GENERATIONS:
-        return await gw._forward(request, path, body, chosen.path)
+        return await gw.forwarder.forward(request, path, body, chosen.path)
     try:
         obj = json.loads(body or b"{}")
         call = openai_to_txt2img(obj, plan_image_launch(chosen.image or ImageModel(chosen.id, checkpoint=chosen.path)))
     except (ValueError, UnicodeDecodeError) as exc:
         message = str(exc) if isinstance(exc, ImageRequestError) else "the request body must be JSON"
         return gw._error(path, 400, message, request=request)
-    route, error = await gw._lease(request, path, chosen.path)
+    route, error = await gw.forwarder.lease(request, path, chosen.path)
     if error is not None:
         return error
     upstream = None
@@ -79,7 +79,7 @@ async def serve_image_request(gw, request: web.Request, path: str, body: bytes,
             upstream = await gw._session.post(route.endpoint + call.path, json=call.body)
             reply = await upstream.read()
         except UPSTREAM_ERRORS:
-            sentence = await gw._incident_for(route)
+            sentence = await gw.forwarder.incident_for(route)
             return gw._error(path, 502, f"the image engine stopped before the render finished: {sentence}",
                              request=request)
         try:

@@ -3,7 +3,7 @@
 The apps that speak only Ollama's API (see stoker/gateway/ollama_rules.py) get the same
 names, residency, key and browser rules as the OpenAI routes: the gateway's handler has
 already checked Host, Origin and the key before a request reaches `OllamaApi.serve`, and
-the model is leased and loaded on demand as every request is (`gw._lease`). What the
+the model is leased and loaded on demand as every request is (`gw.forwarder.lease`). What the
 request means is translated by ollama_rules (pure); this module only reads the body,
 sends llama-server's request on the gateway's session, and writes the answer back as JSON
 or NDJSON lines. A request's keep_alive and num_ctx become supervisor commands
@@ -214,10 +214,10 @@ class OllamaApi:
         if not empty:
             _translate(path, body, entry, _streams(path, body))  # a request it cannot be is refused before a load
         started = time.monotonic()
-        route, error = await gw._lease(request, path, entry.path)
+        route, error = await gw.forwarder.lease(request, path, entry.path)
         if error is not None:
             return error
-        assert route is not None  # _lease gives a route or an error, never neither
+        assert route is not None  # lease gives a route or an error, never neither
         note = None
         if num_ctx is not None:
             route, note, error = await self._widen(request, path, entry, route, num_ctx)
@@ -268,7 +268,7 @@ class OllamaApi:
                 note = f"the context stayed at {have:,} tokens per slot (Stoker did not decide in time)"
         finally:
             unsubscribe()
-        route, error = await gw._lease(request, path, entry.path)
+        route, error = await gw.forwarder.lease(request, path, entry.path)
         return route, note, error
 
     async def _forward(self, request: web.Request, path: str, body: dict, entry: CatalogEntry, route,

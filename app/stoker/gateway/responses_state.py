@@ -168,7 +168,7 @@ async def serve_responses(gw, request: web.Request, path: str, body: bytes, key:
     except ValueError:
         parsed = None
     if not isinstance(parsed, dict):
-        return await gw._forward(request, path, body, key)  # the engine says what is wrong with it
+        return await gw.forwarder.forward(request, path, body, key)  # the engine says what is wrong with it
     try:
         wanted = read_request(parsed)
         if wanted.previous_id is not None:
@@ -180,9 +180,9 @@ async def serve_responses(gw, request: web.Request, path: str, body: bytes, key:
         return gw._error(path, status, str(exc), param="previous_response_id"
                          if "previous" in str(exc).lower() else "input", request=request)
     if not wanted.store:
-        return await gw._forward(request, path, body, key)
+        return await gw.forwarder.forward(request, path, body, key)
     capture = _Capture()
-    response = await gw._forward(request, path, body, key, tap=capture)
+    response = await gw.forwarder.forward(request, path, body, key, tap=capture)
     if capture.status == 200:
         turn = turn_from_answer(b"".join(capture.parts), wanted.stream, wanted.previous_id,
                                 wanted.input_items, time.time())

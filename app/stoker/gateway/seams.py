@@ -50,6 +50,13 @@ class LibrarySide(Protocol):
     def library(self, op: str, name: str, on_progress: Callable[[LibraryProgress], None]) -> int: ...
 
 
+class RequestLeaser(Protocol):
+    """The part of the gateway's EngineForwarder a route module leases through."""
+
+    async def lease(self, request: web.Request, path: str, key: str | None, *,
+                    load: bool = True) -> tuple[Route | None, web.StreamResponse | None]: ...
+
+
 class GatewayCore(Protocol):
     """What a route module (stoker/gateway/ollama.py) uses of the Gateway that owns it."""
 
@@ -60,7 +67,7 @@ class GatewayCore(Protocol):
 
     async def _resolve(self, name: str | None) -> CatalogEntry | None: ...
 
-    async def _lease(self, request: web.Request, path: str, key: str | None, *,
-                     load: bool = True) -> tuple[Route | None, web.StreamResponse | None]: ...
+    @property
+    def forwarder(self) -> RequestLeaser: ...
 
     def _cors_headers(self, request: web.Request, headers: MutableMapping[str, str]) -> None: ...

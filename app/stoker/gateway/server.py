@@ -34,7 +34,6 @@ from dataclasses import dataclass
 
 from aiohttp import ClientSession, ClientTimeout, TCPConnector, web
 
-from stoker.fleet.commands import Route
 from stoker.fleet.snapshot import AppSnapshot, EngineState
 from stoker.gateway.forwarder import EngineForwarder
 from stoker.gateway.guard import ConnectionGuard, GuardedSite
@@ -158,7 +157,7 @@ class Gateway:
         self.metrics = GatewayMetrics()
         self._responses = responses if responses is not None else ResponseStore(None)
         # The lease and the forward of each request to its engine (stoker/gateway/forwarder.py).
-        self._forwarder = EngineForwarder(self)
+        self.forwarder = EngineForwarder(self)
 
     @property
     def url(self) -> str:
@@ -319,7 +318,7 @@ class Gateway:
         if path == "/v1/responses" and request.method == "POST":
             response = await serve_responses(self, request, path, body, key, self._responses)
         else:
-            response = await self._forward(request, path, body, key, load=loads)
+            response = await self.forwarder.forward(request, path, body, key, load=loads)
         if entry is not None:
             submit_keep_alive(self._sup, entry.path, body)
         # ---- end of keep_alive / ttl
@@ -356,17 +355,6 @@ class Gateway:
         return snap.model_path if serves(snap.model_path) else None
 
     # ------------------------------------------------------------------ to an engine (forwarder.py)
-
-    async def _lease(self, request: web.Request, path: str, key: str | None, *,
-                     load: bool = True) -> tuple[Route | None, web.StreamResponse | None]:
-        return await self._forwarder._lease(request, path, key, load=load)
-
-    async def _forward(self, request: web.Request, path: str, body: bytes,
-                       key: str | None, tap=None, *, load: bool = True) -> web.StreamResponse:
-        return await self._forwarder._forward(request, path, body, key, tap, load=load)
-
-    async def _incident_for(self, route: Route) -> str:
-        return await self._forwarder._incident_for(route)
 
     # ------------------------------------------------------------------ Stoker's own endpoints
 
