@@ -24,7 +24,7 @@ import time
 from collections.abc import MutableMapping
 from typing import Protocol
 
-from aiohttp import ClientSession, ServerDisconnectedError, web
+from aiohttp import ClientSession, web
 
 from stoker.fleet import commands as cmd
 from stoker.fleet.commands import Route
@@ -33,7 +33,7 @@ from stoker.gateway.images import cancel_if_engine_cannot
 from stoker.gateway.metrics import GatewayMetrics
 from stoker.gateway.rules import ANTHROPIC_PATHS, error_body
 from stoker.gateway.seams import SupervisorSide
-from stoker.gateway.upstream import UPSTREAM_ERRORS
+from stoker.gateway.upstream import UPSTREAM_ERRORS, send_to_engine
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,8 @@ class EngineForwarder:
         upstream = None
         try:
             try:
-                upstream = await self._send(session, request.method, url, headers, body)
+                upstream = await send_to_engine(session, request.method, url, headers=headers,
+                                                  data=body if body else None)
             except UPSTREAM_ERRORS as exc:
                 return await self._crashed(request, path, route, exc)
             ctype = upstream.headers.get("Content-Type", "")
@@ -209,20 +210,6 @@ class EngineForwarder:
             if upstream is not None:
                 upstream.close()
             routes.release(route)
-
-    @staticmethod
-    async def _send(session: ClientSession, method: str, url: str, headers: dict, body: bytes):
-        """The request to the engine. A kept-alive connection that the engine closed while it
-        idled fails at once, with no answer (seen on a loaded machine: the second of two chats a
-        moment apart got a 502): asked again, it goes out on a fresh connection. A dead engine
-        refuses that one too, so a crash is still a crash."""
-        for attempt in range(3):
-            try:
-                return await session.request(method, url, headers=headers, data=body if body else None)
-            except ServerDisconnectedError:
-                if attempt == 2:
-                    raise
-        raise AssertionError("unreachable")
 
     async def _crashed(self, request, path: str, route, exc) -> web.Response:
         """The engine went away under a request that has sent nothing yet: 502 with the incident."""

@@ -22,7 +22,7 @@ from stoker.engines.sd_server import ImageRequestError, openai_to_txt2img, plan_
 from stoker.fleet import commands as cmd
 from stoker.fleet.snapshot import EngineState
 from stoker.gateway.rules import IMAGES_GENERATIONS
-from stoker.gateway.upstream import UPSTREAM_ERRORS
+from stoker.gateway.upstream import UPSTREAM_ERRORS, send_to_engine
 from stoker.library.image_parts import ImageModel
 from stoker.library.model_ids import CatalogEntry, ModelKind
 
@@ -76,7 +76,7 @@ async def serve_image_request(gw, request: web.Request, path: str, body: bytes,
     upstream = None
     try:
         try:
-            upstream = await gw._session.post(route.endpoint + call.path, json=call.body)
+            upstream = await send_to_engine(gw._session, "POST", route.endpoint + call.path, json=call.body)
             reply = await upstream.read()
         except UPSTREAM_ERRORS:
             sentence = await gw.forwarder.incident_for(route)

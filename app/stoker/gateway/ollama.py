@@ -24,6 +24,7 @@ from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
 from stoker.gateway import ollama_rules as rules
 from stoker.gateway.rules import wrong_kind_message
 from stoker.gateway.seams import GatewayCore
+from stoker.gateway.upstream import send_to_engine
 from stoker.library.model_ids import CatalogEntry, ModelKind
 
 log = logging.getLogger(__name__)
@@ -284,8 +285,8 @@ class OllamaApi:
         if session is None:  # the gateway is stopping
             return self._error(request, 503, "Stoker's endpoint is stopping; try again in a moment.")
         try:
-            upstream = await session.post(route.endpoint + upstream_path, data=json.dumps(payload),
-                                                     headers=headers)
+            upstream = await send_to_engine(session, "POST", route.endpoint + upstream_path,
+                                            data=json.dumps(payload), headers=headers)
         except (TimeoutError, ClientConnectionError) as exc:
             log.warning("%s: the engine at %s failed: %r", path, route.endpoint, exc)
             return self._error(request, 502, "the model's engine stopped while answering; Stoker restarts it "
