@@ -205,6 +205,37 @@ def test_unloading_a_ready_model_closes_its_route_and_stops_it_once_idle():
     assert not state.member("a").unload_when_idle
 
 
+def touches(effects, key):
+    """The effects that act on `key`'s route or engine."""
+    return [e for e in effects if isinstance(e, (f.CloseRoute, f.StopIfIdle, f.StopEngine)) and e.key == key]
+
+
+def test_unloading_one_of_two_models_never_touches_the_other_or_its_waiters():
+    """Issue 25's race, at the reducer: a request for b that arrives while a is unloading (0.1 s
+    after `stoker unload a` returned) is answered with b's route at once, and nothing the
+    unload does closes or stops b, whatever the usage says meanwhile."""
+    state = resident(resident(f.FleetState(), "a", 100), "b", 100)
+    state, effects = run(state, f.UnloadAsked("a"))
+    assert touches(effects, "b") == [] and touches(effects, "a") == [f.CloseRoute("a"),
+                                                                       f.StopIfIdle("a", "asked to unload")]
+    state, effects = run(state, f.EnsureAsked("t", "b", "b"),
+                         f.Tick(usage(("a", 1, None, False), ("b", 0, 90.0, True))))
+    assert f.Answer("t", "b") in effects and touches(effects, "b") == []
+    state, effects = run(state, f.PhaseChanged("a", S.STOPPING), f.PhaseChanged("a", S.STOPPED),
+                         f.Tick(usage(("b", 1, 90.0, True))))
+    assert touches(effects, "b") == [] and state.member("b").phase is S.READY
+
+
+def test_a_request_for_a_model_being_unloaded_waits_for_its_next_load_not_its_closing_route():
+    state = resident(f.FleetState(), "a", 100)
+    state, _ = run(state, f.UnloadAsked("a"))
+    # a's route is closed while its last request drains: the waiter is not answered with it
+    state, effects = run(state, f.EnsureAsked("t", "a", "a"), f.Tick(usage(("a", 1, None, False))))
+    assert not [e for e in effects if isinstance(e, f.Answer)]
+    state, effects = run(state, f.PhaseChanged("a", S.STOPPING), f.PhaseChanged("a", S.STOPPED), f.Tick(()))
+    assert state.pending == ("a",) and not [e for e in effects if isinstance(e, f.Answer)]
+
+
 def test_unloading_a_starting_or_failed_model_stops_it_and_a_queued_one_leaves_the_queue():
     for phase in (S.STARTING, S.BACKOFF, S.FAILED):
         _, effects = run(resident(f.FleetState(), "a", 100, phase=phase), f.UnloadAsked("a"))
