@@ -29,13 +29,14 @@ from stoker.instance.instance import Instance
 from tests.shell.engine_helpers import engines_running
 from tests.shell.test_secrets import MemoryKeyring
 
-pytestmark = pytest.mark.engine
+APP_TIMEOUT_S = 480  # an agent's first prompt is thousands of tokens: minutes on a busy 2-core CPU
+# The app's own bound comes first, so a slow answer fails with the app's output, not pytest's.
+pytestmark = [pytest.mark.engine, pytest.mark.timeout(APP_TIMEOUT_S + 120)]
 DEMO_ID = "smollm2-135m-instruct:q4_1"
 CTX = 8192  # the demo model's whole training window, one slot: room for an agent's system prompt
 KEY = "sk-stoker-connect-test-key"
 # Read before any test moves HOME into its own folder.
 NPM_PREFIX = Path(os.environ.get("STOKER_NPM_CACHE") or Path.home() / ".cache" / "stoker-ci" / "npm") / "tools"
-APP_TIMEOUT_S = 900  # an agent's first prompt is thousands of tokens: minutes on a busy 2-core CPU
 
 
 def npm_tool(package: str, binary: str) -> Path:
@@ -73,8 +74,12 @@ def running(engine_binary, demo_model, stoker_home, tmp_path, monkeypatch):
     # Greedy sampling as the engine's default (the apps send no temperature), so the demo model
     # answers the same way every run: at llama-server's 0.8 it sometimes rambled past any output
     # cap, which Claude Code reports as a failed answer (CI: "exceeded the 512 output token maximum").
+    # 128 tokens at most where the app sets no cap (Codex sends no max_output_tokens): under Codex's
+    # long prompt the demo model never stopped by itself, and at the 3 tokens/s of a loaded 2-core
+    # run it was still writing when the test's 600 s ran out (700 tokens in 4 minutes).
     preparer = RealPreparer(engine=str(engine_binary), remember_last_model=False,
-                            cli_overrides=ModelOverrides(ctx=CTX, slots=1, extra_args=("--temp", "0")))
+                            cli_overrides=ModelOverrides(ctx=CTX, slots=1,
+                                                         extra_args=("--temp", "0", "--n-predict", "128")))
     inst = Instance(preparer, port=0, extra_models=(str(demo_model),),
                     options=SupervisorOptions(stop_grace_s=5)).start()
     control = ControlServer(inst.answer).serve()
