@@ -340,14 +340,80 @@ def test_a_wrapper_runtime_wording_names_its_kind(line, kind):
     assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
 
 
-def test_a_nameless_allocation_on_a_gpu_build_says_it_may_be_the_host():
+def test_a_nameless_allocation_on_a_gpu_build_is_unknown_between_the_gpu_and_the_host():
+    # old llama.cpp's `unable to allocate backend buffer` names no buffer type: on a build
+    # that splits layers between GPU and CPU either may have failed (ollama#5764: the host)
     lines = ("Error: llama runner process has terminated: error loading model: unable to allocate "
              "backend buffer",)
     inc = classify_exit(report_from_log(lines, backend="cuda"))
-    assert inc.kind == "cuda-oom" and "may be the system memory" in inc.title
-    # a buffer the line names decides without doubt
+    assert inc.kind == "unknown" and inc.candidates == ("cuda-oom", "host-oom")
+    assert "does not guess" in inc.title and inc.recoverable_by == "smaller-plan"
+    rocm = classify_exit(report_from_log(lines, backend="rocm"))
+    assert rocm.kind == "unknown" and rocm.candidates == ("rocm-oom", "host-oom")
+    # negative: a buffer the line names decides without doubt
     named = ("llama_model_load: error loading model: unable to allocate CUDA0 buffer",)
-    assert "may be" not in classify_exit(report_from_log(named, backend="cuda")).title
+    inc = classify_exit(report_from_log(named, backend="cuda"))
+    assert inc.kind == "cuda-oom" and not inc.candidates
+    host = ("llama_model_load: error loading model: unable to allocate CUDA_Host buffer",)
+    assert classify_exit(report_from_log(host, backend="cuda")).kind == "host-oom"
+    # ... and so does a build with one kind of memory
+    assert classify_exit(report_from_log(lines, backend="cpu")).kind == "host-oom"
+
+
+_ILLEGAL_ACCESS = ("CUDA error: an illegal memory access was encountered", "current device: 1",
+                   "ggml_backend_cuda_synchronize", "cudaStreamSynchronize(cuda_ctx->stream())")
+
+
+def test_a_gpu_error_with_a_drafter_loaded_is_unknown_between_them():
+    # llama.cpp#27750: the fault was the target's second GPU, the draft pinned to the first;
+    # with a drafter loaded the log cannot say whose graph faulted
+    inc = classify_exit(report_from_log(_ILLEGAL_ACCESS, has_drafter=True, backend="cuda"))
+    assert inc.kind == "unknown" and inc.candidates == ("gpu-error", "drafter-failure")
+    assert inc.rule == "gpu-error-with-a-drafter" and inc.recoverable_by == "drop-drafter"
+    assert not inc.counts_as_strike  # the start without the drafter tells first
+    # negative: without a drafter the GPU error is named
+    assert classify_exit(report_from_log(_ILLEGAL_ACCESS, has_drafter=False, backend="cuda")).kind == "gpu-error"
+    # ... a drafter the user chose is kept and the error named
+    forced = report_from_log(_ILLEGAL_ACCESS, has_drafter=True, backend="cuda")
+    assert classify_exit(replace(forced, drafter_forced=True)).kind == "gpu-error"
+    # ... and a crash with no telling line while a catalogue drafter loads stays the drafter's
+    bare = classify_exit(report_from_log(("llama_model_loader: loaded meta data",), signal="SIGSEGV",
+                                         has_drafter=True))
+    assert bare.kind == "drafter-failure" and bare.rule == "crash-starting-with-a-catalog-drafter"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # ggml-rpc.cpp before RPC_STATUS_ASSERT: GGML_ASSERT(status) after a failed send/recv
+    (r"D:\a\llama-box\llama-box\llama.cpp\ggml\src\ggml-rpc\ggml-rpc.cpp:438: GGML_ASSERT(status) failed",
+     "rpc-worker-lost"),
+    ("GGML_ASSERT: /src/llama.cpp/ggml/src/ggml-rpc.cpp:512: status", "rpc-worker-lost"),
+    # glibc's ldd: a needed library the loader does not find
+    ("        libllama.so => not found", "missing-library"),
+    # Ollama 0.12+ llm/server.go: the install lacks the llama-server it launches
+    ('{"error":"error starting llama-server: llama-server binary not found (checked: /usr/lib/ollama/'
+     'llama-server)"}', "missing-library"),
+    # ggml-cuda.cu's old CUDA_CHECK tail: `<file>:<line>: <cudaGetErrorString>`
+    ("ggml-cuda.cu:7068: invalid argument", "gpu-error"),
+    ("CUDA error 700 at ggml-cuda.cu:6951: an illegal memory access was encountered", "gpu-error"),
+    ("cudaErrorMisalignedAddress", "gpu-error"),
+])
+def test_a_wording_widened_after_batch_11_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # a graph the worker could not compute (its memory, an op it lacks): not a lost worker
+    ('ggml-rpc.cpp:1782: GGML_ASSERT(status == GGML_STATUS_SUCCESS && "Unsuccessful graph computations '
+     'are not supported with RPC") failed', "rpc-worker-lost"),
+    # an assertion in another file of the same form
+    ("ggml/src/ggml-cuda/ggml-cuda.cu:90: GGML_ASSERT(status) failed", "rpc-worker-lost"),
+    # a library ldd found
+    ("        libllama.so => /usr/local/lib/libllama.so (0x00007f)", "missing-library"),
+    # the engine's own refusal of an argument is not a CUDA error
+    ("error: invalid argument: --foo", "gpu-error"),
+])
+def test_a_look_alike_of_a_batch_11_wording_is_not_that_kind(line, not_kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind != not_kind
 
 
 def test_ollama_falling_back_to_the_cpu_is_the_gpu_unused():

@@ -96,6 +96,13 @@ CUDA_ERRORS = {  # cudaError_t (CUDA 12 runtime API), name -> (number, kind)
     "cudaErrorLaunchTimeout": (702, "gpu-error"),
     "cudaErrorIllegalInstruction": (715, "gpu-error"),
     "cudaErrorUnknown": (999, "gpu-error"),
+    "cudaErrorInvalidValue": (1, "gpu-error"),
+    "cudaErrorInvalidResourceHandle": (400, "gpu-error"),
+    "cudaErrorLaunchOutOfResources": (701, "gpu-error"),
+    "cudaErrorAssert": (710, "gpu-error"),
+    "cudaErrorHardwareStackError": (714, "gpu-error"),
+    "cudaErrorMisalignedAddress": (716, "gpu-error"),
+    "cudaErrorNotSupported": (801, "gpu-error"),
 }
 CUDA_DRIVER_ERRORS = {  # CUresult (driver API, ggml-cuda's VMM pool: CU_CHECK)
     "CUDA_ERROR_OUT_OF_MEMORY": (2, "gpu-oom"),
@@ -121,6 +128,15 @@ CUDA_ERROR_STRINGS = {  # cudaGetErrorString texts ggml prints after `CUDA error
     "an illegal memory access was encountered": "gpu-error",
     "unspecified launch failure": "gpu-error",
     "uncorrectable ECC error encountered": "gpu-error",
+    "invalid argument": "gpu-error",  # cudaErrorInvalidValue (1)
+    "invalid resource handle": "gpu-error",
+    "too many resources requested for launch": "gpu-error",
+    "device-side assert triggered": "gpu-error",
+    "misaligned address": "gpu-error",
+    "an illegal instruction was encountered": "gpu-error",
+    "operation not supported": "gpu-error",
+    "the launch timed out and was terminated": "gpu-error",
+    "all CUDA-capable devices are busy or unavailable": "gpu-error",
 }
 HIP_ERRORS = {  # hipError_t (ROCm 6), name -> (number, kind)
     "hipErrorOutOfMemory": (2, "rocm-oom"),
@@ -229,7 +245,14 @@ _e("rpc.lost", "rpc-worker-lost", 88, _D, f"ggml/src/ggml-rpc/ggml-rpc.cpp, {_B}
    # GGML_ABORT prints `<file>:<line>: Failed to connect to <endpoint>`; the bare words are
    # also any client's (a wrapper's health check, curl), so only ggml-rpc's own line decides
    r"ggml-rpc\.cpp:\d+: Failed to connect to", r"Failed to connect to RPC server",
-   r"RPC handshake failed for", r"RPC server version mismatch", r"failed to connect to rpc server")
+   r"RPC handshake failed for", r"RPC server version mismatch", r"failed to connect to rpc server",
+   # ggml-rpc.cpp before RPC_STATUS_ASSERT named the crash (2024 to early 2025, and the forks
+   # built from then: llama-box): every command's `bool status = send_rpc_cmd(...)` was
+   # checked by a bare GGML_ASSERT(status), false only when the socket send/recv failed
+   # (the worker crashed, restarted or dropped the connection); older ggml.c printed it as
+   # `GGML_ASSERT: <file>:<line>: status`. `GGML_ASSERT(status == GGML_STATUS_SUCCESS && ...)`
+   # is a graph the worker could not compute, not a lost worker, and is not matched.
+   r"ggml-rpc\.cpp:\d+: GGML_ASSERT\(status\) failed", r"GGML_ASSERT: \S*ggml-rpc\.cpp:\d+: status\s*$")
 _e("drafter.load", "drafter-failure", 85, _D,
    f"common/speculative.cpp, tools/server/server-context.cpp, {_B}; older server.cpp "
    "(`unable to load draft model`), speculative example (`failed to load draft model`)",
@@ -415,7 +438,14 @@ _e("ld.missing", "missing-library", 75, _D,
    r"no backends are loaded\. hint: use ggml_backend_load",
    r"Backend not found backend=",
    # LocalAI pkg/model/initializers.go: the backend's gRPC binary is not on disk (os.IsNotExist)
-   r"grpc process not found(: | in assetdir)", r"\bFails: grpc process not found\b")
+   r"grpc process not found(: | in assetdir)", r"\bFails: grpc process not found\b",
+   # glibc's ldd (elf/ldd.bash.in via ld.so --list): a needed library the loader cannot find
+   r"^\s*\S+\.so[\w.]*\s+=>\s+not found\s*$",
+   # the wrappers that launch llama-server as a program: Ollama 0.12+ llm/server.go
+   # (`llama-server binary not found (checked: ...)`, an install without its lib/ollama
+   # payload), and the launchers' own checks of the same words
+   r"llama-server binary not found", r"llama-server(\.exe)? (executable|binary) (was )?not found",
+   r"could not find (the )?llama-server (binary|executable)")
 
 # ---------------------------------------------------------------------------- arguments
 
@@ -552,7 +582,11 @@ _e("gpu.error", "gpu-error", 40, _S,
    r"ggml_metal_synchronize: error", r"Exception caught at file", r"an illegal memory access was encountered",
    r"unspecified launch failure", r"command buffer \d+ failed with status \d+",
    r"backend is in error state from a previous command buffer failure",
-   r"kIOGPUCommandBufferCallbackError(Timeout|PageFault|InvalidResource)", r"SYCL error:")
+   r"kIOGPUCommandBufferCallbackError(Timeout|PageFault|InvalidResource)", r"SYCL error:",
+   # ggml-cuda.cu's CUDA_CHECK before 2024 printed `CUDA error %d at %s:%d: %s`; a quoted
+   # tail keeps only `ggml-cuda.cu:<line>: <cudaGetErrorString>` (llama.cpp#3930)
+   r"ggml-cuda(\.cu|/\w+\.cuh?):\d+: (" + "|".join(
+       re.escape(t) for t, k in CUDA_ERROR_STRINGS.items() if k == "gpu-error") + r")\b")
 _e("abort.assert", "assertion-failed", 30, _S,
    f"ggml/src/ggml.c ggml_abort (`GGML_ASSERT(%s) failed`, `GGML_ABORT`), {_B}; older "
    "`GGML_ASSERT: file:line: cond`; the C and C++ runtimes",

@@ -519,6 +519,7 @@ _UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reaso
 _UNSURE_DEVICE = "device-unnamed"  # an allocation failed, on a device the log does not name
 _UNSURE_GPU_OR_HOST = "gpu-or-host"  # ... on a discrete-GPU build: most often its GPU
 _UNSURE_STOPPED_STARTING = "stopped-starting"  # a wrapper stopped it before it was ready
+_OPEN_GPU_ERROR_OR_DRAFTER = "gpu-error-or-drafter"  # a GPU runtime error with a drafter loaded
 
 # The kinds whose title and advice depend on nothing but the kind: (title, advice).
 _FIXED_WORDS: dict[str, tuple[str, str]] = {
@@ -830,9 +831,15 @@ def classify_exit(report: ExitReport) -> Incident:
             and not report.signalled_by_us and not conflict):
         kind, rule = "drafter-failure", "crash-starting-with-a-catalog-drafter"
         evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
+        if match is not None and match.kind == "gpu-error":
+            kind, unsure, rule = "unknown", _OPEN_GPU_ERROR_OR_DRAFTER, "gpu-error-with-a-drafter"
 
     title, advice = _words(kind, report, unsure)
     candidates: tuple[str, ...] = ()
+    open_pair = _left_open(kind, unsure, report, evidence)
+    if open_pair is not None:
+        kind, rule = "unknown", rule if kind == "unknown" else "allocation-on-an-unnamed-device"
+        candidates, title = open_pair
     if conflict and kind == "unknown" and match is not None:
         first, second = match.verdict.candidates
         candidates = (first.kind, second.kind)
@@ -864,29 +871,70 @@ def classify_exit(report: ExitReport) -> Incident:
                   and not report.signalled_by_us))
     if kind == "unknown" and report.exit_code is None and sig is None:
         counts = False  # nothing ended: a log with no failure in it is not a crash
-    if kind in OOM_KINDS:
-        recover: str | None = "smaller-plan"
-    elif kind == "drafter-failure":
-        recover = None if report.drafter_forced else "drop-drafter"
-    elif kind in BUILD_FAULT_KINDS:
-        recover = "next-build"
-    else:
-        recover = None
-    if report.has_drafter and not report.drafter_forced and kind in OOM_KINDS \
-            and report.phase == "starting":
-        recover = "drop-drafter"  # the drafter's memory is the cheapest thing to give back
+    if "drafter-failure" in candidates:
+        counts = False  # the start without the drafter tells first whose fault it was
     return Incident(
         kind=kind,
         title=title,
         evidence=_short(evidence or exit_text),
         advice=advice,
         counts_as_strike=counts,
-        recoverable_by=recover,
+        recoverable_by=_recovery(kind, report, candidates),
         exit_description=exit_text,
         rule=rule,
         evidence_lines=tuple(_short(p.line) for p in verdict.pieces),
         candidates=candidates,
     )
+
+
+# The model's weights buffer failing with no buffer type named (llama.cpp's llm_load_tensors
+# before the type was printed): the weights are split between the GPU and the CPU by the
+# offload, so the line is either's. A KV or compute buffer sits with the offloaded layers
+# (offload_kqv), so those lines keep naming the build's device.
+_WEIGHTS_UNNAMED = re.compile(r"unable to allocate (backend )?buffer\b", re.IGNORECASE)
+# The builds whose GPU has memory of its own beside the system's (Metal's is the system's).
+_SPLIT_OOM = frozenset({"cuda-oom", "rocm-oom", "vulkan-oom"})
+
+
+def _left_open(kind: str, unsure: str | None, report: ExitReport,
+               evidence: str | None) -> tuple[tuple[str, str], str] | None:
+    """(the two candidates, the title) when the deciding line follows either of two causes
+    and the log has nothing to choose between them, else None: the answer is then `unknown`
+    with both, since a confident wrong kind sends the user the wrong way."""
+    line = _short(evidence or "", 120)
+    if kind in _SPLIT_OOM and _WEIGHTS_UNNAMED.search(evidence or ""):
+        # llama.cpp before the buffer type was named (`unable to allocate backend buffer`),
+        # and Ollama's wrapping of it: with layers split between the GPU and the CPU the
+        # failing buffer is either's (ollama#5764: a 40 GB model on an 8 GB GPU ran out of RAM)
+        return ((kind, "host-oom"),
+                f"An allocation failed ({line}) and the log does not say on which device: the "
+                f"{_GPU_OF_OOM[kind]} GPU's memory or the system memory (RAM); Stoker does not "
+                "guess. Both are memory: Stoker retries with a smaller plan.")
+    if unsure == _OPEN_GPU_ERROR_OR_DRAFTER:
+        # A GPU runtime error (an illegal memory access, a launch failure) while a drafter is
+        # loaded: the drafter's graph or the target's may have faulted (llama.cpp#27750: a
+        # fault on the target's second GPU, the draft pinned to the first).
+        return (("gpu-error", "drafter-failure"),
+                f"The GPU reported an error ({line}) while a speculative drafter was loaded: the "
+                "drafter or the model itself may have caused it; Stoker does not guess, and "
+                "retries without the drafter to tell.")
+    return None
+
+
+def _recovery(kind: str, report: ExitReport, candidates: tuple[str, ...]) -> str | None:
+    """What the supervisor may try next: a smaller plan after memory ran out (also when the
+    log leaves open only which memory), the start without the drafter, or the next build."""
+    drafter_is_ours = report.has_drafter and not report.drafter_forced
+    memory = kind in OOM_KINDS or (kind == "unknown" and bool(candidates)
+                                   and all(c in OOM_KINDS for c in candidates))
+    if memory:
+        # the drafter's memory is the cheapest thing to give back
+        return "drop-drafter" if drafter_is_ours and report.phase == "starting" else "smaller-plan"
+    if kind == "drafter-failure" or (kind == "unknown" and "drafter-failure" in candidates):
+        return "drop-drafter" if drafter_is_ours else None
+    if kind in BUILD_FAULT_KINDS:
+        return "next-build"
+    return None
 
 
 def incident_of_kind(kind: str, report: ExitReport, evidence: str) -> Incident:
