@@ -423,3 +423,40 @@ def test_ollama_falling_back_to_the_cpu_is_the_gpu_unused():
     assert classify_exit(report_from_log(lines, backend="rocm")).kind == "gpu-unused"
     # a CPU build saying it finds no GPU is normal, not a failure of that kind
     assert classify_exit(report_from_log(lines, backend="cpu")).kind != "gpu-unused"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # cublasGetStatusString(CUBLAS_STATUS_ALLOC_FAILED) through ggml-cuda's CUBLAS_CHECK (CUDA 12)
+    ("CUDA error: the resource allocation failed", "cuda-oom"),
+    # llama.cpp's assert macro of spring 2023 (llama-util.h)
+    (r"LLAMA_ASSERT: D:\a\llama.cpp\llama.cpp\llama.cpp:830: false", "assertion-failed"),
+    # Node's listen error object with libuv's Windows EACCES (a reserved or held port)
+    ('[ERROR] Error starting server {"code":"EACCES","errno":-4092,"syscall":"listen","address":"127.0.0.1",'
+     '"port":1234}', "port-in-use"),
+])
+def test_a_wording_widened_after_batch_12_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1, backend="cuda")).kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # another cuBLAS status is a GPU fault, not memory
+    ("CUDA error: the GPU program failed to execute", "cuda-oom"),
+    # Linux libuv's EACCES (-13) on listen is a privileged port, not one another program holds
+    ('{"code":"EACCES","errno":-13,"syscall":"listen","address":"0.0.0.0","port":80}', "port-in-use"),
+    # the macro's name in prose is not the assert's line
+    ("the LLAMA_ASSERT macro was renamed in June", "assertion-failed"),
+])
+def test_a_look_alike_of_a_batch_12_wording_is_not_that_kind(line, not_kind):
+    assert classify_exit(report_from_log((line,), exit_code=1, backend="cuda")).kind != not_kind
+
+
+def test_ollama_discovery_failing_to_init_the_cuda_driver_is_the_gpu_unused():
+    # Ollama discover/gpu_info_nvcuda.c: cuInit failed (3: not initialized), so it runs on the CPU
+    line = ('level=INFO source=gpu.go:612 msg="Unable to load cudart library /usr/lib/x86_64-linux-gnu/'
+            'libcuda.so.575.57.08: cuda driver library init failure: 3"')
+    assert classify_exit(report_from_log((line,), backend="cuda")).kind == "gpu-unused"
+    # negative: 35 is the driver older than the runtime, which the catalogue names first
+    old = line.replace("failure: 3", "failure: 35")
+    assert classify_exit(report_from_log((old,), backend="cuda")).kind == "cuda-driver-too-old"
+    # ... and a CPU build saying so is not a GPU build running without its GPU
+    assert classify_exit(report_from_log((line,), backend="cpu")).kind != "gpu-unused"

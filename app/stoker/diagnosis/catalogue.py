@@ -287,7 +287,11 @@ _e("cuda.oom", "gpu-oom", 80, _D,
    r"failed to allocate (CUDA|ROCm|MUSA)\d+ buffer", r"unable to allocate (CUDA|ROCm|MUSA)\d+ buffer",
    r"HipVMM Failure: out of memory", r"CUDA out of memory\. Tried to allocate",
    r"cublas(Create|_v2)?.{0,40}CUBLAS_STATUS_ALLOC_FAILED", r"CUBLAS_STATUS_ALLOC_FAILED",
-   r"hipblas.{0,40}HIPBLAS_STATUS_ALLOC_FAILED")
+   r"hipblas.{0,40}HIPBLAS_STATUS_ALLOC_FAILED",
+   # CUDA 12 builds print cuBLAS failures through cublasGetStatusString (ggml-cuda/common.cuh
+   # cublas_get_error_str, b11434): CUBLAS_STATUS_ALLOC_FAILED reads `the resource allocation
+   # failed` (cuBLAS: "usually caused by a cudaMalloc() failure"); before CUDA 12 the enum name
+   r"(CUDA|MUSA) error:\s*the resource allocation failed")
 _e("hip.vmm", "rocm-oom", 80, _S, f"ggml/src/ggml-cuda/vendors/hip.h CU_CHECK, {_B}",
    "ROCm's virtual memory pool could not map more memory (nearly always memory pressure)",
    r"HipVMM Failure")
@@ -408,7 +412,12 @@ _e("net.port-in-use", "port-in-use", 75, _D,
    r"\[(WinError|Errno) 10013\]", r"WSAEACCES",
    r"port \d+ is (already )?(in use|taken|occupied)",
    # Qt's QAbstractSocket::AddressInUseError text (gpt4all's API server)
-   r"The bound address is already in use", r"failed to (start|bind).{0,40}port \d+.{0,20}in use")
+   r"The bound address is already in use", r"failed to (start|bind).{0,40}port \d+.{0,20}in use",
+   # Node's listen error object (LM Studio, Jan, OpenHands' servers), printed by util.inspect
+   # or JSON.stringify: EADDRINUSE anywhere; EACCES with libuv's Windows errno -4092 is a port
+   # Windows reserves (Hyper-V/WinNAT exclusions) or another program holds exclusively
+   r"\"code\":\s*\"EACCES\",\s*\"errno\":\s*-4092,\s*\"syscall\":\s*\"listen\"",
+   r"code: 'EACCES',\s*errno: -4092,\s*syscall: 'listen'")
 _e("net.bind-localized", "port-in-use", 75, _S,
    "Go's net package: `listen tcp <addr>: bind: <the OS's reason>`, the reason localized by "
    "Windows' FormatMessage (Turkish, Chinese, …) where the English words are not there",
@@ -593,7 +602,10 @@ _e("abort.assert", "assertion-failed", 30, _S,
    "the engine stopped on an internal check", r"GGML_ASSERT", r"GGML_ABORT", r"assert(ion)? failed",
    r"Assertion .{1,200} failed", r"terminate called", r"failed assertion `",
    # the Microsoft C runtime's abort(): `R6010 - abort() has been called` / debug-build dialog
-   r"abort\(\) has been called")
+   r"abort\(\) has been called",
+   # llama.cpp's own assert macro before GGML_ASSERT took over (llama-util.h, spring 2023:
+   # `LLAMA_ASSERT: %s:%d: %s`), and whisper.cpp's twin in the bindings that bundle both
+   r"\b(LLAMA|WHISPER)_ASSERT: \S+:\d+: ")
 
 
 # Every name of the runtime tables above is an entry of its own, so a runtime error the

@@ -268,7 +268,11 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
                                    r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
-                                   r"|amdgpu is not supported \(supported types", line):
+                                   r"|amdgpu is not supported \(supported types"
+                                   # Ollama discover/gpu_info_nvcuda.c, gpu_info_cudart.c: the
+                                   # driver library failed cuInit/cudaGetDeviceCount with a
+                                   # CUresult (35, driver too old, is the catalogue's own)
+                                   r"|(cuda driver library|nvcuda|cudart) init failure: (?!35\b)\d+", line):
             return line
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
