@@ -460,3 +460,76 @@ def test_ollama_discovery_failing_to_init_the_cuda_driver_is_the_gpu_unused():
     assert classify_exit(report_from_log((old,), backend="cuda")).kind == "cuda-driver-too-old"
     # ... and a CPU build saying so is not a GPU build running without its GPU
     assert classify_exit(report_from_log((line,), backend="cpu")).kind != "gpu-unused"
+
+
+def test_a_wording_widened_after_batch_13_names_its_kind():
+    # ggml-cuda.cu's bad_arch() of late 2023
+    line = "ERROR: ggml-cuda was compiled without support for the current GPU architecture."
+    assert classify_exit(report_from_log((line,), backend="cuda")).kind == "no-kernel-image"
+    # Ollama 0.1.3x amd_linux.go: the ROCm payload lacks the gfx, so it runs on the CPU
+    amd = ('level=WARN source=amd_linux.go:116 msg="amdgpu [0] gfx1103 is not supported by '
+           '/tmp/ollama2145067703/rocm [gfx1030 gfx1100]"')
+    assert classify_exit(report_from_log((amd,), backend="rocm")).kind == "gpu-unused"
+    assert classify_exit(report_from_log((amd,), backend="cpu")).kind != "gpu-unused"  # negative
+
+
+@pytest.mark.parametrize("lines, kind", [
+    # symbols only macOS itself provides: its libc++ and its frameworks' classes
+    (("Dyld Error Message:", "  Symbol not found: __ZTTNSt3__114basic_ifstreamIcNS_11char_traitsIcEEEE"),
+     "system-too-old"),
+    (("dyld: Symbol not found: _OBJC_CLASS_$_MTLComputePassDescriptor",), "system-too-old"),
+    # a library outside macOS lacking the symbol: another build's copy
+    (("dyld[61266]: Symbol not found: _llama_sampler_grammar_is_inflight",
+      "  Referenced from: <F1BE81C2-73D7-3A71-90E5-5F8F9921B022> /Applications/GPUStack.app/llama-box",
+      "  Expected in:     <924D1BCB-5D80-3E69-A7CE-B285152F24AB> /Applications/GPUStack.app/libllama.dylib"),
+     "stale-library"),
+    # ... and one in /usr/lib is macOS too old
+    (("dyld: Symbol not found: _foo", "  Expected in: /usr/lib/libSystem.B.dylib"), "system-too-old"),
+])
+def test_dyld_symbol_misses_are_read_by_where_the_symbol_was_expected(lines, kind):
+    assert classify_exit(report_from_log(lines, signal="SIGABRT", os="darwin")).kind == kind
+
+
+def test_a_bare_dyld_symbol_miss_is_a_sign_only():
+    # negative: without `Expected in:` the same line follows an old macOS and another build's library
+    inc = classify_exit(report_from_log(("dyld: Symbol not found: _ggml_backend_foo",), signal="SIGABRT",
+                                        os="darwin"))
+    assert inc.kind == "unknown" and inc.candidates == ("stale-library",)
+
+
+def test_gos_exit_code_minus_one_is_not_sighup():
+    # Go's ProcessState.ExitCode() is -1 for a process a signal ended without naming it
+    line = ('level=ERROR source=sched.go:388 msg="error loading llama server" '
+            'error="llama runner process no longer running: -1 "')
+    inc = classify_exit(report_from_log((line,)))
+    assert inc.kind == "unknown" and "SIGHUP" not in (inc.exit_description or "")
+    # negative: a named signal and a real code are still read
+    assert classify_exit(report_from_log(("Error: llama runner process has terminated: signal: killed",))).kind \
+        == "host-oom"
+    killed_137 = classify_exit(report_from_log(("container exited with code 137",)))
+    assert "137" in (killed_137.exit_description or "")
+
+
+def test_a_load_error_covering_model_and_draft_is_unknown_between_them():
+    # LocalAI reports the model and its draft together: either file may be the unreadable one
+    line = ("Error: failed to load model with internal loader: could not load model: rpc error: code = Internal "
+            "desc = Failed to load model: /models/m.gguf (with draft model: /models/mtp.gguf). Error: "
+            "llama_model_load: error loading model: unknown model architecture: 'gemma4_assistant'")
+    inc = classify_exit(report_from_log((line,), has_drafter=True))
+    assert inc.kind == "unknown" and inc.candidates == ("bad-model", "drafter-failure")
+    assert inc.rule == "load-error-covers-the-draft" and inc.recoverable_by == "drop-drafter"
+    # negative: the same error without a draft model is the model's
+    alone = line.replace(" (with draft model: /models/mtp.gguf)", "")
+    assert classify_exit(report_from_log((alone,))).kind == "bad-model"
+
+
+@pytest.mark.parametrize("line, candidate", [
+    # gpt4all's own guess after any crash on load (batch 13's was a CPU without AVX)
+    ("[Warning] (Tue Jul 25 13:08:13 2023): ERROR: Previous attempt to load model resulted in crash for "
+     "`m.bin` most likely due to out of memory.", "host-oom"),
+    # llamafile found no usable GPU module (library, driver or compiler)
+    ("fatal error: support for --gpu nvidia was explicitly requested, but it wasn't available", "missing-library"),
+])
+def test_a_wrappers_guess_is_a_sign_only(line, candidate):
+    inc = classify_exit(report_from_log((line,)))
+    assert inc.kind == "unknown" and candidate in inc.candidates

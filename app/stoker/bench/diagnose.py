@@ -39,7 +39,7 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # The fresh batches no rule was tuned on since their score: the headline. They are not
 # training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;
 # tuning on one spends it and moves it out of this set.
-UNSPENT_BATCHES = frozenset({13})
+UNSPENT_BATCHES: frozenset[int] = frozenset()  # batch 13 was spent by the widening after it (README)
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")

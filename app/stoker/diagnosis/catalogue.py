@@ -216,7 +216,10 @@ _e("cuda.no-kernel-image", "no-kernel-image", 90, _D,
    "the build has no GPU code for this device's architecture",
    r"no kernel image is available for execution on the device", r"invalid device function",
    r"cudaErrorNoKernelImageForDevice", r"CUDA_ERROR_NO_BINARY_FOR_GPU",
-   r"has no device code compatible with CUDA arch", r"ggml was not compiled with any CUDA arch")
+   r"has no device code compatible with CUDA arch", r"ggml was not compiled with any CUDA arch",
+   # ggml-cuda.cu's bad_arch() of late 2023 (before no_device_code named the arch), still in
+   # the koboldcpp and llama-cpp-python builds of that time
+   r"ggml-cuda was compiled without support for the current GPU architecture")
 _e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
    "hipErrorNoBinaryForGpu (209), hipErrorSharedObjectInitFailed (303); HIP runtime, rocBLAS/Tensile",
    "ROCm has no kernels for this gfx architecture (an unsupported GPU without an override)",
@@ -381,9 +384,22 @@ _e("ld.library-version", "missing-library", 77, _D,
    r"version [`'‘]?(?!GLIBC|GLIBCXX|CXXABI)(lib\w[\w.+-]*|[A-Z][A-Z0-9_]+)[\w.]*[`'’]? not found \(required by")
 _e("dyld.system-too-old", "system-too-old", 77, _D, "macOS dyld",
    "a symbol the build expects in macOS's own libraries: an older macOS",
-   r"Expected in:?\s*/usr/lib/", r"Expected in:?\s*/System/Library/",
+   r"Expected in:?\s*(<[\w-]+>\s*)?/usr/lib/", r"Expected in:?\s*(<[\w-]+>\s*)?/System/Library/",
+   # symbols only macOS itself provides: libc++'s std::__1 (/usr/lib/libc++.1.dylib) and the
+   # Objective-C classes of its frameworks (Metal, Foundation, QuartzCore)
+   r"Symbol not found: \(?__Z\w*NSt3__1", r"Symbol not found: \(?_OBJC_CLASS_\$_(MTL|NS|CA)\w+",
    r"built for (newer )?macOS( version)? [\d.]+ which is newer than running OS",
    r"was built for newer macOS version")
+_e("dyld.stale-symbol", "stale-library", 76, _D,
+   "macOS dyld `Symbol not found: _sym` / `Referenced from:` / `Expected in: <library>`",
+   "the library dyld found lacks the symbol: outside macOS's own /usr/lib and /System it is "
+   "another build's copy",
+   r"Expected in:?\s*(<[\w-]+>\s*)?(?!/usr/lib/|/System/)[/@~]\S*\.dylib")
+_e("dyld.symbol-missing", "stale-library", 20, _W,
+   "macOS dyld `Symbol not found: _sym` and a crash report's `DYLD, [0x4] Symbol missing`",
+   "a symbol is missing: the `Expected in:` line says whether from macOS (too old) or from "
+   "another build's library; without it, a sign only",
+   r"Symbol not found: \(?_", r"DYLD, \[0x4\] Symbol missing")
 _e("ggml.backend-abi", "stale-library", 76, _D,
    f"ggml/src/ggml-backend-reg.cpp load_backend, {_B}: a backend library without "
    "`ggml_backend_init`, or built against another ggml API version",
@@ -394,7 +410,7 @@ _e("ld.stale-symbol", "stale-library", 76, _D,
    "STATUS_ENTRYPOINT_NOT_FOUND 0xC0000139 / ERROR_PROC_NOT_FOUND 127, STATUS_INVALID_IMAGE_FORMAT 0xC000007B",
    "a library of the same name from another build (or another architecture) shadows the build's own",
    r"symbol lookup error", r"undefined symbol", r"could not be located in the dynamic link library",
-   r"Symbol not found: _", r"wrong ELF class", r"\[WinError 193\]", r"is not a valid Win32 application",
+   r"wrong ELF class", r"\[WinError 193\]", r"is not a valid Win32 application",
    r"\[WinError 127\]", r"The specified procedure could not be found", r"incompatible architecture \(have",
    r"STATUS_ENTRYPOINT_NOT_FOUND", r"STATUS_INVALID_IMAGE_FORMAT", r"\b0xc0000139\b", r"\b0xc000007b\b",
    r"\b3221225785\b", r"\b3221225595\b", r"-1073741511\b", r"-1073741701\b",
@@ -560,6 +576,16 @@ _e("wrapper.runner-ended", "assertion-failed", 20, _W,
    "the engine process ended; the exit or the engine's lines say why",
    r"llama runner process has terminated", r"error reading from server: EOF", r"cortex exited with code",
    r"Failed to execute script", r"rpc error: code = Unavailable", r"grpc service not ready")
+_e("wrapper.crash-guess", "host-oom", 20, _W,
+   "gpt4all chat (`Previous attempt to load model resulted in crash ... most likely due to out "
+   "of memory`): its guess after any crash on load, also a CPU without AVX",
+   "the wrapper's own guess at a crash it did not see",
+   r"Previous attempt to load model resulted in crash")
+_e("wrapper.gpu-library-absent", "missing-library", 20, _W,
+   "llamafile (`support for --gpu %s was explicitly requested, but it wasn't available`): no GPU "
+   "module could be loaded or built, whether the library, the driver or the compiler is missing",
+   "llamafile found no usable GPU module",
+   r"support for --gpu \w+ was explicitly requested, but it wasn't available")
 _e("wrapper.gpu-fallback", "gpu-error", 20, _W,
    "Ollama discover (`no compatible GPUs were discovered`, `amdgpu is not supported`); LM Studio",
    "the wrapper did not use the GPU; whether that is the failure depends on the plan",

@@ -269,6 +269,9 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
                                    r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
                                    r"|amdgpu is not supported \(supported types"
+                                   # Ollama 0.1.3x gpu/amd_linux.go: `amdgpu [%d] %s is not
+                                   # supported by %s %v`
+                                   r"|amdgpu \[\d+\] gfx\w+ is not supported by "
                                    # Ollama discover/gpu_info_nvcuda.c, gpu_info_cudart.c: the
                                    # driver library failed cuInit/cudaGetDeviceCount with a
                                    # CUresult (35, driver too old, is the catalogue's own)
@@ -334,6 +337,10 @@ def _exit_from_words(word: str) -> tuple[int | None, str | None]:
         return None, "SIGILL"
     if w.startswith("0x"):
         return int(w, 16), None
+    if w == "-1":
+        # Go's ProcessState.ExitCode() (Ollama, llama-swap) and Rust's wrappers print -1 for a
+        # process a signal ended without saying which: not signal 1 (SIGHUP)
+        return None, None
     if re.fullmatch(r"-?\d+", w):
         return int(w), None
     if w.upper() in ("KILL", "ABRT", "SEGV", "ILL", "TERM", "INT"):
@@ -842,8 +849,8 @@ def classify_exit(report: ExitReport) -> Incident:
     candidates: tuple[str, ...] = ()
     open_pair = _left_open(kind, unsure, report, evidence)
     if open_pair is not None:
-        kind, rule = "unknown", rule if kind == "unknown" else "allocation-on-an-unnamed-device"
-        candidates, title = open_pair
+        candidates, title, open_rule = open_pair
+        kind, rule = "unknown", rule if kind == "unknown" else open_rule
     if conflict and kind == "unknown" and match is not None:
         first, second = match.verdict.candidates
         candidates = (first.kind, second.kind)
@@ -896,13 +903,15 @@ def classify_exit(report: ExitReport) -> Incident:
 # offload, so the line is either's. A KV or compute buffer sits with the offloaded layers
 # (offload_kqv), so those lines keep naming the build's device.
 _WEIGHTS_UNNAMED = re.compile(r"unable to allocate (backend )?buffer\b", re.IGNORECASE)
+# LocalAI's load error naming the draft model beside the model (pkg/model/initializers.go).
+_LOAD_WITH_DRAFT = re.compile(r"\(with draft model: ", re.IGNORECASE)
 # The builds whose GPU has memory of its own beside the system's (Metal's is the system's).
 _SPLIT_OOM = frozenset({"cuda-oom", "rocm-oom", "vulkan-oom"})
 
 
 def _left_open(kind: str, unsure: str | None, report: ExitReport,
-               evidence: str | None) -> tuple[tuple[str, str], str] | None:
-    """(the two candidates, the title) when the deciding line follows either of two causes
+               evidence: str | None) -> tuple[tuple[str, str], str, str] | None:
+    """(the two candidates, the title, the rule) when the deciding line follows either of two causes
     and the log has nothing to choose between them, else None: the answer is then `unknown`
     with both, since a confident wrong kind sends the user the wrong way."""
     line = _short(evidence or "", 120)
@@ -913,7 +922,15 @@ def _left_open(kind: str, unsure: str | None, report: ExitReport,
         return ((kind, "host-oom"),
                 f"An allocation failed ({line}) and the log does not say on which device: the "
                 f"{_GPU_OF_OOM[kind]} GPU's memory or the system memory (RAM); Stoker does not "
-                "guess. Both are memory: Stoker retries with a smaller plan.")
+                "guess. Both are memory: Stoker retries with a smaller plan.",
+                "allocation-on-an-unnamed-device")
+    if kind == "bad-model" and _LOAD_WITH_DRAFT.search(evidence or ""):
+        # LocalAI pkg/model reports one load error for the model and its draft together
+        # (`Failed to load model: X (with draft model: Y). Error: ...`): either file's
+        return (("bad-model", "drafter-failure"),
+                f"A model failed to load ({line}) where the error covers the model and its draft "
+                "model together: either file may be the one this build cannot read; Stoker does not "
+                "guess, and retries without the drafter to tell.", "load-error-covers-the-draft")
     if unsure == _OPEN_GPU_ERROR_OR_DRAFTER:
         # A GPU runtime error (an illegal memory access, a launch failure) while a drafter is
         # loaded: the drafter's graph or the target's may have faulted (llama.cpp#27750: a
@@ -921,7 +938,7 @@ def _left_open(kind: str, unsure: str | None, report: ExitReport,
         return (("gpu-error", "drafter-failure"),
                 f"The GPU reported an error ({line}) while a speculative drafter was loaded: the "
                 "drafter or the model itself may have caused it; Stoker does not guess, and "
-                "retries without the drafter to tell.")
+                "retries without the drafter to tell.", "gpu-error-with-a-drafter")
     return None
 
 
