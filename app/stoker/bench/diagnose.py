@@ -34,7 +34,7 @@ CORPUS = Path(__file__).resolve().parents[3] / "tests" / "data" / "wild"
 TARGET_OVERALL = 0.95
 TARGET_PRECISION = 0.98
 # The batches gathered after the catalogue (stoker/diagnosis/catalogue.py) was frozen, each
-# with the commit that froze it; each was scored once before any tuning (NOTES-h-diag.md).
+# with the commit that froze it; each was scored once before any tuning (README, git log).
 FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b3c71d7", 12: "1f81cd1", 13: "2da160d"}
 # The fresh batches no rule was tuned on since their score: the headline. They are not
 # training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;

@@ -17,8 +17,9 @@ Kinds are those of classify.KINDS, plus two the verdict resolves from the rest o
 "gpu-oom" (ggml-cuda's words, spoken by CUDA and HIP builds alike: the ROCm signs decide)
 and "device-oom" (an allocation whose line names no device: the buffer or backend decides).
 
-Pure data: no files, no clock, nothing run. Frozen at the commit named in NOTES-h-diag.md
-before the fresh benchmark batch was gathered; a later change must say so there.
+Pure data: no files, no clock, nothing run. Frozen before each fresh benchmark batch at the
+commit bench/diagnose.py FRESH_BATCHES names; a change after a batch's score spends that
+batch, and the README says so.
 """
 
 from __future__ import annotations
