@@ -533,3 +533,142 @@ def test_a_load_error_covering_model_and_draft_is_unknown_between_them():
 def test_a_wrappers_guess_is_a_sign_only(line, candidate):
     inc = classify_exit(report_from_log((line,)))
     assert inc.kind == "unknown" and candidate in inc.candidates
+
+
+# ---- the catalogue mined from the wrappers' and llama.cpp's sources before batch 14 ----
+# Each wording is one a source prints (README "Batch 14: the catalogue from the sources"),
+# none of them taken from a thread; the look-alikes below keep each one narrow.
+
+@pytest.mark.parametrize("line, backend, kind", [
+    # Ollama 2026 llm/server.go: its llama-server runner's out-of-memory, read by llm/status.go
+    ('level=ERROR source=server.go:702 msg="llama-server reported out-of-memory during startup: '
+     'ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed"',
+     "cuda", "cuda-oom"),
+    # Jan tauri-plugin-llamacpp error.rs: its own out-of-memory reading of llama-server's stderr
+    ('LlamacppError { code: OutOfMemory, message: "Out of memory. The model requires more RAM or VRAM '
+     'than available." }', "vulkan", "vulkan-oom"),
+    # Ollama 0.12-0.20 llm/server.go: its estimate against the system memory
+    ("Error: model is too large for system memory", None, "host-oom"),
+    # ggml-sycl's host allocation (b11434)
+    ("ggml_sycl_host_malloc: can't allocate 4294967296 Bytes of memory on host", None, "host-oom"),
+    # Go's os/exec and Node's child_process: the program the wrapper launches is not there
+    ('<qwen> start() failed for command \'llama-server -m /m.gguf\': exec: "llama-server": executable file '
+     'not found in $PATH', None, "missing-library"),
+    ("fork/exec /usr/local/bin/llama-server: no such file or directory", None, "missing-library"),
+    ("Error: spawn /opt/jan/llama-server ENOENT", None, "missing-library"),
+    # ... built for another architecture
+    ("fork/exec /app/llama-server: exec format error", None, "stale-library"),
+    # b11434 with loadable backends and no libggml-cpu beside it
+    ("llama_model_load: error loading model: make_cpu_buft_list: no CPU backend found", None, "missing-library"),
+    # a Vulkan build with no Vulkan driver
+    ("  what():  vk::createInstance: ErrorIncompatibleDriver", "vulkan", "missing-library"),
+    # koboldcpp.py: no backend library beside it; its own argument check; its format detection
+    ("KoboldCPP couldn't locate any backends to use (i.e Default, Vulkan, CLBlast, CuBLAS).", None,
+     "missing-library"),
+    ("Error: Using --quantkv requires --flashattention", None, "bad-argument"),
+    ("Unknown Model, cannot load.", None, "bad-model"),
+    ("Warning: Port 5001 already appears to be in use by another program.", None, "port-in-use"),
+    # b11434's own load errors (gguf.cpp, llama-model-loader.cpp)
+    ("gguf_init_from_file_impl: this GGUF file is version 4 but this software only supports up to version 3",
+     None, "bad-model"),
+    ("llama_model_load: error loading model: illegal split file idx: 1 (file: /m-00002-of-00003.gguf), model "
+     "must be loaded with the first split", None, "bad-model"),
+    # Jan's words said only on llama.cpp's `error loading model architecture`
+    ("The model's architecture is not supported by this version of the backend.", None, "bad-model"),
+    # CUDA 11/12's cudaErrorDevicesUnavailable string and cudaErrorCallRequiresNewerDriver
+    ("CUDA error: CUDA-capable device(s) is/are busy or unavailable", "cuda", "gpu-error"),
+    ("CUDA error: API call is not supported in the installed CUDA driver", "cuda", "cuda-driver-too-old"),
+    # Ollama 0.9 discover/gpu.go
+    ('level=WARN source=gpu.go:605 msg="old CUDA driver detected - please upgrade to a newer driver"', None,
+     "cuda-driver-too-old"),
+    # Jan's 180 s wait for llama-server's ready line
+    ("The model took too long to load and timed out.", None, "startup-timeout"),
+    # ggml-vulkan (b11434) after a device loss
+    ("ggml_vulkan: device fault on NVIDIA GeForce RTX 3060: page fault", "vulkan", "gpu-error"),
+])
+def test_a_wording_mined_from_the_sources_names_its_kind(line, backend, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1, backend=backend)).kind == kind
+
+
+def test_the_sycl_pool_running_out_is_a_device_allocation():
+    # ggml-sycl's dpct helpers (b11434): read as the device memory of the build, like sycl.oom
+    (piece,) = gather(("dpct_malloc: out of memory for virtual memory pool",), strip_log_prefix)
+    assert piece.entry.name == "sycl.oom" and piece.kind == "device-oom"
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # Go's exec finding a program that is not the engine's launcher words
+    ("fork/exec /usr/bin/nvidia-smi: permission denied", "missing-library"),
+    # a CPU backend that was found
+    ("load_backend: loaded CPU backend from /app/libggml-cpu-haswell.so", "missing-library"),
+    # another VkResult from vkCreateInstance is not a missing driver
+    ("vk::createInstance: ErrorLayerNotPresent", "missing-library"),
+    # Python's ENOENT for the model file is not the engine's program
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/models/qwen.gguf'", "missing-library"),
+    # koboldcpp's port being free (its start line)
+    ("Starting OpenAI Compatible API on port 5001 at http://localhost:5001/v1/", "port-in-use"),
+    # the supported GGUF version said in passing
+    ("llama_model_loader: - kv   0:  general.architecture str = llama (GGUF V3 (latest))", "bad-model"),
+])
+def test_a_look_alike_of_a_mined_wording_is_not_that_kind(line, not_kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind != not_kind
+
+
+@pytest.mark.parametrize("line, candidate", [
+    # wrappers' words around any failed start: shown, never deciding (the exit decides)
+    ('level=ERROR source=sched.go:455 msg="error loading llama server" error="llama-server process has '
+     'terminated: exit status 2"', "bad-model"),
+    ("Error: 500 Internal Server Error: model runner has unexpectedly stopped, this may be due to resource "
+     "limitations or an internal error, check ollama server logs for details", "assertion-failed"),
+    ("Error: llama runner process has terminated: this model may be incompatible with your version of Ollama. "
+     "If you previously pulled this model, try updating it by running `ollama pull x`", "bad-model"),
+    ("11:02AM ERR GRPC Process is not responding: rpc error: code = Unavailable", "assertion-failed"),
+    ("RuntimeError: Server process terminated unexpectedly with exit code: 3221225477", "assertion-failed"),
+    ("[qwen] upstream exited unexpectedly", "assertion-failed"),
+    ("llama.cpp failed early with code Some(1)", "assertion-failed"),
+    ("The model process encountered an unexpected error.", "assertion-failed"),
+    ("Could not load engine: LoadLibrary failed", "missing-library"),
+    # a Metal shader library that would not compile: an older macOS, an old GPU or a damaged bundle
+    ('ggml_metal_init: error: Error Domain=MTLLibraryErrorDomain Code=3 "program_source:3:10: error"',
+     "system-too-old"),
+    ("ggml_vulkan: Error: Vulkan 1.2 required.", "system-too-old"),
+    ("WARNING: failed to allocate 512.00 MB of pinned memory: out of memory", "host-oom"),
+])
+def test_a_mined_wrapper_wording_is_a_sign_only(line, candidate):
+    pieces = gather((line,), strip_log_prefix)
+    assert pieces and all(p.strength is catalogue.Strength.WEAK for p in pieces), pieces
+    assert candidate in {p.kind for p in pieces}
+    assert decide(pieces).kind is None  # weak evidence names nothing; the exit decides
+
+
+@pytest.mark.parametrize("line, backend", [
+    # Ollama 0.1.2x-0.1.3x, 0.3-0.12 and 2026 discovery: a GPU found and left for the CPU
+    ('level=INFO source=gpu.go:146 msg="CUDA GPU is too old. Falling back to CPU mode. Compute Capability '
+     'detected: 3.0"', None),
+    ('level=WARN source=amd_linux.go:341 msg="amdgpu detected, but no compatible rocm library found.  Please '
+     'install ROCm"', None),
+    ('level=WARN source=gpu.go:228 msg="CPU does not have minimum vector extensions, GPU inference disabled"',
+     None),
+    ('level=ERROR source=amd_linux.go:386 msg="amdgpu devices detected but permission problems block access: '
+     'kfd driver not loaded"', None),
+    ("level=INFO msg=\"skipping CUDA device — compute capability not in compiled architectures\"", None),
+    # koboldcpp.py: its CUDA library is not in the bundle
+    ("Warning: CuBLAS library file not found. CPU library will be used.", None),
+    # llamafile and b11434's own warnings
+    ("warning: --n-gpu-layers 99 was passed but no GPUs were found; falling back to CPU", None),
+    ("warning: llama.cpp was compiled without support for GPU offload. Setting the main GPU has no effect.", None),
+    ("ggml_vulkan: Warning: Device type is CPU. This is probably not the device you want.", "vulkan"),
+])
+def test_a_wrapper_leaving_the_gpu_is_the_gpu_unused(line, backend):
+    assert classify_exit(report_from_log((line,), backend=backend)).kind == "gpu-unused"
+
+
+def test_the_gpu_left_is_not_blamed_when_something_else_failed():
+    # negative: the fallback is a sign; a failure the log names, or an exit, decides first
+    fell_back = 'level=INFO msg="CUDA GPU is too old. Falling back to CPU mode. Compute Capability detected: 3.0"'
+    oom = "ggml_aligned_malloc: insufficient memory (attempted to allocate 9000.00 MB)"
+    assert classify_exit(report_from_log((fell_back, oom))).kind == "host-oom"
+    assert classify_exit(report_from_log((fell_back,), exit_code=1)).kind != "gpu-unused"
+    # ... and a Vulkan software device on a CPU build is not a GPU build on the CPU
+    lavapipe = "ggml_vulkan: Warning: Device type is CPU. This is probably not the device you want."
+    assert classify_exit(report_from_log((lavapipe,), backend="cpu")).kind != "gpu-unused"

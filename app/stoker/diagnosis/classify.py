@@ -253,6 +253,28 @@ def backend_from_log(lines: Iterable[str]) -> str | None:
     return None
 
 
+# A wrapper saying in its own words that it found a GPU and will run on the CPU, so these count
+# whatever the build the log shows (the wrapper carries GPU libraries the log may not name).
+_WRAPPER_LEFT_THE_GPU = re.compile(
+    # Ollama 0.1.2x-0.1.3x gpu/gpu.go, amd_linux.go, amd_windows.go
+    r"CUDA GPU is too old\. Falling back to CPU|falling back to CPU mode|no suitable rocm found, falling back to CPU"
+    r"|all detected amdgpus are skipped, falling back to CPU|amdgpu detected, but no compatible rocm library found"
+    # Ollama 0.1.3x-0.5 gpu/gpu.go: a CPU without AVX gets no GPU runner
+    r"|CPU does not have AVX or AVX2, disabling GPU support"
+    r"|CPU does not have minimum vector extensions, GPU inference disabled"
+    # Ollama 0.3-0.12 gpu/, discover/: the AMD device cannot be opened, the CUDA library and the driver disagree
+    r"|kfd driver not loaded|amdgpu devices detected but permission problems block access"
+    r"|unable to load amdhip64\w*\.dll, please make sure to upgrade"
+    r"|version mismatch between driver and cuda driver library"
+    # Ollama discover (2026): devices dropped before llama-server starts
+    r"|skipping CUDA device . compute capability not in compiled architectures"
+    r"|dropping ROCm device . no rocblas support for gfx target|AMD driver is too old\. Update your AMD driver"
+    # koboldcpp.py: the GPU library is not in the bundle, so its CPU library runs
+    r"|(CuBLAS|hipBLAS|Vulkan|CLBlast) library file not found\. CPU library will be used"
+    # llamafile: layers asked of a machine where it found no GPU
+    r"|--n-gpu-layers \d+ was passed but no GPUs were found", re.IGNORECASE)
+
+
 def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_gpu: bool) -> str | None:
     """The line showing that a GPU build runs without its GPU, else None.
 
@@ -262,8 +284,11 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
     gpu_build = backend in GPU_BACKENDS
     for raw in lines:
         line = strip_log_prefix(raw)
-        if re.search(r"not compiled with GPU offload support", line, re.IGNORECASE):
+        if re.search(r"not compiled with GPU offload support|compiled without support for GPU offload",
+                     line, re.IGNORECASE):
             return line  # layers were asked of a build that has no GPU code at all
+        if _WRAPPER_LEFT_THE_GPU.search(line):
+            return line  # the wrapper says it found a GPU and runs without it
         # ... and Ollama's discovery (discover/gpu.go, amd_*.go), which then runs on the CPU
         if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
@@ -275,7 +300,10 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    # Ollama discover/gpu_info_nvcuda.c, gpu_info_cudart.c: the
                                    # driver library failed cuInit/cudaGetDeviceCount with a
                                    # CUresult (35, driver too old, is the catalogue's own)
-                                   r"|(cuda driver library|nvcuda|cudart) init failure: (?!35\b)\d+", line):
+                                   r"|(cuda driver library|nvcuda|cudart) init failure: (?!35\b)\d+"
+                                   # ggml-vulkan.cpp (b11434): the only Vulkan device is a
+                                   # software one (llvmpipe/lavapipe): no GPU driver in use
+                                   r"|ggml_vulkan: Warning: Device type is CPU", line):
             return line
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
