@@ -35,11 +35,12 @@ TARGET_OVERALL = 0.95
 TARGET_PRECISION = 0.98
 # The batches gathered after the catalogue (stoker/diagnosis/catalogue.py) was frozen, each
 # with the commit that froze it; each was scored once before any tuning (README, git log).
-FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b3c71d7", 12: "1f81cd1", 13: "2da160d"}
+FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b3c71d7", 12: "1f81cd1", 13: "2da160d",
+                 14: "e7ba288"}
 # The fresh batches no rule was tuned on since their score: the headline. They are not
 # training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;
 # tuning on one spends it and moves it out of this set.
-UNSPENT_BATCHES: frozenset[int] = frozenset()  # batch 13 was spent by the widening after it (README)
+UNSPENT_BATCHES = frozenset({14})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
