@@ -40,6 +40,9 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # The fresh batches no rule was tuned on since their score: the headline. They are not
 # training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;
 # tuning on one spends it and moves it out of this set.
+# Batch 14 was scored once and is spent as a fresh measure (README); no rule has been tuned
+# on it yet, so its figure is still the untuned one and it stays out of the training floor
+# until a widening uses its misses (which moves it out of this set).
 UNSPENT_BATCHES = frozenset({14})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
