@@ -340,14 +340,80 @@ def test_a_wrapper_runtime_wording_names_its_kind(line, kind):
     assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
 
 
-def test_a_nameless_allocation_on_a_gpu_build_says_it_may_be_the_host():
+def test_a_nameless_allocation_on_a_gpu_build_is_unknown_between_the_gpu_and_the_host():
+    # old llama.cpp's `unable to allocate backend buffer` names no buffer type: on a build
+    # that splits layers between GPU and CPU either may have failed (ollama#5764: the host)
     lines = ("Error: llama runner process has terminated: error loading model: unable to allocate "
              "backend buffer",)
     inc = classify_exit(report_from_log(lines, backend="cuda"))
-    assert inc.kind == "cuda-oom" and "may be the system memory" in inc.title
-    # a buffer the line names decides without doubt
+    assert inc.kind == "unknown" and inc.candidates == ("cuda-oom", "host-oom")
+    assert "does not guess" in inc.title and inc.recoverable_by == "smaller-plan"
+    rocm = classify_exit(report_from_log(lines, backend="rocm"))
+    assert rocm.kind == "unknown" and rocm.candidates == ("rocm-oom", "host-oom")
+    # negative: a buffer the line names decides without doubt
     named = ("llama_model_load: error loading model: unable to allocate CUDA0 buffer",)
-    assert "may be" not in classify_exit(report_from_log(named, backend="cuda")).title
+    inc = classify_exit(report_from_log(named, backend="cuda"))
+    assert inc.kind == "cuda-oom" and not inc.candidates
+    host = ("llama_model_load: error loading model: unable to allocate CUDA_Host buffer",)
+    assert classify_exit(report_from_log(host, backend="cuda")).kind == "host-oom"
+    # ... and so does a build with one kind of memory
+    assert classify_exit(report_from_log(lines, backend="cpu")).kind == "host-oom"
+
+
+_ILLEGAL_ACCESS = ("CUDA error: an illegal memory access was encountered", "current device: 1",
+                   "ggml_backend_cuda_synchronize", "cudaStreamSynchronize(cuda_ctx->stream())")
+
+
+def test_a_gpu_error_with_a_drafter_loaded_is_unknown_between_them():
+    # llama.cpp#27750: the fault was the target's second GPU, the draft pinned to the first;
+    # with a drafter loaded the log cannot say whose graph faulted
+    inc = classify_exit(report_from_log(_ILLEGAL_ACCESS, has_drafter=True, backend="cuda"))
+    assert inc.kind == "unknown" and inc.candidates == ("gpu-error", "drafter-failure")
+    assert inc.rule == "gpu-error-with-a-drafter" and inc.recoverable_by == "drop-drafter"
+    assert not inc.counts_as_strike  # the start without the drafter tells first
+    # negative: without a drafter the GPU error is named
+    assert classify_exit(report_from_log(_ILLEGAL_ACCESS, has_drafter=False, backend="cuda")).kind == "gpu-error"
+    # ... a drafter the user chose is kept and the error named
+    forced = report_from_log(_ILLEGAL_ACCESS, has_drafter=True, backend="cuda")
+    assert classify_exit(replace(forced, drafter_forced=True)).kind == "gpu-error"
+    # ... and a crash with no telling line while a catalogue drafter loads stays the drafter's
+    bare = classify_exit(report_from_log(("llama_model_loader: loaded meta data",), signal="SIGSEGV",
+                                         has_drafter=True))
+    assert bare.kind == "drafter-failure" and bare.rule == "crash-starting-with-a-catalog-drafter"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # ggml-rpc.cpp before RPC_STATUS_ASSERT: GGML_ASSERT(status) after a failed send/recv
+    (r"D:\a\llama-box\llama-box\llama.cpp\ggml\src\ggml-rpc\ggml-rpc.cpp:438: GGML_ASSERT(status) failed",
+     "rpc-worker-lost"),
+    ("GGML_ASSERT: /src/llama.cpp/ggml/src/ggml-rpc.cpp:512: status", "rpc-worker-lost"),
+    # glibc's ldd: a needed library the loader does not find
+    ("        libllama.so => not found", "missing-library"),
+    # Ollama 0.12+ llm/server.go: the install lacks the llama-server it launches
+    ('{"error":"error starting llama-server: llama-server binary not found (checked: /usr/lib/ollama/'
+     'llama-server)"}', "missing-library"),
+    # ggml-cuda.cu's old CUDA_CHECK tail: `<file>:<line>: <cudaGetErrorString>`
+    ("ggml-cuda.cu:7068: invalid argument", "gpu-error"),
+    ("CUDA error 700 at ggml-cuda.cu:6951: an illegal memory access was encountered", "gpu-error"),
+    ("cudaErrorMisalignedAddress", "gpu-error"),
+])
+def test_a_wording_widened_after_batch_11_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # a graph the worker could not compute (its memory, an op it lacks): not a lost worker
+    ('ggml-rpc.cpp:1782: GGML_ASSERT(status == GGML_STATUS_SUCCESS && "Unsuccessful graph computations '
+     'are not supported with RPC") failed', "rpc-worker-lost"),
+    # an assertion in another file of the same form
+    ("ggml/src/ggml-cuda/ggml-cuda.cu:90: GGML_ASSERT(status) failed", "rpc-worker-lost"),
+    # a library ldd found
+    ("        libllama.so => /usr/local/lib/libllama.so (0x00007f)", "missing-library"),
+    # the engine's own refusal of an argument is not a CUDA error
+    ("error: invalid argument: --foo", "gpu-error"),
+])
+def test_a_look_alike_of_a_batch_11_wording_is_not_that_kind(line, not_kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind != not_kind
 
 
 def test_ollama_falling_back_to_the_cpu_is_the_gpu_unused():
@@ -357,3 +423,252 @@ def test_ollama_falling_back_to_the_cpu_is_the_gpu_unused():
     assert classify_exit(report_from_log(lines, backend="rocm")).kind == "gpu-unused"
     # a CPU build saying it finds no GPU is normal, not a failure of that kind
     assert classify_exit(report_from_log(lines, backend="cpu")).kind != "gpu-unused"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # cublasGetStatusString(CUBLAS_STATUS_ALLOC_FAILED) through ggml-cuda's CUBLAS_CHECK (CUDA 12)
+    ("CUDA error: the resource allocation failed", "cuda-oom"),
+    # llama.cpp's assert macro of spring 2023 (llama-util.h)
+    (r"LLAMA_ASSERT: D:\a\llama.cpp\llama.cpp\llama.cpp:830: false", "assertion-failed"),
+    # Node's listen error object with libuv's Windows EACCES (a reserved or held port)
+    ('[ERROR] Error starting server {"code":"EACCES","errno":-4092,"syscall":"listen","address":"127.0.0.1",'
+     '"port":1234}', "port-in-use"),
+])
+def test_a_wording_widened_after_batch_12_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1, backend="cuda")).kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # another cuBLAS status is a GPU fault, not memory
+    ("CUDA error: the GPU program failed to execute", "cuda-oom"),
+    # Linux libuv's EACCES (-13) on listen is a privileged port, not one another program holds
+    ('{"code":"EACCES","errno":-13,"syscall":"listen","address":"0.0.0.0","port":80}', "port-in-use"),
+    # the macro's name in prose is not the assert's line
+    ("the LLAMA_ASSERT macro was renamed in June", "assertion-failed"),
+])
+def test_a_look_alike_of_a_batch_12_wording_is_not_that_kind(line, not_kind):
+    assert classify_exit(report_from_log((line,), exit_code=1, backend="cuda")).kind != not_kind
+
+
+def test_ollama_discovery_failing_to_init_the_cuda_driver_is_the_gpu_unused():
+    # Ollama discover/gpu_info_nvcuda.c: cuInit failed (3: not initialized), so it runs on the CPU
+    line = ('level=INFO source=gpu.go:612 msg="Unable to load cudart library /usr/lib/x86_64-linux-gnu/'
+            'libcuda.so.575.57.08: cuda driver library init failure: 3"')
+    assert classify_exit(report_from_log((line,), backend="cuda")).kind == "gpu-unused"
+    # negative: 35 is the driver older than the runtime, which the catalogue names first
+    old = line.replace("failure: 3", "failure: 35")
+    assert classify_exit(report_from_log((old,), backend="cuda")).kind == "cuda-driver-too-old"
+    # ... and a CPU build saying so is not a GPU build running without its GPU
+    assert classify_exit(report_from_log((line,), backend="cpu")).kind != "gpu-unused"
+
+
+def test_a_wording_widened_after_batch_13_names_its_kind():
+    # ggml-cuda.cu's bad_arch() of late 2023
+    line = "ERROR: ggml-cuda was compiled without support for the current GPU architecture."
+    assert classify_exit(report_from_log((line,), backend="cuda")).kind == "no-kernel-image"
+    # Ollama 0.1.3x amd_linux.go: the ROCm payload lacks the gfx, so it runs on the CPU
+    amd = ('level=WARN source=amd_linux.go:116 msg="amdgpu [0] gfx1103 is not supported by '
+           '/tmp/ollama2145067703/rocm [gfx1030 gfx1100]"')
+    assert classify_exit(report_from_log((amd,), backend="rocm")).kind == "gpu-unused"
+    assert classify_exit(report_from_log((amd,), backend="cpu")).kind != "gpu-unused"  # negative
+
+
+@pytest.mark.parametrize("lines, kind", [
+    # symbols only macOS itself provides: its libc++ and its frameworks' classes
+    (("Dyld Error Message:", "  Symbol not found: __ZTTNSt3__114basic_ifstreamIcNS_11char_traitsIcEEEE"),
+     "system-too-old"),
+    (("dyld: Symbol not found: _OBJC_CLASS_$_MTLComputePassDescriptor",), "system-too-old"),
+    # a library outside macOS lacking the symbol: another build's copy
+    (("dyld[61266]: Symbol not found: _llama_sampler_grammar_is_inflight",
+      "  Referenced from: <F1BE81C2-73D7-3A71-90E5-5F8F9921B022> /Applications/GPUStack.app/llama-box",
+      "  Expected in:     <924D1BCB-5D80-3E69-A7CE-B285152F24AB> /Applications/GPUStack.app/libllama.dylib"),
+     "stale-library"),
+    # ... and one in /usr/lib is macOS too old
+    (("dyld: Symbol not found: _foo", "  Expected in: /usr/lib/libSystem.B.dylib"), "system-too-old"),
+])
+def test_dyld_symbol_misses_are_read_by_where_the_symbol_was_expected(lines, kind):
+    assert classify_exit(report_from_log(lines, signal="SIGABRT", os="darwin")).kind == kind
+
+
+def test_a_bare_dyld_symbol_miss_is_a_sign_only():
+    # negative: without `Expected in:` the same line follows an old macOS and another build's library
+    inc = classify_exit(report_from_log(("dyld: Symbol not found: _ggml_backend_foo",), signal="SIGABRT",
+                                        os="darwin"))
+    assert inc.kind == "unknown" and inc.candidates == ("stale-library",)
+
+
+def test_gos_exit_code_minus_one_is_not_sighup():
+    # Go's ProcessState.ExitCode() is -1 for a process a signal ended without naming it
+    line = ('level=ERROR source=sched.go:388 msg="error loading llama server" '
+            'error="llama runner process no longer running: -1 "')
+    inc = classify_exit(report_from_log((line,)))
+    assert inc.kind == "unknown" and "SIGHUP" not in (inc.exit_description or "")
+    # negative: a named signal and a real code are still read
+    assert classify_exit(report_from_log(("Error: llama runner process has terminated: signal: killed",))).kind \
+        == "host-oom"
+    killed_137 = classify_exit(report_from_log(("container exited with code 137",)))
+    assert "137" in (killed_137.exit_description or "")
+
+
+def test_a_load_error_covering_model_and_draft_is_unknown_between_them():
+    # LocalAI reports the model and its draft together: either file may be the unreadable one
+    line = ("Error: failed to load model with internal loader: could not load model: rpc error: code = Internal "
+            "desc = Failed to load model: /models/m.gguf (with draft model: /models/mtp.gguf). Error: "
+            "llama_model_load: error loading model: unknown model architecture: 'gemma4_assistant'")
+    inc = classify_exit(report_from_log((line,), has_drafter=True))
+    assert inc.kind == "unknown" and inc.candidates == ("bad-model", "drafter-failure")
+    assert inc.rule == "load-error-covers-the-draft" and inc.recoverable_by == "drop-drafter"
+    # negative: the same error without a draft model is the model's
+    alone = line.replace(" (with draft model: /models/mtp.gguf)", "")
+    assert classify_exit(report_from_log((alone,))).kind == "bad-model"
+
+
+@pytest.mark.parametrize("line, candidate", [
+    # gpt4all's own guess after any crash on load (batch 13's was a CPU without AVX)
+    ("[Warning] (Tue Jul 25 13:08:13 2023): ERROR: Previous attempt to load model resulted in crash for "
+     "`m.bin` most likely due to out of memory.", "host-oom"),
+    # llamafile found no usable GPU module (library, driver or compiler)
+    ("fatal error: support for --gpu nvidia was explicitly requested, but it wasn't available", "missing-library"),
+])
+def test_a_wrappers_guess_is_a_sign_only(line, candidate):
+    inc = classify_exit(report_from_log((line,)))
+    assert inc.kind == "unknown" and candidate in inc.candidates
+
+
+# ---- the catalogue mined from the wrappers' and llama.cpp's sources before batch 14 ----
+# Each wording is one a source prints (README "Batch 14: the catalogue from the sources"),
+# none of them taken from a thread; the look-alikes below keep each one narrow.
+
+@pytest.mark.parametrize("line, backend, kind", [
+    # Ollama 2026 llm/server.go: its llama-server runner's out-of-memory, read by llm/status.go
+    ('level=ERROR source=server.go:702 msg="llama-server reported out-of-memory during startup: '
+     'ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed"',
+     "cuda", "cuda-oom"),
+    # Jan tauri-plugin-llamacpp error.rs: its own out-of-memory reading of llama-server's stderr
+    ('LlamacppError { code: OutOfMemory, message: "Out of memory. The model requires more RAM or VRAM '
+     'than available." }', "vulkan", "vulkan-oom"),
+    # Ollama 0.12-0.20 llm/server.go: its estimate against the system memory
+    ("Error: model is too large for system memory", None, "host-oom"),
+    # ggml-sycl's host allocation (b11434)
+    ("ggml_sycl_host_malloc: can't allocate 4294967296 Bytes of memory on host", None, "host-oom"),
+    # Go's os/exec and Node's child_process: the program the wrapper launches is not there
+    ('<qwen> start() failed for command \'llama-server -m /m.gguf\': exec: "llama-server": executable file '
+     'not found in $PATH', None, "missing-library"),
+    ("fork/exec /usr/local/bin/llama-server: no such file or directory", None, "missing-library"),
+    ("Error: spawn /opt/jan/llama-server ENOENT", None, "missing-library"),
+    # ... built for another architecture
+    ("fork/exec /app/llama-server: exec format error", None, "stale-library"),
+    # b11434 with loadable backends and no libggml-cpu beside it
+    ("llama_model_load: error loading model: make_cpu_buft_list: no CPU backend found", None, "missing-library"),
+    # a Vulkan build with no Vulkan driver
+    ("  what():  vk::createInstance: ErrorIncompatibleDriver", "vulkan", "missing-library"),
+    # koboldcpp.py: no backend library beside it; its own argument check; its format detection
+    ("KoboldCPP couldn't locate any backends to use (i.e Default, Vulkan, CLBlast, CuBLAS).", None,
+     "missing-library"),
+    ("Error: Using --quantkv requires --flashattention", None, "bad-argument"),
+    ("Unknown Model, cannot load.", None, "bad-model"),
+    ("Warning: Port 5001 already appears to be in use by another program.", None, "port-in-use"),
+    # b11434's own load errors (gguf.cpp, llama-model-loader.cpp)
+    ("gguf_init_from_file_impl: this GGUF file is version 4 but this software only supports up to version 3",
+     None, "bad-model"),
+    ("llama_model_load: error loading model: illegal split file idx: 1 (file: /m-00002-of-00003.gguf), model "
+     "must be loaded with the first split", None, "bad-model"),
+    # Jan's words said only on llama.cpp's `error loading model architecture`
+    ("The model's architecture is not supported by this version of the backend.", None, "bad-model"),
+    # CUDA 11/12's cudaErrorDevicesUnavailable string and cudaErrorCallRequiresNewerDriver
+    ("CUDA error: CUDA-capable device(s) is/are busy or unavailable", "cuda", "gpu-error"),
+    ("CUDA error: API call is not supported in the installed CUDA driver", "cuda", "cuda-driver-too-old"),
+    # Ollama 0.9 discover/gpu.go
+    ('level=WARN source=gpu.go:605 msg="old CUDA driver detected - please upgrade to a newer driver"', None,
+     "cuda-driver-too-old"),
+    # Jan's 180 s wait for llama-server's ready line
+    ("The model took too long to load and timed out.", None, "startup-timeout"),
+    # ggml-vulkan (b11434) after a device loss
+    ("ggml_vulkan: device fault on NVIDIA GeForce RTX 3060: page fault", "vulkan", "gpu-error"),
+])
+def test_a_wording_mined_from_the_sources_names_its_kind(line, backend, kind):
+    assert classify_exit(report_from_log((line,), exit_code=1, backend=backend)).kind == kind
+
+
+def test_the_sycl_pool_running_out_is_a_device_allocation():
+    # ggml-sycl's dpct helpers (b11434): read as the device memory of the build, like sycl.oom
+    (piece,) = gather(("dpct_malloc: out of memory for virtual memory pool",), strip_log_prefix)
+    assert piece.entry.name == "sycl.oom" and piece.kind == "device-oom"
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # Go's exec finding a program that is not the engine's launcher words
+    ("fork/exec /usr/bin/nvidia-smi: permission denied", "missing-library"),
+    # a CPU backend that was found
+    ("load_backend: loaded CPU backend from /app/libggml-cpu-haswell.so", "missing-library"),
+    # another VkResult from vkCreateInstance is not a missing driver
+    ("vk::createInstance: ErrorLayerNotPresent", "missing-library"),
+    # Python's ENOENT for the model file is not the engine's program
+    ("FileNotFoundError: [Errno 2] No such file or directory: '/models/qwen.gguf'", "missing-library"),
+    # koboldcpp's port being free (its start line)
+    ("Starting OpenAI Compatible API on port 5001 at http://localhost:5001/v1/", "port-in-use"),
+    # the supported GGUF version said in passing
+    ("llama_model_loader: - kv   0:  general.architecture str = llama (GGUF V3 (latest))", "bad-model"),
+])
+def test_a_look_alike_of_a_mined_wording_is_not_that_kind(line, not_kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind != not_kind
+
+
+@pytest.mark.parametrize("line, candidate", [
+    # wrappers' words around any failed start: shown, never deciding (the exit decides)
+    ('level=ERROR source=sched.go:455 msg="error loading llama server" error="llama-server process has '
+     'terminated: exit status 2"', "bad-model"),
+    ("Error: 500 Internal Server Error: model runner has unexpectedly stopped, this may be due to resource "
+     "limitations or an internal error, check ollama server logs for details", "assertion-failed"),
+    ("Error: llama runner process has terminated: this model may be incompatible with your version of Ollama. "
+     "If you previously pulled this model, try updating it by running `ollama pull x`", "bad-model"),
+    ("11:02AM ERR GRPC Process is not responding: rpc error: code = Unavailable", "assertion-failed"),
+    ("RuntimeError: Server process terminated unexpectedly with exit code: 3221225477", "assertion-failed"),
+    ("[qwen] upstream exited unexpectedly", "assertion-failed"),
+    ("llama.cpp failed early with code Some(1)", "assertion-failed"),
+    ("The model process encountered an unexpected error.", "assertion-failed"),
+    ("Could not load engine: LoadLibrary failed", "missing-library"),
+    # a Metal shader library that would not compile: an older macOS, an old GPU or a damaged bundle
+    ('ggml_metal_init: error: Error Domain=MTLLibraryErrorDomain Code=3 "program_source:3:10: error"',
+     "system-too-old"),
+    ("ggml_vulkan: Error: Vulkan 1.2 required.", "system-too-old"),
+    ("WARNING: failed to allocate 512.00 MB of pinned memory: out of memory", "host-oom"),
+])
+def test_a_mined_wrapper_wording_is_a_sign_only(line, candidate):
+    pieces = gather((line,), strip_log_prefix)
+    assert pieces and all(p.strength is catalogue.Strength.WEAK for p in pieces), pieces
+    assert candidate in {p.kind for p in pieces}
+    assert decide(pieces).kind is None  # weak evidence names nothing; the exit decides
+
+
+@pytest.mark.parametrize("line, backend", [
+    # Ollama 0.1.2x-0.1.3x, 0.3-0.12 and 2026 discovery: a GPU found and left for the CPU
+    ('level=INFO source=gpu.go:146 msg="CUDA GPU is too old. Falling back to CPU mode. Compute Capability '
+     'detected: 3.0"', None),
+    ('level=WARN source=amd_linux.go:341 msg="amdgpu detected, but no compatible rocm library found.  Please '
+     'install ROCm"', None),
+    ('level=WARN source=gpu.go:228 msg="CPU does not have minimum vector extensions, GPU inference disabled"',
+     None),
+    ('level=ERROR source=amd_linux.go:386 msg="amdgpu devices detected but permission problems block access: '
+     'kfd driver not loaded"', None),
+    ("level=INFO msg=\"skipping CUDA device — compute capability not in compiled architectures\"", None),
+    # koboldcpp.py: its CUDA library is not in the bundle
+    ("Warning: CuBLAS library file not found. CPU library will be used.", None),
+    # llamafile and b11434's own warnings
+    ("warning: --n-gpu-layers 99 was passed but no GPUs were found; falling back to CPU", None),
+    ("warning: llama.cpp was compiled without support for GPU offload. Setting the main GPU has no effect.", None),
+    ("ggml_vulkan: Warning: Device type is CPU. This is probably not the device you want.", "vulkan"),
+])
+def test_a_wrapper_leaving_the_gpu_is_the_gpu_unused(line, backend):
+    assert classify_exit(report_from_log((line,), backend=backend)).kind == "gpu-unused"
+
+
+def test_the_gpu_left_is_not_blamed_when_something_else_failed():
+    # negative: the fallback is a sign; a failure the log names, or an exit, decides first
+    fell_back = 'level=INFO msg="CUDA GPU is too old. Falling back to CPU mode. Compute Capability detected: 3.0"'
+    oom = "ggml_aligned_malloc: insufficient memory (attempted to allocate 9000.00 MB)"
+    assert classify_exit(report_from_log((fell_back, oom))).kind == "host-oom"
+    assert classify_exit(report_from_log((fell_back,), exit_code=1)).kind != "gpu-unused"
+    # ... and a Vulkan software device on a CPU build is not a GPU build on the CPU
+    lavapipe = "ggml_vulkan: Warning: Device type is CPU. This is probably not the device you want."
+    assert classify_exit(report_from_log((lavapipe,), backend="cpu")).kind != "gpu-unused"

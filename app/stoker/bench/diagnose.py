@@ -34,12 +34,16 @@ CORPUS = Path(__file__).resolve().parents[3] / "tests" / "data" / "wild"
 TARGET_OVERALL = 0.95
 TARGET_PRECISION = 0.98
 # The batches gathered after the catalogue (stoker/diagnosis/catalogue.py) was frozen, each
-# with the commit that froze it; each was scored once before any tuning (NOTES-h-diag.md).
-FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b3c71d7"}
+# with the commit that froze it; each was scored once before any tuning (README, git log).
+FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b3c71d7", 12: "1f81cd1", 13: "2da160d",
+                 14: "e7ba288"}
 # The fresh batches no rule was tuned on since their score: the headline. They are not
 # training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;
 # tuning on one spends it and moves it out of this set.
-UNSPENT_BATCHES = frozenset({11})
+# Batch 14 was scored once and is spent as a fresh measure (README); no rule has been tuned
+# on it yet, so its figure is still the untuned one and it stays out of the training floor
+# until a widening uses its misses (which moves it out of this set).
+UNSPENT_BATCHES = frozenset({14})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")

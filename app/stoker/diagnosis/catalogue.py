@@ -17,8 +17,9 @@ Kinds are those of classify.KINDS, plus two the verdict resolves from the rest o
 "gpu-oom" (ggml-cuda's words, spoken by CUDA and HIP builds alike: the ROCm signs decide)
 and "device-oom" (an allocation whose line names no device: the buffer or backend decides).
 
-Pure data: no files, no clock, nothing run. Frozen at the commit named in NOTES-h-diag.md
-before the fresh benchmark batch was gathered; a later change must say so there.
+Pure data: no files, no clock, nothing run. Frozen before each fresh benchmark batch at the
+commit bench/diagnose.py FRESH_BATCHES names; a change after a batch's score spends that
+batch, and the README says so.
 """
 
 from __future__ import annotations
@@ -96,6 +97,15 @@ CUDA_ERRORS = {  # cudaError_t (CUDA 12 runtime API), name -> (number, kind)
     "cudaErrorLaunchTimeout": (702, "gpu-error"),
     "cudaErrorIllegalInstruction": (715, "gpu-error"),
     "cudaErrorUnknown": (999, "gpu-error"),
+    "cudaErrorInvalidValue": (1, "gpu-error"),
+    "cudaErrorInvalidResourceHandle": (400, "gpu-error"),
+    "cudaErrorLaunchOutOfResources": (701, "gpu-error"),
+    "cudaErrorAssert": (710, "gpu-error"),
+    "cudaErrorHardwareStackError": (714, "gpu-error"),
+    "cudaErrorMisalignedAddress": (716, "gpu-error"),
+    "cudaErrorNotSupported": (801, "gpu-error"),
+    "cudaErrorCallRequiresNewerDriver": (36, "cuda-driver-too-old"),
+    "cudaErrorOperatingSystem": (304, "gpu-error"),
 }
 CUDA_DRIVER_ERRORS = {  # CUresult (driver API, ggml-cuda's VMM pool: CU_CHECK)
     "CUDA_ERROR_OUT_OF_MEMORY": (2, "gpu-oom"),
@@ -121,6 +131,20 @@ CUDA_ERROR_STRINGS = {  # cudaGetErrorString texts ggml prints after `CUDA error
     "an illegal memory access was encountered": "gpu-error",
     "unspecified launch failure": "gpu-error",
     "uncorrectable ECC error encountered": "gpu-error",
+    "invalid argument": "gpu-error",  # cudaErrorInvalidValue (1)
+    "invalid resource handle": "gpu-error",
+    "too many resources requested for launch": "gpu-error",
+    "device-side assert triggered": "gpu-error",
+    "misaligned address": "gpu-error",
+    "an illegal instruction was encountered": "gpu-error",
+    "operation not supported": "gpu-error",
+    "the launch timed out and was terminated": "gpu-error",
+    "all CUDA-capable devices are busy or unavailable": "gpu-error",
+    # cudaErrorDevicesUnavailable (46) as CUDA 11/12 words it (the line above is CUDA 10's)
+    "CUDA-capable device(s) is/are busy or unavailable": "gpu-error",
+    "initialization error": "gpu-error",  # cudaErrorInitializationError (3)
+    "OS call failed or operation not supported on this OS": "gpu-error",  # cudaErrorOperatingSystem (304)
+    "API call is not supported in the installed CUDA driver": "cuda-driver-too-old",  # (36)
 }
 HIP_ERRORS = {  # hipError_t (ROCm 6), name -> (number, kind)
     "hipErrorOutOfMemory": (2, "rocm-oom"),
@@ -176,7 +200,9 @@ _e("cuda.ptx-toolchain", "cuda-driver-too-old", 90, _D,
    "cudaErrorUnsupportedPtxVersion (222); ggml-cuda CUDA_CHECK",
    "the build's PTX needs a newer driver JIT than installed",
    r"provided PTX was compiled with an unsupported toolchain", r"cudaErrorUnsupportedPtxVersion",
-   r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION")
+   r"CUDA_ERROR_UNSUPPORTED_PTX_VERSION",
+   # cudaErrorCallRequiresNewerDriver (36): a runtime call the installed driver does not have
+   r"API call is not supported in the installed CUDA driver", r"cudaErrorCallRequiresNewerDriver")
 # 803 (cudaErrorSystemDriverMismatch, `system has unsupported display driver / cuda driver
 # combination`) is NOT here: it means the kernel module and libcuda disagree (an update
 # without a reboot), and ggml_cuda_init then runs on the CPU: gpu-unused, read from the log.
@@ -194,13 +220,18 @@ _e("wrapper.cuda-driver-old", "cuda-driver-too-old", 90, _D,
    # Ollama discover/gpu_info_cudart.c: `cudaSetDevice err: %d`, `cudart vram init failure: %d`
    # with the cudaError_t number; 35 is cudaErrorInsufficientDriver
    r"\b(cudaSetDevice|cudaGetDeviceCount|cudaDriverGetVersion|cuInit) err:? 35\b",
-   r"cudart vram init failure: 35\b")
+   r"cudart vram init failure: 35\b",
+   # Ollama 0.9 discover/gpu.go (`old CUDA driver detected - please upgrade to a newer driver`)
+   r"old CUDA driver detected - please upgrade")
 _e("cuda.no-kernel-image", "no-kernel-image", 90, _D,
    "cudaErrorNoKernelImageForDevice (209) / cudaErrorInvalidDeviceFunction (98); ggml-cuda",
    "the build has no GPU code for this device's architecture",
    r"no kernel image is available for execution on the device", r"invalid device function",
    r"cudaErrorNoKernelImageForDevice", r"CUDA_ERROR_NO_BINARY_FOR_GPU",
-   r"has no device code compatible with CUDA arch", r"ggml was not compiled with any CUDA arch")
+   r"has no device code compatible with CUDA arch", r"ggml was not compiled with any CUDA arch",
+   # ggml-cuda.cu's bad_arch() of late 2023 (before no_device_code named the arch), still in
+   # the koboldcpp and llama-cpp-python builds of that time
+   r"ggml-cuda was compiled without support for the current GPU architecture")
 _e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
    "hipErrorNoBinaryForGpu (209), hipErrorSharedObjectInitFailed (303); HIP runtime, rocBLAS/Tensile",
    "ROCm has no kernels for this gfx architecture (an unsupported GPU without an override)",
@@ -229,7 +260,14 @@ _e("rpc.lost", "rpc-worker-lost", 88, _D, f"ggml/src/ggml-rpc/ggml-rpc.cpp, {_B}
    # GGML_ABORT prints `<file>:<line>: Failed to connect to <endpoint>`; the bare words are
    # also any client's (a wrapper's health check, curl), so only ggml-rpc's own line decides
    r"ggml-rpc\.cpp:\d+: Failed to connect to", r"Failed to connect to RPC server",
-   r"RPC handshake failed for", r"RPC server version mismatch", r"failed to connect to rpc server")
+   r"RPC handshake failed for", r"RPC server version mismatch", r"failed to connect to rpc server",
+   # ggml-rpc.cpp before RPC_STATUS_ASSERT named the crash (2024 to early 2025, and the forks
+   # built from then: llama-box): every command's `bool status = send_rpc_cmd(...)` was
+   # checked by a bare GGML_ASSERT(status), false only when the socket send/recv failed
+   # (the worker crashed, restarted or dropped the connection); older ggml.c printed it as
+   # `GGML_ASSERT: <file>:<line>: status`. `GGML_ASSERT(status == GGML_STATUS_SUCCESS && ...)`
+   # is a graph the worker could not compute, not a lost worker, and is not matched.
+   r"ggml-rpc\.cpp:\d+: GGML_ASSERT\(status\) failed", r"GGML_ASSERT: \S*ggml-rpc\.cpp:\d+: status\s*$")
 _e("drafter.load", "drafter-failure", 85, _D,
    f"common/speculative.cpp, tools/server/server-context.cpp, {_B}; older server.cpp "
    "(`unable to load draft model`), speculative example (`failed to load draft model`)",
@@ -264,7 +302,11 @@ _e("cuda.oom", "gpu-oom", 80, _D,
    r"failed to allocate (CUDA|ROCm|MUSA)\d+ buffer", r"unable to allocate (CUDA|ROCm|MUSA)\d+ buffer",
    r"HipVMM Failure: out of memory", r"CUDA out of memory\. Tried to allocate",
    r"cublas(Create|_v2)?.{0,40}CUBLAS_STATUS_ALLOC_FAILED", r"CUBLAS_STATUS_ALLOC_FAILED",
-   r"hipblas.{0,40}HIPBLAS_STATUS_ALLOC_FAILED")
+   r"hipblas.{0,40}HIPBLAS_STATUS_ALLOC_FAILED",
+   # CUDA 12 builds print cuBLAS failures through cublasGetStatusString (ggml-cuda/common.cuh
+   # cublas_get_error_str, b11434): CUBLAS_STATUS_ALLOC_FAILED reads `the resource allocation
+   # failed` (cuBLAS: "usually caused by a cudaMalloc() failure"); before CUDA 12 the enum name
+   r"(CUDA|MUSA) error:\s*the resource allocation failed")
 _e("hip.vmm", "rocm-oom", 80, _S, f"ggml/src/ggml-cuda/vendors/hip.h CU_CHECK, {_B}",
    "ROCm's virtual memory pool could not map more memory (nearly always memory pressure)",
    r"HipVMM Failure")
@@ -305,7 +347,9 @@ _e("sycl.oom", "device-oom", 80, _D, f"ggml/src/ggml-sycl/ggml-sycl.cpp, {_B}; L
    "a SYCL device allocation failed (read as the device memory of the build)",
    r"ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", r"UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
    r"PI_ERROR_OUT_OF_RESOURCES", r"ggml_backend_sycl_buffer_type_alloc_buffer: can't allocate",
-   r"SYCL\d* buffer.{0,30}failed to allocate")
+   r"SYCL\d* buffer.{0,30}failed to allocate",
+   # ggml-sycl dpct helpers (b11434): the device's virtual memory pool is exhausted
+   r"dpct_malloc: out of memory")
 _e("os.oom-killer", "host-oom", 79, _D,
    "Linux kernel mm/oom_kill.c; systemd unit results; docker inspect; Kubernetes",
    "the kernel's OOM killer ended the process",
@@ -322,6 +366,14 @@ _e("host.mlock-warning", "host-oom", 79, _W,
    "unlocked, so the line outranks host.alloc's `Cannot allocate memory` only to be a sign",
    r"failed to mlock \d+-byte buffer", r"failed to VirtualLock \d+-byte buffer",
    r"Try increasing RLIMIT_MEMLOCK")
+_e("host.pinned-warning", "host-oom", 79, _W,
+   f"ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_host_malloc, {_B}: `WARNING: failed to allocate "
+   "%.2f MB of pinned memory: %s`",
+   "pinned (page-locked) host memory was refused: the engine goes on with pageable memory, so a "
+   "sign of memory pressure only",
+   r"failed to allocate [\d.]+ MB of pinned memory",
+   # ggml-vulkan.cpp (b11434) `ggml_vulkan: Failed to allocate pinned memory (%s)`
+   r"ggml_vulkan: Failed to allocate pinned memory")
 _e("host.alloc", "host-oom", 78, _D,
    f"ggml/src/ggml.c ggml_aligned_malloc, ggml-cpu buffers, src/llama-mmap.cpp, {_B}; C++ std::bad_alloc",
    "system memory ran out inside the engine",
@@ -332,7 +384,23 @@ _e("host.alloc", "host-oom", 78, _D,
    r"STATUS_NO_MEMORY", r"STATUS_COMMITMENT_LIMIT", r"\b0xc0000017\b", r"\b0xc000012d\b",
    r"\b3221225495\b", r"\b3221225773\b", r"-1073741801\b", r"-1073741523\b",
    r"MemoryError\b", r"not enough (system )?memory to load", r"insufficient (system )?memory",
-   r"model requires more system memory \([^)]*\) than is available")
+   r"model requires more system memory \([^)]*\) than is available",
+   # ggml-sycl (b11434) `%s: can't allocate %zu Bytes of memory on host`
+   r"can't allocate \d+ Bytes of memory on host")
+_e("wrapper.host-too-small", "host-oom", 78, _S,
+   "Ollama llm/server.go (0.12 to 0.20: `model is too large for system memory`): its estimate of "
+   "the model against the system memory, before the engine starts",
+   "the wrapper found the model larger than the system memory it could use",
+   r"model is too large for system memory")
+_e("wrapper.oom-guess", "device-oom", 65, _S,
+   "Ollama llm/server.go (2026, llama-server runner: `llama-server reported out-of-memory during "
+   "startup: %s`, from llm/status.go's memory substrings); Jan tauri-plugin-llamacpp error.rs "
+   "(`Out of memory. The model requires more RAM or VRAM than available.`, ErrorCode OutOfMemory)",
+   "the wrapper read an out-of-memory in the engine's output; the build's device decides which "
+   "memory (the engine's own line, when present, names it and outranks this)",
+   r"llama-server reported out-of-memory during startup",
+   r"Out of memory\. The model requires more RAM or VRAM than available",
+   r"LlamacppError \{ code: OutOfMemory", r"\bOUT_OF_MEMORY\b.{0,40}model requires more RAM")
 
 # ----------------------------------------------------------------------------- loaders
 
@@ -354,9 +422,22 @@ _e("ld.library-version", "missing-library", 77, _D,
    r"version [`'‘]?(?!GLIBC|GLIBCXX|CXXABI)(lib\w[\w.+-]*|[A-Z][A-Z0-9_]+)[\w.]*[`'’]? not found \(required by")
 _e("dyld.system-too-old", "system-too-old", 77, _D, "macOS dyld",
    "a symbol the build expects in macOS's own libraries: an older macOS",
-   r"Expected in:?\s*/usr/lib/", r"Expected in:?\s*/System/Library/",
+   r"Expected in:?\s*(<[\w-]+>\s*)?/usr/lib/", r"Expected in:?\s*(<[\w-]+>\s*)?/System/Library/",
+   # symbols only macOS itself provides: libc++'s std::__1 (/usr/lib/libc++.1.dylib) and the
+   # Objective-C classes of its frameworks (Metal, Foundation, QuartzCore)
+   r"Symbol not found: \(?__Z\w*NSt3__1", r"Symbol not found: \(?_OBJC_CLASS_\$_(MTL|NS|CA)\w+",
    r"built for (newer )?macOS( version)? [\d.]+ which is newer than running OS",
    r"was built for newer macOS version")
+_e("dyld.stale-symbol", "stale-library", 76, _D,
+   "macOS dyld `Symbol not found: _sym` / `Referenced from:` / `Expected in: <library>`",
+   "the library dyld found lacks the symbol: outside macOS's own /usr/lib and /System it is "
+   "another build's copy",
+   r"Expected in:?\s*(<[\w-]+>\s*)?(?!/usr/lib/|/System/)[/@~]\S*\.dylib")
+_e("dyld.symbol-missing", "stale-library", 20, _W,
+   "macOS dyld `Symbol not found: _sym` and a crash report's `DYLD, [0x4] Symbol missing`",
+   "a symbol is missing: the `Expected in:` line says whether from macOS (too old) or from "
+   "another build's library; without it, a sign only",
+   r"Symbol not found: \(?_", r"DYLD, \[0x4\] Symbol missing")
 _e("ggml.backend-abi", "stale-library", 76, _D,
    f"ggml/src/ggml-backend-reg.cpp load_backend, {_B}: a backend library without "
    "`ggml_backend_init`, or built against another ggml API version",
@@ -367,7 +448,7 @@ _e("ld.stale-symbol", "stale-library", 76, _D,
    "STATUS_ENTRYPOINT_NOT_FOUND 0xC0000139 / ERROR_PROC_NOT_FOUND 127, STATUS_INVALID_IMAGE_FORMAT 0xC000007B",
    "a library of the same name from another build (or another architecture) shadows the build's own",
    r"symbol lookup error", r"undefined symbol", r"could not be located in the dynamic link library",
-   r"Symbol not found: _", r"wrong ELF class", r"\[WinError 193\]", r"is not a valid Win32 application",
+   r"wrong ELF class", r"\[WinError 193\]", r"is not a valid Win32 application",
    r"\[WinError 127\]", r"The specified procedure could not be found", r"incompatible architecture \(have",
    r"STATUS_ENTRYPOINT_NOT_FOUND", r"STATUS_INVALID_IMAGE_FORMAT", r"\b0xc0000139\b", r"\b0xc000007b\b",
    r"\b3221225785\b", r"\b3221225595\b", r"-1073741511\b", r"-1073741701\b",
@@ -384,8 +465,15 @@ _e("net.port-in-use", "port-in-use", 75, _D,
    # WSAEACCES 10013: the port is in a range Windows reserves (Hyper-V/WinNAT) or held exclusively
    r"\[(WinError|Errno) 10013\]", r"WSAEACCES",
    r"port \d+ is (already )?(in use|taken|occupied)",
+   # koboldcpp.py RunServerMultiThreaded: its own connect test before it binds
+   r"Port \d+ already appears to be in use by another program",
    # Qt's QAbstractSocket::AddressInUseError text (gpt4all's API server)
-   r"The bound address is already in use", r"failed to (start|bind).{0,40}port \d+.{0,20}in use")
+   r"The bound address is already in use", r"failed to (start|bind).{0,40}port \d+.{0,20}in use",
+   # Node's listen error object (LM Studio, Jan, OpenHands' servers), printed by util.inspect
+   # or JSON.stringify: EADDRINUSE anywhere; EACCES with libuv's Windows errno -4092 is a port
+   # Windows reserves (Hyper-V/WinNAT exclusions) or another program holds exclusively
+   r"\"code\":\s*\"EACCES\",\s*\"errno\":\s*-4092,\s*\"syscall\":\s*\"listen\"",
+   r"code: 'EACCES',\s*errno: -4092,\s*syscall: 'listen'")
 _e("net.bind-localized", "port-in-use", 75, _S,
    "Go's net package: `listen tcp <addr>: bind: <the OS's reason>`, the reason localized by "
    "Windows' FormatMessage (Turkish, Chinese, …) where the English words are not there",
@@ -415,7 +503,65 @@ _e("ld.missing", "missing-library", 75, _D,
    r"no backends are loaded\. hint: use ggml_backend_load",
    r"Backend not found backend=",
    # LocalAI pkg/model/initializers.go: the backend's gRPC binary is not on disk (os.IsNotExist)
-   r"grpc process not found(: | in assetdir)", r"\bFails: grpc process not found\b")
+   r"grpc process not found(: | in assetdir)", r"\bFails: grpc process not found\b",
+   # glibc's ldd (elf/ldd.bash.in via ld.so --list): a needed library the loader cannot find
+   r"^\s*\S+\.so[\w.]*\s+=>\s+not found\s*$",
+   # the wrappers that launch llama-server as a program: Ollama 0.12+ llm/server.go
+   # (`llama-server binary not found (checked: ...)`, an install without its lib/ollama
+   # payload), and the launchers' own checks of the same words
+   r"llama-server binary not found", r"llama-server(\.exe)? (executable|binary) (was )?not found",
+   r"could not find (the )?llama-server (binary|executable)",
+   # koboldcpp.py (`KoboldCPP couldn't locate any backends to use`): none of its backend
+   # libraries (koboldcpp_default/_cublas/_vulkan/_clblast) is beside it
+   r"KoboldCPP couldn'?t locate any backends to use")
+_e("exec.program-missing", "missing-library", 75, _S,
+   "the launchers' own spawn errors: Go os/exec (`exec: \"llama-server\": executable file not "
+   "found in $PATH`, `fork/exec <path>: no such file or directory`: llama-swap "
+   "internal/process, Ollama llm/server.go), Node child_process (`spawn <path> ENOENT`: Jan, "
+   "LM Studio's lms), Python subprocess (`[Errno 2] No such file or directory: '<llama-server>'`)",
+   "the program the wrapper launches is not there (or, for fork/exec, its ELF interpreter is "
+   "not): the engine never ran",
+   r"exec: \"[^\"]+\": executable file not found in \$PATH", r"fork/exec \S+: no such file or directory",
+   r"\bspawn \S+ ENOENT\b", r"No such file or directory: '[^']*llama-server(\.exe)?'")
+_e("exec.wrong-format", "stale-library", 76, _S,
+   "Go os/exec `fork/exec <path>: exec format error` (ENOEXEC), Python `[Errno 8] Exec format error`",
+   "the program is built for another architecture or OS (the Linux twin of WinError 193): "
+   "another build's binary",
+   r"fork/exec \S+: exec format error", r"\[Errno 8\] Exec format error")
+_e("ggml.no-cpu-backend", "missing-library", 75, _S,
+   f"src/llama-model.cpp, src/llama-model-loader.cpp, common/fit.cpp (`no CPU backend found`), "
+   f"src/llama-context.cpp (`failed to initialize CPU backend`), {_B}",
+   "a build with loadable backends (GGML_BACKEND_DL) found no libggml-cpu* beside it",
+   r"(?<![\w-])no CPU backend found", r"failed to initialize CPU backend")
+_e("vulkan.no-driver", "missing-library", 75, _S,
+   "VkResult VK_ERROR_INCOMPATIBLE_DRIVER (-9) from vkCreateInstance, as ggml-vulkan's vulkan.hpp "
+   "throws it (`vk::createInstance: ErrorIncompatibleDriver`)",
+   "the Vulkan loader found no driver (ICD) it can use: a Vulkan build without a Vulkan driver "
+   "(none installed, MoltenVK absent, a container without the graphics capability)",
+   r"vk::createInstance: ErrorIncompatibleDriver", r"vkCreateInstance.{0,40}VK_ERROR_INCOMPATIBLE_DRIVER")
+_e("metal.library-missing", "missing-library", 75, _S,
+   "older ggml-metal.m ggml_metal_init (2023-2024): `ggml-metal.metal` or `default.metallib` not "
+   "found beside the program (NSCocoaErrorDomain Code=260)",
+   "the Metal shader source or library the build loads at start is not where it looks",
+   r"ggml-metal\.metal.{0,40}couldn.t be opened because there is no such file",
+   r"NSCocoaErrorDomain Code=260.{0,80}(ggml-metal|default\.metallib)")
+_e("metal.library-compile", "system-too-old", 20, _W,
+   f"ggml/src/ggml-metal/ggml-metal-device.m, {_B} (`failed to initialize the Metal library`, "
+   "`failed to create library`, `kernel not found in any metal library`); older ggml-metal.m "
+   "(`Error Domain=MTLLibraryErrorDomain`)",
+   "the Metal shaders did not compile or load: an older macOS or GPU lacking a feature the "
+   "shaders use, or a damaged bundle; a sign only",
+   r"MTLLibraryErrorDomain", r"failed to initialize the Metal library",
+   r"ggml_metal\w*: error: failed to create library",
+   r"kernel not found in any metal library", r"failed to create Metal library from source",
+   # ggml-metal.m of 2023-2024: `ggml_metal_init: load pipeline error: Error Domain=AGXMetal...`,
+   # and llama.cpp's `failed to initialize Metal backend` after it
+   r"ggml_metal_init: load pipeline error", r"failed to initialize Metal backend")
+_e("vulkan.version-too-old", "system-too-old", 20, _W,
+   f"ggml/src/ggml-vulkan/ggml-vulkan.cpp, {_B} (`ggml_vulkan: Error: Vulkan 1.2 required.`)",
+   "the device's Vulkan driver offers an older Vulkan than the build needs (an old driver or "
+   "GPU); a sign only, the exit or the next lines decide",
+   r"ggml_vulkan: Error: Vulkan 1\.2 required")
 
 # ---------------------------------------------------------------------------- arguments
 
@@ -438,7 +584,10 @@ _e("arg.invalid", "bad-argument", 70, _D,
    # choice`), click (NoSuchOption, BadParameter, extra arguments), Go's pflag/cobra
    r"error: argument [-\w/, ]+: (invalid|expected|ignored explicit|not allowed)",
    r"Error: No such option: -", r"Error: Invalid value for ['\"-]", r"Got unexpected extra arguments? \(",
-   r"\bunknown (shorthand )?flag: ['\"-]", r"invalid argument \"[^\"]*\" for \"-")
+   r"\bunknown (shorthand )?flag: ['\"-]", r"invalid argument \"[^\"]*\" for \"-",
+   # koboldcpp.py (`Error: Using --quantkv requires --flashattention`), llamafile
+   # (`error: invalid --gpu flag value: %s`)
+   r"Using --\w+ requires --\w+", r"error: invalid --gpu flag value")
 _e("arg.wrapper-api", "bad-argument", 70, _S,
    "CPython's call check (`%U() got an unexpected keyword argument '%S'`) and pydantic v1's "
    "`extra fields not permitted` (value_error.extra): the wrapper's installed version does not "
@@ -482,7 +631,17 @@ _e("model.load", "bad-model", 60, _D,
    r"encountered (bad_alloc|length_error) error while reading (key|value|tensor name)",
    # gguf-py gguf_reader.py (`GGUF magic invalid`) and the mobile/JVM bindings' own magic check
    r"GGUF magic invalid", r"not in GGUF format", r"invalid GGUF magic",
-   r"tensor '[^']+' has invalid data", r"failed to read tensor data")
+   r"tensor '[^']+' has invalid data", r"failed to read tensor data",
+   # b11434 gguf.cpp and src/llama-model-loader.cpp, src/llama-model.cpp
+   r"GGUFv1 is no longer supported", r"this GGUF file is version \d+ but this software only supports",
+   r"bad GGUF version", r"GGUF data section at file offset \d+ is not \d+ byte aligned",
+   r"failed to load GGUF split from", r"illegal split file idx", r"error loading model hyperparameters",
+   r"tensor '[^']+' not found in the model", r"This GGUF does not support multimodal",
+   # koboldcpp gpttype_adapter.cpp (its file-format detection found no known model)
+   r"^\s*Unknown Model, cannot load\.",
+   # Jan tauri-plugin-llamacpp error.rs: said only on llama.cpp's `error loading model architecture`
+   r"The model's architecture is not supported by this version of the backend",
+   r"code: ModelArchNotSupported")
 
 # --------------------------------------------------------------------------- wrappers
 # Wrappers' generic words around a failure: signs only (WEAK). They are shown as evidence
@@ -497,7 +656,14 @@ _e("wrapper.load-failed", "bad-model", 20, _W,
    r"Could not load text model", r"could not load model", r"error loading llama server",
    r"failed to load model with internal loader", r"unable to load model", r"Failed to load model\b",
    # older llama-cpp-python llama.py: the load failed and the binding only asserts it
-   r"assert self\.model is not None")
+   r"assert self\.model is not None",
+   # Ollama server/sched.go (0.1.4x to 0.5): appended to any error with `failed to load model`,
+   # an out-of-memory included; Ollama 0.20's `model failed to load, this may be due to
+   # resource limitations or an internal error`; LocalAI pkg/model (`backend %s returned no
+   # usable model`)
+   r"this model may be incompatible with your version of Ollama",
+   r"model failed to load, this may be due to resource limitations",
+   r"returned no usable model")
 _e("wrapper.layout-unfit", "device-oom", 65, _S,
    "Ollama llm/server.go (its own engine's layout fit, 0.11 and later): `memory layout cannot be "
    "allocated` (with `num_gpu = N`)",
@@ -520,11 +686,44 @@ _e("wrapper.runner-ended", "assertion-failed", 20, _W,
    "server: EOF`); Jan (`cortex exited`); koboldcpp (`Failed to execute script`)",
    "the engine process ended; the exit or the engine's lines say why",
    r"llama runner process has terminated", r"error reading from server: EOF", r"cortex exited with code",
-   r"Failed to execute script", r"rpc error: code = Unavailable", r"grpc service not ready")
+   r"Failed to execute script", r"rpc error: code = Unavailable", r"grpc service not ready",
+   # Ollama llm/server.go with llama-server as its runner (0.12 to 2026) and its API's words
+   r"llama-server process has terminated", r"llama-server process no longer running",
+   r"llama runner terminated", r"model runner has unexpectedly stopped",
+   # LocalAI pkg/model (v1.40 to v4): the backend's gRPC process died or never answered
+   r"GRPC (Model|Process) (is )?not responding", r"Backend process exited unexpectedly",
+   r"failed starting/connecting to the gRPC service", r"the model is not responding anymore",
+   # text-generation-webui modules/llama_cpp_server.py
+   r"Server process terminated unexpectedly with exit code",
+   # llama-swap internal/process (and proxy/process.go before it)
+   r"upstream (process )?exited unexpectedly", r"process exited with error:",
+   r"upstream command exited prematurely",
+   # Jan tauri-plugin-llamacpp commands.rs and error.rs
+   r"llama\.cpp (failed early|exited) with (error )?code", r"llama\.cpp exited successfully but without ready signal",
+   r"The model process encountered an unexpected error", r"code: LlamaCppProcessError")
+_e("wrapper.crash-guess", "host-oom", 20, _W,
+   "gpt4all chat (`Previous attempt to load model resulted in crash ... most likely due to out "
+   "of memory`): its guess after any crash on load, also a CPU without AVX",
+   "the wrapper's own guess at a crash it did not see",
+   r"Previous attempt to load model resulted in crash")
+_e("wrapper.gpu-library-absent", "missing-library", 20, _W,
+   "llamafile (`support for --gpu %s was explicitly requested, but it wasn't available`): no GPU "
+   "module could be loaded or built, whether the library, the driver or the compiler is missing",
+   "llamafile found no usable GPU module",
+   r"support for --gpu \w+ was explicitly requested, but it wasn't available")
 _e("wrapper.gpu-fallback", "gpu-error", 20, _W,
    "Ollama discover (`no compatible GPUs were discovered`, `amdgpu is not supported`); LM Studio",
    "the wrapper did not use the GPU; whether that is the failure depends on the plan",
-   r"no compatible GPUs were discovered", r"amdgpu is not supported", r"unable to verify rocm library")
+   r"no compatible GPUs were discovered", r"amdgpu is not supported", r"unable to verify rocm library",
+   # Ollama discover (0.12 to 2026): discovery gave up; koboldcpp.py's auto layers
+   r"failure during (llama-server )?GPU discovery", r"GPU discovery watchdog timed out",
+   r"failed to finish discovery before timeout",
+   r"No GPU backend found, or could not automatically determine GPU layers")
+_e("wrapper.engine-library", "missing-library", 20, _W,
+   "Jan's cortex.cpp engine loader (`Could not load engine: %s`, `Failed to load engine: %s`)",
+   "the wrapper could not load its engine library; the loader's reason (a missing DLL, another "
+   "build's, an instruction this CPU lacks) is in the rest of the line or log",
+   r"Could not load engine: ", r"Failed to load engine: ")
 
 
 _e("wrapper.start-timeout", "startup-timeout", 50, _D,
@@ -533,7 +732,9 @@ _e("wrapper.start-timeout", "startup-timeout", 50, _D,
    r"health check (failed|timed out) after \d+", r"timed out waiting for llama runner to start",
    r"health check of container .* timed out", r"start operation timed out\. Terminating",
    r"Failed with result 'timeout'", r"failed startup probe", r"Startup probe failed",
-   r"timed out waiting for (llama-server|the server|server) to (start|become)")
+   r"timed out waiting for (llama-server|the server|server) to (start|become)",
+   # Jan tauri-plugin-llamacpp commands.rs (180 s without llama-server's ready line)
+   r"The model took too long to load and timed out", r"code: ModelLoadTimedOut")
 _e("wrapper.ttl-unload", "stopped", 45, _D, "llama-swap proxy/process.go (TTL)",
    "the wrapper unloaded the model on purpose", r"Unloading model, TTL of \d+s? reached")
 
@@ -544,22 +745,33 @@ _e("gpu.device-lost", "gpu-error", 41, _S,
    "Level Zero ZE_RESULT_ERROR_DEVICE_LOST",
    "the GPU stopped answering (a reset, a hang, or the echo of an allocation failure)",
    r"ggml_vulkan: device lost", r"ErrorDeviceLost", r"VK_ERROR_DEVICE_LOST", r"ZE_RESULT_ERROR_DEVICE_LOST",
-   r"GPU (has )?(hung|fallen off the bus)", r"NVRM: Xid")
+   r"GPU (has )?(hung|fallen off the bus)", r"NVRM: Xid",
+   # ggml-vulkan.cpp (b11434) after a device loss, from VK_EXT_device_fault
+   r"ggml_vulkan: device fault on")
 _e("gpu.error", "gpu-error", 40, _S,
    f"ggml-cuda/common.cuh CUDA_CHECK (`CUDA error`), ggml-vulkan (vk::), ggml-metal "
    f"(`command buffer %d failed with status %d`), ggml-sycl (`Exception caught at file`), {_B}",
    "the GPU runtime reported an error", r"\b(CUDA|ROCm|MUSA|HIP) error\b", r"vk::\w+.*Error",
    r"ggml_metal_synchronize: error", r"Exception caught at file", r"an illegal memory access was encountered",
+   # ggml-vulkan.cpp (b11434): the driver could not build a shader or pipeline
+   r"ggml_vulkan: (compute pipeline|pipeline layout|shader module) creation failed for",
    r"unspecified launch failure", r"command buffer \d+ failed with status \d+",
    r"backend is in error state from a previous command buffer failure",
-   r"kIOGPUCommandBufferCallbackError(Timeout|PageFault|InvalidResource)", r"SYCL error:")
+   r"kIOGPUCommandBufferCallbackError(Timeout|PageFault|InvalidResource)", r"SYCL error:",
+   # ggml-cuda.cu's CUDA_CHECK before 2024 printed `CUDA error %d at %s:%d: %s`; a quoted
+   # tail keeps only `ggml-cuda.cu:<line>: <cudaGetErrorString>` (llama.cpp#3930)
+   r"ggml-cuda(\.cu|/\w+\.cuh?):\d+: (" + "|".join(
+       re.escape(t) for t, k in CUDA_ERROR_STRINGS.items() if k == "gpu-error") + r")\b")
 _e("abort.assert", "assertion-failed", 30, _S,
    f"ggml/src/ggml.c ggml_abort (`GGML_ASSERT(%s) failed`, `GGML_ABORT`), {_B}; older "
    "`GGML_ASSERT: file:line: cond`; the C and C++ runtimes",
    "the engine stopped on an internal check", r"GGML_ASSERT", r"GGML_ABORT", r"assert(ion)? failed",
    r"Assertion .{1,200} failed", r"terminate called", r"failed assertion `",
    # the Microsoft C runtime's abort(): `R6010 - abort() has been called` / debug-build dialog
-   r"abort\(\) has been called")
+   r"abort\(\) has been called",
+   # llama.cpp's own assert macro before GGML_ASSERT took over (llama-util.h, spring 2023:
+   # `LLAMA_ASSERT: %s:%d: %s`), and whisper.cpp's twin in the bindings that bundle both
+   r"\b(LLAMA|WHISPER)_ASSERT: \S+:\d+: ")
 
 
 # Every name of the runtime tables above is an entry of its own, so a runtime error the

@@ -253,6 +253,28 @@ def backend_from_log(lines: Iterable[str]) -> str | None:
     return None
 
 
+# A wrapper saying in its own words that it found a GPU and will run on the CPU, so these count
+# whatever the build the log shows (the wrapper carries GPU libraries the log may not name).
+_WRAPPER_LEFT_THE_GPU = re.compile(
+    # Ollama 0.1.2x-0.1.3x gpu/gpu.go, amd_linux.go, amd_windows.go
+    r"CUDA GPU is too old\. Falling back to CPU|falling back to CPU mode|no suitable rocm found, falling back to CPU"
+    r"|all detected amdgpus are skipped, falling back to CPU|amdgpu detected, but no compatible rocm library found"
+    # Ollama 0.1.3x-0.5 gpu/gpu.go: a CPU without AVX gets no GPU runner
+    r"|CPU does not have AVX or AVX2, disabling GPU support"
+    r"|CPU does not have minimum vector extensions, GPU inference disabled"
+    # Ollama 0.3-0.12 gpu/, discover/: the AMD device cannot be opened, the CUDA library and the driver disagree
+    r"|kfd driver not loaded|amdgpu devices detected but permission problems block access"
+    r"|unable to load amdhip64\w*\.dll, please make sure to upgrade"
+    r"|version mismatch between driver and cuda driver library"
+    # Ollama discover (2026): devices dropped before llama-server starts
+    r"|skipping CUDA device . compute capability not in compiled architectures"
+    r"|dropping ROCm device . no rocblas support for gfx target|AMD driver is too old\. Update your AMD driver"
+    # koboldcpp.py: the GPU library is not in the bundle, so its CPU library runs
+    r"|(CuBLAS|hipBLAS|Vulkan|CLBlast) library file not found\. CPU library will be used"
+    # llamafile: layers asked of a machine where it found no GPU
+    r"|--n-gpu-layers \d+ was passed but no GPUs were found", re.IGNORECASE)
+
+
 def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_gpu: bool) -> str | None:
     """The line showing that a GPU build runs without its GPU, else None.
 
@@ -262,13 +284,26 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
     gpu_build = backend in GPU_BACKENDS
     for raw in lines:
         line = strip_log_prefix(raw)
-        if re.search(r"not compiled with GPU offload support", line, re.IGNORECASE):
+        if re.search(r"not compiled with GPU offload support|compiled without support for GPU offload",
+                     line, re.IGNORECASE):
             return line  # layers were asked of a build that has no GPU code at all
+        if _WRAPPER_LEFT_THE_GPU.search(line):
+            return line  # the wrapper says it found a GPU and runs without it
         # ... and Ollama's discovery (discover/gpu.go, amd_*.go), which then runs on the CPU
         if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
                                    r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
-                                   r"|amdgpu is not supported \(supported types", line):
+                                   r"|amdgpu is not supported \(supported types"
+                                   # Ollama 0.1.3x gpu/amd_linux.go: `amdgpu [%d] %s is not
+                                   # supported by %s %v`
+                                   r"|amdgpu \[\d+\] gfx\w+ is not supported by "
+                                   # Ollama discover/gpu_info_nvcuda.c, gpu_info_cudart.c: the
+                                   # driver library failed cuInit/cudaGetDeviceCount with a
+                                   # CUresult (35, driver too old, is the catalogue's own)
+                                   r"|(cuda driver library|nvcuda|cudart) init failure: (?!35\b)\d+"
+                                   # ggml-vulkan.cpp (b11434): the only Vulkan device is a
+                                   # software one (llvmpipe/lavapipe): no GPU driver in use
+                                   r"|ggml_vulkan: Warning: Device type is CPU", line):
             return line
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
@@ -330,6 +365,10 @@ def _exit_from_words(word: str) -> tuple[int | None, str | None]:
         return None, "SIGILL"
     if w.startswith("0x"):
         return int(w, 16), None
+    if w == "-1":
+        # Go's ProcessState.ExitCode() (Ollama, llama-swap) and Rust's wrappers print -1 for a
+        # process a signal ended without saying which: not signal 1 (SIGHUP)
+        return None, None
     if re.fullmatch(r"-?\d+", w):
         return int(w), None
     if w.upper() in ("KILL", "ABRT", "SEGV", "ILL", "TERM", "INT"):
@@ -519,6 +558,7 @@ _UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reaso
 _UNSURE_DEVICE = "device-unnamed"  # an allocation failed, on a device the log does not name
 _UNSURE_GPU_OR_HOST = "gpu-or-host"  # ... on a discrete-GPU build: most often its GPU
 _UNSURE_STOPPED_STARTING = "stopped-starting"  # a wrapper stopped it before it was ready
+_OPEN_GPU_ERROR_OR_DRAFTER = "gpu-error-or-drafter"  # a GPU runtime error with a drafter loaded
 
 # The kinds whose title and advice depend on nothing but the kind: (title, advice).
 _FIXED_WORDS: dict[str, tuple[str, str]] = {
@@ -830,9 +870,15 @@ def classify_exit(report: ExitReport) -> Incident:
             and not report.signalled_by_us and not conflict):
         kind, rule = "drafter-failure", "crash-starting-with-a-catalog-drafter"
         evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
+        if match is not None and match.kind == "gpu-error":
+            kind, unsure, rule = "unknown", _OPEN_GPU_ERROR_OR_DRAFTER, "gpu-error-with-a-drafter"
 
     title, advice = _words(kind, report, unsure)
     candidates: tuple[str, ...] = ()
+    open_pair = _left_open(kind, unsure, report, evidence)
+    if open_pair is not None:
+        candidates, title, open_rule = open_pair
+        kind, rule = "unknown", rule if kind == "unknown" else open_rule
     if conflict and kind == "unknown" and match is not None:
         first, second = match.verdict.candidates
         candidates = (first.kind, second.kind)
@@ -864,29 +910,80 @@ def classify_exit(report: ExitReport) -> Incident:
                   and not report.signalled_by_us))
     if kind == "unknown" and report.exit_code is None and sig is None:
         counts = False  # nothing ended: a log with no failure in it is not a crash
-    if kind in OOM_KINDS:
-        recover: str | None = "smaller-plan"
-    elif kind == "drafter-failure":
-        recover = None if report.drafter_forced else "drop-drafter"
-    elif kind in BUILD_FAULT_KINDS:
-        recover = "next-build"
-    else:
-        recover = None
-    if report.has_drafter and not report.drafter_forced and kind in OOM_KINDS \
-            and report.phase == "starting":
-        recover = "drop-drafter"  # the drafter's memory is the cheapest thing to give back
+    if "drafter-failure" in candidates:
+        counts = False  # the start without the drafter tells first whose fault it was
     return Incident(
         kind=kind,
         title=title,
         evidence=_short(evidence or exit_text),
         advice=advice,
         counts_as_strike=counts,
-        recoverable_by=recover,
+        recoverable_by=_recovery(kind, report, candidates),
         exit_description=exit_text,
         rule=rule,
         evidence_lines=tuple(_short(p.line) for p in verdict.pieces),
         candidates=candidates,
     )
+
+
+# The model's weights buffer failing with no buffer type named (llama.cpp's llm_load_tensors
+# before the type was printed): the weights are split between the GPU and the CPU by the
+# offload, so the line is either's. A KV or compute buffer sits with the offloaded layers
+# (offload_kqv), so those lines keep naming the build's device.
+_WEIGHTS_UNNAMED = re.compile(r"unable to allocate (backend )?buffer\b", re.IGNORECASE)
+# LocalAI's load error naming the draft model beside the model (pkg/model/initializers.go).
+_LOAD_WITH_DRAFT = re.compile(r"\(with draft model: ", re.IGNORECASE)
+# The builds whose GPU has memory of its own beside the system's (Metal's is the system's).
+_SPLIT_OOM = frozenset({"cuda-oom", "rocm-oom", "vulkan-oom"})
+
+
+def _left_open(kind: str, unsure: str | None, report: ExitReport,
+               evidence: str | None) -> tuple[tuple[str, str], str, str] | None:
+    """(the two candidates, the title, the rule) when the deciding line follows either of two causes
+    and the log has nothing to choose between them, else None: the answer is then `unknown`
+    with both, since a confident wrong kind sends the user the wrong way."""
+    line = _short(evidence or "", 120)
+    if kind in _SPLIT_OOM and _WEIGHTS_UNNAMED.search(evidence or ""):
+        # llama.cpp before the buffer type was named (`unable to allocate backend buffer`),
+        # and Ollama's wrapping of it: with layers split between the GPU and the CPU the
+        # failing buffer is either's (ollama#5764: a 40 GB model on an 8 GB GPU ran out of RAM)
+        return ((kind, "host-oom"),
+                f"An allocation failed ({line}) and the log does not say on which device: the "
+                f"{_GPU_OF_OOM[kind]} GPU's memory or the system memory (RAM); Stoker does not "
+                "guess. Both are memory: Stoker retries with a smaller plan.",
+                "allocation-on-an-unnamed-device")
+    if kind == "bad-model" and _LOAD_WITH_DRAFT.search(evidence or ""):
+        # LocalAI pkg/model reports one load error for the model and its draft together
+        # (`Failed to load model: X (with draft model: Y). Error: ...`): either file's
+        return (("bad-model", "drafter-failure"),
+                f"A model failed to load ({line}) where the error covers the model and its draft "
+                "model together: either file may be the one this build cannot read; Stoker does not "
+                "guess, and retries without the drafter to tell.", "load-error-covers-the-draft")
+    if unsure == _OPEN_GPU_ERROR_OR_DRAFTER:
+        # A GPU runtime error (an illegal memory access, a launch failure) while a drafter is
+        # loaded: the drafter's graph or the target's may have faulted (llama.cpp#27750: a
+        # fault on the target's second GPU, the draft pinned to the first).
+        return (("gpu-error", "drafter-failure"),
+                f"The GPU reported an error ({line}) while a speculative drafter was loaded: the "
+                "drafter or the model itself may have caused it; Stoker does not guess, and "
+                "retries without the drafter to tell.", "gpu-error-with-a-drafter")
+    return None
+
+
+def _recovery(kind: str, report: ExitReport, candidates: tuple[str, ...]) -> str | None:
+    """What the supervisor may try next: a smaller plan after memory ran out (also when the
+    log leaves open only which memory), the start without the drafter, or the next build."""
+    drafter_is_ours = report.has_drafter and not report.drafter_forced
+    memory = kind in OOM_KINDS or (kind == "unknown" and bool(candidates)
+                                   and all(c in OOM_KINDS for c in candidates))
+    if memory:
+        # the drafter's memory is the cheapest thing to give back
+        return "drop-drafter" if drafter_is_ours and report.phase == "starting" else "smaller-plan"
+    if kind == "drafter-failure" or (kind == "unknown" and "drafter-failure" in candidates):
+        return "drop-drafter" if drafter_is_ours else None
+    if kind in BUILD_FAULT_KINDS:
+        return "next-build"
+    return None
 
 
 def incident_of_kind(kind: str, report: ExitReport, evidence: str) -> Incident:
