@@ -302,6 +302,7 @@ class RealPreparer:
                                   startup_deadline_s=deadline,
                                   idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
                                   engine_key=dict(secrets).get(API_KEY_ENV), kind=driver.launch_kind,
+                                  keeps_conversations=describe(driver.launch_kind).saves_slots,
                                   # how it was made travels with it, for its own exit and READY
                                   context=LaunchContext(build.binary, identity, user_overrides, overrides,
                                                         inputs.policy, inputs.model.n_layer,
