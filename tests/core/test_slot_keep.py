@@ -20,6 +20,7 @@ from stoker.engines.slot_keep import (
     slots_to_save,
     to_drop,
     what_differs,
+    worth_keeping,
 )
 
 ARGV = ("llama-server", "-lv", "4", "-m", "/m/demo.gguf", "--port", "1234", "-c", "4096", "-np", "1",
@@ -167,3 +168,11 @@ def test_a_save_is_not_tried_with_no_budget_or_a_full_disk():
 
 def test_slot_now_is_a_value():
     assert SlotNow(0, 5, False) == SlotNow(0, 5, False)
+
+
+def test_sliding_window_and_recurrent_models_keep_nothing_the_engine_would_reread():
+    assert worth_keeping(saves_slots=True, sliding_window=False, recurrent=False, swa_full=False)
+    assert not worth_keeping(saves_slots=False, sliding_window=False, recurrent=False, swa_full=False)
+    assert not worth_keeping(saves_slots=True, sliding_window=True, recurrent=False, swa_full=False)
+    assert worth_keeping(saves_slots=True, sliding_window=True, recurrent=False, swa_full=True)
+    assert not worth_keeping(saves_slots=True, sliding_window=False, recurrent=True, swa_full=True)

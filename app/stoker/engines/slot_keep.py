@@ -208,3 +208,15 @@ def what_differs(saved: KvKey, now: KvKey) -> str:
     changed = [f"{name} {old.get(name, 'default')} → {new.get(name, 'default')}"
                for name in sorted(set(old) | set(new)) if old.get(name) != new.get(name)]
     return "the KV settings changed (" + ", ".join(changed) + ")" if changed else "its key differs"
+
+
+def worth_keeping(*, saves_slots: bool, sliding_window: bool, recurrent: bool, swa_full: bool) -> bool:
+    """Whether a launch's conversations are worth saving at all. llama-server b11434 re-reads
+    the whole prompt of a restored slot whose model has sliding-window layers (unless the
+    plan keeps the full window, `--swa-full`) or recurrent state: that memory only rolls
+    back through its context checkpoints, which a slot's saved file does not hold
+    ("forcing full prompt re-processing due to lack of cache data"). Saving those would cost
+    disk and stop time for nothing."""
+    if not saves_slots or recurrent:
+        return False
+    return swa_full or not sliding_window
