@@ -31,6 +31,10 @@ ever stopped for room or for idleness after its route is closed with nothing in 
 it. `EnsureModel` asks for a model to be made resident and is answered through its callback
 once it is READY (a route) or cannot be (a sentence).
 
+A llama-server's conversations outlive its process: the stop thread saves its used slots
+before it signals the engine, and a start restores them on a thread of its own before READY
+is published (stoker/fleet/kv_keeper.py; the lifecycle reducer knows nothing of it).
+
 Failures go through the preparer's `after_exit` (strikes, quarantine, broken drafters, the
 OOM recovery ladder) and incidents to ONE ledger (stoker/fleet/exit_diagnosis.py
 IncidentRecorder); the RPC worker part is stoker/fleet/worker_tray.py; the snapshot's fields
