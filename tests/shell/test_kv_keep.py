@@ -15,11 +15,15 @@ from pathlib import Path
 import httpx
 import pytest
 
+from stoker.base.overrides import ModelOverrides
 from stoker.engines.launch import PreparedLaunch
 from stoker.engines.slot_files import list_saved, slot_folder
-from stoker.fleet.commands import EnsureModel, Restart, Shutdown
+from stoker.fleet.commands import EnsureModel, Restart, Shutdown, UnloadModel
 from stoker.fleet.kv_keeper import KvKeeper
+from stoker.fleet.launcher import RealPreparer
+from stoker.fleet.snapshot import EngineState
 from stoker.fleet.supervisor import FunctionPreparer, Supervisor, SupervisorOptions
+from stoker.instance.instance import Instance
 from stoker.planning.plan import DeviceMemory, DrafterChoice, LaunchPlan
 from tests.shell.engine_helpers import demo_spec, engines_running
 from tests.shell.engine_helpers import wait_until as wait
@@ -227,3 +231,39 @@ def test_the_disk_budget_is_kept_least_recently_used_first(engine_binary, demo_m
         assert not records.has("restored a's conversation")  # it was dropped: a starts cold
     finally:
         fleet.close(engine_binary)
+
+
+def test_through_the_gateway_an_unload_and_an_on_demand_load_keep_the_conversation(
+        engine_binary, demo_model, stoker_home, records):
+    """The whole path a chat client sees: RealPreparer's plan (so its own decision to keep
+    conversations), the gateway in its own process holding the leases, `stoker unload`, and
+    the next turn loading the model on demand."""
+    preparer = RealPreparer(engine=str(engine_binary), remember_last_model=False,
+                            cli_overrides=ModelOverrides(ctx=2048, slots=1))
+    inst = Instance(preparer, port=0, extra_models=(str(demo_model),),
+                    options=SupervisorOptions(stop_grace_s=5)).start()
+
+    def ask(messages, max_tokens):
+        resp = httpx.post(inst.url + "/v1/chat/completions", timeout=300,
+                          json={"model": "smollm2-135m-instruct:q4_1", "messages": messages,
+                                "max_tokens": max_tokens, "temperature": 0})
+        resp.raise_for_status()
+        return resp.json()
+
+    try:
+        turn1 = first_turn(30)
+        answer1 = ask(turn1, 8)  # loads the model on demand
+        n1 = answer1["usage"]["prompt_tokens"]
+        argv = inst.supervisor.snapshot().argv
+        assert "--slot-save-path" in argv and argv[argv.index("--slot-save-path") + 1] == str(slot_folder())
+        inst.supervisor.submit(UnloadModel(None))
+        assert inst.supervisor.wait_for(lambda s: not s.engines or s.engines[0].state is EngineState.STOPPED, 60)
+        assert records.has("kept smollm2-135m-instruct:q4_1's conversation: slot 0")
+        answer2 = ask(next_turn(turn1, answer1), 1)  # loads it again, restored before READY
+        assert records.has("restored smollm2-135m-instruct:q4_1's conversation: slot 0")
+        assert cached(answer2) >= n1, answer2["usage"]
+    finally:
+        inst.supervisor.submit(Shutdown())
+        assert inst.supervisor.join(60)
+        inst.close()
+    assert engines_running(engine_binary) == []
