@@ -9,7 +9,10 @@ Every wait is for an event: a snapshot state, an EnsureModel answer, a log recor
 from __future__ import annotations
 
 import logging
+import os
+import signal
 import threading
+import time
 from pathlib import Path
 
 import httpx
@@ -267,3 +270,22 @@ def test_through_the_gateway_an_unload_and_an_on_demand_load_keep_the_conversati
         assert inst.supervisor.join(60)
         inst.close()
     assert engines_running(engine_binary) == []
+
+
+def test_an_engine_that_cannot_answer_the_save_is_stopped_without_waiting_long(
+        engine_binary, demo_model, stoker_home, records):
+    fleet = Fleet(engine_binary, {"a": (demo_model, 2048)}, idle_s=None)
+    try:
+        fleet.load("a")
+        fleet.chat("a", first_turn(5))
+        pid = fleet.sup.snapshot().engines[0].pid
+        os.kill(pid, signal.SIGSTOP)  # frozen: it accepts the connection but answers nothing
+        t0 = time.monotonic()
+        fleet.sup.submit(UnloadModel("a"))
+        assert wait(lambda: "a" not in fleet.resident(), 60)
+        # the slot list's 2 s timeout, then the stop (SIGCONT + SIGTERM): never the save's whole bound
+        assert time.monotonic() - t0 < 15
+        assert records.has("a's conversation is not kept: its slots could not be listed")
+        assert list_saved(slot_folder()) == ()
+    finally:
+        fleet.close(engine_binary)

@@ -11,13 +11,14 @@ much the disk has free; it decides nothing (slot_keep does) and never talks to a
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import time
 from pathlib import Path
 
 from stoker.base.paths import stoker_paths
-from stoker.base.store import read_json, write_json_atomic
+from stoker.base.store import write_json_atomic
 from stoker.engines.slot_keep import SAVE_SUFFIX, KvKey, SavedSlot, key_from_json
 
 PART_SUFFIX = ".saving"  # the engine's file while a save is under way
@@ -66,7 +67,7 @@ def list_saved(folder: Path) -> tuple[SavedSlot, ...]:
                 size += st.st_size
                 used = max(used, st.st_mtime)
         bin_path = folder / (stem + SAVE_SUFFIX)
-        side, _ = read_json(folder / (stem + SIDECAR_SUFFIX)) if not stem.endswith("~part") else (None, None)
+        side = _sidecar(folder / (stem + SIDECAR_SUFFIX)) if not stem.endswith("~part") else None
         key = key_from_json(side.get("key")) if isinstance(side, dict) and bin_path.is_file() else None
         slot = side.get("slot") if isinstance(side, dict) else None
         n_tokens = side.get("n_tokens") if isinstance(side, dict) else None
@@ -74,6 +75,15 @@ def list_saved(folder: Path) -> tuple[SavedSlot, ...]:
                              n_tokens=n_tokens if isinstance(n_tokens, int) else None,
                              size_bytes=size, used_at=used))
     return tuple(out)
+
+
+def _sidecar(path: Path) -> object:
+    """A sidecar's JSON, or None. Not read_json: a damaged sidecar must stay where it is, so the
+    budget drops it with its .bin, instead of being moved aside and piling up."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
 
 
 def _age(path: Path, now: float) -> float:
