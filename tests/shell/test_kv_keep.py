@@ -57,8 +57,11 @@ class Records(logging.Handler):
             self.lines.append(record.getMessage())
 
     def has(self, text: str) -> bool:
+        return self.count(text) > 0
+
+    def count(self, text: str) -> int:
         with self.guard:
-            return any(text in line for line in self.lines)
+            return sum(text in line for line in self.lines)
 
 
 @pytest.fixture
@@ -188,6 +191,10 @@ def test_the_conversation_is_restored_after_an_eviction(engine_binary, model, de
         assert cached(answer2) >= n1, answer2["usage"]
     finally:
         fleet.close(engine_binary)
+    # Stoker's own quit saves too: the second turn is on disk for the next start
+    assert records.count("kept a's conversation: slot 0") == 2
+    (saved,) = list_saved(slot_folder())
+    assert saved.n_tokens is not None and saved.n_tokens > n1
 
 
 def test_a_cache_saved_under_another_kv_type_is_not_restored(engine_binary, demo_model, stoker_home, records):
