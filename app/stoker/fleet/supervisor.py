@@ -603,13 +603,13 @@ class SupervisorOptions:
     clock: Callable[[], float] = time.time
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     stop_grace_s: float = 10.0
+    kv_keeper: KvKeeper | None = None  # None: conversations kept in Stoker's cache, per Settings
     log_dir: Path | None = None  # None: Stoker's log folder
     run_dir: Path | None = None  # None: Stoker's run folder (pid files)
     health_interval_s: float = HEALTH_INTERVAL_S
     health_failures: int = HEALTH_FAILURES
     gateway_url: str | None = None  # the endpoint the snapshot names, in an Instance
     endpoint_problems: tuple[str, ...] = ()  # the endpoint's own, one sentence each (an extra port)
-    kv_keeper: KvKeeper | None = None  # None: conversations kept in Stoker's cache, per Settings
 
 
 class Supervisor:
