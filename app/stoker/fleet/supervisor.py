@@ -78,6 +78,7 @@ from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.process import EngineProcess, free_loopback_port
 from stoker.fleet import commands as cmd
 from stoker.fleet import fleet_state as fleet
+from stoker.fleet import kv_keeper as conversations
 from stoker.fleet import lifecycle as life
 from stoker.fleet.commands import EnsureResult, Route
 from stoker.fleet.engine_record import EngineRecord
@@ -90,7 +91,6 @@ from stoker.fleet.exit_diagnosis import (
 )
 from stoker.fleet.fleet_runner import FleetRunner, call_answer
 from stoker.fleet.health_watch import HEALTH_FAILURES, HEALTH_INTERVAL_S, HealthProber
-from stoker.fleet.kv_keeper import KvKeeper, Restores
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.routes import Routes, RouteTable
 from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
@@ -277,11 +277,11 @@ class EngineRunner:
                  incidents: IncidentRecorder, *, clock: Callable[[], float], stop_grace_s: float,
                  log_dir: Path, run_dir: Path, on_launch: Callable[[PreparedLaunch], None] | None,
                  name_model: Callable[[str], str | None] | None, wake: Callable[[], None],
-                 kv_keeper: KvKeeper | None = None) -> None:
+                 keeper: conversations.KvKeeper | None = None) -> None:
         self._host = host
         # Conversations kept across a stop: saved on the stop thread, restored before READY.
-        self._kv = kv_keeper or KvKeeper()
-        self._restores = Restores(self._kv)
+        self._kv = keeper or conversations.KvKeeper()
+        self._restores = conversations.Restores(self._kv)
         self._preparer = preparer
         self.routes = routes
         # Stops waiting for the gateway process to confirm the route is closed: key -> (engine, deadline).
@@ -603,7 +603,7 @@ class SupervisorOptions:
     clock: Callable[[], float] = time.time
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     stop_grace_s: float = 10.0
-    kv_keeper: KvKeeper | None = None  # None: conversations kept in Stoker's cache, per Settings
+    kv_keeper: conversations.KvKeeper | None = None  # None: conversations kept in Stoker's cache, per Settings
     log_dir: Path | None = None  # None: Stoker's log folder
     run_dir: Path | None = None  # None: Stoker's run folder (pid files)
     health_interval_s: float = HEALTH_INTERVAL_S
@@ -645,7 +645,7 @@ class Supervisor:
                        lambda key: self._fleet.unloading(key)),
             preparer, self.routes, self._prober, self._incidents, clock=clock, stop_grace_s=opts.stop_grace_s,
             log_dir=self._log_dir, run_dir=self._run_dir, on_launch=self._hooks.on_launch,
-            name_model=self._hooks.name_model, wake=self._wake, kv_keeper=opts.kv_keeper)
+            name_model=self._hooks.name_model, wake=self._wake, keeper=opts.kv_keeper)
         self._fleet = FleetRunner(self._runner, self.routes, self._prober, self._incidents, policy=opts.policy,
                                   clock=clock, model_id=self._model_id, publish=self._publish)
         self._tick_s = _fixed_tick()
