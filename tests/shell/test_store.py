@@ -194,3 +194,14 @@ def test_settings_get_with_default_folder_and_alias(stoker_home):
     assert SettingsStore().get("engine_path") == "/opt/llama/llama-server"
     with pytest.raises(KeyError):
         s.get("colour")
+
+
+def test_the_disk_for_kept_conversations_is_a_number_of_gib_and_0_keeps_none(tmp_path):
+    s = SettingsStore(tmp_path)
+    assert s.load().conversation_disk_gib == 4.0
+    assert s.update(conversation_disk_gib=0).conversation_disk_gib == 0.0
+    assert s.update(conversation_disk_gib=12).conversation_disk_gib == 12.0
+    for bad in (-1, "4", True, 5000):
+        with pytest.raises(ValueError, match="onversation_disk_gib must be a number of GiB from 0"):
+            s.update(conversation_disk_gib=bad)
+    assert s.load().conversation_disk_gib == 12.0

@@ -61,6 +61,8 @@ def test_endpoint_memory_and_idle_settings_are_checked_as_typed_and_saved(
     dialog.cors.setPlainText("https://Chat.Example/\n\nhttp://192.168.1.20:3000")
     assert dialog.error.text() == "" and save.isEnabled()
     dialog.idle.setValue(15)
+    assert dialog.conversation_disk.value() == 4.0  # the default disk for kept conversations
+    dialog.conversation_disk.setValue(2.5)
     assert not dialog.ollama_port.isChecked()  # off by default
     dialog.ollama_port.setChecked(True)
     dialog.adjustSize()
@@ -73,6 +75,7 @@ def test_endpoint_memory_and_idle_settings_are_checked_as_typed_and_saved(
     assert stored.gateway_port == 8123 and stored.model_memory_gib == 12.5
     assert stored.cors_origins == ("https://chat.example", "http://192.168.1.20:3000")
     assert stored.idle_unload_minutes == 15 and stored.ollama_port is True
+    assert stored.conversation_disk_gib == 2.5
 
     # Reopened, the dialog shows what is stored; emptied, the budget is the machine's again.
     dialog = stoker.open_settings()

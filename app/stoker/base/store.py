@@ -224,6 +224,10 @@ class AppSettings:
     # The Linux Ollama service's store (/usr/share/ollama) belongs to another account, which
     # any local user can make pull anything: its models are listed only when this is on.
     read_ollama_service_store: bool = False
+    # Disk for conversations kept across an unload (each slot's KV cache, saved before a model
+    # leaves memory and restored at its next load), in GiB; least recently used dropped first.
+    # 0 = keep none (stoker/fleet/kv_keeper.py).
+    conversation_disk_gib: float = 4.0
     # Keys a newer Stoker wrote; kept so saving from this version does not drop them.
     extra: tuple[tuple[str, object], ...] = field(default=(), compare=False)
 
@@ -267,6 +271,10 @@ def _check_setting(name: str, value, default):
         if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 1024:
             return float(value), None
         return default, "memory_reserve_gib must be a number of GiB between 0 and 1024"
+    if name == "conversation_disk_gib":
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value <= 4096:
+            return float(value), None
+        return default, "conversation_disk_gib must be a number of GiB from 0 (keep none) to 4096"
     if name == "idle_unload_minutes":
         if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 7 * 24 * 60:
             return value, None

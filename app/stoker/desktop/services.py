@@ -46,7 +46,7 @@ from stoker.planning.quant_choice import QuantPick
 SETTINGS_KEYS = ("engine", "model_folders", "memory_reserve_gib", "idle_unload_minutes",
                  "gateway_port", "model_memory_gib", "cors_origins", "start_at_login", "log_level",
                  "worker_enabled", "worker_host", "worker_port", "worker_cache", "worker_allow_remote",
-                 "ollama_port", "read_ollama_service_store")
+                 "ollama_port", "read_ollama_service_store", "conversation_disk_gib")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 

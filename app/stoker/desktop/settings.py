@@ -98,6 +98,7 @@ class SettingsDialog(QDialog):
         self.worker_note = w.worker_note
         self.folders, self.ollama_service, self.get_model = m.folders, m.ollama_service, m.get_model
         self.reserve, self.model_memory, self.idle = m.reserve, m.model_memory, m.idle
+        self.conversation_disk = m.conversation_disk
         self.login, self.launcher, self.api_key, self.clear_key = a.login, a.launcher, a.api_key, a.clear_key
         self.keyring_note, self.engine_key_note, self.log_level = a.keyring_note, a.engine_key_note, a.log_level
 
@@ -142,6 +143,8 @@ class SettingsDialog(QDialog):
         self.model_memory.setText("" if budget is None else f"{budget:g}")
         self.cors.setPlainText("\n".join(values.get("cors_origins") or ()))
         self.idle.setValue(int(values.get("idle_unload_minutes") or 0))
+        disk = values.get("conversation_disk_gib")
+        self.conversation_disk.setValue(float(4.0 if disk is None else disk))
         self.login.setChecked(bool(values.get("start_at_login")))
         level = values.get("log_level") or "info"
         self.log_level.setCurrentIndex(max(0, self.log_level.findText(level)))
@@ -244,6 +247,7 @@ class SettingsDialog(QDialog):
             "model_folders": self.models_box.folder_list(),
             "memory_reserve_gib": self.reserve.value(),
             "idle_unload_minutes": self.idle.value(),
+            "conversation_disk_gib": self.conversation_disk.value(),
             "gateway_port": self.port.value(),
             **typed,
             "start_at_login": self.login.isChecked(),

@@ -277,6 +277,17 @@ class ModelsSection(QGroupBox):
         form.addRow("", note("without requests, freeing its memory; the next request "
                              "loads it again. The default: a model's own setting beats "
                              "it, pinned models stay. Applies from a model's next load.", 4))
+        self.conversation_disk = QDoubleSpinBox()
+        self.conversation_disk.setObjectName("conversation-disk")
+        self.conversation_disk.setRange(0.0, 4096.0)
+        self.conversation_disk.setSingleStep(1.0)
+        self.conversation_disk.setDecimals(1)
+        self.conversation_disk.setSuffix(" GiB")
+        self.conversation_disk.setSpecialValueText("Keep none")
+        form.addRow("Keep conversations on disk", self.conversation_disk)
+        form.addRow("", note("A model's conversations are saved when it unloads and read back "
+                             "when it loads, so the next turn does not read the whole chat again. "
+                             "The oldest go first; the disk always keeps 5 GiB free.", 3))
 
     def folder_list(self) -> list[str]:
         return [self.folders.item(i).text() for i in range(self.folders.count())]

@@ -61,6 +61,9 @@ class EngineDescription:
     # key (it listens on loopback only and is reached through the gateway).
     api_key_env: str | None
     paths: tuple[str, ...]  # the HTTP routes the gateway may forward to it
+    # Whether its slots' KV state can be saved to disk and restored (`--slot-save-path`), so
+    # a conversation survives an unload (stoker/fleet/kv_keeper.py).
+    saves_slots: bool = False
 
 
 LLAMA_SERVER = EngineDescription(
@@ -69,6 +72,7 @@ LLAMA_SERVER = EngineDescription(
     readiness_path="/health", ready_on_any_response=False, startup_deadline_s=180.0,
     concurrency=None, cancellable_in_engine=True, api_key_env="LLAMA_API_KEY",
     paths=("/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/models"),
+    saves_slots=True,
 )
 # ds4 maps tens of GiB and may warm pages before it listens: the seed waits 600 s.
 DS4 = EngineDescription(

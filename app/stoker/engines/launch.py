@@ -78,6 +78,9 @@ class PreparedLaunch:
     # How the preparer made it (RealPreparer's llama-server launches); None for a hand-made
     # launch or another kind, whose exits and READY teach the preparer nothing.
     context: LaunchContext | None = None
+    # Save its used slots before it stops and restore them at its next start, so the next
+    # turn of a conversation finds its prefix cached (stoker/fleet/kv_keeper.py).
+    keeps_conversations: bool = False
 
 
 @dataclass(frozen=True)

@@ -41,6 +41,7 @@ from stoker.engines.launch import (
     PreparedLaunch,
 )
 from stoker.engines.probe import probe_machine
+from stoker.engines.slot_keep import worth_keeping
 from stoker.errors import UserError
 from stoker.fleet.build_choice import BuildChooser
 from stoker.fleet.launch_lessons import LaunchLessons
@@ -302,6 +303,11 @@ class RealPreparer:
                                   startup_deadline_s=deadline,
                                   idle_timeout_s=self._idle_timeout_s(settings, user_overrides),
                                   engine_key=dict(secrets).get(API_KEY_ENV), kind=driver.launch_kind,
+                                  keeps_conversations=worth_keeping(
+                                      saves_slots=describe(driver.launch_kind).saves_slots,
+                                      sliding_window=bool(inputs.model.n_swa and any(inputs.model.swa_layers)),
+                                      recurrent=any(inputs.model.recurrent_layers),
+                                      swa_full=isinstance(plan, LaunchPlan) and plan.swa_full),
                                   # how it was made travels with it, for its own exit and READY
                                   context=LaunchContext(build.binary, identity, user_overrides, overrides,
                                                         inputs.policy, inputs.model.n_layer,

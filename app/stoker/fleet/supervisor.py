@@ -31,6 +31,10 @@ ever stopped for room or for idleness after its route is closed with nothing in 
 it. `EnsureModel` asks for a model to be made resident and is answered through its callback
 once it is READY (a route) or cannot be (a sentence).
 
+A llama-server's conversations outlive its process: the stop thread saves its used slots
+before it signals the engine, and a start restores them on a thread of its own before READY
+is published (stoker/fleet/kv_keeper.py; the lifecycle reducer knows nothing of it).
+
 Failures go through the preparer's `after_exit` (strikes, quarantine, broken drafters, the
 OOM recovery ladder) and incidents to ONE ledger (stoker/fleet/exit_diagnosis.py
 IncidentRecorder); the RPC worker part is stoker/fleet/worker_tray.py; the snapshot's fields
@@ -74,6 +78,7 @@ from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.process import EngineProcess, free_loopback_port
 from stoker.fleet import commands as cmd
 from stoker.fleet import fleet_state as fleet
+from stoker.fleet import kv_keeper as conversations
 from stoker.fleet import lifecycle as life
 from stoker.fleet.commands import EnsureResult, Route
 from stoker.fleet.engine_record import EngineRecord
@@ -271,8 +276,12 @@ class EngineRunner:
     def __init__(self, host: EngineHost, preparer: LaunchPreparer, routes: RouteTable, prober: HealthProber,
                  incidents: IncidentRecorder, *, clock: Callable[[], float], stop_grace_s: float,
                  log_dir: Path, run_dir: Path, on_launch: Callable[[PreparedLaunch], None] | None,
-                 name_model: Callable[[str], str | None] | None, wake: Callable[[], None]) -> None:
+                 name_model: Callable[[str], str | None] | None, wake: Callable[[], None],
+                 keeper: conversations.KvKeeper | None = None) -> None:
         self._host = host
+        # Conversations kept across a stop: saved on the stop thread, restored before READY.
+        self._kv = keeper or conversations.KvKeeper()
+        self._restores = conversations.Restores(self._kv)
         self._preparer = preparer
         self.routes = routes
         # Stops waiting for the gateway process to confirm the route is closed: key -> (engine, deadline).
@@ -376,9 +385,14 @@ class EngineRunner:
             self._follow_progress(e, proc, now)
         if st.phase is EngineState.STARTING and proc is not None and e.launch is not None:
             kind = e.launch.kind
+            if self._restores.under_way(e.key, proc.pid):
+                return  # READY waits for the saved conversation (bounded; it wakes us)
             status = self._prober.ready_status(e.launch.spec.endpoint, kind)
             now = self._clock()
             if driver_for(kind).is_ready(status):
+                if not self._restores.finished(e.key, proc.pid, e.launch, self._host.model_id(e.key), self._wake):
+                    return  # its saved conversation is restored first, on a thread of its own
+                now = self._clock()
                 proc.mark_ready(now)
                 self._on_ready(e, proc)
                 self.feed(e, life.BecameReady())
@@ -492,7 +506,7 @@ class EngineRunner:
         if isinstance(prepared, PreparationRefused):
             e.events.append(life.SpawnFailed(prepared.reason))
             return
-        e.launch = prepared
+        e.launch = prepared = self._kv.with_slot_folder(prepared)
         if self._on_launch is not None:
             self._on_launch(prepared)
         try:
@@ -528,11 +542,19 @@ class EngineRunner:
         # A hung engine cannot act on SIGTERM anyway; a cancelled one must let go at once.
         grace = HUNG_GRACE_S if effect.hung or e.cancelling else self._stop_grace_s
         key, model_id = e.key, self._host.model_id(e.key)
+        # A hung, cancelled or never-ready engine has no conversation worth keeping.
+        keep = e.launch if not (effect.hung or e.cancelling) and proc.ready_at is not None else None
 
         def stop() -> None:
             try:
-                if not self.routes.wait_closed(key, ROUTE_CLOSE_WAIT_S):
+                closed = self.routes.wait_closed(key, ROUTE_CLOSE_WAIT_S)
+                if not closed:
                     log.warning("the gateway process did not confirm that %s is closed", model_id)
+                if keep is not None and closed and self.routes.usage(key)[0] == 0 and proc.poll() is None:
+                    try:  # bounded (kv_keeper.SAVE_DEADLINE_S); a failed save must not stop the stop
+                        self._kv.save(keep, model_id)
+                    except Exception:
+                        log.exception("saving %s's conversation failed", model_id)
                 proc.stop(grace_s=grace)
                 e.last_exit = proc.exit_report(self._clock())
             except Exception:
@@ -581,6 +603,7 @@ class SupervisorOptions:
     clock: Callable[[], float] = time.time
     policy: RestartPolicy = field(default_factory=RestartPolicy)
     stop_grace_s: float = 10.0
+    kv_keeper: conversations.KvKeeper | None = None  # None: conversations kept in Stoker's cache, per Settings
     log_dir: Path | None = None  # None: Stoker's log folder
     run_dir: Path | None = None  # None: Stoker's run folder (pid files)
     health_interval_s: float = HEALTH_INTERVAL_S
@@ -622,7 +645,7 @@ class Supervisor:
                        lambda key: self._fleet.unloading(key)),
             preparer, self.routes, self._prober, self._incidents, clock=clock, stop_grace_s=opts.stop_grace_s,
             log_dir=self._log_dir, run_dir=self._run_dir, on_launch=self._hooks.on_launch,
-            name_model=self._hooks.name_model, wake=self._wake)
+            name_model=self._hooks.name_model, wake=self._wake, keeper=opts.kv_keeper)
         self._fleet = FleetRunner(self._runner, self.routes, self._prober, self._incidents, policy=opts.policy,
                                   clock=clock, model_id=self._model_id, publish=self._publish)
         self._tick_s = _fixed_tick()

@@ -19,6 +19,7 @@ BENCHES = {
     "gateway": "what the gateway adds to latency, streaming, disconnects and loads, beside the engine's port",
     "soak": "clients over two models with unloads and kills: answered, failed beside a kill, unexplained",
     "idle": "what an idle Stoker with one model resident costs: its own processes' memory and CPU",
+    "residency": "the next turn's time to first token of a 3,000-token chat: warm, restored after an unload, cold",
 }
 
 
