@@ -11,9 +11,11 @@ effects: start or stop an engine, prepare a launch to decide its admission, answ
 waiter, forget a model.
 
 Admission goes through stoker/fleet/residency.py (`admit`, whose eviction order is one
-function there). What this module must not do: read the clock (`now` is passed in), touch
-a process, a route or a callback, or call the preparer; it sees keys (real model paths),
-bytes, phases and usage, and answers with frozen effects.
+function there), and so does yielding memory to other applications (`MemoryRead`: a reading
+of what is free now; `yield_to_desktop` decides which idle models go). What this module must
+not do: read the clock (`now` is passed in), touch a process, a route or a callback, or
+call the preparer; it sees keys (real model paths), bytes, phases and usage, and answers
+with frozen effects.
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from typing import assert_never
 
-from stoker.fleet.residency import AdmissionKind, Resident, admit, expired, next_expiry
+from stoker.fleet.residency import (
+    AdmissionKind,
+    FreeMemory,
+    Resident,
+    admit,
+    expired,
+    next_expiry,
+    yield_to_desktop,
+)
 from stoker.fleet.snapshot import EngineState
 
 S = EngineState
@@ -50,6 +60,8 @@ class Member:
     on_demand: bool = False  # loaded for waiting requests: cancelled when they all leave
     unload_when_idle: bool = False  # asked to unload: stop once nothing is in flight
     queued: str | None = None  # waiting for room, and why
+    reload_s: float | None = None  # its measured load time (None: never measured)
+    beside: bool = False  # an embedding or rerank model (residency.Resident.beside)
 
     @property
     def resident(self) -> bool:
@@ -138,6 +150,8 @@ class PhaseChanged:
     bytes_by_device: tuple[tuple[str, int], ...] = ()
     idle_timeout_s: float | None = None
     failure: str | None = None
+    reload_s: float | None = None
+    beside: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,8 +173,17 @@ class Tick:
     usage_changed: bool = False  # a request ended or began since the last tick
 
 
+@dataclass(frozen=True)
+class MemoryRead:
+    """A reading of the memory free now (other applications may have grown), with the
+    route table's usage: idle models go when the reserve no longer fits."""
+
+    reading: FreeMemory
+    usage: tuple[Usage, ...]
+
+
 Event = (LoadAsked | EnsureAsked | EnsureCancelled | PinAsked | UnloadAsked | StopAsked | ShutdownAsked
-         | PhaseChanged | AdmissionFacts | Tick)
+         | PhaseChanged | AdmissionFacts | Tick | MemoryRead)
 
 # ---------------------------------------------------------------------------- effects
 
@@ -188,6 +211,16 @@ class StopIfIdle:
 
     key: str
     why: str
+
+
+@dataclass(frozen=True)
+class YieldMemory:
+    """Memory is tight: close the route and stop the engine if nothing is in flight (as
+    StopIfIdle), and tell a person `note` (a log line, the snapshot, a notification)."""
+
+    key: str
+    note: str
+    freed_bytes: int
 
 
 @dataclass(frozen=True)
@@ -228,8 +261,8 @@ class Publish:
     pass
 
 
-Effect = (StartEngine | StopEngine | StopIfIdle | CloseRoute | PrepareAdmission | Answer | ShutdownEngines
-          | Forget | Publish)
+Effect = (StartEngine | StopEngine | StopIfIdle | YieldMemory | CloseRoute | PrepareAdmission | Answer
+          | ShutdownEngines | Forget | Publish)
 
 # ---------------------------------------------------------------------------- the reducer
 
@@ -277,6 +310,8 @@ def step(state: FleetState, event: Event, now: float) -> tuple[FleetState, tuple
             return _admission(state, event, now)
         case Tick():
             return _tick(state, event, now)
+        case MemoryRead():
+            return _memory_read(state, event)
         case _:
             assert_never(event)
 
@@ -307,7 +342,8 @@ def residents(state: FleetState, usage: tuple[Usage, ...], exclude: str | None) 
         in_flight, last_used = (u.in_flight, u.last_used_at) if u is not None else (0, None)
         out.append(Resident(key=m.key, model_id=m.model_id, bytes_by_device=m.bytes_by_device,
                             busy=in_flight > 0 or m.phase is not S.READY, pinned=m.pinned,
-                            last_used_at=last_used, idle_timeout_s=m.idle_timeout_s))
+                            last_used_at=last_used, idle_timeout_s=m.idle_timeout_s,
+                            reload_s=m.reload_s, beside=m.beside))
     return out
 
 
@@ -423,7 +459,7 @@ def _phase_changed(state: FleetState, ev: PhaseChanged) -> tuple[FleetState, tup
     unload = m.unload_when_idle and ev.phase is S.READY
     state = _put(state, replace(m, phase=ev.phase, bytes_by_device=ev.bytes_by_device,
                                 idle_timeout_s=ev.idle_timeout_s, failure=ev.failure,
-                                unload_when_idle=unload))
+                                unload_when_idle=unload, reload_s=ev.reload_s, beside=ev.beside))
     return state, ()
 
 
@@ -469,6 +505,34 @@ def _tick(state: FleetState, ev: Tick, now: float) -> tuple[FleetState, tuple[Ef
     effects += more
     state, more = _drop_stopped(state)
     effects += more
+    return state, tuple(effects)
+
+
+def _memory_read(state: FleetState, ev: MemoryRead) -> tuple[FleetState, tuple[Effect, ...]]:
+    """Other applications grew: unload the idle models `yield_to_desktop` names. A model
+    already stopping, or already asked to unload, is not asked again: its bytes count as
+    coming back. Each one yielded is marked asked-to-unload, so its route stays closed and
+    the next reading does not choose it twice; its next request loads it again as usual."""
+    going = {m.key for m in state.members if m.phase is S.STOPPING or (m.unload_when_idle and m.resident)}
+    freeing: dict[str, int] = {}
+    for m in state.members:
+        if m.key in going:
+            for dev, b in m.bytes_by_device:
+                pool = "CPU" if ev.reading.unified else dev
+                freeing[pool] = freeing.get(pool, 0) + b
+    candidates = [r for r in residents(state, ev.usage, exclude=None) if r.key not in going]
+    decision = yield_to_desktop(candidates, ev.reading, freeing)
+    if decision is None:
+        return state, ()
+    effects: list[Effect] = []
+    for y in decision.unload:
+        chosen = state.member(y.key)
+        if chosen is None or chosen.phase is not S.READY:
+            continue
+        state = _put(state, replace(chosen, unload_when_idle=True))
+        effects.append(YieldMemory(y.key, y.note, y.freed_bytes))
+    if effects:
+        effects.append(Publish())
     return state, tuple(effects)
 
 

@@ -82,6 +82,17 @@ class WorkerView:
 
 
 @dataclass(frozen=True)
+class YieldView:
+    """A model unloaded because other applications needed the memory (not reloaded by
+    itself: its next request loads it as usual)."""
+
+    at: float  # unix time
+    model_id: str
+    freed_bytes: int
+    note: str  # "memory is tight: Gemma 3 12B unloaded, 5.1 GiB, for other applications"
+
+
+@dataclass(frozen=True)
 class AppSnapshot:
     seq: int
     state: EngineState
@@ -118,6 +129,7 @@ class AppSnapshot:
     # a connection again: the tray offers "Use HOST:PORT again" (commands.UseWorkerAgain).
     workers_back: tuple[str, ...] = ()
     worker: WorkerView | None = None  # this machine's own RPC worker, when one was started
+    yielded: tuple[YieldView, ...] = ()  # the last models unloaded for other applications, newest last
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def uptime(self, now: float) -> float | None:
