@@ -162,14 +162,10 @@ class FleetRunner:
         return effects
 
     def _yield(self, effect: fleet.YieldMemory) -> None:
-        """Memory is tight: unload the model if nothing is in flight (a request that came in
-        the meantime finishes first, and the Tick's asked-unload stops it after)."""
+        """Memory is tight: unload the model if nothing is in flight (else, or while the
+        gateway process confirms the close, the next Tick asks again)."""
         engine = self.engines.get(effect.key)
-        if engine is None or engine.phase is not EngineState.READY:
-            return
-        if not self._routes.close_if_idle(effect.key):
-            log.info("%s got a request as memory became tight; it is unloaded once that ends",
-                     self._model_id(effect.key))
+        if engine is None or engine.phase is not EngineState.READY or not self._routes.close_if_idle(effect.key):
             return
         log.warning("%s", effect.note)
         self._runner.stop(engine)

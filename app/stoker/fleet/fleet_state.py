@@ -28,6 +28,7 @@ from stoker.fleet.residency import (
     AdmissionKind,
     FreeMemory,
     Resident,
+    YieldedModel,
     admit,
     expired,
     next_expiry,
@@ -59,6 +60,9 @@ class Member:
     pinned: bool = False
     on_demand: bool = False  # loaded for waiting requests: cancelled when they all leave
     unload_when_idle: bool = False  # asked to unload: stop once nothing is in flight
+    # Unloaded because other applications need the memory (with unload_when_idle): the
+    # sentence and bytes a person is told once its engine really stops.
+    yielding: YieldedModel | None = None
     queued: str | None = None  # waiting for room, and why
     reload_s: float | None = None  # its measured load time (None: never measured)
     beside: bool = False  # an embedding or rerank model (residency.Resident.beside)
@@ -216,7 +220,8 @@ class StopIfIdle:
 @dataclass(frozen=True)
 class YieldMemory:
     """Memory is tight: close the route and stop the engine if nothing is in flight (as
-    StopIfIdle), and tell a person `note` (a log line, the snapshot, a notification)."""
+    StopIfIdle: until then each Tick asks again), and once it stops tell a person `note`
+    (a log line, the snapshot, a notification)."""
 
     key: str
     note: str
@@ -365,7 +370,7 @@ def _request_load(state: FleetState, key: str, now: float) -> tuple[FleetState, 
     """Make this model resident: at once when it fits, else when room is made."""
     m = state.member(key)
     assert m is not None
-    state = _put(state, replace(m, unload_when_idle=False))
+    state = _put(state, replace(m, unload_when_idle=False, yielding=None))
     if m.phase in (S.STARTING, S.READY, S.BACKOFF):
         return state, ()
     if m.phase is S.STOPPING:
@@ -445,7 +450,7 @@ def _unload(state: FleetState, key: str | None) -> tuple[FleetState, tuple[Effec
         return state, ()
     state, _ = _unqueue(state, m.key)
     if m.phase is S.READY:
-        return _put(state, replace(m, unload_when_idle=True, queued=None)), (
+        return _put(state, replace(m, unload_when_idle=True, yielding=None, queued=None)), (
             CloseRoute(m.key), StopIfIdle(m.key, "asked to unload"))
     if m.phase in (S.STARTING, S.BACKOFF, S.FAILED):
         return state, (StopEngine(m.key, "asked to unload"),)
@@ -459,7 +464,8 @@ def _phase_changed(state: FleetState, ev: PhaseChanged) -> tuple[FleetState, tup
     unload = m.unload_when_idle and ev.phase is S.READY
     state = _put(state, replace(m, phase=ev.phase, bytes_by_device=ev.bytes_by_device,
                                 idle_timeout_s=ev.idle_timeout_s, failure=ev.failure,
-                                unload_when_idle=unload, reload_s=ev.reload_s, beside=ev.beside))
+                                unload_when_idle=unload, yielding=m.yielding if unload else None,
+                                reload_s=ev.reload_s, beside=ev.beside))
     return state, ()
 
 
@@ -495,7 +501,8 @@ def _tick(state: FleetState, ev: Tick, now: float) -> tuple[FleetState, tuple[Ef
     effects += more
     for m in state.members:
         if m.unload_when_idle and m.phase is S.READY:
-            effects.append(StopIfIdle(m.key, "asked to unload"))
+            effects.append(YieldMemory(m.key, m.yielding.note, m.yielding.freed_bytes) if m.yielding
+                           else StopIfIdle(m.key, "asked to unload"))
     idle = [r for r in residents(state, ev.usage, exclude=None) if not r.busy]
     for key in expired(idle, now):
         member = state.member(key)
@@ -529,7 +536,7 @@ def _memory_read(state: FleetState, ev: MemoryRead) -> tuple[FleetState, tuple[E
         chosen = state.member(y.key)
         if chosen is None or chosen.phase is not S.READY:
             continue
-        state = _put(state, replace(chosen, unload_when_idle=True))
+        state = _put(state, replace(chosen, unload_when_idle=True, yielding=y))
         effects.append(YieldMemory(y.key, y.note, y.freed_bytes))
     if effects:
         effects.append(Publish())

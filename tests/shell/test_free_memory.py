@@ -1,0 +1,69 @@
+"""Reading free memory (a cgroup's room under a limit) and keeping measured load times."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from stoker.diagnosis import memory_cgroup
+from stoker.engines import load_times
+from stoker.engines.free_memory import cgroup_room, own_cgroups
+
+MIB = 1024 ** 2
+
+
+def test_the_own_cgroup_is_read_from_proc_self_cgroup_v1_and_v2(tmp_path):
+    v1 = "9:name=systemd:/\n4:memory:/slice/app\n0::/\n"
+    assert own_cgroups(v1, tmp_path) == [(tmp_path / "memory/slice/app", 1), (tmp_path / "memory/slice", 1),
+                                        (tmp_path / "memory", 1)]
+    (tmp_path / "cgroup.controllers").write_text("memory\n")
+    assert own_cgroups("0::/user.slice/app\n", tmp_path)[0] == (tmp_path / "user.slice/app", 2)
+
+
+def test_the_room_is_the_tightest_limit_less_the_working_set(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("memory\n")
+    outer, inner = tmp_path / "outer", tmp_path / "outer/inner"
+    inner.mkdir(parents=True)
+    (outer / "memory.max").write_text(str(1000 * MIB))
+    (outer / "memory.current").write_text(str(900 * MIB))
+    (outer / "memory.stat").write_text(f"anon 1\ninactive_file {300 * MIB}\n")
+    (inner / "memory.max").write_text("max\n")  # no limit of its own: the parent's counts
+    (inner / "memory.current").write_text(str(100 * MIB))
+    room, limit, group = cgroup_room(tmp_path, "0::/outer/inner\n")
+    assert (room, limit, group) == (400 * MIB, 1000 * MIB, outer)  # 1000 - (900 - 300)
+    assert cgroup_room(tmp_path, "0::/\n") is None
+
+
+@pytest.mark.skipif(sys.platform != "linux" or not memory_cgroup.available(),
+                    reason="needs a writable memory cgroup (Linux, root or delegated v2)")
+def test_a_process_in_a_limited_cgroup_reads_the_group_s_room_not_the_host_s():
+    group = memory_cgroup.MemoryCgroup.create(512 * MIB)
+    try:
+        code = ("import json; from stoker.engines.free_memory import read_free_memory; "
+                "r = read_free_memory(None); "
+                "print(json.dumps([r.pools[0].free_bytes, r.pools[0].total_bytes, r.source]))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60,
+                             preexec_fn=group.enter_fn(), check=True).stdout
+        free, total, source = json.loads(out)
+        assert total == 512 * MIB and 0 < free < 512 * MIB and str(group.path) in source
+    finally:
+        group.remove()
+
+
+def test_load_times_keep_the_median_of_the_last_loads_per_file_and_build(stoker_home, tmp_path):
+    model, binary = tmp_path / "m.gguf", tmp_path / "llama-server"
+    model.write_bytes(b"GGUF" + b"\0" * 64)
+    binary.write_bytes(b"\x7fELF" + b"\0" * 64)
+    assert load_times.load_seconds(str(model), str(binary)) is None
+    for s in (4.0, 1.0, 2.0):
+        load_times.record_load(str(model), str(binary), s)
+    assert load_times.load_seconds(str(model), str(binary)) == 2.0
+    for s in (3.0,) * load_times.MAX_TIMES:
+        load_times.record_load(str(model), str(binary), s)
+    assert load_times.load_seconds(str(model), str(binary)) == 3.0  # the oldest ones are gone
+    model.write_bytes(b"GGUF" + b"\1" * 80)  # another file under the same name
+    assert load_times.load_seconds(str(model), str(binary)) is None
+    assert load_times.record_load(str(model), str(binary), 0.0) is None  # no time, nothing kept
