@@ -55,6 +55,9 @@ class EngineView:
     progress: str | None = None  # what a working ds4 / sd-server says it is doing, in words
     # Cancel would stop its work: it renders a request it cannot cancel inside (sd-server).
     can_cancel: bool = False
+    # Its measured load time (the median of its last loads with this build): what eviction
+    # prices its reload at; None: never measured.
+    reload_s: float | None = None
 
     def idle_for(self, now: float) -> float | None:
         if self.state is not EngineState.READY or self.in_flight or self.last_used_at is None:

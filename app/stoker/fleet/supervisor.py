@@ -316,7 +316,7 @@ class EngineRunner:
         facts = EngineFacts(model_id=self._host.model_id(e.key), model_path=e.key or None, state=e.state,
                             pinned=pinned, queued=queued, in_flight=in_flight, last_used_at=last_used,
                             progress=e.progress, context_asked=e.context_asked)
-        return engine_view(facts, e.launch)
+        return replace(engine_view(facts, e.launch), reload_s=e.reload_s)
 
     def close(self, e: EngineRecord) -> None:
         """The supervisor is ending: the engine goes, whatever it was doing."""
