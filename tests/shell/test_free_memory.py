@@ -67,3 +67,37 @@ def test_load_times_keep_the_median_of_the_last_loads_per_file_and_build(stoker_
     model.write_bytes(b"GGUF" + b"\1" * 80)  # another file under the same name
     assert load_times.load_seconds(str(model), str(binary)) is None
     assert load_times.record_load(str(model), str(binary), 0.0) is None  # no time, nothing kept
+
+
+def test_the_watch_reads_ram_on_the_pass_and_a_gpu_off_the_thread_each_interval():
+    import threading
+
+    from stoker.engines.free_memory import FreeReading, PoolReading
+    from stoker.fleet.memory_watch import MemoryWatch
+    from stoker.planning.planner import PlanPolicy
+
+    woken = threading.Event()
+    threads: list[str] = []
+
+    def read(gpu):
+        threads.append(threading.current_thread().name)
+        pools = (PoolReading("CPU", 3 * 1024 ** 3, 32 * 1024 ** 3),)
+        return FreeReading(pools + ((PoolReading("CUDA0", 512 * MIB, 8 * 1024 ** 3),) if gpu else ()))
+
+    watch = MemoryWatch(woken.set, interval_s=1.0, read=read, policy=PlanPolicy)
+    try:
+        assert watch.next_due(False, 10.0) is None and watch.poll(False, None, 10.0) is None
+        assert watch.next_due(True, 10.0) == 10.0  # the first one at once
+        got = watch.poll(True, None, 10.0)  # RAM only: read at once, on this thread
+        assert got is not None and dict(got.free_by_pool) == {"CPU": 3 * 1024 ** 3}
+        assert dict(got.reserve_by_pool) == {"CPU": PlanPolicy().os_reserve(32 * 1024 ** 3)}
+        assert threads == [threading.current_thread().name]
+        assert watch.poll(True, None, 10.4) is None and watch.next_due(True, 10.4) == 11.0
+        # Half an interval on, a pass made for something else takes it; a GPU is read off the thread.
+        assert watch.poll(True, "/engine", 10.6) is None
+        assert woken.wait(10)
+        got = watch.poll(True, "/engine", 11.0)
+        assert got is not None and dict(got.reserve_by_pool)["CUDA0"] == PlanPolicy().device_margin_bytes
+        assert threads[-1].startswith("stoker-memory")
+    finally:
+        watch.close()
