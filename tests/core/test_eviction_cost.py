@@ -250,3 +250,14 @@ def test_a_yield_whose_close_is_not_confirmed_yet_is_asked_again_at_each_tick_wi
     # A request that asks for it again ends the yield: it stays, and nothing is told.
     state, _ = f.step(state, f.LoadAsked("a", "a"), 100.2)
     assert state.member("a").yielding is None and not state.member("a").unload_when_idle
+
+
+def test_memory_short_with_only_busy_models_left_is_said_once_and_stops_nothing():
+    state = member(f.FleetState(), "busy", 2, reload_s=1.0)
+    u = (f.Usage("busy", 1, 10.0, True),)
+    state, effects = f.step(state, f.MemoryRead(reading(0.5), u), 100.0)
+    assert effects == (f.MemoryShort("memory is tight, and only busy could make room; busy or pinned, they stay"),)
+    state, effects = f.step(state, f.MemoryRead(reading(0.4), u), 102.0)
+    assert effects == ()  # the same: not said again
+    state, effects = f.step(state, f.MemoryRead(reading(3.0), u), 104.0)
+    assert effects == () and state.short_kept == ()

@@ -44,11 +44,13 @@ GIB = 1024 ** 3
 RESERVE_GIB = 0.25  # Settings' memory reserve: what other applications may not eat into
 SPARE = 200 * MIB  # room above the reserve once the limit is set: nothing is short yet
 BALLAST_STEP = 16 * MIB
+STREAM_TOKENS = 3500  # long enough to be running still when the ballast has grown, on any machine
 
 BALLAST = """
 import sys
 total, step = int(sys.argv[1]), int(sys.argv[2])
 held = []
+print("growing", flush=True)
 while sum(len(b) for b in held) < total:
     held.append(b"\\x01" * step)  # written, so the pages really count against the group
 print("squeezed", flush=True)
@@ -118,7 +120,7 @@ def test_a_ballast_in_the_cgroup_unloads_the_idle_model_within_5_s_and_never_the
         "schema": 1, "memory_reserve_gib": RESERVE_GIB, "idle_unload_minutes": 0,
         "model_folders": [str(gemma_model.parent)]}))
     group = memory_cgroup.MemoryCgroup.create(16 * GIB)  # roomy while the models load
-    run = Run([str(demo_model), "--headless", "--engine", str(engine_binary), "--ctx", "1024", "--slots", "1",
+    run = Run([str(demo_model), "--headless", "--engine", str(engine_binary), "--ctx", "4096", "--slots", "1",
                "--port", "0"], group)
     ballast = None
     try:
@@ -134,10 +136,10 @@ def test_a_ballast_in_the_cgroup_unloads_the_idle_model_within_5_s_and_never_the
         out: dict = {}
         under_way = threading.Event()
 
-        def stream() -> None:  # the busy model: 900 tokens, end-of-text ignored, into a 1,024 context
+        def stream() -> None:  # the busy model: 3,500 tokens, end-of-text ignored, into a 4,096 context
             try:
                 got = []
-                for c in client.chat.completions.create(model=DEMO_ID, max_tokens=900, stream=True,
+                for c in client.chat.completions.create(model=DEMO_ID, max_tokens=STREAM_TOKENS, stream=True,
                                                         messages=[{"role": "user", "content": "Tell a story"}],
                                                         extra_body={"ignore_eos": True, "stream_options":
                                                                     {"include_usage": True}}):
@@ -165,11 +167,14 @@ def test_a_ballast_in_the_cgroup_unloads_the_idle_model_within_5_s_and_never_the
         # Another application grows: it takes the spare room and half the reserve.
         room, _ = _group_room(group.path, group.version)
         take = room - reserve // 2
+        assert streamer.is_alive()  # the busy model is busy as the squeeze begins
         ballast = subprocess.Popen([sys.executable, "-c", BALLAST, str(take), str(BALLAST_STEP)],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
                                    preexec_fn=group.enter_fn())
-        assert ballast.stdout is not None and ballast.stdout.readline().strip() == "squeezed"
-        squeezed = time.monotonic()
+        assert ballast.stdout is not None and ballast.stdout.readline().strip() == "growing"
+        squeezed = time.monotonic()  # from its first byte: the reserve is crossed later than this
+        assert ballast.stdout.readline().strip() == "squeezed"
+        grown_in = time.monotonic() - squeezed
         while psutil.pid_exists(gemma_pid) and psutil.Process(gemma_pid).status() != psutil.STATUS_ZOMBIE:
             assert time.monotonic() - squeezed < 5.0, "the idle model was not unloaded within 5 s"
             time.sleep(0.05)  # paces the poll
@@ -188,12 +193,13 @@ def test_a_ballast_in_the_cgroup_unloads_the_idle_model_within_5_s_and_never_the
             "MiB, for other applications")
         streamer.join(300)
         assert not streamer.is_alive() and "error" not in out, out.get("error")
-        assert out.get("tokens") == 900 and out["text"]  # the busy one streamed to its last token
+        assert out.get("tokens") == STREAM_TOKENS and out["text"]  # the busy one streamed to its last token
         assert ballast.poll() is None and psutil.pid_exists(demo_pid)  # nothing was killed
         assert kills_before in (0, None) and oom_kill_count(group.path) == kills_before
         assert psutil.pid_exists(run.proc.pid) and run.proc.poll() is None
         assert note in log_file.read_text()
-        print(f"\nidle model unloaded {gone_after:.2f} s after the squeeze; limit {limit / MIB:.0f} MiB, "
+        print(f"\nidle model unloaded {gone_after:.2f} s after the ballast began (it grew in {grown_in:.2f} s); "
+              f"limit {limit / MIB:.0f} MiB, "
               f"reserve {reserve / MIB:.0f} MiB, ballast {take / MIB:.0f} MiB; {note}")
     finally:
         if ballast is not None:

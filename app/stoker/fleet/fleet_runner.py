@@ -141,6 +141,8 @@ class FleetRunner:
                         self._runner.stop(idle)
                 case fleet.YieldMemory():
                     self._yield(effect)
+                case fleet.MemoryShort():
+                    log.warning("%s", effect.sentence)
                 case fleet.CloseRoute():
                     self._routes.close(effect.key)
                 case fleet.PrepareAdmission():

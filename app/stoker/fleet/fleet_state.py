@@ -91,6 +91,8 @@ class FleetState:
     shutting_down: bool = False
     admit_at: float = 0.0  # the head of `pending` is decided again from this time on
     deciding: str | None = None  # a PrepareAdmission is out for this key
+    # Memory is short and only these busy or pinned models could make room (told once per change).
+    short_kept: tuple[str, ...] = ()
 
     def member(self, key: str | None) -> Member | None:
         return next((m for m in self.members if m.key == key), None) if key is not None else None
@@ -266,8 +268,15 @@ class Publish:
     pass
 
 
-Effect = (StartEngine | StopEngine | StopIfIdle | YieldMemory | CloseRoute | PrepareAdmission | Answer
-          | ShutdownEngines | Forget | Publish)
+@dataclass(frozen=True)
+class MemoryShort:
+    """Memory is tight and what is left to unload is busy or pinned: a log line (never a stop)."""
+
+    sentence: str
+
+
+Effect = (StartEngine | StopEngine | StopIfIdle | YieldMemory | MemoryShort | CloseRoute | PrepareAdmission
+          | Answer | ShutdownEngines | Forget | Publish)
 
 # ---------------------------------------------------------------------------- the reducer
 
@@ -529,16 +538,22 @@ def _memory_read(state: FleetState, ev: MemoryRead) -> tuple[FleetState, tuple[E
                 freeing[pool] = freeing.get(pool, 0) + b
     candidates = [r for r in residents(state, ev.usage, exclude=None) if r.key not in going]
     decision = yield_to_desktop(candidates, ev.reading, freeing)
-    if decision is None:
-        return state, ()
+    kept = decision.kept if decision is not None else ()
     effects: list[Effect] = []
+    if kept != state.short_kept:
+        state = replace(state, short_kept=kept)
+        if kept:
+            effects.append(MemoryShort(f"memory is tight, and only {', '.join(kept)} could make room; "
+                                       "busy or pinned, they stay"))
+    if decision is None:
+        return state, tuple(effects)
     for y in decision.unload:
         chosen = state.member(y.key)
         if chosen is None or chosen.phase is not S.READY:
             continue
         state = _put(state, replace(chosen, unload_when_idle=True, yielding=y))
         effects.append(YieldMemory(y.key, y.note, y.freed_bytes))
-    if effects:
+    if any(isinstance(e, YieldMemory) for e in effects):
         effects.append(Publish())
     return state, tuple(effects)
 
