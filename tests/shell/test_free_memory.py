@@ -101,3 +101,21 @@ def test_the_watch_reads_ram_on_the_pass_and_a_gpu_off_the_thread_each_interval(
         assert threads[-1].startswith("stoker-memory")
     finally:
         watch.close()
+
+
+def test_only_vram_read_live_counts_a_cached_engine_figure_is_left_out(monkeypatch):
+    from stoker.engines import free_memory
+    from stoker.planning.machine import Device, Machine
+
+    gib = 1024 ** 3
+    machine = Machine(os="linux", arch="x86_64", ram_total_bytes=64 * gib, ram_available_bytes=20 * gib,
+                      physical_cores=8, logical_cores=16, devices=(
+                          Device("CUDA0", "NVIDIA RTX 4090", "cuda", 24 * gib, 3 * gib, compute_cap="8.9"),
+                          Device("Vulkan0", "AMD Radeon", "vulkan", 16 * gib, 15 * gib)))
+    asked = []
+    monkeypatch.setattr(free_memory, "probe_machine", lambda binary: asked.append(binary) or machine)
+    got = free_memory.read_free_memory("/engines/llama-server")
+    assert asked == ["/engines/llama-server"]
+    assert [(p.name, p.free_bytes, p.total_bytes) for p in got.pools[1:]] == [("CUDA0", 3 * gib, 24 * gib)]
+    assert got.pools[0].name == "CPU" and not got.unified
+    assert [p.name for p in free_memory.read_free_memory(None).pools] == ["CPU"]  # no GPU model: RAM only
