@@ -1,7 +1,7 @@
 """Read what memory is free right now: RAM (a memory cgroup's room under a limit) and live VRAM.
 
 Other applications (a game, a browser, ComfyUI) grow while models are resident; the
-supervisor reads this every second or so (stoker/fleet/memory_watch.py) and the fleet
+supervisor reads this every 2 s while a model is loaded (stoker/fleet/memory_watch.py) and the fleet
 decides what to unload (stoker/fleet/residency.py `yield_to_desktop`).
 
 - RAM: psutil's "available" (free plus reclaimable page cache). Under a memory cgroup with
