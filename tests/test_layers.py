@@ -83,6 +83,9 @@ PURE = frozenset({
     "stoker.planning.speed",
 })
 EFFECTS = frozenset({
+    "stoker.engines.free_memory",
+    "stoker.engines.load_times",
+    "stoker.fleet.memory_watch",
     "stoker.integration.app_connect",
     "stoker.gateway.metrics",
     "stoker.gateway.responses_state",

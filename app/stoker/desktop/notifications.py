@@ -3,7 +3,8 @@
 A notification interrupts the user, so it is sent only for things that changed and that
 a user would otherwise miss: a new incident, a build put in quarantine, a blocker found,
 a settings problem (a file moved aside, a bad override), the drafter left out, a model
-that became ready after a long load, an RPC worker that went away and is back (with the
+that became ready after a long load, a model unloaded because other applications needed the
+memory ("memory is tight: …"), an RPC worker that went away and is back (with the
 tray's "Use it again" offer), and this machine's own RPC worker stopping or giving up. The same thing is
 not repeated within `dedupe_s`, and no more than `max_per_window` go out per `window_s`
 (a crash loop must not flood the desktop). Pure: the time is passed in, the history is
@@ -84,6 +85,15 @@ def _candidates(prev: AppSnapshot | None, snap: AppSnapshot,
                           snap.drafter_reason or "the speculative drafter was left out.",
                           "info"))
     notes += _worker_notes(prev, snap)
+    # Models unloaded for other applications: each one new since the previous snapshot
+    # (the first snapshot is the baseline: those were told about when they happened).
+    if prev is not None:
+        told = set(prev.yielded)
+        for y in snap.yielded:
+            if y not in told:
+                notes.append(Note(f"yield:{y.model_id}:{y.at}", "Memory is tight",
+                                  y.note[0].upper() + y.note[1:] + ". It loads again on its next request.",
+                                  "warning"))
     if (snap.state is EngineState.READY and prev is not None
             and prev.state is not EngineState.READY and history.starting_since is not None
             and now - history.starting_since >= policy.long_load_s):

@@ -46,6 +46,7 @@ class EngineRecord:
         self.progress_at = 0.0
         self.ctx_at_least: int | None = None  # per slot, asked by a request (WidenContext)
         self.context_asked: tuple[int, str] | None = None  # (tokens asked, what was done, in words)
+        self.reload_s: float | None = None  # its measured load time, as eviction prices it
 
     @property
     def phase(self) -> EngineState:

@@ -7,7 +7,9 @@ callbacks waiting on it, steps it with events and carries out its effects: a sta
 stop goes to one engine's runner (EngineRunner in stoker/fleet/supervisor.py, seen here
 as `EngineOps`), a route is closed or forgotten in the route table, a waiter is answered.
 It also tells the fleet what it decides on of one engine (its phase, the bytes its plan
-holds per device, its idle timeout) when that changed.
+holds per device, its idle timeout, its measured load time, whether it serves embeddings or
+reranking) when that changed, and keeps the last models yielded to other applications
+(`yielded`, for the snapshot: each one a log line and a notification).
 
 It must not decide anything itself (no admission, no order, no timing), start a thread or
 touch a process: the supervisor's one thread calls every method here, and a record's
@@ -29,12 +31,16 @@ from stoker.fleet.exit_diagnosis import IncidentRecorder
 from stoker.fleet.health_watch import HealthProber
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.routes import RouteTable
-from stoker.fleet.snapshot import EngineState
+from stoker.fleet.snapshot import EngineState, YieldView
 from stoker.fleet.snapshot_assembly import bytes_by_device
 
 log = logging.getLogger(__name__)
 
 Answer = Callable[[EnsureResult], None]
+YIELDS_KEPT = 8  # the snapshot's recent "memory is tight" unloads (a notification each)
+# The flags stoker/engines/argv.py gives an engine that serves embeddings or reranking: such a
+# model stays beside a chat model unless memory is tight (residency.Resident.beside).
+BESIDE_FLAGS = frozenset({"--embeddings", "--rerank"})
 
 
 class EngineOps(Protocol):
@@ -70,6 +76,7 @@ class FleetRunner:
         self.state = fleet.FleetState()
         self.engines: dict[str, EngineRecord] = {}
         self._answers: dict[Hashable, Answer] = {}  # EnsureModel tickets
+        self.yielded: tuple[YieldView, ...] = ()  # newest last
 
     def engine(self, key: str) -> EngineRecord:
         """The model's record, made on first use."""
@@ -132,6 +139,10 @@ class FleetRunner:
                             and self._routes.close_if_idle(effect.key):
                         log.info("unloading %s: %s", self._model_id(effect.key), effect.why)
                         self._runner.stop(idle)
+                case fleet.YieldMemory():
+                    self._yield(effect)
+                case fleet.MemoryShort():
+                    log.warning("%s", effect.sentence)
                 case fleet.CloseRoute():
                     self._routes.close(effect.key)
                 case fleet.PrepareAdmission():
@@ -151,6 +162,17 @@ class FleetRunner:
                 case _:
                     assert_never(effect)
         return effects
+
+    def _yield(self, effect: fleet.YieldMemory) -> None:
+        """Memory is tight: unload the model if nothing is in flight (else, or while the
+        gateway process confirms the close, the next Tick asks again)."""
+        engine = self.engines.get(effect.key)
+        if engine is None or engine.phase is not EngineState.READY or not self._routes.close_if_idle(effect.key):
+            return
+        log.warning("%s", effect.note)
+        self._runner.stop(engine)
+        self.yielded = (self.yielded + (YieldView(at=self._clock(), model_id=self._model_id(effect.key),
+                                                  freed_bytes=effect.freed_bytes, note=effect.note),))[-YIELDS_KEPT:]
 
     def _prepare_admission(self, key: str) -> None:
         """Prepare the head of the queue's launch, so admission can weigh its plan's bytes;
@@ -185,7 +207,16 @@ class FleetRunner:
                    if e.phase is EngineState.FAILED else None)
         self.do(fleet.PhaseChanged(
             e.key, e.phase, bytes_by_device(e.launch),
-            e.launch.idle_timeout_s if e.launch is not None else None, failure))
+            e.launch.idle_timeout_s if e.launch is not None else None, failure, reload_s=e.reload_s,
+            beside=e.launch is not None and not BESIDE_FLAGS.isdisjoint(e.launch.spec.argv)))
+
+    def watched_memory(self) -> tuple[bool, str | None]:
+        """Whether free memory is worth reading (a model is READY), and the engine build of
+        one that holds GPU memory (whose devices are read too; None: RAM only)."""
+        ready = [e for e in self.engines.values() if e.phase is EngineState.READY and e.launch is not None]
+        gpu = next((e.launch.spec.binary for e in ready if e.launch is not None
+                    and any(dev != "CPU" and b > 0 for dev, b in bytes_by_device(e.launch))), None)
+        return bool(ready), gpu
 
     def unloading(self, key: str) -> bool:
         """Asked to unload: its route stays closed."""

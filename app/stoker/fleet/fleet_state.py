@@ -11,9 +11,11 @@ effects: start or stop an engine, prepare a launch to decide its admission, answ
 waiter, forget a model.
 
 Admission goes through stoker/fleet/residency.py (`admit`, whose eviction order is one
-function there). What this module must not do: read the clock (`now` is passed in), touch
-a process, a route or a callback, or call the preparer; it sees keys (real model paths),
-bytes, phases and usage, and answers with frozen effects.
+function there), and so does yielding memory to other applications (`MemoryRead`: a reading
+of what is free now; `yield_to_desktop` decides which idle models go). What this module must
+not do: read the clock (`now` is passed in), touch a process, a route or a callback, or
+call the preparer; it sees keys (real model paths), bytes, phases and usage, and answers
+with frozen effects.
 """
 
 from __future__ import annotations
@@ -22,7 +24,16 @@ from collections.abc import Hashable
 from dataclasses import dataclass, replace
 from typing import assert_never
 
-from stoker.fleet.residency import AdmissionKind, Resident, admit, expired, next_expiry
+from stoker.fleet.residency import (
+    AdmissionKind,
+    FreeMemory,
+    Resident,
+    YieldedModel,
+    admit,
+    expired,
+    next_expiry,
+    yield_to_desktop,
+)
 from stoker.fleet.snapshot import EngineState
 
 S = EngineState
@@ -49,7 +60,12 @@ class Member:
     pinned: bool = False
     on_demand: bool = False  # loaded for waiting requests: cancelled when they all leave
     unload_when_idle: bool = False  # asked to unload: stop once nothing is in flight
+    # Unloaded because other applications need the memory (with unload_when_idle): the
+    # sentence and bytes a person is told once its engine really stops.
+    yielding: YieldedModel | None = None
     queued: str | None = None  # waiting for room, and why
+    reload_s: float | None = None  # its measured load time (None: never measured)
+    beside: bool = False  # an embedding or rerank model (residency.Resident.beside)
 
     @property
     def resident(self) -> bool:
@@ -75,6 +91,8 @@ class FleetState:
     shutting_down: bool = False
     admit_at: float = 0.0  # the head of `pending` is decided again from this time on
     deciding: str | None = None  # a PrepareAdmission is out for this key
+    # Memory is short and only these busy or pinned models could make room (told once per change).
+    short_kept: tuple[str, ...] = ()
 
     def member(self, key: str | None) -> Member | None:
         return next((m for m in self.members if m.key == key), None) if key is not None else None
@@ -138,6 +156,8 @@ class PhaseChanged:
     bytes_by_device: tuple[tuple[str, int], ...] = ()
     idle_timeout_s: float | None = None
     failure: str | None = None
+    reload_s: float | None = None
+    beside: bool = False
 
 
 @dataclass(frozen=True)
@@ -159,8 +179,17 @@ class Tick:
     usage_changed: bool = False  # a request ended or began since the last tick
 
 
+@dataclass(frozen=True)
+class MemoryRead:
+    """A reading of the memory free now (other applications may have grown), with the
+    route table's usage: idle models go when the reserve no longer fits."""
+
+    reading: FreeMemory
+    usage: tuple[Usage, ...]
+
+
 Event = (LoadAsked | EnsureAsked | EnsureCancelled | PinAsked | UnloadAsked | StopAsked | ShutdownAsked
-         | PhaseChanged | AdmissionFacts | Tick)
+         | PhaseChanged | AdmissionFacts | Tick | MemoryRead)
 
 # ---------------------------------------------------------------------------- effects
 
@@ -188,6 +217,17 @@ class StopIfIdle:
 
     key: str
     why: str
+
+
+@dataclass(frozen=True)
+class YieldMemory:
+    """Memory is tight: close the route and stop the engine if nothing is in flight (as
+    StopIfIdle: until then each Tick asks again), and once it stops tell a person `note`
+    (a log line, the snapshot, a notification)."""
+
+    key: str
+    note: str
+    freed_bytes: int
 
 
 @dataclass(frozen=True)
@@ -228,8 +268,15 @@ class Publish:
     pass
 
 
-Effect = (StartEngine | StopEngine | StopIfIdle | CloseRoute | PrepareAdmission | Answer | ShutdownEngines
-          | Forget | Publish)
+@dataclass(frozen=True)
+class MemoryShort:
+    """Memory is tight and what is left to unload is busy or pinned: a log line (never a stop)."""
+
+    sentence: str
+
+
+Effect = (StartEngine | StopEngine | StopIfIdle | YieldMemory | MemoryShort | CloseRoute | PrepareAdmission
+          | Answer | ShutdownEngines | Forget | Publish)
 
 # ---------------------------------------------------------------------------- the reducer
 
@@ -277,6 +324,8 @@ def step(state: FleetState, event: Event, now: float) -> tuple[FleetState, tuple
             return _admission(state, event, now)
         case Tick():
             return _tick(state, event, now)
+        case MemoryRead():
+            return _memory_read(state, event)
         case _:
             assert_never(event)
 
@@ -307,7 +356,8 @@ def residents(state: FleetState, usage: tuple[Usage, ...], exclude: str | None) 
         in_flight, last_used = (u.in_flight, u.last_used_at) if u is not None else (0, None)
         out.append(Resident(key=m.key, model_id=m.model_id, bytes_by_device=m.bytes_by_device,
                             busy=in_flight > 0 or m.phase is not S.READY, pinned=m.pinned,
-                            last_used_at=last_used, idle_timeout_s=m.idle_timeout_s))
+                            last_used_at=last_used, idle_timeout_s=m.idle_timeout_s,
+                            reload_s=m.reload_s, beside=m.beside))
     return out
 
 
@@ -329,7 +379,7 @@ def _request_load(state: FleetState, key: str, now: float) -> tuple[FleetState, 
     """Make this model resident: at once when it fits, else when room is made."""
     m = state.member(key)
     assert m is not None
-    state = _put(state, replace(m, unload_when_idle=False))
+    state = _put(state, replace(m, unload_when_idle=False, yielding=None))
     if m.phase in (S.STARTING, S.READY, S.BACKOFF):
         return state, ()
     if m.phase is S.STOPPING:
@@ -409,7 +459,7 @@ def _unload(state: FleetState, key: str | None) -> tuple[FleetState, tuple[Effec
         return state, ()
     state, _ = _unqueue(state, m.key)
     if m.phase is S.READY:
-        return _put(state, replace(m, unload_when_idle=True, queued=None)), (
+        return _put(state, replace(m, unload_when_idle=True, yielding=None, queued=None)), (
             CloseRoute(m.key), StopIfIdle(m.key, "asked to unload"))
     if m.phase in (S.STARTING, S.BACKOFF, S.FAILED):
         return state, (StopEngine(m.key, "asked to unload"),)
@@ -423,7 +473,8 @@ def _phase_changed(state: FleetState, ev: PhaseChanged) -> tuple[FleetState, tup
     unload = m.unload_when_idle and ev.phase is S.READY
     state = _put(state, replace(m, phase=ev.phase, bytes_by_device=ev.bytes_by_device,
                                 idle_timeout_s=ev.idle_timeout_s, failure=ev.failure,
-                                unload_when_idle=unload))
+                                unload_when_idle=unload, yielding=m.yielding if unload else None,
+                                reload_s=ev.reload_s, beside=ev.beside))
     return state, ()
 
 
@@ -459,7 +510,8 @@ def _tick(state: FleetState, ev: Tick, now: float) -> tuple[FleetState, tuple[Ef
     effects += more
     for m in state.members:
         if m.unload_when_idle and m.phase is S.READY:
-            effects.append(StopIfIdle(m.key, "asked to unload"))
+            effects.append(YieldMemory(m.key, m.yielding.note, m.yielding.freed_bytes) if m.yielding
+                           else StopIfIdle(m.key, "asked to unload"))
     idle = [r for r in residents(state, ev.usage, exclude=None) if not r.busy]
     for key in expired(idle, now):
         member = state.member(key)
@@ -469,6 +521,40 @@ def _tick(state: FleetState, ev: Tick, now: float) -> tuple[FleetState, tuple[Ef
     effects += more
     state, more = _drop_stopped(state)
     effects += more
+    return state, tuple(effects)
+
+
+def _memory_read(state: FleetState, ev: MemoryRead) -> tuple[FleetState, tuple[Effect, ...]]:
+    """Other applications grew: unload the idle models `yield_to_desktop` names. A model
+    already stopping, or already asked to unload, is not asked again: its bytes count as
+    coming back. Each one yielded is marked asked-to-unload, so its route stays closed and
+    the next reading does not choose it twice; its next request loads it again as usual."""
+    going = {m.key for m in state.members if m.phase is S.STOPPING or (m.unload_when_idle and m.resident)}
+    freeing: dict[str, int] = {}
+    for m in state.members:
+        if m.key in going:
+            for dev, b in m.bytes_by_device:
+                pool = "CPU" if ev.reading.unified else dev
+                freeing[pool] = freeing.get(pool, 0) + b
+    candidates = [r for r in residents(state, ev.usage, exclude=None) if r.key not in going]
+    decision = yield_to_desktop(candidates, ev.reading, freeing)
+    kept = decision.kept if decision is not None else ()
+    effects: list[Effect] = []
+    if kept != state.short_kept:
+        state = replace(state, short_kept=kept)
+        if kept:
+            effects.append(MemoryShort(f"memory is tight, and only {', '.join(kept)} could make room; "
+                                       "busy or pinned, they stay"))
+    if decision is None:
+        return state, tuple(effects)
+    for y in decision.unload:
+        chosen = state.member(y.key)
+        if chosen is None or chosen.phase is not S.READY:
+            continue
+        state = _put(state, replace(chosen, unload_when_idle=True, yielding=y))
+        effects.append(YieldMemory(y.key, y.note, y.freed_bytes))
+    if any(isinstance(e, YieldMemory) for e in effects):
+        effects.append(Publish())
     return state, tuple(effects)
 
 

@@ -55,6 +55,9 @@ class EngineView:
     progress: str | None = None  # what a working ds4 / sd-server says it is doing, in words
     # Cancel would stop its work: it renders a request it cannot cancel inside (sd-server).
     can_cancel: bool = False
+    # Its measured load time (the median of its last loads with this build): what eviction
+    # prices its reload at; None: never measured.
+    reload_s: float | None = None
 
     def idle_for(self, now: float) -> float | None:
         if self.state is not EngineState.READY or self.in_flight or self.last_used_at is None:
@@ -79,6 +82,17 @@ class WorkerView:
     next_retry_at: float | None = None  # while BACKOFF
     last_error: str | None = None
     last_incident: IncidentView | None = None
+
+
+@dataclass(frozen=True)
+class YieldView:
+    """A model unloaded because other applications needed the memory (not reloaded by
+    itself: its next request loads it as usual)."""
+
+    at: float  # unix time
+    model_id: str
+    freed_bytes: int
+    note: str  # "memory is tight: Gemma 3 12B unloaded, 5.1 GiB, for other applications"
 
 
 @dataclass(frozen=True)
@@ -118,6 +132,7 @@ class AppSnapshot:
     # a connection again: the tray offers "Use HOST:PORT again" (commands.UseWorkerAgain).
     workers_back: tuple[str, ...] = ()
     worker: WorkerView | None = None  # this machine's own RPC worker, when one was started
+    yielded: tuple[YieldView, ...] = ()  # the last models unloaded for other applications, newest last
     extra: tuple[tuple[str, str], ...] = field(default_factory=tuple)
 
     def uptime(self, now: float) -> float | None:

@@ -16,7 +16,8 @@ from stoker.fleet.snapshot import AppSnapshot, EngineView, WorkerView
 # gateway's URL where one runs (the engines' private ports are in `engines[].endpoint`).
 # Added within 2: `plan_decisions` and `blockers`; `worker` (this machine's RPC worker) and
 # `rpc_workers_back` (workers that went away and are reachable again) — new keys only,
-# nothing changed meaning.
+# nothing changed meaning. `yielded` (models unloaded because other applications needed the
+# memory, newest last) and `engines[].reload_s` (its measured load time) are new within 2 too.
 SCHEMA = 2
 
 
@@ -72,6 +73,8 @@ def status_object(snap: AppSnapshot, now: float, *, instance_pid: int | None = N
         # again; the tray's "Use HOST:PORT again" re-plans with it (commands.UseWorkerAgain).
         "rpc_workers_back": list(snap.workers_back),
         "worker": None if snap.worker is None else worker_object(snap.worker),
+        "yielded": [{"at": y.at, "model_id": y.model_id, "freed_bytes": y.freed_bytes, "note": y.note}
+                    for y in snap.yielded],
     }
 
 
@@ -123,6 +126,7 @@ def engine_object(e: EngineView, now: float) -> dict[str, Any]:
         "last_used_at": e.last_used_at,
         "idle_s": None if idle is None else round(idle, 1),
         "idle_timeout_s": e.idle_timeout_s,
+        "reload_s": e.reload_s,
         "in_flight": e.in_flight,
         "pinned": e.pinned,
         "restarts": e.restarts,
@@ -150,6 +154,7 @@ def status_lines(obj: dict[str, Any]) -> list[str]:
         extra += f", idle {_duration(e['idle_s'])}" if e.get("idle_s") is not None else ""
         extra += f", {e['in_flight']} in flight" if e.get("in_flight") else ""
         extra += ", pinned" if e.get("pinned") else ""
+        extra += f", loads in {e['reload_s']:.1f} s" if e.get("reload_s") is not None else ""
         lines.append(f"  {e['id']}: {e['state']}{extra}" + (f" ({e['queued']})" if e.get("queued") else ""))
     engine = " ".join(x for x in (obj.get("backend"), f"({obj['engine_build']})"
                                   if obj.get("engine_build") else None) if x)
@@ -176,6 +181,8 @@ def status_lines(obj: dict[str, Any]) -> list[str]:
                      + f", {worker['restarts']} restart(s)")
     for ep in obj.get("rpc_workers_back") or ():
         lines.append(f"back:      RPC worker {ep} is reachable again (the tray offers to use it again)")
+    for y in (obj.get("yielded") or ())[-3:]:
+        lines.append(f"yielded:   {y['note']}")
     inc = obj.get("last_incident")
     if inc:
         lines.append(f"incident:  {inc['summary']} ({inc['kind']}); {inc['action']}")

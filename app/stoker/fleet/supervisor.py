@@ -61,7 +61,7 @@ from pathlib import Path
 from typing import Protocol, assert_never, runtime_checkable
 
 from stoker.base.overrides import ModelOverrides
-from stoker.base.paths import stoker_paths
+from stoker.base.paths import stoker_paths, storage_sentence
 from stoker.diagnosis.classify import Incident
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.engines.drivers import driver_for
@@ -75,6 +75,7 @@ from stoker.engines.launch import (
     PreparedLaunch,
 )
 from stoker.engines.launch_spec import LaunchSpec
+from stoker.engines.load_times import record_load
 from stoker.engines.process import EngineProcess, free_loopback_port
 from stoker.fleet import commands as cmd
 from stoker.fleet import fleet_state as fleet
@@ -91,6 +92,7 @@ from stoker.fleet.exit_diagnosis import (
 )
 from stoker.fleet.fleet_runner import FleetRunner, call_answer
 from stoker.fleet.health_watch import HEALTH_FAILURES, HEALTH_INTERVAL_S, HealthProber
+from stoker.fleet.memory_watch import WATCH_INTERVAL_S, MemoryWatch
 from stoker.fleet.restart import RestartPolicy
 from stoker.fleet.routes import Routes, RouteTable
 from stoker.fleet.snapshot import AppSnapshot, EngineState, EngineView
@@ -323,7 +325,7 @@ class EngineRunner:
         facts = EngineFacts(model_id=self._host.model_id(e.key), model_path=e.key or None, state=e.state,
                             pinned=pinned, queued=queued, in_flight=in_flight, last_used_at=last_used,
                             progress=e.progress, context_asked=e.context_asked)
-        return engine_view(facts, e.launch)
+        return replace(engine_view(facts, e.launch), reload_s=e.reload_s)
 
     def close(self, e: EngineRecord) -> None:
         """The supervisor is ending: the engine goes, whatever it was doing."""
@@ -587,6 +589,8 @@ class EngineRunner:
         launch = e.launch
         if launch is None:
             return
+        if e.state.spawned_at is not None:
+            e.reload_s = record_load_time(launch, self._clock() - e.state.spawned_at)
         lines = proc.tail()
         e.ready_blockers = gpu_unused_blockers(lines, launch)
         e.drafter_note = drafter_left_out_by_engine(lines, launch)
@@ -610,6 +614,7 @@ class SupervisorOptions:
     health_failures: int = HEALTH_FAILURES
     gateway_url: str | None = None  # the endpoint the snapshot names, in an Instance
     endpoint_problems: tuple[str, ...] = ()  # the endpoint's own, one sentence each (an extra port)
+    memory_watch_s: float = WATCH_INTERVAL_S  # how often free memory is read while models are resident
 
 
 class Supervisor:
@@ -634,6 +639,7 @@ class Supervisor:
         self._finished = False
         self._incidents = IncidentRecorder(incident_log or IncidentLog.in_data_dir(paths.data))
         self._prober = HealthProber(self._wake, interval_s=opts.health_interval_s, failures=opts.health_failures)
+        self._memory = MemoryWatch(self._wake, interval_s=opts.memory_watch_s)
         self._workers = WorkerTray(lambda: self._queue.put(_WorkerChanged()),
                                    lambda: self._preparer.watching_workers(), clock)
         self._health = EngineHealth()
@@ -707,6 +713,7 @@ class Supervisor:
                 for engine in list(self._fleet.engines.values()):
                     self._runner.observe(engine)
                 self._fleet.tick()
+                self._watch_memory()
                 self._watch_workers()
                 self._runner.stop_closed()
                 self.routes.settle()
@@ -724,6 +731,7 @@ class Supervisor:
         self._workers.close()
         self._fleet.refuse_waiters("Stoker is shutting down")
         self._prober.close()
+        self._memory.close()
 
     def _wait_time(self) -> float:
         """Until the next thing due: a readiness poll, a health probe, a retry, a queued
@@ -736,7 +744,7 @@ class Supervisor:
                 due.append(engine_due)
         state = self._fleet.state
         for deadline in (fleet.next_deadline(state), fleet.expiry_deadline(state, self._fleet.usage()),
-                         self._workers.next_check()):
+                         self._workers.next_check(), self._memory.next_due(self._fleet.watched_memory()[0], now)):
             if deadline is not None:
                 due.append(deadline)
         # The route table has no wake of its own: look at it while a decision waits on it.
@@ -903,6 +911,14 @@ class Supervisor:
         self._refresh_health()
         self._publish()
 
+    def _watch_memory(self) -> None:
+        """While models are resident, hand the fleet each reading of the free memory: it
+        unloads idle models when other applications leave less than the reserve."""
+        watching, gpu_binary = self._fleet.watched_memory()
+        reading = self._memory.poll(watching, gpu_binary, self._clock())
+        if reading is not None and watching and not self._fleet.state.shutting_down:
+            self._fleet.do(fleet.MemoryRead(reading, self._fleet.usage()))
+
     def _watch_workers(self) -> None:
         """While the preparer has dropped an RPC worker, refresh the health (which says when
         it is back) every WORKER_CHECK_S and publish when that changed."""
@@ -940,7 +956,8 @@ class Supervisor:
         snap = replace(snap, engines=views, gateway_url=self._gateway_url,
                        problems=self._health.problems + self._endpoint_problems,
                        model_id=self._model_id(focus.key) if focus is not None and focus.key else None,
-                       workers_back=self._health.workers_back, worker=self._workers.view())
+                       workers_back=self._health.workers_back, worker=self._workers.view(),
+                       yielded=self._fleet.yielded)
         if self._gateway_url:
             snap = replace(snap, endpoint=self._gateway_url)
         self._hub.publish(snap)
@@ -950,6 +967,17 @@ class Supervisor:
         if member is None:
             return self._runner.view(e, pinned=False, queued=None)
         return self._runner.view(e, pinned=member.pinned, queued=member.queued)
+
+
+def record_load_time(launch: PreparedLaunch, seconds: float) -> float | None:
+    """Keep this load's spawn → READY time for the model and build (stoker/engines/load_times.py);
+    what eviction prices its reload at from now on (None: not identifiable). A data folder
+    that cannot be written costs the memory of it, never the launch."""
+    try:
+        return record_load(launch.model_path, launch.spec.binary, seconds)
+    except OSError as exc:
+        log.warning("could not save the measured load time: %s", storage_sentence(exc))
+        return None
 
 
 def model_id_of(name_model: Callable[[str], str | None] | None, key: str) -> str:
