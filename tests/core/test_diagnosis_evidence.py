@@ -672,3 +672,98 @@ def test_the_gpu_left_is_not_blamed_when_something_else_failed():
     # ... and a Vulkan software device on a CPU build is not a GPU build on the CPU
     lavapipe = "ggml_vulkan: Warning: Device type is CPU. This is probably not the device you want."
     assert classify_exit(report_from_log((lavapipe,), backend="cpu")).kind != "gpu-unused"
+
+
+# ------------------------------------------------- widened from spent batch 14, from sources
+
+_NAMELESS = "Error: llama runner process has terminated: error loading model: unable to allocate backend buffer"
+_SYSTEM_MEMORY = ('time=2024-09-03T10:12:01.120+02:00 level=INFO source=server.go:101 msg="system memory" '
+                  'total="15.9 GiB" free="{free}" free_swap="{swap}"')
+_OFFLOAD = ('time=2024-09-03T10:12:01.180+02:00 level=INFO source=memory.go:326 msg="offload to cuda" '
+            'layers.requested=-1 layers.model=41 layers.offload=14 layers.split="" memory.available="[3.3 GiB]" '
+            'memory.gpu_overhead="0 B" memory.required.full="9.6 GiB" memory.required.partial="3.2 GiB" '
+            'memory.required.kv="1.3 GiB" memory.required.allocations="[3.2 GiB]"')
+
+
+def test_a_nameless_allocation_is_the_host_when_ollamas_estimate_shows_the_host_short():
+    # Ollama's own lines: 6.4 GiB of the load stays on the host (9.6 full - 3.2 on the GPU),
+    # and the system had 2.1 GiB free (ollama#6606: 16 GB of RAM, a 3050)
+    lines = (_SYSTEM_MEMORY.format(free="2.1 GiB", swap="0 B"), _OFFLOAD, _NAMELESS)
+    inc = classify_exit(report_from_log(lines, backend="cuda"))
+    assert inc.kind == "host-oom" and not inc.candidates
+    assert inc.rule == "nameless-allocation-host-short-by-the-estimate"
+    # negative: the host's share fits in the free memory with swap: the log cannot tell
+    fits = (_SYSTEM_MEMORY.format(free="4.0 GiB", swap="3.0 GiB"), _OFFLOAD, _NAMELESS)
+    inc = classify_exit(report_from_log(fits, backend="cuda"))
+    assert inc.kind == "unknown" and inc.candidates == ("cuda-oom", "host-oom")
+    # negative: either line alone says nothing about the host's share
+    for only in ((_SYSTEM_MEMORY.format(free="2.1 GiB", swap="0 B"), _NAMELESS), (_OFFLOAD, _NAMELESS)):
+        inc = classify_exit(report_from_log(only, backend="cuda"))
+        assert inc.kind == "unknown" and inc.candidates == ("cuda-oom", "host-oom")
+    # negative (order): a buffer the line names decides before any estimate
+    named = (_SYSTEM_MEMORY.format(free="2.1 GiB", swap="0 B"), _OFFLOAD,
+             "llama_model_load: error loading model: unable to allocate CUDA0 buffer")
+    assert classify_exit(report_from_log(named, backend="cuda")).kind == "cuda-oom"
+
+
+def test_ollamas_estimate_reads_its_units():
+    from stoker.diagnosis.classify import host_short_from_log
+    short = ('level=INFO msg="system memory" total="8 GiB" free="900.5 MiB" free_swap="0 B"',
+             'level=INFO msg=offload library=cuda layers.model=33 layers.offload=10 '
+             'memory.required.full="5.5 GiB" memory.required.partial="2.0 GiB"')
+    assert host_short_from_log(short) is not None
+    # a full offload leaves the host no share: never short
+    full = (short[0], 'level=INFO msg=offload library=cuda memory.required.full="5.5 GiB" '
+                      'memory.required.partial="5.5 GiB"')
+    assert host_short_from_log(full) is None
+
+
+@pytest.mark.parametrize("line, kind", [
+    # Unsloth Studio's LLAMA_SERVER_NOT_FOUND_DETAIL (unsloth#8184) and other launchers' words
+    ("This is a GGUF model, but the llama.cpp runtime (llama-server) is not installed. Run `unsloth studio "
+     "setup` to download the prebuilt runtime, then try again. (Advanced: set LLAMA_SERVER_PATH to an "
+     "existing binary.)", "missing-library"),
+    ("PAError: the built-in runtime (llama-server) is not installed", "missing-library"),
+    # the CLR over LLamaSharp: a libllama of another version (LLamaSharp#1119)
+    ("System.TypeLoadException: 'Could not load type 'LLama.Native.NativeApi' from assembly 'LLamaSharp, "
+     "Version=0.0.0.0, Culture=neutral, PublicKeyToken=null' because the method 'llama_backend_free' has no "
+     "implementation (no RVA).'", "stale-library"),
+    ("System.EntryPointNotFoundException: Unable to find an entry point named 'llama_model_load_from_file' "
+     "in DLL 'llama'.", "stale-library"),
+    # ... and no libllama at all
+    ("System.DllNotFoundException: Unable to load DLL 'llama' or one of its dependencies: The specified "
+     "module could not be found. (0x8007007E)", "missing-library"),
+    ("System.DllNotFoundException: Unable to load shared library 'libllama' or one of its dependencies.",
+     "missing-library"),
+    ("LLama.Exceptions.RuntimeError: The native library cannot be correctly loaded. It could be one of the "
+     "following reasons: ", "missing-library"),
+])
+def test_a_wording_widened_after_batch_14_names_its_kind(line, kind):
+    assert classify_exit(report_from_log((line,))).kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # a .NET type that fails for a method of its own, not a native one
+    ("System.TypeLoadException: Could not load type 'App.Foo' from assembly 'App' because the method "
+     "'Render' has no implementation (no RVA).", "stale-library"),
+    # an entry point of another native library
+    ("System.EntryPointNotFoundException: Unable to find an entry point named 'GetDpiForWindow' in DLL "
+     "'user32.dll'.", "stale-library"),
+    # another program's DLL missing, not the engine's
+    ("System.DllNotFoundException: Unable to load DLL 'libSkiaSharp' or one of its dependencies.",
+     "missing-library"),
+    # a runtime that is installed, said so
+    ("the llama.cpp runtime (llama-server) is installed at C:/Users/a/.unsloth/llama.cpp", "missing-library"),
+])
+def test_a_look_alike_of_a_batch_14_wording_is_not_that_kind(line, not_kind):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind != not_kind
+
+
+def test_unsloths_failed_start_is_a_guess_and_the_missing_runtime_decides():
+    guess = ("Failed to load model: llama-server failed to start. Check that the GGUF file is valid and you "
+             "have enough memory.")
+    pieces = gather((guess,), strip_log_prefix)
+    assert pieces and all(p.strength is catalogue.Strength.WEAK for p in pieces)
+    assert decide(pieces).kind is None
+    missing = "This is a GGUF model, but the llama.cpp runtime (llama-server) is not installed."
+    assert classify_exit(report_from_log((guess, missing))).kind == "missing-library"

@@ -513,7 +513,33 @@ _e("ld.missing", "missing-library", 75, _D,
    r"could not find (the )?llama-server (binary|executable)",
    # koboldcpp.py (`KoboldCPP couldn't locate any backends to use`): none of its backend
    # libraries (koboldcpp_default/_cublas/_vulkan/_clblast) is beside it
-   r"KoboldCPP couldn'?t locate any backends to use")
+   r"KoboldCPP couldn'?t locate any backends to use",
+   # Unsloth Studio studio/backend core/inference (2026, LLAMA_SERVER_NOT_FOUND_DETAIL, raised as
+   # LlamaServerNotFoundError): `This is a GGUF model, but the llama.cpp runtime (llama-server)
+   # is not installed. Run `unsloth studio setup` ...`; the same words in other launchers
+   # (`the built-in runtime (llama-server) is not installed`, `llama.cpp (llama-server) is not
+   # installed`): the program the wrapper launches is not on disk (unsloth#8184: an antivirus
+   # had removed it)
+   r"\(llama-server\) is not installed", r"\bLlamaServerNotFoundError\b")
+# .NET bindings (LLamaSharp, and any P/Invoke binding over libllama): the CLR's own exceptions.
+_e("dotnet.dll-not-found", "missing-library", 75, _D,
+   "the .NET runtime's System.DllNotFoundException (`Unable to load DLL 'llama'` on .NET "
+   "Framework, `Unable to load shared library 'llama' or one of its dependencies` on .NET Core); "
+   "LLamaSharp LLama/Native/NativeApi.Load.cs (0.5 to 0.2x) rethrows it as `RuntimeError: The "
+   "native library cannot be correctly loaded. It could be one of the following reasons: ...`",
+   "the binding's native library (or one it depends on) could not be loaded: not installed, not "
+   "beside the program, or a dependency missing",
+   r"DllNotFoundException: Unable to load (DLL|shared library) '[^']*(llama|ggml|mtmd)[^']*'",
+   r"The native library cannot be correctly loaded\. It could be one of the following reasons")
+_e("dotnet.entry-point", "stale-library", 76, _D,
+   "the .NET runtime's System.EntryPointNotFoundException (`Unable to find an entry point named "
+   "'llama_x' in DLL 'llama'` / `in shared library`), and its TypeLoadException for a P/Invoke "
+   "type whose native method it could not bind (`Could not load type 'LLama.Native.NativeApi' "
+   "... because the method 'llama_backend_free' has no implementation (no RVA)`, LLamaSharp#1119)",
+   "the binding found a libllama, but one of another llama.cpp version: a function the binding "
+   "declares is missing or changed (LLamaSharp supports exactly one llama.cpp commit per release)",
+   r"Unable to find an entry point named '(llama|ggml|mtmd|llava|clip)_\w+'",
+   r"TypeLoadException\b.{0,300}\bmethod '(llama|ggml|mtmd|llava|clip)_\w+' has no implementation")
 _e("exec.program-missing", "missing-library", 75, _S,
    "the launchers' own spawn errors: Go os/exec (`exec: \"llama-server\": executable file not "
    "found in $PATH`, `fork/exec <path>: no such file or directory`: llama-swap "
@@ -701,6 +727,12 @@ _e("wrapper.runner-ended", "assertion-failed", 20, _W,
    # Jan tauri-plugin-llamacpp commands.rs and error.rs
    r"llama\.cpp (failed early|exited) with (error )?code", r"llama\.cpp exited successfully but without ready signal",
    r"The model process encountered an unexpected error", r"code: LlamaCppProcessError")
+_e("wrapper.start-guess", "bad-model", 20, _W,
+   "Unsloth Studio studio/backend core/inference (2026): `llama-server failed to start. Check that "
+   "the GGUF file is valid and you have enough memory.`, said of any start that failed, also when "
+   "the program itself is missing (unsloth#8184)",
+   "the wrapper's own guess at a failed start",
+   r"llama-server failed to start\. Check that the GGUF file is valid")
 _e("wrapper.crash-guess", "host-oom", 20, _W,
    "gpt4all chat (`Previous attempt to load model resulted in crash ... most likely due to out "
    "of memory`): its guess after any crash on load, also a CPU without AVX",
