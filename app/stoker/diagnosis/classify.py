@@ -873,13 +873,7 @@ def classify_exit(report: ExitReport) -> Incident:
         if match is not None and match.kind == "gpu-error":
             kind, unsure, rule = "unknown", _OPEN_GPU_ERROR_OR_DRAFTER, "gpu-error-with-a-drafter"
 
-    if kind in _SPLIT_OOM and _WEIGHTS_UNNAMED.search(evidence or ""):
-        # a nameless allocation on a GPU build: the wrapper's own estimate may show the host's
-        # share beyond the free system memory, which tells the host from the GPU
-        short = host_short_from_log(tail)
-        if short is not None:
-            kind, unsure, rule = "host-oom", None, "nameless-allocation-host-short-by-the-estimate"
-            evidence = f"{evidence} | {short}"
+    kind, unsure, rule, evidence = _host_by_the_estimate(kind, unsure, rule, evidence, tail)
     title, advice = _words(kind, report, unsure)
     candidates: tuple[str, ...] = ()
     open_pair = _left_open(kind, unsure, report, evidence)
@@ -989,6 +983,17 @@ def host_short_from_log(lines: Iterable[str]) -> str | None:
 _LOAD_WITH_DRAFT = re.compile(r"\(with draft model: ", re.IGNORECASE)
 # The builds whose GPU has memory of its own beside the system's (Metal's is the system's).
 _SPLIT_OOM = frozenset({"cuda-oom", "rocm-oom", "vulkan-oom"})
+
+
+def _host_by_the_estimate(kind: str, unsure: str | None, rule: str | None, evidence: str | None,
+                          tail: tuple[str, ...]) -> tuple[str, str | None, str | None, str | None]:
+    """A nameless allocation on a GPU build is the host's when the wrapper's own estimate shows
+    the host's share beyond the free system memory (host_short_from_log); else unchanged."""
+    if kind in _SPLIT_OOM and _WEIGHTS_UNNAMED.search(evidence or ""):
+        short = host_short_from_log(tail)
+        if short is not None:
+            return "host-oom", None, "nameless-allocation-host-short-by-the-estimate", f"{evidence} | {short}"
+    return kind, unsure, rule, evidence
 
 
 def _left_open(kind: str, unsure: str | None, report: ExitReport,
