@@ -55,7 +55,7 @@ RULE_CASES = {
          "/ggml/src/ggml-metal/ggml-metal-context.m:612: GGML_ASSERT(false) failed"), "metal-oom"),
     "allocation-inside-load-error": (
         ("ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 34359738368",
-         "llama_model_load_from_file_impl: failed to load model"), "host-oom"),
+         "Error: llama runner process has terminated: error loading model: failed to load model"), "host-oom"),
     "memory-over-optional-backend": (
         ("load_backend: failed to load libggml-cuda.so: libcuda.so.1: cannot open shared object file",
          "ggml_aligned_malloc: insufficient memory (attempted to allocate 9000.00 MB)"), "host-oom"),
@@ -74,7 +74,7 @@ RULE_CASES = {
         ("couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080",
          "terminate called without an active exception"), "port-in-use"),
     "argument-before-load": (
-        ("error: invalid argument: --n-cpu-moe", "llama_model_load_from_file_impl: failed to load model"),
+        ("error: invalid argument: --n-cpu-moe", "gguf_init_from_file_impl: failed to open GGUF file"),
         "bad-argument"),
     "load-error-before-abort": (
         ("gguf_init_from_file_impl: invalid magic characters: 'lmgg', expected 'GGUF'",
@@ -724,10 +724,8 @@ def test_ollamas_estimate_reads_its_units():
      "setup` to download the prebuilt runtime, then try again. (Advanced: set LLAMA_SERVER_PATH to an "
      "existing binary.)", "missing-library"),
     ("PAError: the built-in runtime (llama-server) is not installed", "missing-library"),
-    # the CLR over LLamaSharp: a libllama of another version (LLamaSharp#1119)
-    ("System.TypeLoadException: 'Could not load type 'LLama.Native.NativeApi' from assembly 'LLamaSharp, "
-     "Version=0.0.0.0, Culture=neutral, PublicKeyToken=null' because the method 'llama_backend_free' has no "
-     "implementation (no RVA).'", "stale-library"),
+    # the CLR over LLamaSharp: a libllama of another version (the TypeLoadException of
+    # LLamaSharp#1119 is a sign only since batch 15: tests below)
     ("System.EntryPointNotFoundException: Unable to find an entry point named 'llama_model_load_from_file' "
      "in DLL 'llama'.", "stale-library"),
     # ... and no libllama at all
@@ -767,3 +765,62 @@ def test_unsloths_failed_start_is_a_guess_and_the_missing_runtime_decides():
     assert decide(pieces).kind is None
     missing = "This is a GGUF model, but the llama.cpp runtime (llama-server) is not installed."
     assert classify_exit(report_from_log((guess, missing))).kind == "missing-library"
+
+
+# Widened from spent batch 15: llama.cpp's closing line, and the CLR's TypeLoadException and
+# AccessViolationException over a binding, are signs only (catalogue.py says why, from each
+# wording's source). Each test has its negative: the same lines in the other order, or with
+# the sign made decisive, must give another answer.
+_CLOSING = "llama_model_load_from_file_impl: failed to load model"
+_TYPE_LOAD = ("System.TypeLoadException: Could not load type 'LLama.Native.SafeLLamaContextHandle' from assembly "
+              "'LLamaSharp, Version=0.0.0.0, Culture=neutral, PublicKeyToken=null' because the method "
+              "'llama_encode' has no implementation (no RVA).")
+_ENTRY_POINT = ("System.EntryPointNotFoundException: Unable to find an entry point named 'llama_encode' in DLL "
+                "'llama'.")
+_AV = ("Fatal error. System.AccessViolationException: Attempted to read or write protected memory. This is "
+       "often an indication that other memory is corrupt.",
+       "   at LLama.Native.SafeLlamaModelHandle.llama_model_load_from_file(System.String, "
+       "LLama.Native.LLamaModelParams)",
+       "   at LLama.LLamaWeights.LoadFromFile(LLama.Abstractions.IModelParams)")
+
+
+def _strengthened(pieces, name):
+    """The pieces with the named entry made decisive: what the rule was before batch 15."""
+    strong = catalogue.Strength.DECISIVE
+    return tuple(replace(p, entry=replace(p.entry, strength=strong)) if p.entry.name == name else p
+                 for p in pieces)
+
+
+@pytest.mark.parametrize("name, lines, candidate", [
+    ("llama.load-failed", (_CLOSING, "OSError: exception: access violation reading 0x0000000000000004"),
+     "bad-model"),
+    ("llama.load-failed", ("llama_load_model_from_file: failed to load model",), "bad-model"),
+    ("dotnet.type-load-no-implementation", (_TYPE_LOAD,), "stale-library"),
+    ("dotnet.access-violation-in-native-call", _AV, "stale-library"),
+])
+def test_a_batch_15_sign_alone_is_unknown_with_its_candidate(name, lines, candidate):
+    pieces = gather(lines, strip_log_prefix)
+    assert any(p.entry.name == name and p.strength is catalogue.Strength.WEAK for p in pieces)
+    assert decide(pieces).kind is None
+    inc = classify_exit(report_from_log(lines))
+    assert inc.kind == "unknown" and candidate in inc.candidates
+    # negative: with the sign decisive (the rule before batch 15) the same log names a kind
+    assert decide(_strengthened(pieces, name)).kind == candidate
+
+
+@pytest.mark.parametrize("lines, kind", [
+    # the closing line after the allocation that failed (koboldcpp#1852's shape, with its cause)
+    (("ggml_backend_cpu_buffer_type_alloc_buffer: failed to allocate buffer of size 34359738368", _CLOSING),
+     "host-oom"),
+    # ... after the file's own error
+    (("llama_model_load: error loading model: unknown model architecture: 'kimi'", _CLOSING), "bad-model"),
+    # the TypeLoadException corroborated by the entry point the library lacks
+    ((_TYPE_LOAD, _ENTRY_POINT), "stale-library"),
+    # a fault in the native load call after the GPU's allocation failed
+    (("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc failed: "
+      "out of memory",) + _AV, "cuda-oom"),
+])
+def test_a_batch_15_sign_never_outweighs_the_cause_in_either_order(lines, kind):
+    assert classify_exit(report_from_log(lines, backend="cuda")).kind == kind
+    # negative (order): the cause wins whichever line comes first, since the sign never decides
+    assert classify_exit(report_from_log(tuple(reversed(lines)), backend="cuda")).kind == kind

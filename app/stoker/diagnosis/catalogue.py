@@ -533,13 +533,40 @@ _e("dotnet.dll-not-found", "missing-library", 75, _D,
    r"The native library cannot be correctly loaded\. It could be one of the following reasons")
 _e("dotnet.entry-point", "stale-library", 76, _D,
    "the .NET runtime's System.EntryPointNotFoundException (`Unable to find an entry point named "
-   "'llama_x' in DLL 'llama'` / `in shared library`), and its TypeLoadException for a P/Invoke "
-   "type whose native method it could not bind (`Could not load type 'LLama.Native.NativeApi' "
-   "... because the method 'llama_backend_free' has no implementation (no RVA)`, LLamaSharp#1119)",
+   "'llama_x' in DLL 'llama'` / `in shared library`), thrown when a P/Invoke is first bound",
    "the binding found a libllama, but one of another llama.cpp version: a function the binding "
    "declares is missing or changed (LLamaSharp supports exactly one llama.cpp commit per release)",
-   r"Unable to find an entry point named '(llama|ggml|mtmd|llava|clip)_\w+'",
-   r"TypeLoadException\b.{0,300}\bmethod '(llama|ggml|mtmd|llava|clip)_\w+' has no implementation")
+   r"Unable to find an entry point named '(llama|ggml|mtmd|llava|clip)_\w+'")
+# The CLR's TypeLoadException IDS_CLASSLOAD_MISSINGMETHODRVA (`Could not load type 'T' from
+# assembly 'A' because the method 'M' has no implementation (no RVA).`, dotnet/runtime
+# src/coreclr/dlls/mscorrc/mscorrc.rc, .NET Framework 4.x and .NET 5 to 9): thrown while the
+# managed TYPE loads, before any native library is opened, for a method with neither a body nor
+# a [DllImport]. So the wording proves the binding's assembly declares a native method it does
+# not bind: LLamaSharp's own slip (LLamaSharp#863, 0.14.0's llama_encode without DllImport,
+# fixed in #864) or a binding built against another llama.cpp than the one it ships with
+# (LLamaSharp#1119). A sign only: unknown with it as the candidate unless a line such as the
+# EntryPointNotFoundException above corroborates a library of another version.
+_e("dotnet.type-load-no-implementation", "stale-library", 30, _W,
+   "dotnet/runtime (CoreCLR) and .NET Framework: System.TypeLoadException, resource "
+   "IDS_CLASSLOAD_MISSINGMETHODRVA; seen over LLamaSharp 0.14 to 0.2x (LLamaSharp#863, #1119)",
+   "the binding's managed type declares a llama.cpp function it does not bind: the binding's own "
+   "build slip or a binding/library version mix; the native library was not read yet",
+   r"TypeLoadException\b.{0,300}\bmethod '(llama|ggml|mtmd|llava|clip)_\w+' has no implementation",
+   r"Could not load type '[^']+' from assembly '[^']+' because the method '(llama|ggml|mtmd|llava|clip)_\w+' "
+   r"has no implementation")
+# The CLR's fatal `System.AccessViolationException: Attempted to read or write protected
+# memory` (dotnet/runtime, .NET Core 2 on: not catchable, `Fatal error.` and the managed stack)
+# with a frame that is a binding's native llama.cpp call (LLamaSharp `at
+# LLama.Native.SafeLlamaModelHandle.llama_model_load_from_file(...)`). It proves only that
+# native code faulted inside that call: a parameter struct of another llama.cpp version
+# (LLamaSharp#1174: LLamaSharp 0.22 over a newer libllama), a null model used after a failed
+# load, or a driver's fault alike. A sign only: never a kind alone.
+_e("dotnet.access-violation-in-native-call", "stale-library", 25, _W,
+   "dotnet/runtime: System.AccessViolationException (`Attempted to read or write protected memory`) "
+   "with a LLama.Native.* frame of a llama_/ggml_ P/Invoke (LLamaSharp 0.1x to 0.2x, LLamaSharp#1174)",
+   "native code faulted inside a llama.cpp call the binding made: a library of another version is "
+   "one cause among several (a failed load, a driver fault)",
+   r"\bat LLama\.Native\.\w+\.(llama|ggml|mtmd|llava|clip)_\w+\(")
 _e("exec.program-missing", "missing-library", 75, _S,
    "the launchers' own spawn errors: Go os/exec (`exec: \"llama-server\": executable file not "
    "found in $PATH`, `fork/exec <path>: no such file or directory`: llama-swap "
@@ -641,9 +668,6 @@ _e("model.load", "bad-model", 60, _D,
    r"failed to open GGUF file", r"gguf_init_from_\w+: failed", r"error loading model:",
    r"error loading model architecture", r"unknown model architecture", r"missing tensor",
    r"not within the file bounds", r"model is corrupted or incomplete",
-   # llama.cpp's own functions only (a wrapper's "Fails: failed to load model" is not one)
-   r"(?-i:\b(llama_load_model_from_file|llama_model_load_from_file(_impl)?|common_init_from_params"
-   r"|common_init_|llama_init_from_gpt_params|load_model|main|llama_model_load)\w*: (error: )?failed to load model)",
    r"chat template parsing error", r"failed to load multimodal model", r"invalid magic",
    r"unknown \(magic, version\) combination", r"this format is no longer supported",
    r"GGML files are no longer supported", r"tensor '[^']+' has wrong shape", r"wrong number of tensors",
@@ -668,6 +692,24 @@ _e("model.load", "bad-model", 60, _D,
    # Jan tauri-plugin-llamacpp error.rs: said only on llama.cpp's `error loading model architecture`
    r"The model's architecture is not supported by this version of the backend",
    r"code: ModelArchNotSupported")
+
+# llama.cpp's closing line after a failed load: a sign only. src/llama.cpp
+# llama_model_load_from_file_impl (b3xxx to b11434; `llama_load_model_from_file` before the
+# rename) logs `%s: failed to load model` whenever llama_model_load returns an error, that is
+# after ANY exception llama_model_load caught: a damaged file, an unknown architecture, and a
+# buffer that could not be allocated alike (src/llama-model-loader.cpp load_all_data throws
+# `unable to allocate %s buffer`, caught the same way). common/common.cpp
+# common_init_from_params (`failed to load model '%s'`), the examples' `main: error: failed to
+# load model` and koboldcpp's copies follow it. Spent batch 15 (koboldcpp#1852): alone it read
+# as bad-model where the thread's cause was the host's memory.
+_e("llama.load-failed", "bad-model", 20, _W,
+   f"src/llama.cpp llama_model_load_from_file_impl (`llama_load_model_from_file` before the "
+   f"rename), common/common.cpp common_init_from_params, tools' main, {_B} and older",
+   "the model load failed, for any of the reasons llama_model_load catches (file, architecture, "
+   "memory): the cause is in the lines before it",
+   # llama.cpp's own functions only (a wrapper's "Fails: failed to load model" is the wrapper's)
+   r"(?-i:\b(llama_load_model_from_file|llama_model_load_from_file(_impl)?|common_init_from_params"
+   r"|common_init_|llama_init_from_gpt_params|load_model|main|llama_model_load)\w*: (error: )?failed to load model)")
 
 # --------------------------------------------------------------------------- wrappers
 # Wrappers' generic words around a failure: signs only (WEAK). They are shown as evidence
