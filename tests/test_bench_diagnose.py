@@ -9,6 +9,7 @@ from stoker.bench.diagnose import (
     CORPUS,
     TARGET_OVERALL,
     TARGET_PER_KIND,
+    TARGET_PRECISION,
     UNSPENT_BATCHES,
     is_held_out,
     load_corpus,
@@ -24,7 +25,14 @@ def test_training_accuracy_and_per_kind_floor_meet_the_targets():
     # the unspent fresh batch is the headline, not training: tuning on it would spend it
     train = res.score(held_out=False, exclude_batches=UNSPENT_BATCHES)
     assert train.n >= 100
-    assert train.accuracy >= TARGET_OVERALL, [(r.case.file, r.predicted) for r in res.misses(held_out=False)]
+    # Overall as per kind: an unknown that leaves the right kind open is not a wrong way sent.
+    # Since batch 15 a sign that follows many causes (llama.cpp's closing `failed to load model`,
+    # the CLR's TypeLoadException) is left open on purpose, where it was named before
+    # (llama.cpp#3183, LLamaSharp#1119); precision, what a named kind is worth, is held too.
+    trained = [r for r in res.results if not r.case.held_out and r.case.batch not in UNSPENT_BATCHES]
+    not_misled = sum(1 for r in trained if r.correct or r.left_open_rightly)
+    assert not_misled / len(trained) >= TARGET_OVERALL, [(r.case.file, r.predicted) for r in res.misses(held_out=False)]
+    assert train.precision is not None and train.precision >= TARGET_PRECISION, train
     for kind in res.kinds():
         score = res.score(kind=kind, held_out=False, exclude_batches=UNSPENT_BATCHES)
         if score.n:
