@@ -39,6 +39,7 @@ PURE = frozenset({
     "stoker.diagnosis.catalogue",
     "stoker.diagnosis.classify",
     "stoker.diagnosis.evidence",
+    "stoker.diagnosis.wrapper_memory",
     "stoker.diagnosis.views",
     "stoker.engines.about",
     "stoker.engines.argv",

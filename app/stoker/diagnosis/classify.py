@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from stoker.diagnosis.evidence import Evidence, Verdict, decide, draft_scoped, gather
+from stoker.diagnosis.wrapper_memory import host_share_over_free
 
 # Every kind classify_exit can return; the README lists them for users.
 KINDS = (
@@ -932,51 +933,15 @@ def classify_exit(report: ExitReport) -> Incident:
 # offload, so the line is either's. A KV or compute buffer sits with the offloaded layers
 # (offload_kqv), so those lines keep naming the build's device.
 _WEIGHTS_UNNAMED = re.compile(r"unable to allocate (backend )?buffer\b", re.IGNORECASE)
-# Ollama's own memory lines before it starts the runner (server.go / llm/memory.go, 0.3 to
-# 0.11): `msg="system memory" total="15.9 GiB" free="3.2 GiB" free_swap="0 B"` and its
-# estimate `msg=offload ... layers.model=41 layers.offload=12 ... memory.required.full="9.6 GiB"
-# memory.required.partial="4.9 GiB"` (`msg="offload to cuda"` before 0.5): `full` is the whole
-# load, `partial` the share it put on the GPUs, so what is left is the host's share.
-_OLLAMA_SYSTEM_MEMORY = re.compile(r'msg="system memory".*?\bfree="([\d.]+ ?[KMGT]?i?B)"'
-                                   r'(?:.*?\bfree_swap="([\d.]+ ?[KMGT]?i?B)")?')
-_OLLAMA_OFFLOAD = re.compile(r'msg="?offload\b.*?memory\.required\.full="([\d.]+ ?[KMGT]?i?B)"'
-                             r'.*?memory\.required\.partial="([\d.]+ ?[KMGT]?i?B)"')
-_UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
-          "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
-
-
-def _bytes(text: str) -> float | None:
-    m = re.fullmatch(r"([\d.]+) ?([KMGT]?i?B)", text.strip(), re.IGNORECASE)
-    if m is None:
-        return None
-    try:
-        return float(m.group(1)) * _UNITS[m.group(2).upper()]
-    except (KeyError, ValueError):
-        return None
-
-
 def host_short_from_log(lines: Iterable[str]) -> str | None:
     """The wrapper's own memory lines, when they show the host's share of the load larger than
     the system memory free (with swap) before the load: then a nameless allocation failure on a
-    GPU build is the host's (ollama#6606, #7711). Only Ollama's estimate is read; None when the
-    log lacks either line or the host's share fits (then the log cannot tell, and does not)."""
-    free: float | None = None
-    free_line = share_line = ""
-    share: float | None = None
-    for raw in lines:
-        m = _OLLAMA_SYSTEM_MEMORY.search(raw)
-        if m:
-            f, swap = _bytes(m.group(1)), _bytes(m.group(2)) if m.group(2) else 0.0
-            if f is not None:
-                free, free_line = f + (swap or 0.0), strip_log_prefix(raw)
-        m = _OLLAMA_OFFLOAD.search(raw)
-        if m:
-            full, partial = _bytes(m.group(1)), _bytes(m.group(2))
-            if full is not None and partial is not None:
-                share, share_line = full - partial, strip_log_prefix(raw)
-    if free is None or share is None or share <= free:
+    GPU build is the host's (ollama#6606, #7711); None when the log cannot tell."""
+    found = host_share_over_free(lines)
+    if found is None:
         return None
-    return f"{_short(free_line, 150)} | {_short(share_line, 150)}"
+    free_line, share_line = found
+    return f"{_short(strip_log_prefix(free_line), 150)} | {_short(strip_log_prefix(share_line), 150)}"
 
 
 # LocalAI's load error naming the draft model beside the model (pkg/model/initializers.go).
