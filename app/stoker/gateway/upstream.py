@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from aiohttp import ClientError, ClientResponse, ClientSession, ServerDisconnectedError
+from aiohttp import (
+    ClientConnectorError,
+    ClientError,
+    ClientOSError,
+    ClientResponse,
+    ClientSession,
+    ServerDisconnectedError,
+)
 from aiohttp.http_exceptions import HttpProcessingError
 
 # Everything aiohttp's client may raise while it sends a request to an engine or reads the
@@ -22,14 +29,27 @@ from aiohttp.http_exceptions import HttpProcessingError
 UPSTREAM_ERRORS: tuple[type[BaseException], ...] = (ClientError, HttpProcessingError, OSError, TimeoutError)
 
 
+def _dropped_before_answering(exc: ClientError) -> bool:
+    """The connection the request went out on ended before any answer: closed (no answer at
+    all) or reset, or the body could not be written. Not a refused or failed connect: that is
+    an engine gone, and asking again would only fail again."""
+    if isinstance(exc, ClientConnectorError):
+        return False
+    return isinstance(exc, (ServerDisconnectedError, ClientOSError))
+
+
 async def send_to_engine(session: ClientSession, method: str, url: str, **kwargs: Any) -> ClientResponse:
     """The request to the engine. A kept-alive connection that the engine closed while it
     idled fails at once, with no answer (seen on a loaded machine: the second of two chats a
-    moment apart got a 502): asked again, it goes out on a fresh connection. A dead engine
-    refuses that one too, so a crash is still a crash."""
+    moment apart got a 502), or with a reset or a failed body write (the soak's last
+    unexplained 502, issue 25): asked again, it goes out on a fresh connection, as a browser
+    resends a request that a reused connection lost before any byte of the answer. An engine
+    that dropped a request it had read has crashed: it refuses the fresh connection, so a
+    crash is still a crash and nothing runs twice."""
     for _ in range(2):
         try:
             return await session.request(method, url, **kwargs)
-        except ServerDisconnectedError:
-            pass
+        except ClientError as exc:
+            if not _dropped_before_answering(exc):
+                raise
     return await session.request(method, url, **kwargs)
