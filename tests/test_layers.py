@@ -91,6 +91,7 @@ EFFECTS = frozenset({
     "stoker.gateway.metrics",
     "stoker.gateway.responses_state",
     "stoker.base.applog",
+    "stoker.base.heap",
     "stoker.base.log_tail",
     "stoker.base.paths",
     "stoker.base.secrets",

@@ -60,6 +60,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Protocol, assert_never, runtime_checkable
 
+from stoker.base.heap import return_freed_heap
 from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths, storage_sentence
 from stoker.diagnosis.classify import Incident
@@ -378,6 +379,7 @@ class EngineRunner:
                 e.stopper.join()
                 e.stopper = None
                 self.feed(e, life.StoppedClean())
+                return_freed_heap()  # the save of its conversation and its log are freed (issue 25)
             return
         if proc is not None and st.phase in (EngineState.STARTING, EngineState.READY) \
                 and proc.poll() is not None:
@@ -430,6 +432,7 @@ class EngineRunner:
         self._host.refresh_health()
         e.after_failure = not report.signalled_by_us
         self.feed(e, life.Exited(report))
+        return_freed_heap()  # the exit's diagnosis and log are freed: give the pages back (issue 25)
 
     def _follow_progress(self, e: EngineRecord, proc: EngineProcess, now: float) -> None:
         """Publish what a ds4 / sd-server says it is doing (its progress lines), while it
@@ -598,6 +601,7 @@ class EngineRunner:
             self._preparer.after_ready(launch, lines)
         except Exception:
             log.exception("the preparer's after_ready failed")
+        return_freed_heap()  # the launch's planning and start-up log are freed (issue 25)
 
 
 @dataclass(frozen=True)
