@@ -99,14 +99,24 @@ def test_a_killed_pull_resumes_where_it_stopped(hub, gemma_model):
     barrier = hub.hold(GEMMA_FILE, at=24 << 20)
     storage, link = cached(GEMMA, GEMMA_FILE)
     partial = storage / "blobs" / (sha256_of(gemma_model) + ".incomplete")
+    # huggingface_hub gives up on a held body after HF_HUB_DOWNLOAD_TIMEOUT (10 s) and asks
+    # again with a Range; on a loaded machine that fired before the SIGINT (loaded run 10), so
+    # the interrupt met its retry instead of the read this test is about. A faulthandler
+    # dump (SIGABRT) shows where a pull that ignores the interrupt is stuck.
+    env = {**os.environ, "HF_HUB_DOWNLOAD_TIMEOUT": "600", "PYTHONFAULTHANDLER": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "stoker", "pull", f"hf.co/{GEMMA}:Q4_K_M"], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert barrier.reached.wait(120), "the pull never reached the held byte"
         assert wait_until(lambda: partial.is_file() and partial.stat().st_size >= 20 << 20, 60), \
             f"the partial blob never reached 20 MiB: {partial.stat().st_size if partial.exists() else None}"
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=60)
+        try:
+            out, err = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=30)
+            raise AssertionError(f"the pull did not stop within 60 s of SIGINT; its stacks:\n{err}") from None
     finally:
         hub.release(GEMMA_FILE)  # the client is gone: the held handler ends on a broken pipe
         if proc.poll() is None:

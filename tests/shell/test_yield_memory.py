@@ -6,7 +6,7 @@ and Gemma 3 270M, idle. The group's limit is then set so the residents fit with 
 (Settings' memory reserve) and some room to spare, and a ballast process in the same group
 takes that room and half the reserve, as a browser or a game grows. Within 5 s the idle
 model is unloaded (its engine process gone), the busy one is untouched (same pid, its stream
-goes on to its last token), the note is in `stoker status`'s `yielded`, in the log, and the
+goes on after the squeeze), the note is in `stoker status`'s `yielded`, in the log, and the
 kernel killed nothing (the group's oom_kill counter stays 0; the ballast is alive).
 
 Skips where no memory cgroup can be made (not root, no writable cgroup tree): a test that
@@ -32,6 +32,7 @@ import pytest
 from stoker.diagnosis import memory_cgroup
 from stoker.diagnosis.oom_evidence import oom_kill_count
 from stoker.engines.free_memory import _group_room
+from tests.helpers.waiting import wait_until
 from tests.shell.engine_helpers import engines_running
 from tests.shell.test_gateway import DEMO_ID, GEMMA_ID
 
@@ -44,7 +45,11 @@ GIB = 1024 ** 3
 RESERVE_GIB = 0.25  # Settings' memory reserve: what other applications may not eat into
 SPARE = 200 * MIB  # room above the reserve once the limit is set: nothing is short yet
 BALLAST_STEP = 16 * MIB
-STREAM_TOKENS = 1500  # still running when the ballast has grown on a fast machine; done within 420 s on a loaded one
+STREAM_TOKENS = 1500  # still running when the ballast has grown on a fast machine
+# Tokens the busy stream must still deliver after the other application quit: it streams on
+# from the same engine. Not all 1,500: on a loaded 2-core machine the squeezed model's weights
+# are read back from disk token by token, and the rest took past 420 s (loaded runs 5 and 10).
+TOKENS_AFTER = 32
 
 BALLAST = """
 import sys
@@ -133,21 +138,26 @@ def test_a_ballast_in_the_cgroup_unloads_the_idle_model_within_5_s_and_never_the
                                                    for m in (DEMO_ID, GEMMA_ID)), 120)
         demo_pid, gemma_pid = engine(both, DEMO_ID)["pid"], engine(both, GEMMA_ID)["pid"]
 
-        out: dict = {}
+        out: dict = {"chunks": 0}
         under_way = threading.Event()
+        enough = threading.Event()  # the test has seen what it needs: the stream may end early
 
         def stream() -> None:  # the busy model: 1,500 tokens, end-of-text ignored, into a 2,048 context
             try:
                 got = []
-                for c in client.chat.completions.create(model=DEMO_ID, max_tokens=STREAM_TOKENS, stream=True,
-                                                        messages=[{"role": "user", "content": "Tell a story"}],
-                                                        extra_body={"ignore_eos": True, "stream_options":
-                                                                    {"include_usage": True}}):
-                    under_way.set()
-                    if c.choices:
-                        got.append(c.choices[0].delta.content or "")
-                    if c.usage is not None:
-                        out["tokens"] = c.usage.completion_tokens
+                with client.chat.completions.create(model=DEMO_ID, max_tokens=STREAM_TOKENS, stream=True,
+                                                    messages=[{"role": "user", "content": "Tell a story"}],
+                                                    extra_body={"ignore_eos": True, "stream_options":
+                                                                {"include_usage": True}}) as chunks:
+                    for c in chunks:
+                        under_way.set()
+                        if c.choices:
+                            got.append(c.choices[0].delta.content or "")
+                            out["chunks"] += 1
+                        if c.usage is not None:
+                            out["tokens"] = c.usage.completion_tokens
+                        if enough.is_set():
+                            break
                 out["text"] = "".join(got)
             except Exception as exc:
                 out["error"] = exc
@@ -199,9 +209,14 @@ def test_a_ballast_in_the_cgroup_unloads_the_idle_model_within_5_s_and_never_the
         assert ballast.stdin is not None
         ballast.stdin.close()
         assert ballast.wait(30) == 0
-        streamer.join(420)
+        # The busy one streams on: TOKENS_AFTER more tokens (or its end) from the same engine.
+        seen = out["chunks"]
+        assert wait_until(lambda: out["chunks"] >= seen + TOKENS_AFTER or not streamer.is_alive(), 300), \
+            f"the busy stream stalled: {out['chunks'] - seen} tokens in 300 s after the squeeze"
+        enough.set()
+        streamer.join(60)
         assert not streamer.is_alive() and "error" not in out, out.get("error")
-        assert out.get("tokens") == STREAM_TOKENS and out["text"]  # the busy one streamed to its last token
+        assert out["text"] and out["chunks"] >= seen + min(TOKENS_AFTER, STREAM_TOKENS - seen)
         assert psutil.pid_exists(demo_pid) and oom_kill_count(group.path) == kills_before
         assert psutil.pid_exists(run.proc.pid) and run.proc.poll() is None
         assert note in log_file.read_text()
