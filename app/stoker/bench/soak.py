@@ -13,7 +13,9 @@ does) with the demo model and Gemma 3 270M both resident, and:
   a kill of its own model's engine, or of the gateway process) or unexplained. An unload is
   no excuse: it stops a model once its requests end, so a failure beside one is
   unexplained;
-- Stoker's RSS (its own process + the gateway process) is printed at the start and the end.
+- Stoker's RSS (its own process + the gateway process) is printed at the start and the end,
+  and sampled every minute between (`rss_samples`): a growth that levels off and a leak end
+  alike, only the series tells them apart.
 
 All traffic goes to loopback; the run stops itself after N minutes (each request has a
 timeout, so it ends within a bounded time after that). It never fails on a target; it prints
@@ -31,6 +33,7 @@ import multiprocessing
 import os
 import random
 import signal
+import threading
 import time
 from dataclasses import asdict, dataclass
 from enum import Enum
@@ -53,6 +56,9 @@ PROMPTS = ("Say hello in five words.", "Name a colour.", "Count to five.", "What
            "Give me one word that rhymes with sea.")
 REQUEST_TIMEOUT_S = 120.0
 RSS_GROWTH_TARGET = 0.05
+# RSS is also sampled this often during the run: a growth that levels off (caches warming)
+# and one that goes on (a leak) end alike, and only the series tells them apart.
+RSS_SAMPLE_EVERY_S = 60.0
 
 
 def add_arguments(parser) -> None:
@@ -272,6 +278,7 @@ class _Soak:
                             options=SupervisorOptions(stop_grace_s=5)).start()
         ctx = multiprocessing.get_context("spawn")
         clients = None
+        sampling_done = threading.Event()
         try:
             sup = instance.supervisor
             self.keys = [os.path.realpath(m) for m in self.models]
@@ -285,11 +292,19 @@ class _Soak:
             faults = schedule(a.minutes, a.unload_every, a.engine_kill_every, a.gateway_kill_every)
             t0 = time.time()
             until = t0 + a.minutes * 60
+            samples: list[dict] = []
+
+            def sample_rss() -> None:
+                while not sampling_done.wait(RSS_SAMPLE_EVERY_S) and time.time() < until:
+                    samples.append({"at_s": round(time.time() - t0), **self.rss(instance)})
+
+            sampler = threading.Thread(target=sample_rss, name="stoker-soak-rss", daemon=True)
             results = ctx.Queue()
             clients = ctx.Process(target=_clients_main, name="stoker-soak-clients",
                                   args=(instance.url, self.ids, get_api_key(), a.clients, until, t0,
                                         a.seed, results), daemon=True)
             clients.start()
+            sampler.start()
             for f in faults:
                 if _sleep_until(t0 + f.at, clients):
                     self.fault(instance, f)
@@ -299,15 +314,16 @@ class _Soak:
             rss_end = self.rss(instance)
             tracebacks = _tracebacks_since(log_from)
         finally:
+            sampling_done.set()
             if clients is not None and clients.is_alive():
                 clients.kill()
             instance.close()
             instance.supervisor.submit(cmd.Shutdown())
             instance.supervisor.join(30)
-        return self.report(requests, rss_start, rss_end, recovered, tracebacks)
+        return self.report(requests, rss_start, rss_end, recovered, tracebacks, samples)
 
     def report(self, requests: list[Request], rss_start: dict, rss_end: dict, recovered: bool,
-               tracebacks: int | None) -> dict:
+               tracebacks: int | None, samples: list[dict]) -> dict:
         a = self.args
         done = tuple(self.faults_done)
         rows = []
@@ -321,7 +337,7 @@ class _Soak:
                 "models": self.ids, "requests": len(rows), "counts": counts,
                 "faults": [{"at_s": round(f.at, 1), "fault": f.fault.value,
                             "model": None if f.model is None else self.ids[f.model]} for f in done],
-                "rss_start": rss_start, "rss_end": rss_end, "rss_growth": growth,
+                "rss_start": rss_start, "rss_end": rss_end, "rss_growth": growth, "rss_samples": samples,
                 "both_ready_at_end": recovered, "log_tracebacks": tracebacks,
                 "unexplained": [r for r in rows if r["outcome"] == Outcome.UNEXPLAINED.value],
                 "beside_kill": [r for r in rows if r["outcome"] == Outcome.BESIDE_KILL.value],
@@ -401,6 +417,10 @@ def print_report(out: dict) -> None:
         parts = [f"{(r[k] or 0) / mib:.1f} MiB" if r[k] is not None else "unknown"
                  for k in ("main_bytes", "gateway_bytes", "total_bytes")]
         print(f"{label:<14} main {parts[0]:>10}   gateway {parts[1]:>10}   together {parts[2]:>10}")
+    series = [f"{s['total_bytes'] / mib:.1f}" if s["total_bytes"] is not None else "?"
+              for s in out["rss_samples"]]
+    if series:
+        print(f"RSS together every {RSS_SAMPLE_EVERY_S:g} s (MiB): {' '.join(series)}")
     growth = out["rss_growth"]
     if growth is not None:
         verdict = "met" if growth < RSS_GROWTH_TARGET else "MISSED"
