@@ -824,3 +824,77 @@ def test_a_batch_15_sign_never_outweighs_the_cause_in_either_order(lines, kind):
     assert classify_exit(report_from_log(lines, backend="cuda")).kind == kind
     # negative (order): the cause wins whichever line comes first, since the sign never decides
     assert classify_exit(report_from_log(tuple(reversed(lines)), backend="cuda")).kind == kind
+
+
+# Widened from spent batch 16: ggml_init's check of its own malloc (`ctx->mem_buffer != NULL`)
+# is the host's allocation failing, and an `undefined symbol` that is glibc's own function is a
+# system too old for the build (catalogue.py says why, from ggml.c and glibc's Versions files).
+_MEM_BUFFER_OLD = "GGML_ASSERT: /home/ci/gpt4all-backend/llama.cpp-230511/ggml.c:4411: ctx->mem_buffer != NULL"
+_MEM_BUFFER_NEW = "D:/a/x/ggml/src/ggml.c:1685: GGML_ASSERT(ctx->mem_buffer != NULL) failed"
+_GETCPU = "OSError: /tmp/_MEIUwJ6Ds/koboldcpp_cublas.so: undefined symbol: getcpu"
+
+
+@pytest.mark.parametrize("line", [_MEM_BUFFER_OLD, _MEM_BUFFER_NEW])
+@pytest.mark.parametrize("backend", [None, "cuda"])
+def test_ggml_inits_own_malloc_failing_is_the_hosts_memory(line, backend):
+    lines = (line, "Aborted")
+    assert classify_exit(report_from_log(lines, signal="SIGABRT", backend=backend)).kind == "host-oom"
+    # negative: read as the abort it also is (the catalogue before batch 16), it is an assertion
+    pieces = gather(lines, strip_log_prefix)
+    as_abort = tuple(replace(p, entry=catalogue.entry("abort.assert")) if p.entry.name == "ggml.context-malloc"
+                     else p for p in pieces)
+    assert decide(pieces).kind == "host-oom" and decide(as_abort).kind == "assertion-failed"
+
+
+@pytest.mark.parametrize("line", [
+    # another condition of the same assertion macro, in the same file
+    "GGML_ASSERT: ggml.c:4411: ctx->mem_size >= ggml_nbytes(tensor)",
+    "ggml/src/ggml.c:1685: GGML_ASSERT(ctx->mem_buffer_owned) failed",
+    # a check that names the buffer without the NULL test
+    "GGML_ASSERT(buf->mem_buffer != NULL) failed",
+])
+def test_another_ggml_assertion_stays_an_assertion(line):
+    assert classify_exit(report_from_log((line,), signal="SIGABRT")).kind == "assertion-failed"
+
+
+def test_the_mem_buffer_check_yields_to_the_gpu_allocation_before_it():
+    # two allocations: the first is the root cause (allocation-named-by-its-first-line)
+    lines = (CUDA_OOM, _MEM_BUFFER_NEW)
+    assert classify_exit(report_from_log(lines, backend="cuda")).kind == "cuda-oom"
+    assert classify_exit(report_from_log(tuple(reversed(lines)), backend="cuda")).kind == "host-oom"
+
+
+@pytest.mark.parametrize("line", [
+    _GETCPU,
+    "./llama-server: symbol lookup error: ./libggml-base.so: undefined symbol: gettid",
+    "ImportError: /opt/app/libllama.so: undefined symbol: __isoc23_strtol",
+    "OSError: /x/libggml.so: undefined symbol: close_range, version GLIBC_2.34",
+])
+def test_a_missing_glibc_function_is_a_system_too_old(line):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == "system-too-old"
+    # the same line is also read as another build's library; the glibc owner outranks that
+    hits = [e.name for e in catalogue.matches(line)]
+    assert hits[0] == "ld.glibc-symbol-undefined" and "ld.stale-symbol" in hits
+
+
+@pytest.mark.parametrize("line", [
+    # libllama's and ggml's own symbols: another build's library
+    "OSError: /x/libllama.so: undefined symbol: llama_kv_self_can_shift",
+    "llama-server: symbol lookup error: libggml-cuda.so: undefined symbol: ggml_backend_cuda_reg",
+    # a name that only begins like a glibc function
+    "OSError: /x/libllama.so: undefined symbol: getcpu_count",
+    "OSError: /x/libggml.so: undefined symbol: ggml_getcpu",
+    # a glibc function every supported glibc has (no newer system needed)
+    "OSError: /x/libggml.so: undefined symbol: malloc",
+])
+def test_an_undefined_symbol_that_is_not_glibcs_newer_own_is_another_builds_library(line):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == "stale-library"
+
+
+def test_a_missing_glibc_function_says_why_a_sibling_library_could_not_be_opened_in_either_order():
+    cannot = "OSError: libcudart.so.12: cannot open shared object file: No such file or directory"
+    lines = (_GETCPU, cannot)
+    assert classify_exit(report_from_log(lines)).kind == "system-too-old"
+    assert classify_exit(report_from_log(tuple(reversed(lines)))).kind == "system-too-old"
+    # negative (order): with versioned-symbol-over-cannot-open reversed, the cannot-open wins
+    assert verdict(lines, flipped("versioned-symbol-over-cannot-open")).kind == "missing-library"

@@ -387,6 +387,19 @@ _e("host.alloc", "host-oom", 78, _D,
    r"model requires more system memory \([^)]*\) than is available",
    # ggml-sycl (b11434) `%s: can't allocate %zu Bytes of memory on host`
    r"can't allocate \d+ Bytes of memory on host")
+# ggml_init mallocs the context's own memory pool unless the caller hands it one:
+# `.mem_buffer = params.mem_buffer ? params.mem_buffer : GGML_ALIGNED_MALLOC(mem_size)` (ggml.c,
+# spring 2023; ggml_aligned_malloc in ggml/src/ggml.c since), then checks it with
+# `GGML_ASSERT(ctx->mem_buffer != NULL)`. Before ggml_aligned_malloc printed `insufficient
+# memory` (mid-2023) the assertion was the only line a failed malloc left, so it is the host's
+# allocation failing, not an internal check (llama.cpp#1813, spent batch 16: gpt4all's
+# llama.cpp of 2023-05-11 on a 1.9 GB machine). The pool is host memory whatever the backend.
+_e("ggml.context-malloc", "host-oom", 78, _D,
+   "ggml.c ggml_init (2023: `GGML_ASSERT: ggml.c:N: ctx->mem_buffer != NULL`; ggml/src/ggml.c, "
+   f"{_B}: `GGML_ASSERT(ctx->mem_buffer != NULL) failed`) after its own malloc of the context pool",
+   "ggml's malloc of a context's memory pool returned NULL: the host's memory (or the process's "
+   "commit limit) ran out",
+   r"GGML_ASSERT: \S*:\d+: ctx->mem_buffer != NULL", r"GGML_ASSERT\(ctx->mem_buffer != NULL\) failed")
 _e("wrapper.host-too-small", "host-oom", 78, _S,
    "Ollama llm/server.go (0.12 to 0.20: `model is too large for system memory`): its estimate of "
    "the model against the system memory, before the engine starts",
@@ -443,6 +456,39 @@ _e("ggml.backend-abi", "stale-library", 76, _D,
    "`ggml_backend_init`, or built against another ggml API version",
    "a backend library (libggml-*.so / ggml-*.dll) found on the path is another build's",
    r"failed to find ggml_backend_init in", r"failed to initialize backend from .{0,300}incompatible API version")
+# Functions only glibc itself provides, with the release that added each (glibc's own
+# Versions files: sysdeps/unix/sysv/linux, stdlib, string, malloc). A library that lacks one of
+# these at load was linked on a newer glibc than this system's: glibc 2.17 (CentOS 7) has no
+# getcpu (2.29), gettid (2.30) or close_range (2.34). ld.so then says `undefined symbol: getcpu`
+# (no version node when the reference carries none), the same words as a libllama/ggml of
+# another build missing one of its own symbols; only the symbol's owner tells the two apart
+# (koboldcpp#705, spent batch 16: koboldcpp 1.58 on CentOS 7). Only names added after 2.17 are
+# listed: older ones are in every glibc a build runs on, so missing them means something else.
+GLIBC_ONLY_SYMBOLS = {
+    "__cxa_thread_atexit_impl": "2.18",
+    "getrandom": "2.25", "getentropy": "2.25", "explicit_bzero": "2.25",
+    "strfromd": "2.25", "strfromf": "2.25", "strfroml": "2.25",
+    "reallocarray": "2.26",
+    "memfd_create": "2.27", "mlock2": "2.27", "pkey_alloc": "2.27", "pkey_free": "2.27",
+    "pkey_set": "2.27", "pkey_get": "2.27", "pkey_mprotect": "2.27",
+    "getcpu": "2.29",
+    "gettid": "2.30", "tgkill": "2.30", "getdents64": "2.30",
+    "sigdescr_np": "2.32", "sigabbrev_np": "2.32", "strerrordesc_np": "2.32", "strerrorname_np": "2.32",
+    "mallinfo2": "2.33",
+    "close_range": "2.34",
+    "__memcmpeq": "2.35",
+    "arc4random": "2.36", "arc4random_buf": "2.36", "arc4random_uniform": "2.36",
+    "strlcpy": "2.38", "strlcat": "2.38",
+    "__isoc23_strtol": "2.38", "__isoc23_strtoll": "2.38", "__isoc23_strtoul": "2.38",
+    "__isoc23_strtoull": "2.38", "__isoc23_strtoimax": "2.38", "__isoc23_strtoumax": "2.38",
+}
+_e("ld.glibc-symbol-undefined", "system-too-old", 77, _D,
+   "glibc ld.so (dl-lookup.c) `undefined symbol: %s` for a function glibc itself added after 2.17 "
+   "(GLIBC_ONLY_SYMBOLS, from glibc's Versions files)",
+   "the library was built against a newer glibc than the system's: the system is too old, no "
+   "library of another build is to blame",
+   r"undefined symbol: (?:" + "|".join(re.escape(s) for s in sorted(GLIBC_ONLY_SYMBOLS, key=len, reverse=True))
+   + r")(?!\w)", case=True)
 _e("ld.stale-symbol", "stale-library", 76, _D,
    "glibc ld.so `symbol lookup error`/`undefined symbol`; dyld `Symbol not found`; Windows "
    "STATUS_ENTRYPOINT_NOT_FOUND 0xC0000139 / ERROR_PROC_NOT_FOUND 127, STATUS_INVALID_IMAGE_FORMAT 0xC000007B",
