@@ -898,3 +898,113 @@ def test_a_missing_glibc_function_says_why_a_sibling_library_could_not_be_opened
     assert classify_exit(report_from_log(tuple(reversed(lines)))).kind == "system-too-old"
     # negative (order): with versioned-symbol-over-cannot-open reversed, the cannot-open wins
     assert verdict(lines, flipped("versioned-symbol-over-cannot-open")).kind == "missing-library"
+
+
+# Widened from spent batch 18: LM Studio's load-error JSON with the system memory it found
+# unused (lmstudio-bug-tracker#14) and Ollama's estimate putting nearly all the free memory on
+# the host with no failure line (ollama#10739); wrapper_memory.py says what the fields mean.
+def _lmstudio(unused, capacity="314.65 GB", cause=""):
+    return ("{", '  "title": "Failed to load model",', f'  "cause": "{cause}",',
+            '  "errorData": {', '    "n_ctx": 1048576,', '    "n_batch": 512,', '    "n_gpu_layers": 81',
+            "  },", '  "data": {', '    "memory": {', f'      "ram_capacity": "{capacity}",',
+            f'      "ram_unused": "{unused}"', "    },", '    "gpu": {', '      "type": "NvidiaCuda",',
+            '      "vram_recommended_capacity": "141.90 GB",', '      "vram_unused": "130.46 GB"', "    }",
+            "  }", "}")
+
+
+@pytest.mark.parametrize("unused, capacity", [
+    ("316.65 KB", "314.65 GB"),  # lmstudio-bug-tracker#14
+    ("1.20 MB", "15.85 GB"),  # under a ten-thousandth of a 16 GB machine
+    ("0 B", "31.91 GB"),
+])
+def test_lm_studio_finding_the_system_memory_used_up_is_the_hosts_memory(unused, capacity):
+    lines = _lmstudio(unused, capacity)
+    inc = classify_exit(report_from_log(lines, backend="cuda"))
+    assert inc.kind == "host-oom" and not inc.candidates
+    assert '"ram_unused"' in inc.evidence
+    # negative: without the figure's reading (the catalogue before batch 18) only the weak
+    # "Failed to load model" is left: unknown, with bad-model as the candidate
+    pieces = gather(lines, strip_log_prefix)
+    bare = tuple(p for p in pieces if p.entry.name != "lmstudio.ram-exhausted")
+    assert decide(pieces).kind == "host-oom" and decide(bare).kind is None
+
+
+@pytest.mark.parametrize("unused, capacity", [
+    ("26.74 GB", "31.91 GB"),  # llama-cpp-python#1556: the same report after an unknown architecture
+    ("120.00 MB", "15.85 GB"),  # low, but above the floor a busy machine keeps free
+    ("316.65 KB", "0 B"),  # no total to read it against
+])
+def test_lm_studio_memory_figures_above_the_floor_say_nothing(unused, capacity):
+    inc = classify_exit(report_from_log(_lmstudio(unused, capacity), backend="cuda"))
+    assert inc.kind == "unknown" and inc.candidates == ("bad-model",)
+
+
+def test_lm_studio_memory_figures_are_read_as_one_object():
+    from stoker.diagnosis.wrapper_memory import lmstudio_ram_exhausted
+    # the compact form on one line
+    one = ('{"title":"Failed to load model","cause":"","data":{"memory":{"ram_capacity":"314.65 GB",'
+           '"ram_unused":"316.65 KB"}}}',)
+    assert lmstudio_ram_exhausted(one) == 0
+    # a ram_unused with no ram_capacity beside it (another object, far away) is not compared
+    apart = ('"ram_capacity": "314.65 GB"',) + ("x",) * 5 + ('"ram_unused": "316.65 KB"',)
+    assert lmstudio_ram_exhausted(apart) is None
+    # no ram_unused at all
+    assert lmstudio_ram_exhausted(('"ram_capacity": "314.65 GB"', '"vram_unused": "0 B"')) is None
+
+
+def test_lm_studios_figure_meets_its_cause_line_by_the_order():
+    # a cause llama.cpp gives beside the used-up memory: the load error is the allocation's
+    # echo (allocation-inside-load-error), as beside an engine's allocation line
+    lines = _lmstudio("316.65 KB", cause="llama.cpp error: 'error loading model: vector::_M_default_append'")
+    assert classify_exit(report_from_log(lines)).kind == "host-oom"
+    assert verdict(lines).rule == "allocation-inside-load-error"
+    # negative (order): with that rule reversed the load error wins
+    assert verdict(lines, flipped("allocation-inside-load-error")).kind == "bad-model"
+    # the same cause with memory to spare (llama-cpp-python#1556's shape) is the file's
+    spare = _lmstudio("26.74 GB", "31.91 GB", cause="llama.cpp error: 'error loading model architecture: "
+                                                    "unknown model architecture: deepseek2'")
+    assert classify_exit(report_from_log(spare)).kind == "bad-model"
+    # an engine's own GPU allocation line before the figure is the first allocation, and wins
+    gpu = (CUDA_OOM,) + _lmstudio("316.65 KB")
+    assert classify_exit(report_from_log(gpu, backend="cuda")).kind == "cuda-oom"
+    assert verdict(gpu).rule == "allocation-named-by-its-first-line"
+
+
+_OLLAMA_FREE = ('May 16 17:44:49 Debian ollama[6012]: time=2025-05-16T17:44:49.091+02:00 level=INFO '
+                'source=server.go:135 msg="system memory" total="62.6 GiB" free="{free}" free_swap="215.1 MiB"')
+_OLLAMA_ESTIMATE = ('May 16 17:44:49 Debian ollama[6012]: time=2025-05-16T17:44:49.187+02:00 level=INFO '
+                    'source=server.go:168 msg=offload library=cuda layers.requested=-1 layers.model=49 '
+                    'layers.offload=4 layers.split="" memory.available="[11.4 GiB]" memory.gpu_overhead="0 B" '
+                    'memory.required.full="68.3 GiB" memory.required.partial="10.9 GiB" '
+                    'memory.required.kv="2.2 GiB" memory.required.allocations="[10.9 GiB]"')
+
+
+@pytest.mark.parametrize("free", ["59.1 GiB", "50.0 GiB"])  # #10739: 57.4 GiB on the host; and over the free
+def test_ollamas_estimate_alone_leaves_host_oom_as_the_candidate_never_the_name(free):
+    lines = (_OLLAMA_FREE.format(free=free), _OLLAMA_ESTIMATE)
+    inc = classify_exit(report_from_log(lines, backend="cuda"))
+    assert inc.kind == "unknown" and inc.candidates == ("host-oom",)
+    # negative: made decisive, the forecast alone would name a kind it cannot prove
+    pieces = gather(lines, strip_log_prefix)
+    assert decide(pieces).kind is None
+    assert decide(_strengthened(pieces, "ollama.estimate-host-tight")).kind == "host-oom"
+
+
+def test_ollamas_estimate_with_room_to_spare_is_no_sign():
+    lines = (_OLLAMA_FREE.format(free="120.0 GiB"), _OLLAMA_ESTIMATE)
+    inc = classify_exit(report_from_log(lines, backend="cuda"))
+    assert inc.kind == "unknown" and inc.candidates == ()
+    # either line alone: no share to weigh
+    for only in lines:
+        assert classify_exit(report_from_log((only,), backend="cuda")).candidates == ()
+
+
+def test_ollamas_tight_estimate_never_outweighs_a_failing_line_in_either_order():
+    lines = (_OLLAMA_FREE.format(free="59.1 GiB"), _OLLAMA_ESTIMATE, CUDA_OOM)
+    assert classify_exit(report_from_log(lines, backend="cuda")).kind == "cuda-oom"
+    moved = (CUDA_OOM, _OLLAMA_FREE.format(free="59.1 GiB"), _OLLAMA_ESTIMATE)
+    assert classify_exit(report_from_log(moved, backend="cuda")).kind == "cuda-oom"
+    # the nameless allocation stays open between the GPU and the host (the estimate fits)
+    nameless = lines[:2] + (_NAMELESS,)
+    inc = classify_exit(report_from_log(nameless, backend="cuda"))
+    assert inc.kind == "unknown" and inc.candidates == ("cuda-oom", "host-oom")

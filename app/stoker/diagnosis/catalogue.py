@@ -778,6 +778,24 @@ _e("wrapper.load-failed", "bad-model", 20, _W,
    r"this model may be incompatible with your version of Ollama",
    r"model failed to load, this may be due to resource limitations",
    r"returned no usable model")
+# Two wrappers' memory figures, read by stoker/diagnosis/wrapper_memory.py over several lines
+# (no single line proves them, so their patterns match nothing; evidence.gather adds the piece
+# on the line the reader names). Widened from spent batch 18 (lmstudio-bug-tracker#14,
+# ollama#10739); wrapper_memory.py says what each field means and why the cut is where it is.
+_e("lmstudio.ram-exhausted", "host-oom", 60, _S,
+   "LM Studio 0.2.x load-error JSON (`data.memory`: `ram_capacity`, `ram_unused`), as pasted in "
+   "lmstudio-bug-tracker#14 and llama-cpp-python#1556",
+   "the system memory LM Studio found unused when the load failed was under a ten-thousandth of "
+   "the total: the host's memory had run out (strong, not decisive: a figure taken after the "
+   "failure, not the failing allocation; an engine's own allocation line before it wins)",
+   r"(?!)")
+_e("ollama.estimate-host-tight", "host-oom", 20, _W,
+   "Ollama llm/server.go and llm/memory.go (0.3 to 0.11): `msg=\"system memory\" ... free=... "
+   "free_swap=...` with `msg=offload ... memory.required.full=... memory.required.partial=...`",
+   "Ollama's own estimate put at least nine tenths of the free system memory (with swap) on the "
+   "host: a runner the kernel then kills leaves no line of its own; a sign only (a forecast, "
+   "not a failure)",
+   r"(?!)")
 _e("wrapper.layout-unfit", "device-oom", 65, _S,
    "Ollama llm/server.go (its own engine's layout fit, 0.11 and later): `memory layout cannot be "
    "allocated` (with `num_gpu = N`)",

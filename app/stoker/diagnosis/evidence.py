@@ -17,7 +17,8 @@ import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from stoker.diagnosis.catalogue import Entry, Strength, matches
+from stoker.diagnosis.catalogue import Entry, Strength, entry, matches
+from stoker.diagnosis.wrapper_memory import host_share_near_free, lmstudio_ram_exhausted
 
 MEMORY = frozenset({"gpu-oom", "device-oom", "cuda-oom", "rocm-oom", "vulkan-oom", "metal-oom", "host-oom"})
 BUILD = frozenset({"cuda-driver-too-old", "no-kernel-image", "illegal-instruction"})
@@ -116,7 +117,9 @@ _TARGET_LOAD = re.compile(r"loading model '|llama_model_loader: loaded meta data
 
 
 def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> tuple[Evidence, ...]:
-    """A piece of evidence for every line the catalogue knows (its highest-ranked entry)."""
+    """A piece of evidence for every line the catalogue knows (its highest-ranked entry), and
+    for the line a wrapper's figures make telling (_FIGURES)."""
+    lines = tuple(lines)
     pieces = []
     for i, raw in enumerate(lines):
         line = strip(raw)
@@ -128,7 +131,28 @@ def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> t
             hits = inner  # `error loading model: <cause>`: the words after it name the cause
         if hits:
             pieces.append(Evidence(i, line, hits[0]))
-    return tuple(pieces)
+    return _with_figures(tuple(lines), tuple(pieces), strip)
+
+
+# A wrapper's figures that say something only read together (wrapper_memory.py): the piece
+# sits on the line the reader names, with the catalogue entry for it; a line the catalogue
+# already read keeps its own piece.
+_FIGURES: tuple[tuple[Callable[[Iterable[str]], int | None], str], ...] = (
+    (lmstudio_ram_exhausted, "lmstudio.ram-exhausted"),
+    (host_share_near_free, "ollama.estimate-host-tight"),
+)
+
+
+def _with_figures(lines: tuple[str, ...], pieces: tuple[Evidence, ...],
+                  strip: Callable[[str], str]) -> tuple[Evidence, ...]:
+    taken = {p.index for p in pieces}
+    added = []
+    for reader, name in _FIGURES:
+        at = reader(lines)
+        if at is not None and at not in taken:
+            added.append(Evidence(at, strip(lines[at]), entry(name)))
+            taken.add(at)
+    return tuple(sorted(pieces + tuple(added), key=lambda p: p.index)) if added else pieces
 
 
 def draft_scoped(lines: Iterable[str], pieces: tuple[Evidence, ...]) -> tuple[Evidence, ...]:

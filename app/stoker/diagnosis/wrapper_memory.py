@@ -52,3 +52,75 @@ def host_share_over_free(lines: Iterable[str]) -> tuple[str, str] | None:
     if free is None or share is None or share <= free:
         return None
     return free_line, share_line
+
+
+# Ollama's estimate putting most of the free memory on the host: the runner it then starts
+# may be killed for memory with no line of its own (ollama#10739: 57.4 GiB of the load on the
+# host, 59.3 GiB free with swap; the maintainer read the kernel's kill from these two lines).
+# The estimate is Ollama's forecast, not a failure, and the loads it leaves out (the runner's
+# own process, a partial offload's CPU compute graph) make a share just under the free
+# memory as telling as one over it; so this is a sign only, the cut a tenth under the free.
+HOST_SHARE_TIGHT = 0.9
+
+
+def host_share_near_free(lines: Iterable[str], share_of_free: float = HOST_SHARE_TIGHT) -> int | None:
+    """The index of Ollama's estimate line when it puts at least `share_of_free` of the free
+    system memory (with swap) on the host; None when either line is missing or it leaves more."""
+    free: float | None = None
+    share: float | None = None
+    at: int | None = None
+    for i, raw in enumerate(lines):
+        m = _OLLAMA_SYSTEM_MEMORY.search(raw)
+        if m:
+            f = _bytes(m.group(1))
+            swap = _bytes(m.group(2)) if m.group(2) else 0.0
+            if f is not None:
+                free = f + (swap or 0.0)
+        m = _OLLAMA_OFFLOAD.search(raw)
+        if m:
+            full, partial = _bytes(m.group(1)), _bytes(m.group(2))
+            if full is not None and partial is not None:
+                share, at = full - partial, i
+    if free is None or share is None or at is None or free <= 0 or share < share_of_free * free:
+        return None
+    return at
+
+
+# LM Studio's own load-error report (0.2.x, the JSON body of its "Failed to load model"
+# dialog, as its users paste it: lmstudio-bug-tracker#14, llama-cpp-python#1556):
+#   "title": "Failed to load model", "cause": "<llama.cpp's reason, or empty>",
+#   "errorData": {"n_ctx": ..., "n_batch": ..., "n_gpu_layers": ...},
+#   "data": {"memory": {"ram_capacity": "314.65 GB", "ram_unused": "316.65 KB"},
+#            "gpu": {"type": ..., "vram_recommended_capacity": ..., "vram_unused": ...}, ...}
+# `data` is the machine's state as the app took it when the load failed: `ram_capacity` the
+# system memory in all, `ram_unused` the part of it still free (`vram_unused` the same for the
+# GPU). LM Studio 0.2 is closed source and documents none of it; the meaning is read from the
+# names, their pairing and the reports (#1556's unknown architecture left 26.74 of 31.91 GB
+# unused: the figure is a snapshot, not zeroed by a failure). The report carries no figure of
+# what the model needed (`"model": {}`), so the cut is against the total: free memory below a
+# ten-thousandth of it is under the floor Linux keeps free for itself (the min watermark,
+# vm.min_free_kbytes = sqrt(16 * RAM in kB): 16 MB of 16 GB, 71 MB of 314 GB, over 0.012 % of
+# any machine up to 512 GB under either of the kernel's caps), which only allocations that
+# are failing reach; so the system memory had run out when the load failed, whichever count
+# "unused" is (free or available). #14's figure is a millionth of the total; a machine merely
+# busy (page cache, other programs) keeps more free than the cut.
+_LMSTUDIO_RAM_CAPACITY = re.compile(r'"ram_capacity"\s*:\s*"([\d.]+ ?[KMGT]?i?B)"')
+_LMSTUDIO_RAM_UNUSED = re.compile(r'"ram_unused"\s*:\s*"([\d.]+ ?[KMGT]?i?B)"')
+RAM_EXHAUSTED_SHARE = 1e-4
+_SAME_OBJECT = 3  # lines apart: `ram_capacity` and `ram_unused` sit side by side in `memory`
+
+
+def lmstudio_ram_exhausted(lines: Iterable[str], share: float = RAM_EXHAUSTED_SHARE) -> int | None:
+    """The index of LM Studio's `"ram_unused"` line when its figure is under `share` of the
+    `"ram_capacity"` beside it (the same line or a few lines away); None otherwise."""
+    text = tuple(lines)
+    for i, raw in enumerate(text):
+        m = _LMSTUDIO_RAM_UNUSED.search(raw)
+        if m is None:
+            continue
+        unused = _bytes(m.group(1))
+        near = text[max(0, i - _SAME_OBJECT): i + _SAME_OBJECT + 1]
+        capacity = next((_bytes(c.group(1)) for c in map(_LMSTUDIO_RAM_CAPACITY.search, near) if c), None)
+        if unused is not None and capacity and unused < share * capacity:
+            return i
+    return None
