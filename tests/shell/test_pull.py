@@ -117,6 +117,9 @@ def test_a_killed_pull_resumes_where_it_stopped(hub, gemma_model):
             proc.send_signal(signal.SIGABRT)
             out, err = proc.communicate(timeout=30)
             raise AssertionError(f"the pull did not stop within 60 s of SIGINT; its stacks:\n{err}") from None
+        stuck = Path(os.environ["STOKER_HOME"]) / "logs" / "pull-interrupted.txt"
+        # The pull's own guard ended it: it stopped, but not by itself (its stacks say where it hung).
+        assert "did not stop within" not in err, stuck.read_text() if stuck.exists() else err
     finally:
         hub.release(GEMMA_FILE)  # the client is gone: the held handler ends on a broken pipe
         if proc.poll() is None:
@@ -130,6 +133,38 @@ def test_a_killed_pull_resumes_where_it_stopped(hub, gemma_model):
     assert hub.body_gets(GEMMA_FILE)[-1] == f"bytes={have}-"
     assert sha256_of(link.resolve()) == sha256_of(gemma_model) and not partial.exists()
     assert listed()[f"{GEMMA}:Q4_K_M"]["architecture"] == "gemma3"
+
+
+STUCK_PULL = """
+import sys, time
+from stoker.cli.commands import pull
+pull.STOP_GRACE_S = 1.0
+with pull._ended_by_ctrl_c():
+    print("waiting", flush=True)
+    while True:  # a download that swallows the interrupt: the case the guard is for
+        try:
+            time.sleep(0.05)  # paces the loop
+        except KeyboardInterrupt:
+            pass
+"""
+
+
+def test_a_pull_that_ignores_ctrl_c_is_ended_with_its_stacks_kept(stoker_home):
+    proc = subprocess.Popen([sys.executable, "-c", STUCK_PULL], cwd=REPO, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=os.environ.copy())
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "waiting"
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, err
+    stuck = stoker_home / "logs" / "pull-interrupted.txt"
+    assert err.strip() == (f"stoker: the pull did not stop within 1 s of Ctrl-C, so it was ended (what it was "
+                           f"doing is in {stuck}); run the same pull again to resume it.")
+    assert "Traceback" not in err
+    assert 'File "<string>"' in stuck.read_text()  # the stuck loop's frame, kept for whoever reads it
 
 
 def test_a_corrupted_byte_is_caught_and_the_file_not_added(hub):

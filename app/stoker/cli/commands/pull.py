@@ -9,10 +9,18 @@ every other tool find it. Progress is a bar on a terminal and a line per 10 % ot
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
+import os
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
+from stoker.base.paths import private_folder, stoker_paths
 from stoker.engines.probe import this_machine
 from stoker.errors import UserError
 from stoker.fleet.pipeline import load_settings, remote_planner
@@ -65,6 +73,46 @@ class ProgressPrinter:
                       file=self.stream, flush=True)
 
 
+# After Ctrl-C a pull has this long to stop by itself (its download ends, the partial file is
+# kept for the next pull to resume) before it is ended at once.
+STOP_GRACE_S = 10.0
+STUCK_FILE = "pull-interrupted.txt"
+
+
+def _end_stuck_pull() -> None:
+    """Ctrl-C did not stop the pull within STOP_GRACE_S: keep every thread's stack in the log
+    folder (beside a CPU load a pull twice ignored SIGINT for a minute, issue 24, and its
+    cause is not known), say so in one sentence, and end the process."""
+    where: Path | None = None
+    try:
+        where = private_folder(stoker_paths().logs) / STUCK_FILE
+        with open(where, "w", encoding="utf-8") as f:
+            faulthandler.dump_traceback(file=f, all_threads=True)
+    except OSError:
+        where = None
+    kept = f" (what it was doing is in {where})" if where else ""
+    print(f"stoker: the pull did not stop within {STOP_GRACE_S:g} s of Ctrl-C, so it was ended{kept}; "
+          "run the same pull again to resume it.", file=sys.stderr, flush=True)
+    os._exit(130)
+
+
+@contextlib.contextmanager
+def _ended_by_ctrl_c() -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt, as Python's own handler does, and arms a daemon
+    timer that ends the process if it has not stopped STOP_GRACE_S later."""
+    def interrupted(signum, frame) -> None:
+        timer = threading.Timer(STOP_GRACE_S, _end_stuck_pull)
+        timer.daemon = True
+        timer.start()
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run(args) -> int:
 
     ref = parse_hf_reference(args.reference, args.file)
@@ -88,7 +136,8 @@ def run(args) -> int:
         print(f"with the vision projector {pick.option.mmproj.name} ({_size(pick.option.mmproj.size_bytes)})")
     if args.dry_run:
         return 0
-    path = model_pull.download(judged, pick.option, ProgressPrinter())
+    with _ended_by_ctrl_c():
+        path = model_pull.download(judged, pick.option, ProgressPrinter())
     print(f"ready: {path}")
     name = f"{ref.repo}:{pick.option.label}"
     print(f"run it with: stoker run {name}")
