@@ -139,10 +139,13 @@ STUCK_PULL = """
 import sys, time
 from stoker.cli.commands import pull
 pull.STOP_GRACE_S = 1.0
+said = False
 with pull._ended_by_ctrl_c():
-    print("waiting", flush=True)
     while True:  # a download that swallows the interrupt: the case the guard is for
-        try:
+        try:  # the print inside: a SIGINT right after it must be swallowed too (loaded run 13)
+            if not said:
+                print("waiting", flush=True)
+                said = True
             time.sleep(0.05)  # paces the loop
         except KeyboardInterrupt:
             pass
