@@ -131,7 +131,7 @@ def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> t
             hits = inner  # `error loading model: <cause>`: the words after it name the cause
         if hits:
             pieces.append(Evidence(i, line, hits[0]))
-    return _with_figures(tuple(lines), tuple(pieces), strip)
+    return _with_figures(lines, tuple(pieces), strip)
 
 
 # A wrapper's figures that say something only read together (wrapper_memory.py): the piece

@@ -31,27 +31,36 @@ def _bytes(text: str) -> float | None:
         return None
 
 
-def host_share_over_free(lines: Iterable[str]) -> tuple[str, str] | None:
-    """(the free-memory line, the estimate line) when Ollama's estimate puts more on the host
-    than was free (with swap); None when either line is missing or the host's share fits."""
-    free: float | None = None
-    share: float | None = None
-    free_line = share_line = ""
-    for raw in lines:
+def _ollama_estimate(lines: Iterable[str]) -> tuple[float, int, float, int] | None:
+    """(free memory with swap, its line's index, the host's share, its line's index) from
+    Ollama's last `system memory` and `offload` lines; None when either is missing."""
+    free: tuple[float, int] | None = None
+    share: tuple[float, int] | None = None
+    for i, raw in enumerate(lines):
         m = _OLLAMA_SYSTEM_MEMORY.search(raw)
         if m:
             f = _bytes(m.group(1))
             swap = _bytes(m.group(2)) if m.group(2) else 0.0
             if f is not None:
-                free, free_line = f + (swap or 0.0), raw
+                free = (f + (swap or 0.0), i)
         m = _OLLAMA_OFFLOAD.search(raw)
         if m:
             full, partial = _bytes(m.group(1)), _bytes(m.group(2))
             if full is not None and partial is not None:
-                share, share_line = full - partial, raw
-    if free is None or share is None or share <= free:
+                share = (full - partial, i)
+    if free is None or share is None:
         return None
-    return free_line, share_line
+    return free[0], free[1], share[0], share[1]
+
+
+def host_share_over_free(lines: Iterable[str]) -> tuple[str, str] | None:
+    """(the free-memory line, the estimate line) when Ollama's estimate puts more on the host
+    than was free (with swap); None when either line is missing or the host's share fits."""
+    text = tuple(lines)
+    found = _ollama_estimate(text)
+    if found is None or found[2] <= found[0]:
+        return None
+    return text[found[1]], text[found[3]]
 
 
 # Ollama's estimate putting most of the free memory on the host: the runner it then starts
@@ -66,22 +75,11 @@ HOST_SHARE_TIGHT = 0.9
 def host_share_near_free(lines: Iterable[str], share_of_free: float = HOST_SHARE_TIGHT) -> int | None:
     """The index of Ollama's estimate line when it puts at least `share_of_free` of the free
     system memory (with swap) on the host; None when either line is missing or it leaves more."""
-    free: float | None = None
-    share: float | None = None
-    at: int | None = None
-    for i, raw in enumerate(lines):
-        m = _OLLAMA_SYSTEM_MEMORY.search(raw)
-        if m:
-            f = _bytes(m.group(1))
-            swap = _bytes(m.group(2)) if m.group(2) else 0.0
-            if f is not None:
-                free = f + (swap or 0.0)
-        m = _OLLAMA_OFFLOAD.search(raw)
-        if m:
-            full, partial = _bytes(m.group(1)), _bytes(m.group(2))
-            if full is not None and partial is not None:
-                share, at = full - partial, i
-    if free is None or share is None or at is None or free <= 0 or share < share_of_free * free:
+    found = _ollama_estimate(lines)
+    if found is None:
+        return None
+    free, _, share, at = found
+    if free <= 0 or share < share_of_free * free:
         return None
     return at
 
