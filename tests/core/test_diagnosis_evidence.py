@@ -10,11 +10,12 @@ NTSTATUS in decimal, wrapper port conflicts, HipVMM, Metal buffer validation) ea
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
 
-from stoker.diagnosis import catalogue
+from stoker.diagnosis import catalogue, classify
 from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log, strip_log_prefix
 from stoker.diagnosis.evidence import ORDER, decide, draft_scoped, gather, rule_between
 
@@ -233,10 +234,13 @@ def test_the_former_unknowns_are_named():
     assert diagnose("Process exited with code -1073741515", os="windows").kind == "missing-library"
     assert diagnose("Error: listen tcp 127.0.0.1:11434: bind: address already in use",
                     exit_code=1).kind == "port-in-use"
-    assert diagnose("ggml_cuda_init: found 1 ROCm devices:",
-                    "HipVMM Failure: hipErrorOutOfMemory", signal="SIGABRT").kind == "rocm-oom"
+    # HipVMM: read since spent batch 19 as ROCm's VMM pool, open between its memory and a
+    # ROCm fault when out of memory, a GPU runtime error otherwise (tests at the end)
+    inc = diagnose("ggml_cuda_init: found 1 ROCm devices:", "HipVMM Failure: hipErrorOutOfMemory",
+                   signal="SIGABRT")
+    assert inc.kind == "unknown" and inc.candidates == ("rocm-oom", "gpu-error")
     assert diagnose("HipVMM Failure: invalid argument", "ggml_cuda_init: found 1 ROCm devices:",
-                    signal="SIGABRT").kind == "rocm-oom"
+                    signal="SIGABRT").kind == "gpu-error"
 
 
 # Wordings that look like a cause and are not (each from its source): a confident wrong
@@ -733,8 +737,7 @@ def test_ollamas_estimate_reads_its_units():
      "module could not be found. (0x8007007E)", "missing-library"),
     ("System.DllNotFoundException: Unable to load shared library 'libllama' or one of its dependencies.",
      "missing-library"),
-    ("LLama.Exceptions.RuntimeError: The native library cannot be correctly loaded. It could be one of the "
-     "following reasons: ", "missing-library"),
+    # (LLamaSharp's RuntimeError over it names no kind since spent batch 19: tests at the end)
 ])
 def test_a_wording_widened_after_batch_14_names_its_kind(line, kind):
     assert classify_exit(report_from_log((line,))).kind == kind
@@ -1008,3 +1011,183 @@ def test_ollamas_tight_estimate_never_outweighs_a_failing_line_in_either_order()
     nameless = lines[:2] + (_NAMELESS,)
     inc = classify_exit(report_from_log(nameless, backend="cuda"))
     assert inc.kind == "unknown" and inc.candidates == ("cuda-oom", "host-oom")
+
+
+# Widened from spent batch 19: ggml's HIP VMM pool out of memory is open between the GPU's
+# memory and ROCm's VMM failing with memory free (koboldcpp-rocm#105, llama.cpp#11405), any
+# other HipVMM error is a GPU runtime error, and LLamaSharp's RuntimeError, which drops the
+# loader's reason, is open between a missing library and a system too old (LLamaSharp#285);
+# catalogue.py says why, from vendors/hip.h, llama.cpp#11420 and LLamaSharp's NativeApi.
+# Jan's engine.dll failure whose reason FormatMessage lost (janhq/jan#4149) stays a sign.
+_HIP_VMM_OOM = "ggml/src/ggml-cuda/ggml-cuda.cu:444: HipVMM Failure: out of memory"  # koboldcpp-rocm#105
+_HIP_MALLOC_OOM = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "
+                   "cudaMalloc failed: out of memory")
+_ROCM_DEVICE = "  Device 0: AMD Radeon RX 6700 XT, compute capability 10.3, VMM: yes"
+
+
+@pytest.mark.parametrize("lines", [
+    (_HIP_VMM_OOM,),
+    # llama.cpp#11405's shape: the device line, the failure, the abort's debugger noise
+    ("ggml_cuda_init: found 1 ROCm devices:", _ROCM_DEVICE,
+     "/home/u/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:359: HipVMM Failure: out of memory", "",
+     "ptrace: Operation not permitted.", "No stack."),
+    # hipGetErrorString of an old ROCm gives the enum's name
+    ("ggml-cuda.cu:444: HipVMM Failure: hipErrorOutOfMemory",),
+])
+@pytest.mark.parametrize("backend", ["rocm", None])
+def test_rocms_vmm_pool_out_of_memory_is_open_between_its_memory_and_a_rocm_fault(lines, backend):
+    inc = classify_exit(report_from_log(lines, signal="SIGABRT", backend=backend))
+    assert inc.kind == "unknown" and inc.candidates == ("rocm-oom", "gpu-error")
+    assert inc.rule == "hip-vmm-out-of-memory" and "HipVMM Failure" in inc.evidence
+    assert "VMM" in inc.advice and inc.recoverable_by is None  # a smaller plan is not the cure for both
+    # the line is read as ROCm's allocation (the vendor is in the words), then left open
+    pieces = gather(lines, strip_log_prefix)
+    assert [p.entry.name for p in pieces if "HipVMM" in p.line] == ["hip.vmm-oom"]
+    assert decide(pieces).kind == "rocm-oom"
+    # negative: read as ggml-cuda's generic out of memory (the catalogue before batch 19), the
+    # same log names a GPU's memory outright
+    as_generic = tuple(replace(p, entry=catalogue.entry("cuda.oom")) if p.entry.name == "hip.vmm-oom" else p
+                       for p in pieces)
+    assert decide(as_generic).kind == "gpu-oom"
+
+
+def test_without_the_opening_the_vmm_pool_failure_would_be_named_rocm_oom(monkeypatch):
+    # negative: with the line not left open, koboldcpp-rocm#105's log is named rocm-oom, the miss
+    monkeypatch.setattr(classify, "_HIP_VMM_OOM", re.compile("(?!)"))
+    inc = classify_exit(report_from_log((_HIP_VMM_OOM,), backend="rocm"))
+    assert inc.kind == "rocm-oom" and not inc.candidates
+
+
+@pytest.mark.parametrize("line", [
+    # hipMemSetAccess refusing (llama.cpp#26054, ROCm/rocm-systems#2516): no memory figure at all
+    "ggml/src/ggml-cuda/ggml-cuda.cu:648: HipVMM Failure: invalid argument",
+    "ggml-cuda.cu:669: HipVMM Failure: hipErrorInvalidValue",
+    "ggml-cuda.cu:444: HipVMM Failure: operation not supported",
+])
+def test_any_other_hip_vmm_failure_is_a_gpu_runtime_error(line):
+    inc = classify_exit(report_from_log((line,), signal="SIGABRT", backend="rocm"))
+    assert inc.kind == "gpu-error" and not inc.candidates
+    assert classify_exit(report_from_log((line,), signal="SIGABRT")).kind == "gpu-error"
+
+
+@pytest.mark.parametrize("lines, backend, kind", [
+    # the same pool on CUDA runs out for real (ollama#3237's shape): cuda-oom, named
+    (("CUDA error: out of memory", "  current device: 0, in function alloc at ggml-cuda.cu:256",
+      "  cuMemCreate(&handle, reserve_size, &prop, 0)", 'GGML_ASSERT: ggml-cuda.cu:256: !"CUDA error"'),
+     "cuda", "cuda-oom"),
+    # ROCm's own hipMalloc running out (the legacy pool, model and KV buffers): rocm-oom, named
+    ((_HIP_MALLOC_OOM,), "rocm", "rocm-oom"),
+    (("ROCm error: out of memory", "  current device: 0, in function ggml_cuda_op_mul_mat at ggml-cuda.cu:1612"),
+     "rocm", "rocm-oom"),
+])
+def test_an_out_of_memory_outside_rocms_vmm_pool_is_still_named(lines, backend, kind):
+    inc = classify_exit(report_from_log(lines, signal="SIGABRT", backend=backend))
+    assert inc.kind == kind and not inc.candidates
+
+
+def test_a_device_line_saying_vmm_is_no_failure():
+    assert gather((_ROCM_DEVICE, "  Device 0: AMD Radeon RX 6800, gfx1030 (0x1030), VMM: no"),
+                  strip_log_prefix) == ()
+
+
+def test_the_vmm_pool_failure_meets_other_allocations_and_its_abort_by_the_order():
+    # a hipMalloc that failed first is the root cause, named
+    assert classify_exit(report_from_log((_HIP_MALLOC_OOM, _HIP_VMM_OOM), backend="rocm")).kind == "rocm-oom"
+    # the VMM pool failing first stays open: it is the first allocation
+    lines = (_HIP_VMM_OOM, _HIP_MALLOC_OOM)
+    inc = classify_exit(report_from_log(lines, backend="rocm"))
+    assert inc.kind == "unknown" and inc.candidates == ("rocm-oom", "gpu-error")
+    assert verdict(lines).rule == "allocation-named-by-its-first-line"
+    # negative (order): without the first-line rule the two allocations are an unranked conflict
+    assert verdict(lines, without("allocation-named-by-its-first-line")).rule == "conflict"
+    # the abort after it is its echo; with allocation-before-abort reversed the abort wins
+    aborted = (_HIP_VMM_OOM, "GGML_ASSERT(false) failed")
+    assert classify_exit(report_from_log(aborted, backend="rocm")).candidates == ("rocm-oom", "gpu-error")
+    assert verdict(aborted, flipped("allocation-before-abort")).kind == "assertion-failed"
+
+
+_LLAMASHARP_285 = (
+    "System.TypeInitializationException: The type initializer for 'LLama.Native.NativeApi' threw an exception.",
+    " ---> LLama.Exceptions.RuntimeError: The native library cannot be correctly loaded. It could be one of "
+    "the following reasons: ",
+    "1. No LLamaSharp backend was installed. Please search LLamaSharp.Backend and install one of them. ",
+    "3. One of the dependency of the native library is missed. Please use `ldd` on linux, `dumpbin` on "
+    "windows and `otool`to check if all the dependency of the native library is satisfied.",
+    "   at LLama.Native.NativeApi..cctor()",
+    "   --- End of inner exception stack trace ---",
+    "   at LLama.Native.NativeApi.llama_log_set(LLamaLogCallback logCallback)")
+_GLIBC_233 = ("/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.33' not found (required by "
+              "/app/runtimes/linux-x64/native/libllama.so)")
+_CANNOT_OPEN = ("System.DllNotFoundException: Unable to load shared library 'libllama' or one of its "
+                "dependencies. libllama: cannot open shared object file: No such file or directory")
+
+
+@pytest.mark.parametrize("exit_code", [None, 134])
+def test_llamasharps_load_failure_without_its_reason_is_open_between_missing_and_too_old(exit_code):
+    inc = classify_exit(report_from_log(_LLAMASHARP_285, exit_code=exit_code))
+    assert inc.kind == "unknown" and inc.candidates == ("missing-library", "system-too-old")
+    assert inc.rule == "native-load-failed-reason-dropped" and "cannot be correctly loaded" in inc.evidence
+    assert "GLIBC" in inc.advice
+    # the line is read as a strong missing-library (so the order still ranks it), then left open
+    # (the `at LLama.Native.NativeApi.llama_log_set(` frame is only the weak native-call sign)
+    pieces = gather(_LLAMASHARP_285, strip_log_prefix)
+    telling = [p for p in pieces if p.strength is not catalogue.Strength.WEAK]
+    assert [p.entry.name for p in telling] == ["llamasharp.native-load-failed"]
+    assert telling[0].strength is catalogue.Strength.STRONG and decide(pieces).kind == "missing-library"
+
+
+def test_without_the_opening_llamasharps_failure_would_be_named_missing_library(monkeypatch):
+    # negative: with the line not left open (the reading before batch 19, which read it as the
+    # DllNotFoundException it wraps) LLamaSharp#285's log is named missing-library, the miss
+    monkeypatch.setattr(classify, "_LLAMASHARP_LOAD_FAILED", re.compile("(?!)"))
+    inc = classify_exit(report_from_log(_LLAMASHARP_285))
+    assert inc.kind == "missing-library" and not inc.candidates
+
+
+@pytest.mark.parametrize("reason, kind", [
+    (_GLIBC_233, "system-too-old"),  # the loader's reason LLamaSharp#285's log lacks
+    (_CANNOT_OPEN, "missing-library"),  # .NET's own exception, with dlerror's words
+    ("./libllama.so: error while loading shared libraries: libgomp.so.1: cannot open shared object file",
+     "missing-library"),
+])
+def test_a_line_with_the_loaders_reason_names_the_kind_in_either_order(reason, kind):
+    for lines in ((reason,) + _LLAMASHARP_285, _LLAMASHARP_285 + (reason,)):
+        inc = classify_exit(report_from_log(lines))
+        assert inc.kind == kind and not inc.candidates, lines[0]
+
+
+def test_llamasharps_failure_yields_to_an_old_glibc_by_the_order():
+    lines = _LLAMASHARP_285 + (_GLIBC_233,)
+    assert verdict(lines).rule == "versioned-symbol-over-cannot-open"
+    # negative (order): with that rule reversed the RuntimeError's missing-library wins
+    assert verdict(lines, flipped("versioned-symbol-over-cannot-open")).kind == "missing-library"
+
+
+@pytest.mark.parametrize("line", [
+    # another program's native load failure, in other words
+    "SkiaSharp: The native library could not be loaded: libSkiaSharp.so",
+    "RuntimeError: The native library 'onnxruntime' cannot be loaded on this platform",
+    # LLamaSharp's reasons list quoted on its own, no failure line
+    "2. You are using a device with only CPU but installed cuda backend. Please install cpu backend instead.",
+])
+def test_a_look_alike_of_llamasharps_failure_is_not_read(line):
+    assert not [p for p in gather((line,), strip_log_prefix) if p.entry.name == "llamasharp.native-load-failed"]
+    assert classify_exit(report_from_log((line,), exit_code=1)).candidates != ("missing-library", "system-too-old")
+
+
+_JAN_4149 = ('20241128 03:48:41.743000 UTC 21264 ERROR Could not load engine: Could not load library '
+             '"C:\\Users\\u\\AppData\\Roaming\\Jan-beta\\data\\extensions\\@janhq\\inference-cortex-extension\\dist'
+             '\\bin\\win-cuda-12-0/engines/cortex.llamacpp/engine.dll"',
+             "Unknown error (FormatMessage failed) - server.cc:299")
+
+
+def test_jans_engine_load_failure_whose_reason_formatmessage_lost_stays_a_sign():
+    # dylib's get_error_description asks FormatMessageA for US English; a Windows without those
+    # messages fails it (microsoft/STL#5104), so the LoadLibrary error code is lost: the line
+    # says only that engine.dll did not load (a missing DLL, another build's, a failing DllMain)
+    inc = classify_exit(report_from_log(_JAN_4149, os="windows", backend="cuda"))
+    assert inc.kind == "unknown" and inc.candidates == ("missing-library",)
+    assert gather(_JAN_4149[1:], strip_log_prefix) == ()
+    # with the reason kept (janhq/jan#4971's shape), the loader's words name it
+    kept = (_JAN_4149[0] + " The specified module could not be found.",)
+    assert classify_exit(report_from_log(kept, os="windows", backend="cuda")).kind == "missing-library"

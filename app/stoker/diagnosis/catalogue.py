@@ -300,16 +300,43 @@ _e("cuda.oom", "gpu-oom", 80, _D,
    r"(cuda|hip)Malloc(Managed|Host|Async)? failed:\s*out of memory", r"hipErrorOutOfMemory",
    r"cudaErrorMemoryAllocation", r"ggml-cuda\.cu:\d+: out of memory", r"CUDA_ERROR_OUT_OF_MEMORY",
    r"failed to allocate (CUDA|ROCm|MUSA)\d+ buffer", r"unable to allocate (CUDA|ROCm|MUSA)\d+ buffer",
-   r"HipVMM Failure: out of memory", r"CUDA out of memory\. Tried to allocate",
+   r"CUDA out of memory\. Tried to allocate",
    r"cublas(Create|_v2)?.{0,40}CUBLAS_STATUS_ALLOC_FAILED", r"CUBLAS_STATUS_ALLOC_FAILED",
    r"hipblas.{0,40}HIPBLAS_STATUS_ALLOC_FAILED",
    # CUDA 12 builds print cuBLAS failures through cublasGetStatusString (ggml-cuda/common.cuh
    # cublas_get_error_str, b11434): CUBLAS_STATUS_ALLOC_FAILED reads `the resource allocation
    # failed` (cuBLAS: "usually caused by a cudaMalloc() failure"); before CUDA 12 the enum name
    r"(CUDA|MUSA) error:\s*the resource allocation failed")
-_e("hip.vmm", "rocm-oom", 80, _S, f"ggml/src/ggml-cuda/vendors/hip.h CU_CHECK, {_B}",
-   "ROCm's virtual memory pool could not map more memory (nearly always memory pressure)",
-   r"HipVMM Failure")
+# ggml-cuda/vendors/hip.h maps CU_CHECK to `GGML_ABORT("HipVMM Failure: %s\n",
+# hipGetErrorString(err))`; CU_CHECK wraps only the virtual-memory pool's driver calls
+# (ggml_cuda_pool_vmm::alloc: hipMemCreate, hipMemAddressReserve, hipMemMap, hipMemSetAccess),
+# so the line exists only in HIP builds with VMM on: llama.cpp from 5f0db95 (#11362's VMM
+# support, 2025-01-22) until #11420 (2025-01-25) turned it off by default (GGML_HIP_NO_VMM=ON:
+# it "doesn't work on some configurations and we have no way of telling which", after #11405),
+# forks that took that window (koboldcpp-rocm), and builds with GGML_HIP_NO_VMM=OFF.
+# `out of memory` there is hipErrorOutOfMemory, which ROCm's VMM also returns with the memory
+# free (llama.cpp#11405: every model however small on an RX 5700 XT, an 8B on a 12 GB RX 6700
+# XT, all fine with VMM off; koboldcpp-rocm#105, spent batch 19: every model after a ROCm
+# upgrade, ROCR-Runtime#287; llama.cpp#18650: HipVMM broken on ROCm 7.1; rocm-systems#10604:
+# hipMemCreate spends a file descriptor per handle, so VMM stops near 2 GiB at the stock
+# ulimit), while the same pool on CUDA runs out for real (ollama#3237, koboldcpp#612 and #1711:
+# cuMemCreate/cuMemSetAccess out of memory, cuda-oom). So the line is a ROCm allocation that
+# may be the runtime's fault: read as rocm-oom, then left open between rocm-oom and gpu-error
+# (classify.py _left_open), since only the same load with VMM off tells them apart. It ranks
+# above the generic `hipErrorOutOfMemory`/`out of memory` readings of the same line so that
+# this one is the line's reading. Any other HipVMM error (`invalid argument` from
+# hipMemSetAccess: llama.cpp#26054, ROCm/rocm-systems#2516) is the VMM API refusing, no
+# memory figure at all: a GPU runtime error.
+_e("hip.vmm-oom", "rocm-oom", 81, _S,
+   f"ggml/src/ggml-cuda/vendors/hip.h CU_CHECK (`HipVMM Failure: %s`, hipGetErrorString), {_B}; "
+   "HIP VMM on from llama.cpp 5f0db95 (#11362) until #11420 made GGML_HIP_NO_VMM=ON the default",
+   "ROCm's virtual-memory pool got hipErrorOutOfMemory: the GPU's memory ran out, or ROCm's VMM "
+   "failed with memory free (llama.cpp#11405, koboldcpp-rocm#105); the line cannot tell which",
+   r"HipVMM Failure: (out of memory|hipErrorOutOfMemory)\b")
+_e("hip.vmm", "gpu-error", 40, _S, f"ggml/src/ggml-cuda/vendors/hip.h CU_CHECK, {_B}",
+   "ROCm's virtual-memory pool call failed with an error that is not out-of-memory (hipMemSetAccess's "
+   "`invalid argument`, llama.cpp#26054): the runtime's VMM refused, a GPU runtime error",
+   r"HipVMM Failure: (?!out of memory|hipErrorOutOfMemory\b)")
 _e("vulkan.oom", "vulkan-oom", 80, _D,
    f"ggml/src/ggml-vulkan/ggml-vulkan.cpp and ggml-vulkan-buffers.cpp, {_B}; VkResult -2/-1/-1000069000",
    "a Vulkan allocation failed (device or driver memory)",
@@ -570,12 +597,28 @@ _e("ld.missing", "missing-library", 75, _D,
 # .NET bindings (LLamaSharp, and any P/Invoke binding over libllama): the CLR's own exceptions.
 _e("dotnet.dll-not-found", "missing-library", 75, _D,
    "the .NET runtime's System.DllNotFoundException (`Unable to load DLL 'llama'` on .NET "
-   "Framework, `Unable to load shared library 'llama' or one of its dependencies` on .NET Core); "
-   "LLamaSharp LLama/Native/NativeApi.Load.cs (0.5 to 0.2x) rethrows it as `RuntimeError: The "
-   "native library cannot be correctly loaded. It could be one of the following reasons: ...`",
+   "Framework, `Unable to load shared library 'llama' or one of its dependencies` on .NET Core)",
    "the binding's native library (or one it depends on) could not be loaded: not installed, not "
    "beside the program, or a dependency missing",
-   r"DllNotFoundException: Unable to load (DLL|shared library) '[^']*(llama|ggml|mtmd)[^']*'",
+   r"DllNotFoundException: Unable to load (DLL|shared library) '[^']*(llama|ggml|mtmd)[^']*'")
+# LLamaSharp's NativeApi static constructor (LLama/Native/NativeApi.cs, then NativeApi.Load.cs,
+# 0.5 to 0.2x) calls llama_empty_call() and turns ANY DllNotFoundException into
+# `RuntimeError: The native library cannot be correctly loaded. It could be one of the
+# following reasons: 1. No LLamaSharp backend was installed ... 3. One of the dependency of
+# the native library is missed ... 4. Try to compile llama.cpp yourself`, dropping the inner
+# exception and with it the loader's reason. On Linux .NET throws DllNotFoundException for
+# every dlopen failure: the file or a dependency absent, but also a libllama built on a newer
+# glibc (`version GLIBC_2.33 not found`: LLamaSharp#285, spent batch 19, a Docker image older
+# than the prebuilt library). The line alone therefore names no kind: read as missing-library,
+# then left open between missing-library and system-too-old (classify.py _left_open); a line
+# that gives the loader's reason (a GLIBC version, `cannot open shared object file`, the
+# DllNotFoundException's own text) decides over it.
+_e("llamasharp.native-load-failed", "missing-library", 75, _S,
+   "LLamaSharp LLama/Native/NativeApi.cs / NativeApi.Load.cs (0.5 to 0.2x) static constructor: "
+   "`catch (DllNotFoundException) { throw new RuntimeError(\"The native library cannot be correctly "
+   "loaded. ...\") }`, the inner exception dropped",
+   "LLamaSharp could not load its native library and dropped the loader's reason: a library or "
+   "dependency missing, or one built for a newer system (glibc) than this one",
    r"The native library cannot be correctly loaded\. It could be one of the following reasons")
 _e("dotnet.entry-point", "stale-library", 76, _D,
    "the .NET runtime's System.EntryPointNotFoundException (`Unable to find an entry point named "

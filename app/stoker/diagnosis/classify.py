@@ -881,6 +881,7 @@ def classify_exit(report: ExitReport) -> Incident:
     if open_pair is not None:
         candidates, title, open_rule = open_pair
         kind, rule = "unknown", rule if kind == "unknown" else open_rule
+        advice = _OPEN_ADVICE.get(open_rule, advice)
     if conflict and kind == "unknown" and match is not None:
         first, second = match.verdict.candidates
         candidates = (first.kind, second.kind)
@@ -946,6 +947,24 @@ def host_short_from_log(lines: Iterable[str]) -> str | None:
 
 # LocalAI's load error naming the draft model beside the model (pkg/model/initializers.go).
 _LOAD_WITH_DRAFT = re.compile(r"\(with draft model: ", re.IGNORECASE)
+# ggml-cuda/vendors/hip.h's VMM pool out of memory (catalogue hip.vmm-oom): the GPU's memory
+# or ROCm's VMM failing with memory free (llama.cpp#11405, koboldcpp-rocm#105).
+_HIP_VMM_OOM = re.compile(r"HipVMM Failure: (out of memory|hipErrorOutOfMemory)\b", re.IGNORECASE)
+# LLamaSharp's RuntimeError over any DllNotFoundException, the loader's reason dropped
+# (catalogue llamasharp.native-load-failed; LLamaSharp#285: a glibc too old).
+_LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly loaded\.", re.IGNORECASE)
+# What to do when a line is left open between two kinds and each wants another remedy.
+_OPEN_ADVICE = {
+    "hip-vmm-out-of-memory": (
+        "Start the same model once with a build that has HIP VMM off (llama.cpp's default since "
+        "January 2025, GGML_HIP_NO_VMM=ON; koboldcpp-rocm: -DGGML_CUDA_NO_VMM=1): if it loads, "
+        "ROCm's VMM was at fault; if it runs out of memory there too, use a smaller plan."),
+    "native-load-failed-reason-dropped": (
+        "Check the native library's dependencies (`ldd libllama.so` on Linux, `dumpbin /dependents` "
+        "on Windows): a `not found` line is a missing library; a `version GLIBC_2.xx not found` "
+        "means the library was built for a newer system than this one (use a newer OS or image, "
+        "or build llama.cpp on it)."),
+}
 # The builds whose GPU has memory of its own beside the system's (Metal's is the system's).
 _SPLIT_OOM = frozenset({"cuda-oom", "rocm-oom", "vulkan-oom"})
 
@@ -983,6 +1002,24 @@ def _left_open(kind: str, unsure: str | None, report: ExitReport,
                 f"A model failed to load ({line}) where the error covers the model and its draft "
                 "model together: either file may be the one this build cannot read; Stoker does not "
                 "guess, and retries without the drafter to tell.", "load-error-covers-the-draft")
+    if kind == "rocm-oom" and _HIP_VMM_OOM.search(evidence or ""):
+        # ROCm's virtual-memory pool out of memory: the GPU's memory ran out, or ROCm's VMM
+        # failed with memory free (llama.cpp#11405, koboldcpp-rocm#105; llama.cpp turned HIP
+        # VMM off by default for it in #11420). Only the load without VMM tells them apart.
+        return (("rocm-oom", "gpu-error"),
+                f"ROCm's virtual-memory pool ran out of memory ({line}): the GPU's memory may be "
+                "used up, or ROCm's VMM may have failed with memory free (a known ROCm fault, why "
+                "llama.cpp builds HIP without VMM by default); Stoker does not guess.",
+                "hip-vmm-out-of-memory")
+    if kind == "missing-library" and _LLAMASHARP_LOAD_FAILED.search(evidence or ""):
+        # LLamaSharp turns every native load failure into one RuntimeError and drops the
+        # loader's reason: a missing library or dependency, or a libllama built on a newer
+        # glibc than this system's (LLamaSharp#285).
+        return (("missing-library", "system-too-old"),
+                f"LLamaSharp could not load its native library ({line}) and did not keep the "
+                "loader's reason: a library or dependency may be missing, or the library may need "
+                "a newer system (glibc) than this one; Stoker does not guess.",
+                "native-load-failed-reason-dropped")
     if unsure == _OPEN_GPU_ERROR_OR_DRAFTER:
         # A GPU runtime error (an illegal memory access, a launch failure) while a drafter is
         # loaded: the drafter's graph or the target's may have faulted (llama.cpp#27750: a
