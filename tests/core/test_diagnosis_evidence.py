@@ -1191,3 +1191,188 @@ def test_jans_engine_load_failure_whose_reason_formatmessage_lost_stays_a_sign()
     # with the reason kept (janhq/jan#4971's shape), the loader's words name it
     kept = (_JAN_4149[0] + " The specified module could not be found.",)
     assert classify_exit(report_from_log(kept, os="windows", backend="cuda")).kind == "missing-library"
+
+
+# Widened from spent batch 20: whose load a model-load error was. Every launcher that loads a
+# draft (llama-server, llama-cli/speculative, KoboldCpp) loads the target first and announces
+# the draft's load (`loading draft model '%s'`, KoboldCpp's `Attempting to load draft model
+# for speculative decoding.`); llama_model_loader's own lines are printed alike for both, so
+# they never place a load. A load error after the draft's announcement is the drafter's
+# (koboldcpp#2262), after the target's `loading model '%s'` the model's; placed in neither
+# with a drafter in the launch it is open between them (lmstudio-bug-tracker#441). An abort
+# with a drafter loaded names no culprit (llama.cpp#23260, #23285: GGML_ASSERT(buffer)).
+_KOBOLD_2262 = (
+    "Attempting to load draft model for speculative decoding. It will be fully offloaded if possible. "
+    "Vocab must match the main model.",
+    "llama_model_loader: loaded meta data with 50 key-value pairs and 49 tensors from "
+    "C:/m/gemma-4-26b-A4B-it-assistant-QAT-Q4_0.gguf (version GGUF V3 (latest))",
+    "print_info: file format = GGUF V3 (latest)",
+    "llama_model_load: error loading model: unknown model architecture: 'gemma4-assistant'",
+    "llama_model_load_from_file_impl: failed to load model",
+    "llama_init_from_model: model cannot be NULL",
+    "Error: failed to load speculative decoding draft model 'C:/m/gemma-4-26b-A4B-it-assistant-QAT-Q4_0.gguf'",
+    "Speculative Decoding will not be used!",
+    "Load Text Model OK: True")
+_LMS_441 = (
+    "2025-02-17 10:14:59 [DEBUG] ",
+    "llama_model_load: error loading model: invalid vector subscript",
+    "llama_model_load_from_file_impl: failed to load model",
+    "common_init_from_params: failed to load model 'D:\\models\\Qwen2.5-Coder-0.5B-Instruct-Q4_K_M.gguf'")
+_LOAD_ERROR = "llama_model_load: error loading model: unknown model architecture: 'gemma4-assistant'"
+_META = ("llama_model_loader: loaded meta data with 50 key-value pairs and 49 tensors from {} "
+         "(version GGUF V3 (latest))")
+
+
+def test_koboldcpps_draft_that_fails_to_load_is_the_drafter():
+    inc = classify_exit(report_from_log(_KOBOLD_2262, os="windows", has_drafter=True))
+    assert inc.kind == "drafter-failure" and not inc.candidates and inc.recoverable_by == "drop-drafter"
+    # the load error itself is placed in the draft's load although the draft's own loader line
+    # (`loaded meta data ... from`) follows the announcement
+    pieces = verdict(_KOBOLD_2262).pieces
+    assert [p.entry.name for p in pieces if "error loading model" in p.line] == ["drafter.load-error"]
+    # ... and the wrapper's line alone names it too, whichever lines the tail kept
+    for line in _KOBOLD_2262[6:7] + (
+            "Error: Draft model vocab of (151936) is too different from base vocab of (262144). "
+            "Speculative decoding cannot be used!",
+            "Error: Speculative decoding cannot be used with Recurrent draft models!"):
+        assert classify_exit(report_from_log((line,), has_drafter=True)).kind == "drafter-failure", line
+    # from the log alone (drafter read from its words) the answer is the same
+    assert classify_exit(report_from_log(_KOBOLD_2262, os="windows")).kind == "drafter-failure"
+
+
+def test_without_the_announcement_or_the_wrappers_line_koboldcpps_error_is_not_the_drafters():
+    # negative: the lines the miss read (the announcement and KoboldCpp's failure line gone):
+    # with no drafter known it is the model's architecture, with one it is left open
+    bare = _KOBOLD_2262[1:6]
+    assert classify_exit(report_from_log(bare, has_drafter=False)).kind == "bad-model"
+    inc = classify_exit(report_from_log(bare, has_drafter=True))
+    assert inc.kind == "unknown" and inc.candidates == ("bad-model", "drafter-failure")
+
+
+@pytest.mark.parametrize("lines", [
+    # llama-server (server.cpp b4274 on, server-context.cpp b11434): the target, then the draft
+    ("srv    load_model: loading model '/m/main.gguf'", _META.format("/m/main.gguf"),
+     "srv    load_model: loading draft model '/m/draft.gguf'", _META.format("/m/draft.gguf"), _LOAD_ERROR),
+    # the draft's announcement with the draft's loader line naming the same file
+    ("srv    load_model: loading draft model 'C:\\m\\draft.gguf'", _META.format("C:/m/draft.gguf"), _LOAD_ERROR),
+    # the MTP/DFlash era's common_speculative_init_result
+    ("I common_speculative_init_result: loading draft model '.../d.gguf'", _LOAD_ERROR),
+])
+def test_a_load_error_after_the_drafts_announcement_is_the_drafter(lines):
+    inc = classify_exit(report_from_log(lines, exit_code=1, has_drafter=True))
+    assert inc.kind == "drafter-failure" and not inc.candidates
+
+
+@pytest.mark.parametrize("lines", [
+    # the target's announcement and its loader line: the draft's load has not begun
+    ("srv    load_model: loading model '/m/main.gguf'", _META.format("/m/main.gguf"), _LOAD_ERROR),
+    # a draft configured and announced only AFTER the target's load failed
+    ("srv    load_model: loading model '/m/main.gguf'", _LOAD_ERROR,
+     "srv    load_model: failed to load model, '/m/main.gguf'"),
+    # a draft's announcement, its load over (the server up), then the target reloaded
+    ("srv    load_model: loading draft model '/m/d.gguf'", "main: server is listening on http://127.0.0.1:8080",
+     "srv    load_model: loading model '/m/other.gguf'", _LOAD_ERROR),
+])
+def test_a_main_model_load_error_with_a_draft_configured_is_the_models(lines):
+    inc = classify_exit(report_from_log(lines, exit_code=1, has_drafter=True))
+    assert inc.kind == "bad-model" and not inc.candidates
+
+
+@pytest.mark.parametrize("lines", [
+    _LMS_441,  # LM Studio's engine: no announcement of either load
+    (_LOAD_ERROR,),
+    # a loader line alone places nothing: the draft's load prints it as the target's does
+    (_META.format("/m/main.gguf"), _LOAD_ERROR),
+    # the draft announced, then a loader line naming ANOTHER file: not the draft's load
+    ("srv    load_model: loading draft model '/m/draft.gguf'", _META.format("/m/main.gguf"), _LOAD_ERROR),
+    # the server up after the draft's announcement: the error is no load's
+    ("srv    load_model: loading draft model '/m/d.gguf'", "main: server is listening on http://127.0.0.1:8080",
+     _LOAD_ERROR),
+])
+def test_a_load_error_placed_in_no_load_with_a_drafter_is_open_between_them(lines):
+    inc = classify_exit(report_from_log(lines, has_drafter=True))
+    assert inc.kind == "unknown" and inc.candidates == ("bad-model", "drafter-failure")
+    assert inc.rule == "load-error-of-an-unnamed-load" and inc.recoverable_by == "drop-drafter"
+    assert not inc.counts_as_strike  # the start without the drafter tells first
+    # negative: the same lines without a drafter in the launch are the model's
+    assert classify_exit(report_from_log(lines, has_drafter=False)).kind == "bad-model"
+
+
+def test_a_draft_line_with_no_failure_is_no_evidence():
+    lines = ("Attempting to load draft model for speculative decoding. It will be fully offloaded if possible.",
+             "srv    load_model: loading draft model '/m/draft.gguf'", _META.format("/m/draft.gguf"),
+             "Speculative decoding will be used with 3 draft tokens")
+    assert verdict(lines).kind is None
+    assert classify_exit(report_from_log(lines, exit_code=0)).kind != "drafter-failure"
+
+
+@pytest.mark.parametrize("line", [
+    # other programs' and other contexts' words near KoboldCpp's
+    "Error: failed to load speculative decoding context",
+    "Draft model vocab of (32000) does not match base vocab of (32002). Speculative decoding may malfunction!",
+    "Error: Speculative decoding cannot be used with Recurrent models!",  # the TARGET is recurrent
+])
+def test_a_look_alike_of_koboldcpps_draft_failure_is_not_read(line):
+    assert not [p for p in gather((line,), strip_log_prefix) if p.entry.name == "koboldcpp.draft"]
+
+
+def test_the_drafters_load_error_meets_its_echoes_by_the_order():
+    lines = _KOBOLD_2262[:5] + ("GGML_ASSERT(model) failed",)
+    assert verdict(lines).kind == "drafter-failure" and verdict(lines).rule == "drafter-before-its-echoes"
+    # negative (order): with drafter-before-its-echoes reversed the abort wins
+    assert verdict(lines, flipped("drafter-before-its-echoes")).kind == "assertion-failed"
+
+
+_ASSERT_23260 = "[39975] /home/u/llama.cpp/ggml/src/ggml-backend.cpp:194: GGML_ASSERT(buffer) failed"
+_ASSERT_ENCODER = ('/raid/llama-cpp-dflash/src/llama-context.cpp:2320: GGML_ASSERT(cparams.n_ubatch >= n_tokens '
+                   '&& "encoder requires n_ubatch >= n_tokens") failed')
+
+
+def test_an_abort_with_a_drafter_loaded_is_open_between_them():
+    # llama.cpp#23260: GGML_ASSERT(buffer) under --spec-type draft-mtp, a regression bisected to
+    # 3e12fbd; the same assert fired in llama-bench with no drafter at all (llama.cpp#23285)
+    inc = classify_exit(report_from_log((_ASSERT_23260,), has_drafter=True, backend="rocm"))
+    assert inc.kind == "unknown" and inc.candidates == ("assertion-failed", "drafter-failure")
+    assert inc.rule == "assertion-with-a-drafter" and inc.recoverable_by == "drop-drafter"
+    # negative: without a drafter it is named
+    assert classify_exit(report_from_log((_ASSERT_23260,), has_drafter=False)).kind == "assertion-failed"
+    # ... and a drafter the user chose is kept and the abort named
+    forced = report_from_log((_ASSERT_23260,), has_drafter=True)
+    assert classify_exit(replace(forced, drafter_forced=True)).kind == "assertion-failed"
+
+
+def test_the_encoders_single_shot_check_with_a_drafter_is_the_drafters():
+    # only a non-causal context runs llama_context::encode; with a drafter in the launch that is
+    # the block-diffusion drafter (buun-llama-cpp#21: DFlash's encoder-style attention)
+    inc = classify_exit(report_from_log((_ASSERT_ENCODER, "#3 llama_context::encode(llama_batch const&)"),
+                                        signal="SIGABRT", has_drafter=True))
+    assert inc.kind == "drafter-failure" and inc.rule == "crash-starting-with-a-catalog-drafter"
+    # negative: an embedding model's launch (no drafter) is the assertion
+    assert classify_exit(report_from_log((_ASSERT_ENCODER,), signal="SIGABRT")).kind == "assertion-failed"
+    # negative: without the encoder exception the abort is left open like any other
+    plain = _ASSERT_ENCODER.replace("encoder requires", "needs")
+    assert classify_exit(report_from_log((plain,), signal="SIGABRT", has_drafter=True)).kind == "unknown"
+
+
+def test_a_crash_with_no_telling_line_and_a_drafter_stays_the_drafters():
+    inc = classify_exit(report_from_log(("llama_new_context_with_model: n_ctx = 4096",),
+                                        exit_code=1, has_drafter=True))
+    assert inc.kind == "drafter-failure" and inc.rule == "crash-starting-with-a-catalog-drafter"
+
+
+def test_a_load_error_before_the_drafts_announcement_is_not_the_drafters():
+    # negative (line order): the same lines as koboldcpp#2262's and llama-server's draft case with
+    # the error moved before the announcement are no longer the drafter's
+    early = (_LOAD_ERROR, "srv    load_model: loading draft model '/m/draft.gguf'")
+    assert classify_exit(report_from_log(early, has_drafter=True)).kind == "unknown"
+    assert classify_exit(report_from_log(early, has_drafter=False)).kind == "bad-model"
+    placed = ("srv    load_model: loading model '/m/main.gguf'",) + early
+    assert classify_exit(report_from_log(placed, has_drafter=True)).kind == "bad-model"
+
+
+def test_without_the_opening_lm_studios_drafts_load_error_would_be_named_bad_model(monkeypatch):
+    # negative: with every load taken as the target's (the reading before batch 20),
+    # lmstudio-bug-tracker#441's log is named bad-model, the miss
+    monkeypatch.setattr(classify, "load_places", lambda lines: tuple("target" for _ in lines))
+    inc = classify_exit(report_from_log(_LMS_441, has_drafter=True))
+    assert inc.kind == "bad-model" and not inc.candidates

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
-from stoker.diagnosis.evidence import Evidence, Verdict, decide, draft_scoped, gather
+from stoker.diagnosis.evidence import Evidence, Verdict, decide, draft_scoped, gather, load_places
 from stoker.diagnosis.wrapper_memory import host_share_over_free
 
 # Every kind classify_exit can return; the README lists them for users.
@@ -560,6 +560,8 @@ _UNSURE_DEVICE = "device-unnamed"  # an allocation failed, on a device the log d
 _UNSURE_GPU_OR_HOST = "gpu-or-host"  # ... on a discrete-GPU build: most often its GPU
 _UNSURE_STOPPED_STARTING = "stopped-starting"  # a wrapper stopped it before it was ready
 _OPEN_GPU_ERROR_OR_DRAFTER = "gpu-error-or-drafter"  # a GPU runtime error with a drafter loaded
+_OPEN_ASSERT_OR_DRAFTER = "assert-or-drafter"  # a GGML_ASSERT with a drafter loaded
+_OPEN_LOAD_ERROR_OR_DRAFTER = "load-error-or-drafter"  # a load error the log places in no load
 
 # The kinds whose title and advice depend on nothing but the kind: (title, advice).
 _FIXED_WORDS: dict[str, tuple[str, str]] = {
@@ -863,16 +865,8 @@ def classify_exit(report: ExitReport) -> Incident:
                                      report.plan_wanted_gpu)
         if unused is not None and (kind == "stopped" or report.exit_code is None and sig is None):
             kind, evidence, rule = "gpu-unused", unused, "gpu-build-on-cpu"
-    # A start-up crash without a telling line while a catalog drafter was loaded: the
-    # drafter is the likeliest culprit (formats change between releases), so it is
-    # blamed instead of the build.
-    if (report.has_drafter and not report.drafter_forced and report.phase == "starting"
-            and kind in ("unknown", "assertion-failed", "gpu-error", "illegal-instruction")
-            and not report.signalled_by_us and not conflict):
-        kind, rule = "drafter-failure", "crash-starting-with-a-catalog-drafter"
-        evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
-        if match is not None and match.kind == "gpu-error":
-            kind, unsure, rule = "unknown", _OPEN_GPU_ERROR_OR_DRAFTER, "gpu-error-with-a-drafter"
+    kind, unsure, rule, evidence = _with_the_drafter(kind, unsure, rule, evidence, report, match, conflict,
+                                                     exit_text)
 
     kind, unsure, rule, evidence = _host_by_the_estimate(kind, unsure, rule, evidence, tail)
     title, advice = _words(kind, report, unsure)
@@ -945,6 +939,11 @@ def host_short_from_log(lines: Iterable[str]) -> str | None:
     return f"{_short(strip_log_prefix(free_line), 150)} | {_short(strip_log_prefix(share_line), 150)}"
 
 
+# llama_context::encode's single-shot check: only a non-causal context runs it; in a launch
+# with a drafter that is the block-diffusion (DFlash) drafter's, the target decoding causally
+# with its KV cache (buun-llama-cpp#21: "The DFlash draft model uses non-causal
+# (encoder-style) attention"; llama.cpp src/llama-context.cpp encode()).
+_ENCODER_ASSERT = re.compile(r"encoder requires n_ubatch >= n_tokens")
 # LocalAI's load error naming the draft model beside the model (pkg/model/initializers.go).
 _LOAD_WITH_DRAFT = re.compile(r"\(with draft model: ", re.IGNORECASE)
 # ggml-cuda/vendors/hip.h's VMM pool out of memory (catalogue hip.vmm-oom): the GPU's memory
@@ -967,6 +966,41 @@ _OPEN_ADVICE = {
 }
 # The builds whose GPU has memory of its own beside the system's (Metal's is the system's).
 _SPLIT_OOM = frozenset({"cuda-oom", "rocm-oom", "vulkan-oom"})
+
+
+def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence: str | None,
+                      report: ExitReport, match: _Match | None, conflict: bool,
+                      exit_text: str) -> tuple[str, str | None, str | None, str | None]:
+    """What a drafter in the launch changes: a crash with no telling line is blamed on it, an
+    abort or a GPU error is left open with it, and a load error no load holds is either's."""
+    # A start-up crash without a telling line while a catalog drafter was loaded: the
+    # drafter is the likeliest culprit (formats change between releases), so it is
+    # blamed instead of the build.
+    if (report.has_drafter and not report.drafter_forced and report.phase == "starting"
+            and kind in ("unknown", "assertion-failed", "gpu-error", "illegal-instruction")
+            and not report.signalled_by_us and not conflict):
+        kind, rule = "drafter-failure", "crash-starting-with-a-catalog-drafter"
+        evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
+        if match is not None and match.kind == "gpu-error":
+            kind, unsure, rule = "unknown", _OPEN_GPU_ERROR_OR_DRAFTER, "gpu-error-with-a-drafter"
+        elif (match is not None and match.kind == "assertion-failed"
+              and not _ENCODER_ASSERT.search(match.line)):
+            # An abort names the check that failed, not whose graph or buffer tripped it:
+            # ggml-backend.cpp's GGML_ASSERT(buffer) (a tensor with no buffer reached
+            # ggml_backend_buffer_*) fired under an MTP launch (llama.cpp#23260, bisected to
+            # 3e12fbd) and in llama-bench with no drafter at all (llama.cpp#23285, b9204).
+            kind, unsure, rule = "unknown", _OPEN_ASSERT_OR_DRAFTER, "assertion-with-a-drafter"
+    if (kind == "bad-model" and report.has_drafter and match is not None
+            and match.verdict.winner is not None
+            and load_places(report.log_tail)[match.verdict.winner.index] != "target"):
+        # A model-load error with a drafter in the launch, the log not saying whose load it
+        # was (no `loading model '` of the target before it, no `loading draft model` /
+        # KoboldCpp's `Attempting to load draft model` either, which draft_scoped reads as
+        # the drafter's): llama.cpp's `error loading model:` and common_init_from_params'
+        # `failed to load model '%s'` are printed alike for both (lmstudio-bug-tracker#441:
+        # the draft's). Left open (classify._left_open).
+        unsure = _OPEN_LOAD_ERROR_OR_DRAFTER
+    return kind, unsure, rule, evidence
 
 
 def _host_by_the_estimate(kind: str, unsure: str | None, rule: str | None, evidence: str | None,
@@ -1020,6 +1054,16 @@ def _left_open(kind: str, unsure: str | None, report: ExitReport,
                 "loader's reason: a library or dependency may be missing, or the library may need "
                 "a newer system (glibc) than this one; Stoker does not guess.",
                 "native-load-failed-reason-dropped")
+    if unsure == _OPEN_ASSERT_OR_DRAFTER:
+        return (("assertion-failed", "drafter-failure"),
+                f"The engine aborted on a failed check ({line}) while a speculative drafter was "
+                "loaded: the check does not say whether the drafter or the model itself tripped it; "
+                "Stoker does not guess, and retries without the drafter to tell.", "assertion-with-a-drafter")
+    if unsure == _OPEN_LOAD_ERROR_OR_DRAFTER:
+        return (("bad-model", "drafter-failure"),
+                f"A model failed to load ({line}) and the log does not say whether it was the model "
+                "or its draft model: llama.cpp prints the same load error for both; Stoker does not "
+                "guess, and retries without the drafter to tell.", "load-error-of-an-unnamed-load")
     if unsure == _OPEN_GPU_ERROR_OR_DRAFTER:
         # A GPU runtime error (an illegal memory access, a launch failure) while a drafter is
         # loaded: the drafter's graph or the target's may have faulted (llama.cpp#27750: a

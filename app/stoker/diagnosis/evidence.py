@@ -105,15 +105,54 @@ class Verdict:
     candidates: tuple[Evidence, ...] = ()  # on conflict: the two pieces that disagree
 
 
-# Where a drafter's load begins: llama-server's `loading draft model '%s'` (b11434
-# server-context.cpp), older `srv load_model: loading draft model`, the speculative example's
-# `-md`/`--model-draft` echo.
+# Where a drafter's load begins, as each launcher announces it: llama-server's `loading draft
+# model '%s'` (server.cpp from the speculative server, b4274 on; server-context.cpp in b11434;
+# common_speculative_init_result in the MTP/DFlash era), older `srv load_model: loading draft
+# model`, the speculative example's `-md`/`--model-draft` echo, and KoboldCpp's `Attempting to
+# load draft model for speculative decoding.` (gpttype_adapter.cpp, printed right before
+# speculative_decoding_setup, 1.80 on). Every one of them loads the draft AFTER the target.
 _DRAFT_LOAD = re.compile(r"loading draft model|load_model: loading draft|draft model: loading"
+                         r"|load draft model for speculative decoding"
                          r"|llama_model_load_from_file.{0,40}draft|speculative.{0,20}loading", re.IGNORECASE)
-# Where the target's own load resumes or the server says it is up: a load error after this
-# is not the drafter's.
-_TARGET_LOAD = re.compile(r"loading model '|llama_model_loader: loaded meta data|model loaded\b"
-                          r"|server is listening|main loop", re.IGNORECASE)
+# Where the target's own load is announced: llama-server's `srv load_model: loading model '%s'`
+# (server.cpp, server-context.cpp b11434; llama-box the same). A line naming the draft is not it.
+_TARGET_LOAD = re.compile(r"loading model '", re.IGNORECASE)
+# Where a load is over (the server is up): a load error after this is no load's.
+_LOAD_OVER = re.compile(r"model loaded\b|server is listening|main loop", re.IGNORECASE)
+# Any model's load, as llama_model_loader prints its first line, naming the file: this line
+# does not say whose load it is (the draft's own load prints it too, koboldcpp#2262).
+_LOADER_FILE = re.compile(r"llama_model_loader: loaded meta data .*? from (.+?)(?: \(version .*)?$")
+_QUOTED = re.compile(r"'([^']+)'")
+
+
+def _file_name(path: str) -> str:
+    return re.split(r"[\\/]", path.strip().strip("'\""))[-1].lower()
+
+
+def load_places(lines: Iterable[str]) -> tuple[str | None, ...]:
+    """For each line, whose model load it falls in: "draft" (after the launcher announced the
+    draft's load), "target" (after llama-server announced the target's), or None (the log does
+    not say: no announcement, a load that names another file than the announced draft, or the
+    server already up). llama_model_loader's own lines never place a load: the draft's load
+    prints them too, and a log's tail may begin inside either load."""
+    place: str | None = None
+    draft_file: str | None = None
+    out: list[str | None] = []
+    for raw in lines:
+        if _DRAFT_LOAD.search(raw):
+            place = "draft"
+            quoted = _QUOTED.search(raw)
+            draft_file = _file_name(quoted.group(1)) if quoted else None
+        elif _TARGET_LOAD.search(raw) and not re.search("draft", raw, re.IGNORECASE):
+            place, draft_file = "target", None
+        elif _LOAD_OVER.search(raw) and not re.search("draft", raw, re.IGNORECASE):
+            place, draft_file = None, None
+        else:
+            loader = _LOADER_FILE.search(raw)
+            if loader and place == "draft" and draft_file and _file_name(loader.group(1)) != draft_file:
+                place, draft_file = None, None  # another file's load than the draft announced
+        out.append(place)
+    return tuple(out)
 
 
 def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> tuple[Evidence, ...]:
@@ -158,21 +197,10 @@ def _with_figures(lines: tuple[str, ...], pieces: tuple[Evidence, ...],
 def draft_scoped(lines: Iterable[str], pieces: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
     """The pieces with a model-load failure that happened while the DRAFT model loaded read
     as a drafter failure: `error loading model:` after `loading draft model` is the drafter's."""
-    in_draft = False
-    by_index = {p.index: p for p in pieces}
-    out = []
-    for i, raw in enumerate(lines):
-        if _DRAFT_LOAD.search(raw):
-            in_draft = True
-        elif _TARGET_LOAD.search(raw) and not re.search("draft", raw, re.IGNORECASE):
-            in_draft = False
-        p = by_index.get(i)
-        if p is None:
-            continue
-        if in_draft and p.kind == "bad-model":
-            p = Evidence(p.index, p.line, _DRAFT_ENTRY)
-        out.append(p)
-    return tuple(out)
+    places = load_places(lines)
+    return tuple(Evidence(p.index, p.line, _DRAFT_ENTRY)
+                 if p.kind == "bad-model" and p.index < len(places) and places[p.index] == "draft" else p
+                 for p in pieces)
 
 
 _DRAFT_ENTRY = Entry("drafter.load-error", "drafter-failure", 85, Strength.STRONG,
