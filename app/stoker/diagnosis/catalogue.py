@@ -276,16 +276,16 @@ _e("drafter.load", "drafter-failure", 85, _D,
    r"common_speculative_init\w*: failed", r"failed to (create|initialize) (the )?draft (model )?context",
    r"error loading draft model", r"draft model .{0,40}failed to load", r"failed to load the draft",
    r"Failed to create draft context", r"loading draft model failed")
-# KoboldCpp's speculative_decoding_setup (gpttype_adapter.cpp, 1.80 on; still so at 0027a47):
-# after `Attempting to load draft model for speculative decoding.` it loads the draft with
-# llama_model_load_from_file and, when that (or its context) returns NULL, prints `Error: failed
+# KoboldCpp's speculative_decoding_setup (gpttype_adapter.cpp; in use by 1.82, koboldcpp#1330,
+# and still so at 0027a47): after `Attempting to load draft model for speculative decoding.`
+# it loads the draft with llama_model_load_from_file and, when that (or its context) returns NULL, prints `Error: failed
 # to load speculative decoding draft model '%s'` and `Speculative Decoding will not be used!`;
 # a draft whose vocabulary is more than 256 tokens off the target's is refused with `Draft model
 # vocab of (%d) is too different from base vocab of (%d)`, a recurrent draft with `Speculative
 # decoding cannot be used with Recurrent draft models!`. Each names the draft, never the target
 # (the target has loaded by then); the engine then serves without speculation (koboldcpp#2262).
 _e("koboldcpp.draft", "drafter-failure", 85, _D,
-   "KoboldCpp gpttype_adapter.cpp speculative_decoding_setup (1.80 on, 0027a47)",
+   "KoboldCpp gpttype_adapter.cpp speculative_decoding_setup (by 1.82, koboldcpp#1330; 0027a47)",
    "the draft model given to KoboldCpp could not be loaded or used, so it serves without it",
    r"failed to load speculative decoding draft model",
    r"Draft model vocab of \(\d+\) is too different from base vocab",

@@ -106,11 +106,11 @@ class Verdict:
 
 
 # Where a drafter's load begins, as each launcher announces it: llama-server's `loading draft
-# model '%s'` (server.cpp from the speculative server, b4274 on; server-context.cpp in b11434;
+# model '%s'` (server.cpp since the server gained speculative decoding; server-context.cpp in b11434;
 # common_speculative_init_result in the MTP/DFlash era), older `srv load_model: loading draft
 # model`, the speculative example's `-md`/`--model-draft` echo, and KoboldCpp's `Attempting to
 # load draft model for speculative decoding.` (gpttype_adapter.cpp, printed right before
-# speculative_decoding_setup, 1.80 on). Every one of them loads the draft AFTER the target.
+# speculative_decoding_setup; by 1.82, koboldcpp#1330). Each loads the draft AFTER the target.
 _DRAFT_LOAD = re.compile(r"loading draft model|load_model: loading draft|draft model: loading"
                          r"|load draft model for speculative decoding"
                          r"|llama_model_load_from_file.{0,40}draft|speculative.{0,20}loading", re.IGNORECASE)
