@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
+from stoker.base.heap import limit_heap_arenas
 from stoker.base.secrets import get_api_key
 from stoker.base.store import DEFAULT_GATEWAY_PORT, SettingsStore
 from stoker.engines.launch import PreparedLaunch
@@ -113,6 +114,10 @@ class Instance:
         self._on_stop = on_stop or (lambda: self.supervisor.submit(cmd.Shutdown()))
 
     def start(self) -> Instance:
+        # Before the gateway's link threads and the supervisor's start: each thread would get
+        # a heap arena of its own and hold freed memory apart from the others' (base/heap.py;
+        # issue 25's soak).
+        limit_heap_arenas()
         self.catalog.refresh()
         self.gateway.start()  # the gateway process imports while the supervisor starts
         self.supervisor.start()
