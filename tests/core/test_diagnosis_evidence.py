@@ -1376,3 +1376,112 @@ def test_without_the_opening_lm_studios_drafts_load_error_would_be_named_bad_mod
     monkeypatch.setattr(classify, "load_places", lambda lines: tuple("target" for _ in lines))
     inc = classify_exit(report_from_log(_LMS_441, has_drafter=True))
     assert inc.kind == "bad-model" and not inc.candidates
+
+
+# Widened from spent batch 21: glibc's ABI markers (GLIBC_ABI_DT_RELR from 2.36,
+# GLIBC_ABI_DT_X86_64_PLT, GLIBC_ABI_GNU2_TLS, GLIBC_ABI_GNU_TLS from 2025, backported) are
+# version nodes like GLIBC_2.xx: the libc lacking one is older than the glibc the requiring file
+# was linked on, and which libc that is decides the kind (the versioned-symbol entries, one
+# fragment). glibc's own library in /lib or /usr/lib requiring what the libc loaded lacks proves
+# another glibc's libc was loaded beside it (LocalAI#9093, fixed by bundling libpthread, libdl
+# and librt too in LocalAI#9099); a bundled glibc part needing what the system's libc lacks is
+# open between an old system and an incomplete bundle.
+_LOCALAI_9093 = ("/home/localai/backends/cuda13-llama-cpp/llama-cpp-avx2: /home/localai/backends/"
+                 "cuda13-llama-cpp/lib/libc.so.6: version `GLIBC_ABI_DT_X86_64_PLT' not found "
+                 "(required by /usr/lib/x86_64-linux-gnu/libpthread.so.0)")
+_GRPC_REFUSED = ('failed starting/connecting to the gRPC service error=rpc error: code = Unavailable desc = '
+                 'connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:44155: '
+                 'connect: connection refused"')
+_CANNOT_OPEN = "OSError: libcudart.so.12: cannot open shared object file: No such file or directory"
+
+
+def _read(lines, **kw):
+    return classify_exit(report_from_log(tuple(lines), exit_code=1, **kw))
+
+
+@pytest.mark.parametrize("line, rule", [
+    (_LOCALAI_9093, "ld.glibc-own-requirer"),
+    # the line without the libc's path: the system's own libpthread still proves the mix
+    ("libc.so.6: version `GLIBC_ABI_DT_X86_64_PLT' not found (required by "
+     "/usr/lib/x86_64-linux-gnu/libpthread.so.0)", "ld.glibc-own-requirer"),
+    ("/opt/app/lib/libc.so.6: version `GLIBC_2.41' not found (required by /lib64/libdl.so.2)",
+     "ld.glibc-own-requirer"),
+    # a bundled libc lacking a marker the program itself needs: the bundled copy is stale
+    ("/opt/app/lib/libc.so.6: version `GLIBC_ABI_DT_RELR' not found (required by /opt/app/bin/llama-server)",
+     "ld.versioned-symbol-bundled"),
+])
+def test_a_libc_lacking_what_the_systems_glibc_or_the_program_needs_beside_it_is_stale(line, rule):
+    inc = _read((line,))
+    assert inc.kind == "stale-library" and not inc.candidates
+    assert catalogue.matches(line)[0].name == rule
+
+
+def test_localais_bundled_libc_beside_the_systems_libpthread_is_a_stale_library():
+    inc = _read((_LOCALAI_9093, _GRPC_REFUSED), backend="cuda")
+    assert inc.kind == "stale-library" and not inc.candidates
+    # before batch 21 the marker matched nothing: the gRPC line alone left it unknown
+    assert _read((_GRPC_REFUSED,), backend="cuda").kind == "unknown"
+
+
+@pytest.mark.parametrize("line", [
+    # an ABI marker the program (the wrapper's own binary) needs, lacking in the system's libc
+    "./llama-server: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_ABI_DT_RELR' not found "
+    "(required by ./llama-server)",
+    "/usr/local/bin/ollama: /lib64/libc.so.6: version `GLIBC_ABI_DT_X86_64_PLT' not found "
+    "(required by /usr/local/bin/ollama)",
+    "/home/localai/backends/cuda13-llama-cpp/llama-cpp-avx2: /lib/x86_64-linux-gnu/libc.so.6: version "
+    "`GLIBC_ABI_GNU2_TLS' not found (required by /home/localai/backends/cuda13-llama-cpp/llama-cpp-avx2)",
+    # look-alikes: a release's version and libstdc++'s, from the system's own libraries
+    "./llama-server: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found (required by ./llama-server)",
+    "./server: /lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by ./server)",
+    # libstdc++ is no part of glibc: a system libstdc++ needing more of the system's libc is no mix
+    "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found (required by "
+    "/usr/lib/x86_64-linux-gnu/libstdc++.so.6)",
+])
+def test_a_version_the_systems_libc_lacks_for_the_program_is_a_system_too_old(line):
+    inc = _read((line,))
+    assert inc.kind == "system-too-old" and not inc.candidates
+    assert catalogue.matches(line)[0].name == "ld.versioned-symbol"
+
+
+@pytest.mark.parametrize("line", [
+    "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_ABI_GNU2_TLS' not found "
+    "(required by /opt/app/lib/libpthread.so.0)",
+    "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.34' not found (required by /tmp/_MEI4120/libdl.so.2)",
+])
+def test_a_bundled_glibc_part_needing_more_than_the_systems_libc_is_open(line):
+    inc = _read((line,))
+    assert inc.kind == "unknown" and inc.candidates == ("system-too-old", "stale-library")
+    assert "does not guess" in inc.title
+
+
+@pytest.mark.parametrize("line", [
+    # GLIBCXX and GLIBC_PRIVATE are no glibc release nor ABI marker; a library's own node is
+    "/opt/app/lib/libstdc++.so.6: version `GLIBCXX_3.4.30' not found (required by /usr/lib/x86_64-linux-gnu/libm.so.6)",
+    "/usr/lib/libc.so.6: version `GLIBC_PRIVATE' not found (required by /usr/lib/libpthread.so.0)",
+    "/lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_ABIX' not found (required by /usr/lib/libpthread.so.0)",
+])
+def test_look_alikes_of_a_glibc_part_requiring_a_version_are_not_read_as_one(line):
+    names = {e.name for e in catalogue.matches(line)}
+    assert not names & {"ld.glibc-own-requirer", "ld.glibc-part-bundled"}
+
+
+def test_the_mixed_libc_meets_its_echoes_by_the_order():
+    lines = (_LOCALAI_9093, _CANNOT_OPEN)
+    assert verdict(lines).kind == "stale-library"
+    assert verdict(tuple(reversed(lines))).kind == "stale-library"
+    # negative (order): with symbol-over-cannot-open reversed, the cannot-open wins
+    assert verdict(lines, flipped("symbol-over-cannot-open")).kind == "missing-library"
+    # a marker lacking in the system's libc says why a sibling could not be opened, too
+    system = ("./llama-server: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_ABI_DT_RELR' not found "
+              "(required by ./libggml-base.so)")
+    assert verdict((system, _CANNOT_OPEN)).kind == "system-too-old"
+    assert verdict((system, _CANNOT_OPEN), flipped("versioned-symbol-over-cannot-open")).kind == "missing-library"
+
+
+def test_with_the_entries_order_reversed_localais_line_would_be_a_system_too_old(monkeypatch):
+    # negative (order): a line's highest-ranked entry is its evidence; read lowest first, the
+    # line's generic versioned-symbol entry names the old system, the wrong way
+    from stoker.diagnosis import evidence
+    monkeypatch.setattr(evidence, "matches", lambda line: tuple(reversed(catalogue.matches(line))))
+    assert verdict((_LOCALAI_9093,)).kind == "system-too-old"

@@ -458,18 +458,62 @@ _e("wrapper.oom-guess", "device-oom", 65, _S,
 
 # ----------------------------------------------------------------------------- loaders
 
+# glibc's version nodes (elf/Versions, sysdeps/*/Versions): its releases' (GLIBC_2.xx) and its
+# ABI markers, empty nodes named for a loader feature that a linker adds as a dependency so a
+# libc without the feature refuses the file at load instead of failing at random:
+# GLIBC_ABI_DT_RELR (elf/Versions, 57292f5, glibc 2.36: DT_RELR relocations, `ld -z
+# pack-relative-relocs`), GLIBC_ABI_DT_X86_64_PLT (sysdeps/x86_64/Versions, 399384e, BZ #33212:
+# `ld -z mark-plt`), GLIBC_ABI_GNU2_TLS (sysdeps/x86/Versions, 9df8fa3, BZ #33129: the working
+# GNU2 TLS run-time) and i386's GLIBC_ABI_GNU_TLS (ed1b7a5, BZ #33221); the last three were
+# added after 2.42 (2025, on the way to 2.43) and backported to the release branches (2.33 to
+# 2.42 for the PLT marker, 2.38 to 2.42 for the TLS ones), so a marker names no release: it
+# says, as a GLIBC_2.xx does, that the libc lacking it is older than the glibc the requiring
+# file was linked on. Which libc that is decides the kind, as for a release.
+_GLIBC_NODE = r"GLIBC_(?:[\d.]+|ABI_[A-Z0-9_]+)"
+_QUOTED = r"[`'‘]?{}[`'’]?"
+_SYSTEM_DIR = r"/(?:usr/)?lib(?:32|64)?/"
+# glibc's own libraries: one glibc build installs them and libc.so.6 together
+_GLIBC_OWN = (r"(?:libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|libnsl"
+              r"|libBrokenLocale)\.so\.\d+|ld-linux[\w.-]*?\.so\.\d+")
 _e("ld.versioned-symbol", "system-too-old", 77, _D,
-   "glibc ld.so (dl-version.c): `version `GLIBC_2.xx' not found (required by ...)`",
+   "glibc ld.so (dl-version.c): `version `GLIBC_2.xx' not found (required by ...)`, and glibc's "
+   "ABI markers (`GLIBC_ABI_DT_RELR`, 2.36; `GLIBC_ABI_DT_X86_64_PLT`, `GLIBC_ABI_GNU2_TLS`, "
+   "2025, backported) in the same words",
    "the system's C or C++ runtime is older than the build needs",
-   r"version [`'‘]?(GLIBC|GLIBCXX|CXXABI)_[\d.]+[`'’]? not found")
+   r"version " + _QUOTED.format(rf"(?:{_GLIBC_NODE}|GLIBCXX_[\d.]+|CXXABI_[\d.]+)") + r" not found")
 _e("ld.versioned-symbol-bundled", "stale-library", 78, _D,
    "glibc ld.so (dl-version.c) `<library>: version `X' not found`: the library named is the one "
    "lacking the version; outside /lib and /usr/lib it is a bundled or environment copy (conda, "
    "a venv, an app folder) found before the system's",
    "an older copy of the C/C++ runtime shipped beside the program shadows the system's, which "
    "may well be new enough: the copy is stale, the system is not too old",
-   r"(?<![\w/.~-])(?!/(?:usr/)?lib(?:32|64)?/)(?:[A-Za-z]:)?[\w./~+-]*/lib(?:stdc\+\+|gcc_s|c|m|pthread|dl)"
-   r"\.so\.\d+: version [`'‘]?(?:GLIBC|GLIBCXX|CXXABI|GCC)_[\d.]+[`'’]? not found")
+   rf"(?<![\w/.~-])(?!{_SYSTEM_DIR})(?:[A-Za-z]:)?[\w./~+-]*/lib(?:stdc\+\+|gcc_s|c|m|pthread|dl)"
+   r"\.so\.\d+: version " + _QUOTED.format(rf"(?:{_GLIBC_NODE}|GLIBCXX_[\d.]+|CXXABI_[\d.]+|GCC_[\d.]+)")
+   + " not found")
+# LocalAI#9093 (spent batch 21): the cuda13 backend's bundled libc.so.6 lacked
+# GLIBC_ABI_DT_X86_64_PLT, which Debian sid's own libpthread.so.0 needs; fixed by bundling
+# libpthread, libdl and librt too (LocalAI#9099). A system's glibc libraries and its libc come
+# from one build, so one of them requiring a version the libc loaded lacks proves another libc
+# was loaded beside them, whatever path (if any) the line gives the libc.
+_e("ld.glibc-own-requirer", "stale-library", 79, _D,
+   "glibc ld.so (dl-version.c) `version `GLIBC_x' not found (required by /usr/lib/.../libpthread.so.0)`: "
+   "the file requiring the version is one of glibc's own libraries in /lib or /usr/lib "
+   "(LocalAI#9093, fixed by LocalAI#9099)",
+   "the system's own glibc library needs a version the libc loaded beside it lacks: that libc is "
+   "another (bundled, older) glibc's, mixed with the system's; the system is not too old",
+   r"version " + _QUOTED.format(_GLIBC_NODE)
+   + rf" not found \(required by {_SYSTEM_DIR}(?:[\w.+-]+/)*(?:{_GLIBC_OWN})\)")
+# The reverse mix: a bundle carries part of glibc (its libpthread, libdl...) and the system's
+# libc lacks a version it needs. The system is older than the bundle's glibc, or the bundle
+# lacks the libc (and ld.so) that go with its parts; the line cannot tell, so classify's
+# _left_open leaves it open between system-too-old and stale-library.
+_e("ld.glibc-part-bundled", "system-too-old", 79, _D,
+   "glibc ld.so (dl-version.c) `/lib/.../libc.so.6: version `GLIBC_x' not found (required by "
+   "<glibc's own library outside /lib and /usr/lib>)`",
+   "a bundled piece of a newer glibc needs a version the system's libc lacks: the system is "
+   "older than the bundle, or the bundle is incomplete; left open",
+   rf"(?<![\w/.~-]){_SYSTEM_DIR}(?:[\w.+-]+/)*libc\.so\.6: version " + _QUOTED.format(_GLIBC_NODE)
+   + rf" not found \(required by (?!{_SYSTEM_DIR})[^)]*/(?:{_GLIBC_OWN})\)")
 _e("ld.library-version", "missing-library", 77, _D,
    "glibc ld.so (dl-version.c) for a library's own version node (libcudart.so.12, LIBCUDA)",
    "the library found is another major version than the one the build needs: the right one is missing",

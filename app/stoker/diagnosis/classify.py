@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
+from stoker.diagnosis.catalogue import entry
 from stoker.diagnosis.evidence import Evidence, Verdict, decide, draft_scoped, gather, load_places
 from stoker.diagnosis.wrapper_memory import host_share_over_free
 
@@ -954,6 +955,10 @@ _HIP_VMM_OOM = re.compile(r"HipVMM Failure: (out of memory|hipErrorOutOfMemory)\
 _LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly loaded\.", re.IGNORECASE)
 # What to do when a line is left open between two kinds and each wants another remedy.
 _OPEN_ADVICE = {
+    "glibc-part-bundled": (
+        "A program that ships glibc's libpthread, libdl or librt must ship the libc.so.6 (and "
+        "ld.so) of the same glibc, or none of them (LocalAI#9099 bundled the rest): use a build "
+        "whose bundle is whole, or one built for this system's glibc (`ldd --version`)."),
     "hip-vmm-out-of-memory": (
         "Start the same model once with a build that has HIP VMM off (llama.cpp's default since "
         "January 2025, GGML_HIP_NO_VMM=ON; koboldcpp-rocm: -DGGML_CUDA_NO_VMM=1): if it loads, "
@@ -1054,6 +1059,11 @@ def _left_open(kind: str, unsure: str | None, report: ExitReport,
                 "loader's reason: a library or dependency may be missing, or the library may need "
                 "a newer system (glibc) than this one; Stoker does not guess.",
                 "native-load-failed-reason-dropped")
+    if kind == "system-too-old" and entry("ld.glibc-part-bundled").pattern.search(evidence or ""):
+        return (("system-too-old", "stale-library"),
+                f"A bundled part of glibc needs a version this system's libc lacks ({line}): the "
+                "system may be older than the glibc the bundle came from, or the bundle may lack the "
+                "libc that goes with its parts; Stoker does not guess.", "glibc-part-bundled")
     if unsure == _OPEN_ASSERT_OR_DRAFTER:
         return (("assertion-failed", "drafter-failure"),
                 f"The engine aborted on a failed check ({line}) while a speculative drafter was "
