@@ -1019,6 +1019,69 @@ def _host_by_the_estimate(kind: str, unsure: str | None, rule: str | None, evide
     return kind, unsure, rule, evidence
 
 
+@dataclass(frozen=True)
+class _OpenLine:
+    """A deciding line that follows either of two causes: read as `kind`, left open between
+    `candidates` with `title` ({line} is the line) under `rule`."""
+
+    kind: str
+    pattern: re.Pattern[str]
+    candidates: tuple[str, str]
+    title: str
+    rule: str
+
+
+_OPEN_BY_LINE = (
+    # LocalAI pkg/model reports one load error for the model and its draft together
+    # (`Failed to load model: X (with draft model: Y). Error: ...`): either file's
+    _OpenLine("bad-model", _LOAD_WITH_DRAFT, ("bad-model", "drafter-failure"),
+              "A model failed to load ({line}) where the error covers the model and its draft model "
+              "together: either file may be the one this build cannot read; Stoker does not guess, and "
+              "retries without the drafter to tell.", "load-error-covers-the-draft"),
+    # ROCm's virtual-memory pool out of memory: the GPU's memory ran out, or ROCm's VMM
+    # failed with memory free (llama.cpp#11405, koboldcpp-rocm#105; llama.cpp turned HIP
+    # VMM off by default for it in #11420). Only the load without VMM tells them apart.
+    _OpenLine("rocm-oom", _HIP_VMM_OOM, ("rocm-oom", "gpu-error"),
+              "ROCm's virtual-memory pool ran out of memory ({line}): the GPU's memory may be used up, "
+              "or ROCm's VMM may have failed with memory free (a known ROCm fault, why llama.cpp builds "
+              "HIP without VMM by default); Stoker does not guess.", "hip-vmm-out-of-memory"),
+    # LLamaSharp turns every native load failure into one RuntimeError and drops the
+    # loader's reason: a missing library or dependency, or a libllama built on a newer
+    # glibc than this system's (LLamaSharp#285).
+    _OpenLine("missing-library", _LLAMASHARP_LOAD_FAILED, ("missing-library", "system-too-old"),
+              "LLamaSharp could not load its native library ({line}) and did not keep the loader's "
+              "reason: a library or dependency may be missing, or the library may need a newer system "
+              "(glibc) than this one; Stoker does not guess.", "native-load-failed-reason-dropped"),
+    # A bundle's part of glibc (its libpthread, libdl...) needing a version the system's libc
+    # lacks (catalogue ld.glibc-part-bundled): an old system or an incomplete bundle.
+    _OpenLine("system-too-old", entry("ld.glibc-part-bundled").pattern, ("system-too-old", "stale-library"),
+              "A bundled part of glibc needs a version this system's libc lacks ({line}): the system may "
+              "be older than the glibc the bundle came from, or the bundle may lack the libc that goes "
+              "with its parts; Stoker does not guess.", "glibc-part-bundled"),
+)
+# The same, where what leaves it open is not the line but the launch (a drafter was loaded).
+_OPEN_BY_UNSURE: dict[str, tuple[tuple[str, str], str, str]] = {
+    _OPEN_ASSERT_OR_DRAFTER: (
+        ("assertion-failed", "drafter-failure"),
+        "The engine aborted on a failed check ({line}) while a speculative drafter was loaded: the "
+        "check does not say whether the drafter or the model itself tripped it; Stoker does not guess, "
+        "and retries without the drafter to tell.", "assertion-with-a-drafter"),
+    _OPEN_LOAD_ERROR_OR_DRAFTER: (
+        ("bad-model", "drafter-failure"),
+        "A model failed to load ({line}) and the log does not say whether it was the model or its "
+        "draft model: llama.cpp prints the same load error for both; Stoker does not guess, and "
+        "retries without the drafter to tell.", "load-error-of-an-unnamed-load"),
+    # A GPU runtime error (an illegal memory access, a launch failure) while a drafter is
+    # loaded: the drafter's graph or the target's may have faulted (llama.cpp#27750: a
+    # fault on the target's second GPU, the draft pinned to the first).
+    _OPEN_GPU_ERROR_OR_DRAFTER: (
+        ("gpu-error", "drafter-failure"),
+        "The GPU reported an error ({line}) while a speculative drafter was loaded: the drafter or "
+        "the model itself may have caused it; Stoker does not guess, and retries without the drafter "
+        "to tell.", "gpu-error-with-a-drafter"),
+}
+
+
 def _left_open(kind: str, unsure: str | None, report: ExitReport,
                evidence: str | None) -> tuple[tuple[str, str], str, str] | None:
     """(the two candidates, the title, the rule) when the deciding line follows either of two causes
@@ -1034,54 +1097,13 @@ def _left_open(kind: str, unsure: str | None, report: ExitReport,
                 f"{_GPU_OF_OOM[kind]} GPU's memory or the system memory (RAM); Stoker does not "
                 "guess. Both are memory: Stoker retries with a smaller plan.",
                 "allocation-on-an-unnamed-device")
-    if kind == "bad-model" and _LOAD_WITH_DRAFT.search(evidence or ""):
-        # LocalAI pkg/model reports one load error for the model and its draft together
-        # (`Failed to load model: X (with draft model: Y). Error: ...`): either file's
-        return (("bad-model", "drafter-failure"),
-                f"A model failed to load ({line}) where the error covers the model and its draft "
-                "model together: either file may be the one this build cannot read; Stoker does not "
-                "guess, and retries without the drafter to tell.", "load-error-covers-the-draft")
-    if kind == "rocm-oom" and _HIP_VMM_OOM.search(evidence or ""):
-        # ROCm's virtual-memory pool out of memory: the GPU's memory ran out, or ROCm's VMM
-        # failed with memory free (llama.cpp#11405, koboldcpp-rocm#105; llama.cpp turned HIP
-        # VMM off by default for it in #11420). Only the load without VMM tells them apart.
-        return (("rocm-oom", "gpu-error"),
-                f"ROCm's virtual-memory pool ran out of memory ({line}): the GPU's memory may be "
-                "used up, or ROCm's VMM may have failed with memory free (a known ROCm fault, why "
-                "llama.cpp builds HIP without VMM by default); Stoker does not guess.",
-                "hip-vmm-out-of-memory")
-    if kind == "missing-library" and _LLAMASHARP_LOAD_FAILED.search(evidence or ""):
-        # LLamaSharp turns every native load failure into one RuntimeError and drops the
-        # loader's reason: a missing library or dependency, or a libllama built on a newer
-        # glibc than this system's (LLamaSharp#285).
-        return (("missing-library", "system-too-old"),
-                f"LLamaSharp could not load its native library ({line}) and did not keep the "
-                "loader's reason: a library or dependency may be missing, or the library may need "
-                "a newer system (glibc) than this one; Stoker does not guess.",
-                "native-load-failed-reason-dropped")
-    if kind == "system-too-old" and entry("ld.glibc-part-bundled").pattern.search(evidence or ""):
-        return (("system-too-old", "stale-library"),
-                f"A bundled part of glibc needs a version this system's libc lacks ({line}): the "
-                "system may be older than the glibc the bundle came from, or the bundle may lack the "
-                "libc that goes with its parts; Stoker does not guess.", "glibc-part-bundled")
-    if unsure == _OPEN_ASSERT_OR_DRAFTER:
-        return (("assertion-failed", "drafter-failure"),
-                f"The engine aborted on a failed check ({line}) while a speculative drafter was "
-                "loaded: the check does not say whether the drafter or the model itself tripped it; "
-                "Stoker does not guess, and retries without the drafter to tell.", "assertion-with-a-drafter")
-    if unsure == _OPEN_LOAD_ERROR_OR_DRAFTER:
-        return (("bad-model", "drafter-failure"),
-                f"A model failed to load ({line}) and the log does not say whether it was the model "
-                "or its draft model: llama.cpp prints the same load error for both; Stoker does not "
-                "guess, and retries without the drafter to tell.", "load-error-of-an-unnamed-load")
-    if unsure == _OPEN_GPU_ERROR_OR_DRAFTER:
-        # A GPU runtime error (an illegal memory access, a launch failure) while a drafter is
-        # loaded: the drafter's graph or the target's may have faulted (llama.cpp#27750: a
-        # fault on the target's second GPU, the draft pinned to the first).
-        return (("gpu-error", "drafter-failure"),
-                f"The GPU reported an error ({line}) while a speculative drafter was loaded: the "
-                "drafter or the model itself may have caused it; Stoker does not guess, and "
-                "retries without the drafter to tell.", "gpu-error-with-a-drafter")
+    for open_line in _OPEN_BY_LINE:
+        if kind == open_line.kind and open_line.pattern.search(evidence or ""):
+            return open_line.candidates, open_line.title.format(line=line), open_line.rule
+    by_unsure = _OPEN_BY_UNSURE.get(unsure) if unsure is not None else None
+    if by_unsure is not None:
+        candidates, title, rule = by_unsure
+        return candidates, title.format(line=line), rule
     return None
 
 
