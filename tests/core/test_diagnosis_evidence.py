@@ -16,7 +16,7 @@ import pytest
 
 from stoker.diagnosis import catalogue, classify
 from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log, strip_log_prefix
-from stoker.diagnosis.evidence import ORDER, decide, draft_scoped, gather, rule_between
+from stoker.diagnosis.evidence import ORDER, LoadPlace, decide, draft_scoped, gather, rule_between
 
 
 def verdict(lines, order=ORDER):
@@ -1374,7 +1374,7 @@ def test_a_load_error_before_the_drafts_announcement_is_not_the_drafters():
 def test_without_the_opening_lm_studios_drafts_load_error_would_be_named_bad_model(monkeypatch):
     # negative: with every load taken as the target's (the reading before batch 20),
     # lmstudio-bug-tracker#441's log is named bad-model, the miss
-    monkeypatch.setattr(classify, "load_places", lambda lines: tuple("target" for _ in lines))
+    monkeypatch.setattr(classify, "load_places", lambda lines: tuple(LoadPlace.TARGET for _ in lines))
     inc = classify_exit(report_from_log(_LMS_441, has_drafter=True))
     assert inc.kind == "bad-model" and not inc.candidates
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Protocol
 
 from stoker.diagnosis.catalogue import entry
-from stoker.diagnosis.evidence import Evidence, Verdict, decide, draft_scoped, gather, load_places
+from stoker.diagnosis.evidence import Evidence, LoadPlace, Verdict, decide, draft_scoped, gather, load_places
 from stoker.diagnosis.wrapper_memory import host_share_over_free
 
 # Every kind classify_exit can return; the README lists them for users.
@@ -997,7 +997,7 @@ def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence:
             kind, unsure, rule = "unknown", _OPEN_ASSERT_OR_DRAFTER, "assertion-with-a-drafter"
     if (kind == "bad-model" and report.has_drafter and match is not None
             and match.verdict.winner is not None
-            and load_places(report.log_tail)[match.verdict.winner.index] != "target"):
+            and load_places(report.log_tail)[match.verdict.winner.index] is not LoadPlace.TARGET):
         # A model-load error with a drafter in the launch, the log not saying whose load it
         # was (no `loading model '` of the target before it, no `loading draft model` /
         # KoboldCpp's `Attempting to load draft model` either, which draft_scoped reads as

@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from enum import Enum
 
 from stoker.diagnosis.catalogue import Entry, Strength, entry, matches
 from stoker.diagnosis.wrapper_memory import host_share_near_free, lmstudio_ram_exhausted
@@ -129,27 +130,34 @@ def _file_name(path: str) -> str:
     return re.split(r"[\\/]", path.strip().strip("'\""))[-1].lower()
 
 
-def load_places(lines: Iterable[str]) -> tuple[str | None, ...]:
-    """For each line, whose model load it falls in: "draft" (after the launcher announced the
-    draft's load), "target" (after llama-server announced the target's), or None (the log does
+class LoadPlace(Enum):
+    """Whose model load a log line falls in."""
+
+    DRAFT = "draft"  # after the launcher announced the draft's load
+    TARGET = "target"  # after llama-server announced the target's
+
+
+def load_places(lines: Iterable[str]) -> tuple[LoadPlace | None, ...]:
+    """For each line, whose model load it falls in: DRAFT (after the launcher announced the
+    draft's load), TARGET (after llama-server announced the target's), or None (the log does
     not say: no announcement, a load that names another file than the announced draft, or the
     server already up). llama_model_loader's own lines never place a load: the draft's load
     prints them too, and a log's tail may begin inside either load."""
-    place: str | None = None
+    place: LoadPlace | None = None
     draft_file: str | None = None
-    out: list[str | None] = []
+    out: list[LoadPlace | None] = []
     for raw in lines:
         if _DRAFT_LOAD.search(raw):
-            place = "draft"
+            place = LoadPlace.DRAFT
             quoted = _QUOTED.search(raw)
             draft_file = _file_name(quoted.group(1)) if quoted else None
         elif _TARGET_LOAD.search(raw) and not re.search("draft", raw, re.IGNORECASE):
-            place, draft_file = "target", None
+            place, draft_file = LoadPlace.TARGET, None
         elif _LOAD_OVER.search(raw) and not re.search("draft", raw, re.IGNORECASE):
             place, draft_file = None, None
         else:
             loader = _LOADER_FILE.search(raw)
-            if loader and place == "draft" and draft_file and _file_name(loader.group(1)) != draft_file:
+            if loader and place is LoadPlace.DRAFT and draft_file and _file_name(loader.group(1)) != draft_file:
                 place, draft_file = None, None  # another file's load than the draft announced
         out.append(place)
     return tuple(out)
@@ -199,7 +207,7 @@ def draft_scoped(lines: Iterable[str], pieces: tuple[Evidence, ...]) -> tuple[Ev
     as a drafter failure: `error loading model:` after `loading draft model` is the drafter's."""
     places = load_places(lines)
     return tuple(Evidence(p.index, p.line, _DRAFT_ENTRY)
-                 if p.kind == "bad-model" and p.index < len(places) and places[p.index] == "draft" else p
+                 if p.kind == "bad-model" and p.index < len(places) and places[p.index] is LoadPlace.DRAFT else p
                  for p in pieces)
 
 
