@@ -231,7 +231,9 @@ def test_a_failed_pid_file_write_leaves_the_engine_owned_and_drained(started, mo
     pending = list(stoker_paths().run.glob("engine-pending-*.json"))
     assert len(pending) == 1 and json.loads(pending[0].read_text())["owner_pid"] == os.getpid()
     assert wait_ready(proc.spec.endpoint, proc, deadline_s=60).ready
-    assert any("listening on" in line for line in proc.tail())  # its output is being read
+    # Its output is being read: the reader thread reaches the "listening on" line on its own
+    # time, after /health may already answer (a loaded run saw the line not yet read).
+    assert wait_until(lambda: any("listening on" in line for line in proc.tail()), timeout=30)
     proc.stop(grace_s=5)
     assert list(stoker_paths().run.glob("engine-*.json")) == []
 
