@@ -17,6 +17,8 @@ import sys
 import tempfile
 import threading
 
+from heap_cycles import rss_anon_mib  # the script beside this one (run as a script, its folder is on the path)
+
 from stoker.bench import soak
 from stoker.instance import instance
 
@@ -30,14 +32,6 @@ class MallInfo2(ctypes.Structure):
 LIBC = ctypes.CDLL("libc.so.6")
 LIBC.mallinfo2.restype = MallInfo2
 MIB = 2**20
-
-
-def rss_anon_mib() -> float:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith("RssAnon:"):
-                return int(line.split()[1]) / 1024
-    raise RuntimeError("no RssAnon")
 
 
 def python_arenas() -> tuple[int, int]:
