@@ -872,7 +872,7 @@ def classify_exit(report: ExitReport) -> Incident:
     kind, unsure, rule, evidence = _host_by_the_estimate(kind, unsure, rule, evidence, tail)
     title, advice = _words(kind, report, unsure)
     candidates: tuple[str, ...] = ()
-    open_pair = _left_open(kind, unsure, report, evidence)
+    open_pair = _left_open(kind, unsure, evidence)
     if open_pair is not None:
         candidates, title, open_rule = open_pair
         kind, rule = "unknown", rule if kind == "unknown" else open_rule
@@ -1082,7 +1082,7 @@ _OPEN_BY_UNSURE: dict[str, tuple[tuple[str, str], str, str]] = {
 }
 
 
-def _left_open(kind: str, unsure: str | None, report: ExitReport,
+def _left_open(kind: str, unsure: str | None,
                evidence: str | None) -> tuple[tuple[str, str], str, str] | None:
     """(the two candidates, the title, the rule) when the deciding line follows either of two causes
     and the log has nothing to choose between them, else None: the answer is then `unknown`
