@@ -107,6 +107,21 @@ def test_rotating_log_keeps_bounded_backups(tmp_path):
     assert "line 049" in (tmp_path / "e.log").read_text()
 
 
+def test_rotating_log_rotates_inside_a_batch_and_counts_what_was_there(tmp_path):
+    """A batch (one read of the engine's output) rotates where a line would cross the bound,
+    and a log reopened after a restart counts the bytes already in the file."""
+    (tmp_path / "e.log").write_text("x" * 90 + "\n")
+    log = RotatingLog(tmp_path / "e.log", max_bytes=100, backups=2)
+    lines = [f"line {i:03d} " + "é" * 10 for i in range(12)]  # 30 bytes each with "\n"
+    for start in range(0, 12, 5):
+        log.write_lines(lines[start:start + 5])
+    log.close()
+    assert all(p.stat().st_size <= 100 for p in tmp_path.iterdir())
+    # Three 30-byte lines to a file (bytes, not characters: "é" is two), the newest three files kept.
+    assert [(tmp_path / n).read_text().splitlines() for n in ("e.log.2", "e.log.1", "e.log")] == \
+        [lines[3:6], lines[6:9], lines[9:12]]
+
+
 def _gone(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
