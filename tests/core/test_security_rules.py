@@ -200,3 +200,9 @@ def test_no_part_of_a_key_is_left_in_an_engine_log_line():
     assert redact_secrets("load_tensors: CPU model buffer size = 92.10 MiB", ("short",)) == (
         "load_tensors: CPU model buffer size = 92.10 MiB")  # a short value is never searched for
     assert redact_secrets("the key is abcd", ("abcd",)) == "the key is abcd"
+    # One read's lines, joined: only the key's part of its own line goes, whatever its case.
+    lines = ["srv  init_listene: API_KEYS: ****zq9X", "srv  listening on http://127.0.0.1:8080",
+             "send s3cret-long-key", "api_key: x"]
+    assert redact_secrets("\n".join(lines), ("s3cret-long-key",)).split("\n") == [
+        f"srv  init_listene: API_KEYS: {REDACTED}", "srv  listening on http://127.0.0.1:8080",
+        f"send {REDACTED}", f"api_key: {REDACTED}"]

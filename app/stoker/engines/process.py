@@ -38,7 +38,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import psutil
@@ -54,6 +54,11 @@ from stoker.engines.launch_spec import LaunchSpec
 LOG_MAX_BYTES = 5 * 1024 * 1024
 LOG_BACKUPS = 3
 RING_LINES = 400
+# After each read of an engine's output, the reader waits this long so the next lines gather
+# in the pipe: llama-server writes each of its ~50 lines per answered request on its own, and
+# waking for each cost Stoker's process a wake-up and the interpreter lock per line. 10 ms is
+# nothing to anything that reads the lines (the tail at an exit, a start's progress).
+READ_GATHER_S = 0.01
 POSIX = os.name == "posix"
 LINUX = sys.platform.startswith("linux")
 # The engine carries this variable with its pending record's token, so the reaper can find an
@@ -264,13 +269,19 @@ class RotatingLog:
     def write(self, line: str) -> None:
         self.write_lines((line,))
 
-    def write_lines(self, lines: Iterable[str]) -> None:
-        for line in lines:
-            n = len(line.encode("utf-8", errors="replace")) + 1
-            if self._size + n > self.max_bytes and self._size:
-                self._rotate()
-            self._fh.write(line + "\n")
+    def write_lines(self, lines: Sequence[str]) -> None:
+        text = "\n".join(lines) + "\n"
+        n = len(text.encode("utf-8", errors="replace"))
+        if self._size + n <= self.max_bytes:  # the usual case: the batch fits, one write
+            self._fh.write(text)
             self._size += n
+        else:
+            for line in lines:
+                n = len(line.encode("utf-8", errors="replace")) + 1
+                if self._size + n > self.max_bytes and self._size:
+                    self._rotate()
+                self._fh.write(line + "\n")
+                self._size += n
         self._fh.flush()
 
     def _rotate(self) -> None:
@@ -435,13 +446,14 @@ class EngineProcess:
             pending = rest + pending[cut:]
             if lines:
                 self._take(lines)
+            time.sleep(READ_GATHER_S)
         if pending.rstrip(b"\r"):
             self._take([pending.rstrip(b"\r")])
         self._popen.stdout.close()
 
     def _take(self, raws: list[bytes]) -> None:
-        """The lines of one read, kept and logged together (one lock, one flush)."""
-        lines = [redact_secrets(raw.decode("utf-8", errors="replace"), self._hidden) for raw in raws]
+        """The lines of one read, redacted, kept and logged together (one pass, one lock, one flush)."""
+        lines = redact_secrets(b"\n".join(raws).decode("utf-8", errors="replace"), self._hidden).split("\n")
         with self._ring_lock:
             self._ring.extend(lines)
         with contextlib.suppress(OSError, ValueError):  # a full disk must not take the engine down with it
