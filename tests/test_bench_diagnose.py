@@ -11,8 +11,10 @@ from stoker.bench.diagnose import (
     TARGET_PER_KIND,
     TARGET_PRECISION,
     UNSPENT_BATCHES,
+    headline_batches,
     is_held_out,
     load_corpus,
+    parse_batches,
     parse_exit,
     run_bench,
 )
@@ -74,11 +76,42 @@ def test_exit_cells_parse():
 def test_the_command_prints_json_with_the_held_out_figure(capsys):
     assert main(["bench", "diagnose", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["schema"] == 2 and out["hold_out_rule"] == "sha256(file name)[0] % 5 == 0"
+    assert out["schema"] == 3 and out["hold_out_rule"] == "sha256(file name)[0] % 5 == 0"
     assert out["overall"]["n"] == len(load_corpus(CORPUS))
     assert out["held_out"]["n"] > 0 and "stale-library" in out["per_kind"]
     assert {"accuracy", "precision", "coverage"} <= set(out["overall"])
-    assert out["headline"]["batch"] == max(int(b) for b in out["batches"])
+    assert out["headline"]["batches"] == list(headline_batches(tuple(int(b) for b in out["batches"])))
+    assert max(int(b) for b in out["batches"]) in out["headline"]["batches"]
+
+
+def test_the_headline_pools_the_unspent_batches_of_the_newest_freeze(monkeypatch):
+    from stoker.bench import diagnose
+
+    monkeypatch.setattr(diagnose, "FRESH_BATCHES", {5: "aaa", 6: "bbb", 7: "bbb", 8: "bbb"})
+    monkeypatch.setattr(diagnose, "UNSPENT_BATCHES", frozenset({5, 7, 8}))
+    assert headline_batches((1, 5, 6, 7, 8)) == (7, 8)  # 6 spent, 5 of another freeze
+    monkeypatch.setattr(diagnose, "UNSPENT_BATCHES", frozenset({5, 7}))
+    assert headline_batches((1, 5, 6, 7, 8)) == (8,)  # the newest is spent: it stands alone, marked so
+    assert headline_batches((1, 2)) == (2,)  # not gathered against a freeze
+    assert headline_batches(()) == ()
+
+
+def test_batch_choices_parse_or_say_what_is_wrong(capsys):
+    assert parse_batches("24") == (24,)
+    assert parse_batches("24,22, 23") == (22, 23, 24)
+    assert parse_batches("22-24") == (22, 23, 24)
+    for bad in ("x", "24-22", "22-", ""):
+        try:
+            parse_batches(bad)
+        except ValueError as exc:
+            assert "--batch" in str(exc)
+        else:
+            raise AssertionError(bad)
+    assert main(["bench", "diagnose", "--batch", "24-22"]) != 0
+    err = capsys.readouterr().err
+    assert "backwards" in err and "Traceback" not in err
+    assert main(["bench", "diagnose", "--batch", "22-24"]) == 0
+    assert "batches 22, 23 and 24 pooled" in capsys.readouterr().out
 
 
 def test_precision_and_coverage_count_what_was_named():
