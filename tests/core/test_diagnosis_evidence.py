@@ -1486,3 +1486,65 @@ def test_with_the_entries_order_reversed_localais_line_would_be_a_system_too_old
     from stoker.diagnosis import evidence
     monkeypatch.setattr(evidence, "matches", lambda line: tuple(reversed(catalogue.matches(line))))
     assert verdict((_LOCALAI_9093,)).kind == "system-too-old"
+
+
+# ---- widened after batch 24 (spent): a wrapped paste, llamafile's GPU module, Ollama's runner
+
+def test_a_wrappers_timeout_wrapped_when_pasted_is_read_across_the_break():
+    # text-generation-webui modules/llama_cpp_server.py: `Server health check timed out after
+    # {max_wait_time} seconds`, pasted broken after "health" (text-generation-webui#6907)
+    lines = ("Error loading the model with llama.cpp: Server health",
+             "                       check timed out after 28800 seconds")
+    assert classify_exit(report_from_log(lines)).kind == "startup-timeout"
+    # negative: two messages, the second at the margin, are not one sentence
+    apart = (lines[0], lines[1].strip())
+    assert classify_exit(report_from_log(apart)).kind != "startup-timeout"
+    # negative: a paste indented as a whole stays line by line
+    indented = tuple("  " + x.strip() for x in lines)
+    assert classify_exit(report_from_log(indented)).kind != "startup-timeout"
+
+
+_LLAMAFILE = ("building ggml-cuda with nvcc -arch=native...",
+              "nvcc fatal   : Value 'native' is not defined for option 'gpu-architecture'",
+              "/usr/bin/nvcc: returned nonzero exit status",
+              "building ggml-cuda with nvcc -arch=compute_86...",
+              "nvcc fatal   : Value 'compute_86' is not defined for option 'gpu-architecture'",
+              "/usr/bin/nvcc: returned nonzero exit status",
+              '{"timestamp":1701715088,"level":"INFO","function":"main","message":"build info"}')
+
+
+def test_llamafile_failing_to_build_its_gpu_module_is_the_gpu_unused():
+    assert classify_exit(report_from_log(_LLAMAFILE)).kind == "gpu-unused"
+    # negative: the second attempt built it (no failure after the last `building` line)
+    second_built = _LLAMAFILE[:4] + ("link_cuda_dso: GPU support loaded",) + _LLAMAFILE[6:]
+    assert classify_exit(report_from_log(second_built)).kind != "gpu-unused"
+    # negative: both builds failed, then a module was linked after all
+    linked = _LLAMAFILE[:6] + ("link_cuda_dso: GPU support loaded",) + _LLAMAFILE[6:]
+    assert classify_exit(report_from_log(linked)).kind != "gpu-unused"
+    # order: a failed first build followed by a new attempt is not the failure
+    assert classify_exit(report_from_log(_LLAMAFILE[:4])).kind != "gpu-unused"
+
+
+_OLLAMA_PLAN = ('time=2025-05-21T17:49:23.790+08:00 level=INFO source=server.go:168 msg=offload library=cuda '
+                'layers.requested=-1 layers.model=29 layers.offload=29 layers.split="" memory.available="[22.4 GiB]"')
+
+
+def test_ollama_planning_the_gpu_while_its_runner_loaded_only_the_cpu_is_the_gpu_unused():
+    # ml/backend/ggml/ggml.go's `system` line lists the loaded backends' features
+    cpu_only = ("time=2025-05-21T17:49:23.905+08:00 level=INFO source=ggml.go:104 msg=system CPU.0.LLAMAFILE=1 "
+                "compiler=cgo(gcc)")
+    got = classify_exit(report_from_log((_OLLAMA_PLAN, cpu_only)))
+    assert got.kind == "gpu-unused" and "29 layers on CUDA" in got.evidence
+    # the same lines wrapped between keys when pasted (ollama#10798)
+    p, c = _OLLAMA_PLAN.index(" layers.model"), cpu_only.index(" msg=system")
+    wrapped = (_OLLAMA_PLAN[:p], " " + _OLLAMA_PLAN[p:], cpu_only[:c], " " + cpu_only[c:])
+    assert classify_exit(report_from_log(wrapped)).kind == "gpu-unused"
+    # negative: the runner loaded CUDA, even when the wrap put it on the next line
+    with_cuda = cpu_only.replace("compiler=", "CUDA.0.ARCHS=500,600,700 CUDA.0.USE_GRAPHS=1 compiler=")
+    assert classify_exit(report_from_log((_OLLAMA_PLAN, with_cuda))).kind != "gpu-unused"
+    cut = with_cuda.index("CUDA.0")
+    assert classify_exit(report_from_log((_OLLAMA_PLAN, with_cuda[:cut], "  " + with_cuda[cut:]))).kind != "gpu-unused"
+    # negative: a plan that put no layer on the GPU, and a system line with no plan before it
+    no_layers = _OLLAMA_PLAN.replace("layers.offload=29", "layers.offload=0")
+    assert classify_exit(report_from_log((no_layers, cpu_only))).kind != "gpu-unused"
+    assert classify_exit(report_from_log((cpu_only,))).kind != "gpu-unused"

@@ -18,7 +18,7 @@ kernel's OOM killer fired, from cgroup memory.events or the kernel log) and pass
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import Protocol
 
@@ -310,6 +310,55 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
             return line
+    return _llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
+
+
+# llamafile (llamafile/cuda.c, 0.2 to 0.8) builds its GPU module on first use: `building
+# ggml-cuda with nvcc -arch=native...`, again with another arch flag, and each failed compile
+# ends `<compiler>: returned nonzero exit status`; once it links one it says `GPU support
+# loaded`. A last attempt that failed, with nothing linked after it, leaves the CPU.
+_LLAMAFILE_BUILD = re.compile(r"building ggml-(cuda|rocm) with (nvcc|hipcc|amdclang\+\+|clang\+\+)")
+_LLAMAFILE_BUILD_FAILED = re.compile(r"(nvcc|hipcc|clang\+\+)(\.exe)?: returned nonzero exit status")
+
+
+def _llamafile_gpu_module_failed(lines: Iterable[str]) -> str | None:
+    failed: str | None = None
+    for raw in lines:
+        line = strip_log_prefix(raw).strip()
+        if _LLAMAFILE_BUILD.search(line):
+            failed = None  # a new attempt: only the last one's outcome counts
+        elif _LLAMAFILE_BUILD_FAILED.search(line):
+            failed = line
+        elif "GPU support loaded" in line:
+            return None
+    return failed
+
+
+# Ollama (llm/server.go) logs its plan, `msg=offload library=cuda ... layers.offload=29`, and
+# its runner (ml/backend/ggml/ggml.go, 0.6 on) then logs `msg=system` with the features of
+# every backend it loaded, each as `<backend>.<device>.<feature>=` (`CUDA.0.ARCHS=...`,
+# `ROCm.0...`). A plan on the GPU whose runner loaded only CPU backends runs on the CPU: the
+# maintainer's reading of ollama#10798 (the GPU libraries missing after an upgrade).
+_OLLAMA_OFFLOAD = re.compile(r"msg=\"?offload\b.*\blibrary=(cuda|rocm|vulkan)\b.*\blayers\.offload=([1-9]\d*)")
+_OLLAMA_SYSTEM = re.compile(r"msg=\"?system\"?\s+((?:\w+\.\d+\.\w+=\S*\s*)+)")
+_OLLAMA_GPU_BACKEND = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan"}
+
+
+def _ollama_runner_without_its_gpu(lines: Iterable[str]) -> str | None:
+    planned: tuple[str, str] | None = None  # (library, layers) of the last offload plan
+    for raw in _unwrapped(lines):
+        line = strip_log_prefix(raw).strip()
+        m = _OLLAMA_OFFLOAD.search(line)
+        if m:
+            planned = (m.group(1), m.group(2))
+            continue
+        s = _OLLAMA_SYSTEM.search(line)
+        if s and planned is not None:
+            backends = sorted({t.split(".", 1)[0] for t in s.group(1).split()})
+            gpu = _OLLAMA_GPU_BACKEND[planned[0]]
+            if gpu not in backends:
+                return (f"Ollama planned {planned[1]} layers on {gpu}, but its runner loaded only "
+                        f"{', '.join(backends)}: {line}")
     return None
 
 
@@ -460,10 +509,30 @@ _WRAPPER_STOP = re.compile(r"initiating graceful stop of upstream process|stoppi
                            re.IGNORECASE)
 
 
+def _unwrapped(lines: Iterable[str]) -> Iterator[str]:
+    """The lines with each one's indented continuation joined to it: a line that a terminal or
+    the reporter wrapped when pasting it goes on in indented lines (text-generation-webui's
+    `Server health check timed out after 28800 seconds` broken after "health",
+    text-generation-webui#6907; Ollama's key=value lines broken between keys, ollama#10798).
+    Only a line that starts at the margin takes continuations, so a paste indented as a whole
+    stays line by line. Only the checks that read a wording across such a break use this,
+    never the catalogue's scan, where an indented stack frame is a line of its own."""
+    items = list(lines)
+    i = 0
+    while i < len(items):
+        joined, j = items[i], i + 1
+        if joined[:1] not in (" ", "\t"):
+            while j < len(items) and items[j][:1] in (" ", "\t") and items[j].strip():
+                joined = joined.rstrip() + " " + items[j].strip()
+                j += 1
+        yield joined
+        i = j
+
+
 def start_timeout_from_log(lines: Iterable[str]) -> str | None:
     """The line in which a wrapper says it gave up waiting for the engine to start, else None.
     Only meaningful while the engine was still starting (the caller checks the phase)."""
-    for raw in lines:
+    for raw in _unwrapped(lines):
         line = strip_log_prefix(raw)
         if _TIMEOUT_WORD.search(line) and _START_WORD.search(line):
             return line.strip()
