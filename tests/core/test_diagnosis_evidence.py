@@ -1548,3 +1548,40 @@ def test_ollama_planning_the_gpu_while_its_runner_loaded_only_the_cpu_is_the_gpu
     no_layers = _OLLAMA_PLAN.replace("layers.offload=29", "layers.offload=0")
     assert classify_exit(report_from_log((no_layers, cpu_only))).kind != "gpu-unused"
     assert classify_exit(report_from_log((cpu_only,))).kind != "gpu-unused"
+
+
+# ---- widened after batch 25 (spent): Metal's unimplemented op, a projector's missing key,
+# libnvidia-container's CUDA requirement
+
+def test_metals_not_implemented_assert_is_an_assertion_not_a_failed_command_buffer():
+    line = 'GGML_ASSERT: ggml-metal.m:539: false && "not implemented"'
+    assert classify_exit(report_from_log((line,), signal="SIGABRT", backend="metal")).kind == "assertion-failed"
+    # negative: the bare assert after a failed command buffer still says no reason, left open
+    failed = ("ggml_metal_graph_compute: command buffer 0 failed with status 5",
+              "GGML_ASSERT: ggml-metal.m:1290: false")
+    got = classify_exit(report_from_log(failed, signal="SIGABRT", backend="metal"))
+    assert got.kind != "assertion-failed" and set(got.candidates) == {"metal-oom", "gpu-error"}
+
+
+@pytest.mark.parametrize("line", [
+    "Error: llama runner process has terminated: error:Missing required key: clip.has_text_encoder",
+    "clip_model_load: key clip.has_vision_encoder not found in file",
+    "mtmd_init_from_file: error: Key not found: clip.vision.image_size",
+])
+def test_a_projector_missing_a_key_its_loader_needs_is_the_bad_model(line):
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == "bad-model"
+
+
+def test_a_missing_key_outside_a_projector_is_not_the_bad_model():
+    # the same words from any program's config check say nothing of a model file
+    assert classify_exit(report_from_log(("ValueError: Missing required key: destinations",),
+                                         exit_code=1)).kind != "bad-model"
+
+
+def test_the_container_runtimes_cuda_requirement_is_the_driver_too_old():
+    line = ("nvidia-container-cli: requirement error: unsatisfied condition: cuda>=12.8, please update your "
+            "driver to a newer version, or use an earlier cuda container: unknown")
+    assert classify_exit(report_from_log((line,), exit_code=1)).kind == "cuda-driver-too-old"
+    # negative: another unsatisfied condition (the GPU's brand) is not the driver's age
+    brand = "nvidia-container-cli: requirement error: unsatisfied condition: brand = tesla, please update your driver"
+    assert classify_exit(report_from_log((brand,), exit_code=1)).kind != "cuda-driver-too-old"

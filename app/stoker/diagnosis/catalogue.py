@@ -212,7 +212,7 @@ _e("cuda.forward-compat", "cuda-driver-too-old", 90, _D,
    r"forward compatibility was attempted on non supported HW", r"cudaErrorCompatNotSupportedOnDevice",
    r"CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE")
 _e("wrapper.cuda-driver-old", "cuda-driver-too-old", 90, _D,
-   "Ollama discover/gpu.go; LM Studio runtime check; koboldcpp",
+   "Ollama discover/gpu.go; LM Studio runtime check; koboldcpp; libnvidia-container",
    "the wrapper found a driver older than its CUDA runtime needs",
    r"CUDA driver version (is )?too old", r"nvidia driver (is )?too old", r"driver does not support CUDA \d",
    r"please update your (NVIDIA |GPU )?driver.{0,40}CUDA \d", r"cudart init failure: 35",
@@ -222,7 +222,11 @@ _e("wrapper.cuda-driver-old", "cuda-driver-too-old", 90, _D,
    r"\b(cudaSetDevice|cudaGetDeviceCount|cudaDriverGetVersion|cuInit) err:? 35\b",
    r"cudart vram init failure: 35\b",
    # Ollama 0.9 discover/gpu.go (`old CUDA driver detected - please upgrade to a newer driver`)
-   r"old CUDA driver detected - please upgrade")
+   r"old CUDA driver detected - please upgrade",
+   # libnvidia-container (nvidia-container-cli, the container runtime's prestart hook): the
+   # image's NVIDIA_REQUIRE_CUDA asks for a CUDA the host driver does not reach (RamaLama's
+   # CUDA image, ramalama#1234). Other unsatisfied conditions (brand, arch) are not this.
+   r"requirement error: unsatisfied condition: cuda\s*>=?\s*\d")
 _e("cuda.no-kernel-image", "no-kernel-image", 90, _D,
    "cudaErrorNoKernelImageForDevice (209) / cudaErrorInvalidDeviceFunction (98); ggml-cuda",
    "the build has no GPU code for this device's architecture",
@@ -836,6 +840,10 @@ _e("model.load", "bad-model", 60, _D,
    r"tensor '[^']+' not found in the model", r"This GGUF does not support multimodal",
    # koboldcpp gpttype_adapter.cpp (its file-format detection found no known model)
    r"^\s*Unknown Model, cannot load\.",
+   # a projector without a key its loader needs (made for another loader): examples/llava/clip.cpp
+   # get_key_idx, 2023-2025 (`key %s not found in file`, `Missing required key: %s`; Ollama's
+   # vendored copy, ollama#7300), tools/mtmd/clip.cpp in b11434 (`Key not found: %s`)
+   r"(Missing required key|Key not found): clip\.\w", r"key clip\.\S+ not found in file",
    # Jan tauri-plugin-llamacpp error.rs: said only on llama.cpp's `error loading model architecture`
    r"The model's architecture is not supported by this version of the backend",
    r"code: ModelArchNotSupported")

@@ -487,7 +487,10 @@ _START_WORD = re.compile(r"\bstart(s|ed|ing|-?up)?\b|\bready\b|readiness|health|
 # `error: <localizedDescription>` after `command buffer %d failed with status %d` since
 # 2024 (ggml-metal-context.m, b11434); before that the bare status line (5 is
 # MTLCommandBufferStatusError, any error) and the GGML_ASSERT(false) after it were all.
-_METAL_FAILED = re.compile(r"command buffer \d+ failed with status \d+|ggml-metal\.m:\d+: false"
+# `GGML_ASSERT(false && "not implemented")` (an op or type the Metal backend lacks, in
+# ggml-metal.m's switches of 2023 and ggml-metal-device.cpp in b11434) is an engine limit read
+# as the assertion it is, not that command buffer (llama.cpp#1697, text-generation-webui#3538).
+_METAL_FAILED = re.compile(r"command buffer \d+ failed with status \d+|ggml-metal\.m:\d+: false(?!\s*&&)"
                            r"|ggml_metal_get_buffer: error: .*buffer is nil")
 _METAL_DESCRIBED = re.compile(r"^error: \S|kIOGPUCommandBufferCallbackError|MTLCommandBufferError")
 _METAL_OVER_WORKING_SET = re.compile(r"current allocated size is greater than the recommended max working set")
