@@ -1585,3 +1585,10 @@ def test_the_container_runtimes_cuda_requirement_is_the_driver_too_old():
     # negative: another unsatisfied condition (the GPU's brand) is not the driver's age
     brand = "nvidia-container-cli: requirement error: unsatisfied condition: brand = tesla, please update your driver"
     assert classify_exit(report_from_log((brand,), exit_code=1)).kind != "cuda-driver-too-old"
+
+
+def test_the_gpu_unused_checks_read_a_one_shot_iterator_of_lines_whole():
+    # the later checks (llamafile's build, Ollama's runner) read the lines again
+    from stoker.diagnosis.classify import gpu_unused_from_log
+
+    assert gpu_unused_from_log(iter(_LLAMAFILE), None, False) == "/usr/bin/nvcc: returned nonzero exit status"

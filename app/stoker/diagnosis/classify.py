@@ -283,6 +283,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
     A CPU build printing `no usable GPU found` is normal, so that line only counts for a
     GPU backend; `offloaded 0/N layers to GPU` counts when the plan asked for the GPU.
     """
+    lines = tuple(lines)  # read again below by the checks that follow a sequence of lines
     gpu_build = backend in GPU_BACKENDS
     for raw in lines:
         line = strip_log_prefix(raw)
