@@ -479,6 +479,9 @@ _SYSTEM_DIR = r"/(?:usr/)?lib(?:32|64)?/"
 # glibc's own libraries: one glibc build installs them and libc.so.6 together
 _GLIBC_OWN = (r"(?:libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|libnsl"
               r"|libBrokenLocale)\.so\.\d+|ld-linux[\w.-]*?\.so\.\d+")
+# `version `GLIBC_x' not found (required by `: the two glibc-mixing entries below differ only
+# in which side of it is the system's
+_GLIBC_MISSING_FOR = r"version " + _QUOTED.format(_GLIBC_NODE) + r" not found \(required by "
 _e("ld.versioned-symbol", "system-too-old", 77, _D,
    "glibc ld.so (dl-version.c): `version `GLIBC_2.xx' not found (required by ...)`, and glibc's "
    "ABI markers (`GLIBC_ABI_DT_RELR`, 2.36; `GLIBC_ABI_DT_X86_64_PLT`, `GLIBC_ABI_GNU2_TLS`, "
@@ -505,8 +508,7 @@ _e("ld.glibc-own-requirer", "stale-library", 79, _D,
    "(LocalAI#9093, fixed by LocalAI#9099)",
    "the system's own glibc library needs a version the libc loaded beside it lacks: that libc is "
    "another (bundled, older) glibc's, mixed with the system's; the system is not too old",
-   r"version " + _QUOTED.format(_GLIBC_NODE)
-   + rf" not found \(required by {_SYSTEM_DIR}(?:[\w.+-]+/)*(?:{_GLIBC_OWN})\)")
+   _GLIBC_MISSING_FOR + rf"{_SYSTEM_DIR}(?:[\w.+-]+/)*(?:{_GLIBC_OWN})\)")
 # The reverse mix: a bundle carries part of glibc (its libpthread, libdl...) and the system's
 # libc lacks a version it needs. The system is older than the bundle's glibc, or the bundle
 # lacks the libc (and ld.so) that go with its parts; the line cannot tell, so classify's
@@ -516,8 +518,8 @@ _e("ld.glibc-part-bundled", "system-too-old", 79, _D,
    "<glibc's own library outside /lib and /usr/lib>)`",
    "a bundled piece of a newer glibc needs a version the system's libc lacks: the system is "
    "older than the bundle, or the bundle is incomplete; left open",
-   rf"(?<![\w/.~-]){_SYSTEM_DIR}(?:[\w.+-]+/)*libc\.so\.6: version " + _QUOTED.format(_GLIBC_NODE)
-   + rf" not found \(required by (?!{_SYSTEM_DIR})[^)]*/(?:{_GLIBC_OWN})\)")
+   rf"(?<![\w/.~-]){_SYSTEM_DIR}(?:[\w.+-]+/)*libc\.so\.6: " + _GLIBC_MISSING_FOR
+   + rf"(?!{_SYSTEM_DIR})[^)]*/(?:{_GLIBC_OWN})\)")
 _e("ld.library-version", "missing-library", 77, _D,
    "glibc ld.so (dl-version.c) for a library's own version node (libcudart.so.12, LIBCUDA)",
    "the library found is another major version than the one the build needs: the right one is missing",
