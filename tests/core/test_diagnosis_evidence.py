@@ -1592,3 +1592,99 @@ def test_the_gpu_unused_checks_read_a_one_shot_iterator_of_lines_whole():
     from stoker.diagnosis.classify import gpu_unused_from_log
 
     assert gpu_unused_from_log(iter(_LLAMAFILE), None, False) == "/usr/bin/nvcc: returned nonzero exit status"
+
+
+# ---- widened after batches 26 and 27 (spent): ggml's op numbers, the projector type, a library
+# of the right name but another build, Mesa's lost context, llama-run's parser, a zero batch
+
+_UNARY = "D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml.c:1726: GGML_ASSERT(tensor->op == GGML_OP_UNARY) failed"
+
+
+def test_ggml_get_unary_op_failing_is_a_foreign_ggml_library():
+    got = diagnose(_UNARY, exit_code=0xC0000409, os="windows")
+    assert got.kind == "stale-library" and got.rule == "sole-evidence"
+    # negative: any other GGML_ASSERT on its own is still the assertion
+    other = _UNARY.replace("tensor->op == GGML_OP_UNARY", "ggml_can_mul_mat(a, b)")
+    assert diagnose(other, exit_code=0xC0000409, os="windows").kind == "assertion-failed"
+
+
+def test_an_allocation_before_the_op_number_assert_is_the_allocation():
+    # order: memory-over-optional-backend puts a failed allocation before a loader sign
+    lines = (CUDA_OOM, _UNARY)
+    assert verdict(lines).kind == "gpu-oom"
+    assert verdict(lines, flipped("memory-over-optional-backend")).kind == "stale-library"
+
+
+@pytest.mark.parametrize("line", [
+    "D:\\a\\x\\llamacpp\\native\\vendor\\llama.cpp\\tools\\mtmd\\clip.cpp:4391: Unknown projector type",
+    "clip_model_loader: unknown projector type: gemma4v",
+    "mtmd_init_from_file: unexpected audio projector type 17",
+    "SigLIP: Unsupported projector type",
+])
+def test_a_projector_type_the_build_does_not_know_is_the_bad_model(line):
+    got = diagnose(line, "WARNING: Using native backtrace. Set GGML_BACKTRACE_LLDB for more info.",
+                   "1   libggml-base.0.13.1.dylib   0x000000010140156c ggml_abort + 156")
+    assert got.kind == "bad-model"
+
+
+def test_the_projector_types_own_info_line_is_no_evidence():
+    # negative: clip.cpp prints the type it loaded; a later abort stays the assertion
+    got = diagnose("clip_model_loader: projector type: gemma3", "GGML_ASSERT(ctx) failed", signal="SIGABRT")
+    assert got.kind == "assertion-failed"
+
+
+def test_a_library_lacking_its_own_version_node_is_another_build_of_it():
+    line = ("/tmp/ollama3603894721/runners/cuda_v11/ollama_llama_server: /usr/local/cuda/lib64/"
+            "libcublas.so.11: version `libcublas.so.11' not found (required by /tmp/x/ollama_llama_server)")
+    assert diagnose(line, exit_code=1).kind == "stale-library"
+    assert verdict((line,)).winner.entry.name == "ld.library-version-same-name"
+    # negative: a node naming another major is that major missing (the existing reading)
+    other = line.replace("version `libcublas.so.11'", "version `libcublas.so.12'")
+    assert diagnose(other, exit_code=1).kind == "missing-library"
+
+
+def test_with_the_entries_order_reversed_the_same_name_line_would_be_missing(monkeypatch):
+    # negative (order): the line matches both library-version entries; read lowest first it is
+    # the other-major reading
+    from stoker.diagnosis import evidence
+    line = "/usr/local/cuda/lib64/libcublas.so.11: version `libcublas.so.11' not found (required by ./x)"
+    monkeypatch.setattr(evidence, "matches", lambda text: tuple(reversed(catalogue.matches(text))))
+    assert verdict((line,)).kind == "missing-library"
+
+
+_MESA_LOST = ("radv/amdgpu: The CS has been cancelled because the context is lost. "
+              "This context is innocent.")
+
+
+def test_mesas_lost_context_is_the_device_lost():
+    assert diagnose(_MESA_LOST).kind == "gpu-error"
+    # order: after a failed allocation it is that allocation (device-lost-is-the-allocation)
+    lines = ("radv/amdgpu: Not enough memory for command submission.", _MESA_LOST)
+    assert verdict(lines).kind == "vulkan-oom"
+    assert verdict(lines, flipped("device-lost-is-the-allocation")).kind == "gpu-error"
+
+
+def test_llama_runs_parser_refusal_is_the_bad_argument():
+    lines = ("exec_cmd:  docker run --rm -i quay.io/ramalama/ramalama:latest llama-run -c 2048 --jinja "
+             "/mnt/models/model.file", "Error: Failed to parse arguments.", "Description:", "  Runs a llm")
+    assert diagnose(*lines).kind == "bad-argument"
+    # negative: a tool call's JSON the model wrote, with the same first words, is no refusal
+    tool = "Error: Failed to parse arguments. Expected valid JSON. Received: {"
+    assert diagnose(tool).kind != "bad-argument"
+
+
+_ZERO_BATCH = ("/root/llama.cpp/build-cuda/bin/llama-server \\", "  --model /m/Qwen3-4B-Q4_K_M.gguf \\",
+               "  --batch-size 0", "/root/llama.cpp/src/llama-context.cpp:2225:",
+               "GGML_ASSERT(n_outputs >= 1) failed")
+
+
+def test_a_zero_batch_size_is_the_bad_argument_before_its_abort():
+    v = verdict(_ZERO_BATCH)
+    assert (v.kind, v.rule) == ("bad-argument", "argument-before-load")
+    # order: with argument-before-load reversed the abort wins
+    assert verdict(_ZERO_BATCH, flipped("argument-before-load")).kind == "assertion-failed"
+    # negatives: -ub 0 means "as -b" (valid), and a real batch size is no sign
+    for ok in ("  --ubatch-size 0", "  -ub 0", "  --batch-size 512", "  -b 2048"):
+        lines = _ZERO_BATCH[:2] + (ok,) + _ZERO_BATCH[3:]
+        assert verdict(lines).kind == "assertion-failed", ok
+    assert verdict(("llama_context: n_batch       = 0", "GGML_ASSERT(n_outputs >= 1) failed")).kind == "bad-argument"

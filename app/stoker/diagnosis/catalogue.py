@@ -520,6 +520,16 @@ _e("ld.glibc-part-bundled", "system-too-old", 79, _D,
    "older than the bundle, or the bundle is incomplete; left open",
    rf"(?<![\w/.~-]){_SYSTEM_DIR}(?:[\w.+-]+/)*libc\.so\.6: " + _GLIBC_MISSING_FOR
    + rf"(?!{_SYSTEM_DIR})[^)]*/(?:{_GLIBC_OWN})\)")
+# The same message with the file's own name as the missing node (`libcublas.so.11: version
+# `libcublas.so.11' not found`): the library the loader opened has the right name and major, yet
+# is not the build the program was linked against (an older point release, a stub, a copy from
+# another toolkit), so it shadows the right one. Ranked above the entry below, which reads the
+# same line when the node names another major: then that major is what is missing.
+_e("ld.library-version-same-name", "stale-library", 78, _D,
+   "glibc ld.so (dl-version.c): `<file>: version `<node>' not found (required by …)` where the "
+   "node is the file's own soname",
+   "a library with the right name was found but is another build of it (it lacks its own version node)",
+   r"(?:^|[/\\\s])(lib[\w+-]+\.so\.\d+)[\w.]*: version [`'‘]\1[`'’] not found")
 _e("ld.library-version", "missing-library", 77, _D,
    "glibc ld.so (dl-version.c) for a library's own version node (libcudart.so.12, LIBCUDA)",
    "the library found is another major version than the one the build needs: the right one is missing",
@@ -542,6 +552,15 @@ _e("dyld.symbol-missing", "stale-library", 20, _W,
    "a symbol is missing: the `Expected in:` line says whether from macOS (too old) or from "
    "another build's library; without it, a sign only",
    r"Symbol not found: \(?_", r"DYLD, \[0x4\] Symbol missing")
+# ggml.c's ggml_get_unary_op (b11434 and every release since the unary ops were folded into
+# GGML_OP_UNARY) asserts the op it is handed is GGML_OP_UNARY; every caller in a backend checks
+# exactly that first, so in one build it cannot fail. It fails when the backend library and
+# ggml-base come from different builds whose `enum ggml_op` numbers differ: a foreign ggml DLL
+# or .so loaded in place of the program's own. Strong, not decisive: a bug would read the same.
+_e("ggml.op-enum-mismatch", "stale-library", 76, _S,
+   f"ggml/src/ggml.c ggml_get_unary_op, {_B}: `GGML_ASSERT(tensor->op == GGML_OP_UNARY)`",
+   "ggml's parts disagree on the operation numbers: a ggml library from another build was loaded",
+   r"GGML_ASSERT\(tensor->op == GGML_OP_UNARY\)")
 _e("ggml.backend-abi", "stale-library", 76, _D,
    f"ggml/src/ggml-backend-reg.cpp load_backend, {_B}: a backend library without "
    "`ggml_backend_init`, or built against another ggml API version",
@@ -793,7 +812,24 @@ _e("arg.invalid", "bad-argument", 70, _D,
    r"\bunknown (shorthand )?flag: ['\"-]", r"invalid argument \"[^\"]*\" for \"-",
    # koboldcpp.py (`Error: Using --quantkv requires --flashattention`), llamafile
    # (`error: invalid --gpu flag value: %s`)
-   r"Using --\w+ requires --\w+", r"error: invalid --gpu flag value")
+   r"Using --\w+ requires --\w+", r"error: invalid --gpu flag value",
+   # src/llama-context.cpp llama_init_from_model, b11434
+   r"n_batch and n_ubatch cannot both be zero", r"n_ctx and model->hparams.n_ctx_train cannot both be zero")
+# llama-run (examples/run/run.cpp, 2024-12 to 2025): its own parser's refusal, then its help.
+# The words are generic (shell scripts print them too), so they decide only alone.
+_e("run.parse-failed", "bad-argument", 70, _S,
+   "examples/run/run.cpp Opt::init (`Error: Failed to parse arguments.`, `Error: No arguments "
+   "provided.`), llama.cpp 2024-12 to 2025",
+   "llama-run refused its command line (an option this build does not have, or no model)",
+   r"^Error: (Failed to parse arguments|No arguments provided)\.$")
+# common/arg.cpp (b11434) takes any integer for -b; llama_context then sizes its batch to 0 and
+# the graph reserve aborts on GGML_ASSERT(n_outputs >= 1). -ub 0 is fine (it means "as -b"). The
+# launch line or the context's own `n_batch = 0` shows the value.
+_e("arg.batch-zero", "bad-argument", 70, _S,
+   f"common/arg.cpp `-b, --batch-size N` (no lower bound) and src/llama-context.cpp, {_B}",
+   "the launch set a logical batch size of 0, which the parser accepts and no context can run with",
+   r"--batch-size[= ]+0(\s|\\|$)", r"(^|\s)-b 0(\s|\\|$)", r"\bLLAMA_ARG_BATCH=0\b",
+   r"llama_context: n_batch\s+= 0\b")
 _e("arg.wrapper-api", "bad-argument", 70, _S,
    "CPython's call check (`%U() got an unexpected keyword argument '%S'`) and pydantic v1's "
    "`extra fields not permitted` (value_error.extra): the wrapper's installed version does not "
@@ -814,6 +850,15 @@ _e("alloc.unnamed", "device-oom", 65, _D,
 
 # -------------------------------------------------------------------------------- model
 
+# The multimodal projector's loader and graph builders (tools/mtmd, b11434; examples/llava's
+# clip.cpp before): a projector type this build does not know is a model newer than the
+# engine (or a projector file for another model family).
+_e("mtmd.projector-unknown", "bad-model", 60, _D,
+   f"tools/mtmd/clip.cpp (`unknown projector type: %s`, `unknown vision projector type`), "
+   f"mtmd.cpp (`unexpected vision/audio projector type`), models/llava.cpp, siglip.cpp, "
+   f"whisper-enc.cpp (GGML_ABORT), {_B}; clip.cpp's `Unknown projector type` abort (2025-2026)",
+   "the projector (mmproj) is of a type this build does not know: a newer model than the engine",
+   r"\b(unknown|unexpected|unsupported) (vision |audio )?projector type")
 _e("model.load", "bad-model", 60, _D,
    f"ggml/src/gguf.cpp, src/llama-model-loader.cpp, src/llama-model.cpp, src/llama.cpp, {_B}; "
    "older llama.cpp (ggml-format loaders)",
@@ -995,6 +1040,8 @@ _e("gpu.device-lost", "gpu-error", 41, _S,
    "the GPU stopped answering (a reset, a hang, or the echo of an allocation failure)",
    r"ggml_vulkan: device lost", r"ErrorDeviceLost", r"VK_ERROR_DEVICE_LOST", r"ZE_RESULT_ERROR_DEVICE_LOST",
    r"GPU (has )?(hung|fallen off the bus)", r"NVRM: Xid",
+   # Mesa's amdgpu winsys (radv and radeonsi) after a GPU reset: the context was lost
+   r"The CS has been cancelled because the context is lost",
    # ggml-vulkan.cpp (b11434) after a device loss, from VK_EXT_device_fault
    r"ggml_vulkan: device fault on")
 _e("gpu.error", "gpu-error", 40, _S,
