@@ -1688,3 +1688,62 @@ def test_a_zero_batch_size_is_the_bad_argument_before_its_abort():
         lines = _ZERO_BATCH[:2] + (ok,) + _ZERO_BATCH[3:]
         assert verdict(lines).kind == "assertion-failed", ok
     assert verdict(("llama_context: n_batch       = 0", "GGML_ASSERT(n_outputs >= 1) failed")).kind == "bad-argument"
+
+
+# ---- written from the sources before batch 28 was read: the shells' job lines, PyTorch's
+# allocator, Ollama's rewrite of an unknown architecture, rocBLAS under Ollama, a missing program
+
+@pytest.mark.parametrize("line, kind", [
+    ("zsh: killed     ./llama-server -m /m/x.gguf", "host-oom"),
+    ("zsh: illegal hardware instruction  ./main -m /m/x.gguf", "illegal-instruction"),
+    ("[1]+  Killed                  ./llama-server -m /m/x.gguf", "host-oom"),
+])
+def test_the_shells_job_lines_give_the_signal(line, kind):
+    assert diagnose(line).kind == kind
+
+
+@pytest.mark.parametrize("line", ["zsh: command not found: llama-server", "[1]+  Done    ./llama-server",
+                                  "zsh: correct 'llama-sever' to 'llama-server' [nyae]?"])
+def test_shell_lines_that_are_no_signal_give_none(line):
+    # negative: the shell said something, but not how a process ended
+    assert diagnose(line).exit_description.startswith("the exit status is unknown")
+
+
+def test_pytorchs_gpu_allocator_is_the_gpu_not_the_host():
+    assert diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                    backend="cuda").kind == "cuda-oom"
+    assert diagnose("torch.cuda.OutOfMemoryError", backend="cuda").kind == "cuda-oom"
+    assert diagnose("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB").kind == "rocm-oom"
+    # negative: Python's own MemoryError is the host's
+    assert diagnose("MemoryError", exit_code=1).kind == "host-oom"
+
+
+def test_ollamas_rewrite_of_an_unknown_architecture_is_the_bad_model():
+    line = ("Error: llama runner process has terminated: this model is not supported by your version "
+            "of Ollama. You may need to upgrade")
+    assert diagnose(line).kind == "bad-model"
+    # order: after a loader failure it is that failure's echo (loader-before-load)
+    lines = ("The specified module could not be found.", line)
+    assert verdict(lines).kind == "missing-library"
+    assert verdict(lines, flipped("loader-before-load")).kind == "bad-model"
+
+
+def test_rocblas_without_tensile_kernels_under_ollama_is_no_kernel_image():
+    line = "Error: llama runner process has terminated: error:Could not initialize Tensile host: No devices found"
+    assert diagnose(line).kind == "no-kernel-image"
+    # negative: other words after `error:` are not rocBLAS's
+    assert diagnose("Error: llama runner process has terminated: error:Could not open file").kind != "no-kernel-image"
+
+
+@pytest.mark.parametrize("line", [
+    "zsh: command not found: llama-server", "bash: llama-cli: command not found",
+    "'llama-server' is not recognized as an internal or external command,",
+    "llama-server : The term 'llama-server' is not recognized as the name of a cmdlet, function, script file",
+])
+def test_the_engine_program_missing_from_the_shell_is_missing(line):
+    assert diagnose(line).kind == "missing-library"
+
+
+def test_another_program_missing_from_the_shell_is_not_the_engine():
+    # negative: a build tool or any other command says nothing of the engine
+    assert diagnose("bash: cmake: command not found").kind != "missing-library"

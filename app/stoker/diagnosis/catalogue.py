@@ -244,6 +244,8 @@ _e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
    r"(ROCm|HIP) error: shared object initialization failed",
    r"rocBLAS error: Cannot read .*TensileLibrary", r"for GPU arch\s*:\s*gfx\w+\s*$",
    r"rocBLAS error: Could not initialize Tensile", r"HSA_STATUS_ERROR_INVALID_ISA",
+   # the same rocBLAS line as Ollama's runner status keeps it (the `rocBLAS` prefix dropped)
+   r"error:\s*Could not initialize Tensile host",
    r"Cannot find (the )?(Tensile|code object|kernel).{0,40}gfx\d", r"hipBLASLt error: .*gfx\d+ is not supported",
    r"(device|GPU|gfx\w*).{0,30}is not supported by this (ROCm|HIP) build",
    r"no ROCm kernels? for gfx\d+")
@@ -319,6 +321,10 @@ _e("cuda.oom", "gpu-oom", 80, _D,
    r"cudaErrorMemoryAllocation", r"ggml-cuda\.cu:\d+: out of memory", r"CUDA_ERROR_OUT_OF_MEMORY",
    r"failed to allocate (CUDA|ROCm|MUSA)\d+ buffer", r"unable to allocate (CUDA|ROCm|MUSA)\d+ buffer",
    r"CUDA out of memory\. Tried to allocate",
+   # PyTorch's caching allocator (c10/cuda/CUDACachingAllocator.cpp), in the wrappers that run
+   # transformers beside llama.cpp; hipified on ROCm builds (`HIP out of memory`), and the
+   # exception's own name when the message is on another line
+   r"HIP out of memory\. Tried to allocate", r"\btorch\.(cuda\.)?OutOfMemoryError\b",
    r"cublas(Create|_v2)?.{0,40}CUBLAS_STATUS_ALLOC_FAILED", r"CUBLAS_STATUS_ALLOC_FAILED",
    r"hipblas.{0,40}HIPBLAS_STATUS_ALLOC_FAILED",
    # CUDA 12 builds print cuBLAS failures through cublasGetStatusString (ggml-cuda/common.cuh
@@ -428,7 +434,8 @@ _e("host.alloc", "host-oom", 78, _D,
    r"paging file is too small", r"os error 1455", r"Not enough memory resources are available",
    r"STATUS_NO_MEMORY", r"STATUS_COMMITMENT_LIMIT", r"\b0xc0000017\b", r"\b0xc000012d\b",
    r"\b3221225495\b", r"\b3221225773\b", r"-1073741801\b", r"-1073741523\b",
-   r"MemoryError\b", r"not enough (system )?memory to load", r"insufficient (system )?memory",
+   # Python's MemoryError, not PyTorch's OutOfMemoryError (the GPU's: cuda.oom)
+   r"\bMemoryError\b", r"not enough (system )?memory to load", r"insufficient (system )?memory",
    r"model requires more system memory \([^)]*\) than is available",
    # ggml-sycl (b11434) `%s: can't allocate %zu Bytes of memory on host`
    r"can't allocate \d+ Bytes of memory on host")
@@ -747,7 +754,11 @@ _e("exec.program-missing", "missing-library", 75, _S,
    "the program the wrapper launches is not there (or, for fork/exec, its ELF interpreter is "
    "not): the engine never ran",
    r"exec: \"[^\"]+\": executable file not found in \$PATH", r"fork/exec \S+: no such file or directory",
-   r"\bspawn \S+ ENOENT\b", r"No such file or directory: '[^']*llama-server(\.exe)?'")
+   r"\bspawn \S+ ENOENT\b", r"No such file or directory: '[^']*llama-server(\.exe)?'",
+   # the shells, for llama.cpp's own programs only: zsh, bash, cmd.exe and PowerShell
+   r"zsh: command not found: (\S*/)?llama-\w+", r"\bllama-[\w.]+: command not found",
+   r"'(\S*\\)?llama-[\w.]+' is not recognized as an internal or external command",
+   r"The term '(\S*\\)?llama-[\w.]+' is not recognized as (the )?name of a cmdlet")
 _e("exec.wrong-format", "stale-library", 76, _S,
    "Go os/exec `fork/exec <path>: exec format error` (ENOEXEC), Python `[Errno 8] Exec format error`",
    "the program is built for another architecture or OS (the Linux twin of WinError 193): "
@@ -867,6 +878,9 @@ _e("model.load", "bad-model", 60, _D,
    r"error loading model architecture", r"unknown model architecture", r"missing tensor",
    r"not within the file bounds", r"model is corrupted or incomplete",
    r"chat template parsing error", r"failed to load multimodal model", r"invalid magic",
+   # Ollama llm/server.go rewrites a runner's `unknown model …` error to this (0.1.30 to 2026);
+   # its registry refuses a pull the same way (HTTP 412)
+   r"this model is not supported by your version of Ollama", r"requires a newer version of Ollama",
    r"unknown \(magic, version\) combination", r"this format is no longer supported",
    r"GGML files are no longer supported", r"tensor '[^']+' has wrong shape", r"wrong number of tensors",
    r"invalid model file", r"unexpectedly reached end of file", r"tensor data is not within",

@@ -406,6 +406,11 @@ _WRAPPER_EXIT = (
                r"(?: \(core dumped\))?\s*$"),
     re.compile(r"line \d+:\s+\d+ (Killed|Aborted|Illegal instruction|Segmentation fault)\s"),
     re.compile(r"^\[\d+\]\s+\d+ (abort|killed|segmentation fault|illegal)\w*\s"),
+    # zsh's foreground job (Src/signames: `zsh: killed  ./llama-server`, `zsh: illegal hardware
+    # instruction  ./main` on a Mac running an x86 build the CPU cannot), bash's finished
+    # background job (`[1]+  Killed  ./llama-server`)
+    re.compile(r"^zsh: (killed|abort|segmentation fault|illegal hardware instruction|bus error|terminated)\s"),
+    re.compile(r"^\[\d+\][+-]?\s+(Killed|Aborted|Segmentation fault|Illegal instruction|Bus error)\b"),
     # the kernel log: `traps: python3[213941] trap invalid opcode ip:...`
     re.compile(r"traps: \S+ trap (invalid opcode)"),
 )
