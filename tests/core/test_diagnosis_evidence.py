@@ -1747,3 +1747,24 @@ def test_the_engine_program_missing_from_the_shell_is_missing(line):
 def test_another_program_missing_from_the_shell_is_not_the_engine():
     # negative: a build tool or any other command says nothing of the engine
     assert diagnose("bash: cmake: command not found").kind != "missing-library"
+
+
+@pytest.mark.parametrize("line", [
+    "clip_init: failed to load model '/m/mmproj.gguf': clip_model_loader: unable to find tensor mm.0.weight",
+    "mtmd_init_from_file: error: Failed to load CLIP model from /m/mmproj.gguf",
+    "Model format not supported (no matching implementation found)",
+])
+def test_a_projector_or_gpt4all_model_no_loader_takes_is_the_bad_model(line):
+    assert diagnose(line, exit_code=1).kind == "bad-model"
+
+
+def test_an_allocation_inside_the_projectors_load_error_is_the_allocation():
+    # negative: clip_init's `failed to load model` carries the why; an allocation there is memory
+    line = ("clip_init: failed to load model '/m/mmproj.gguf': ggml_backend_cuda_buffer_type_alloc_buffer: "
+            "allocating 900.00 MiB on device 0: cudaMalloc failed: out of memory")
+    assert diagnose(line, exit_code=1, backend="cuda").kind == "cuda-oom"
+    # order: the allocation on a line of its own before mtmd's closing line
+    lines = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 900.00 MiB on device 0: cudaMalloc failed: "
+             "out of memory", "mtmd_init_from_file: error: Failed to load CLIP model from /m/mmproj.gguf")
+    assert verdict(lines).kind == "gpu-oom"
+    assert verdict(lines, flipped("allocation-inside-load-error")).kind == "bad-model"

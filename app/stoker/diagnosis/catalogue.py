@@ -881,6 +881,13 @@ _e("model.load", "bad-model", 60, _D,
    # Ollama llm/server.go rewrites a runner's `unknown model …` error to this (0.1.30 to 2026);
    # its registry refuses a pull the same way (HTTP 412)
    r"this model is not supported by your version of Ollama", r"requires a newer version of Ollama",
+   # the projector's loader (tools/mtmd/clip.cpp clip_init, b11434): its own `failed to load
+   # model '%s': <why>` and the whys of a file made for another loader
+   r"clip_init: failed to load model '", r"clip_model_loader: unable to find tensor ",
+   r"failed to load CLIP model from",
+   # GPT4All's llmodel_c.cpp: no backend implementation accepts the file (an architecture or
+   # format the bundled llama.cpp does not know)
+   r"Model format not supported \(no matching implementation found\)",
    r"unknown \(magic, version\) combination", r"this format is no longer supported",
    r"GGML files are no longer supported", r"tensor '[^']+' has wrong shape", r"wrong number of tensors",
    r"invalid model file", r"unexpectedly reached end of file", r"tensor data is not within",
