@@ -39,7 +39,7 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
                  14: "e7ba288", 15: "5b97e77", 16: "99fd38d", 17: "f24d9b9", 18: "f24d9b9",
                  19: "0201709", 20: "876e051", 21: "a59f2c5", 22: "28ffe4b",
                  23: "28ffe4b", 24: "28ffe4b", 25: "67adf23", 26: "c696a21",
-                 27: "c696a21"}
+                 27: "c696a21", 28: "55c75d4"}
 # The fresh batches no rule was tuned on since their score: the headline. They are not
 # training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;
 # tuning on one spends it and moves it out of this set.
@@ -97,8 +97,10 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # misses (ggml_get_unary_op's assert as a foreign ggml library, a projector type the build does
 # not know as a bad model, a library lacking its own version node as another build of it, Mesa's
 # lost context as the device lost, llama-run's parser refusal and a zero batch size as bad
-# arguments): tuned on, so both are training data now, as announced.
-UNSPENT_BATCHES = frozenset({17})
+# arguments): tuned on, so both are training data now, as announced. Batch 28 was announced in
+# the README (6f1d905) before it was gathered, while that widening and the catalogue written
+# from the sources after it were being committed; it was read only after the freeze at 55c75d4.
+UNSPENT_BATCHES = frozenset({17, 28})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
