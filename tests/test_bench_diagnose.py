@@ -129,6 +129,9 @@ def test_precision_and_coverage_count_what_was_named():
     assert sc.precision == 0.5 and sc.coverage == 0.5 and sc.accuracy == 0.5
     k = res.score(kind="cuda-oom")
     assert k.accuracy == 0.5 and k.coverage == 0.5 and k.precision == 0.5  # said twice, once right
+    # a kind never said has no precision: its one log named as another kind is a miss, not 0 %
+    b = res.score(kind="bad-model")
+    assert b.coverage == 1.0 and b.accuracy == 0.0 and b.precision is None
 
 
 def test_a_missing_corpus_is_one_sentence(tmp_path, capsys):

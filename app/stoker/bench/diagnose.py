@@ -196,6 +196,7 @@ class Score:
     # For a kind: how often it said this kind, and how often rightly (its precision).
     said: int = 0
     said_right: int = 0
+    per_kind: bool = False  # a kind's score: its precision is over what it said, or unknown
 
     @property
     def accuracy(self) -> float | None:
@@ -209,9 +210,10 @@ class Score:
     @property
     def precision(self) -> float | None:
         """Right when it names a kind: overall over every named answer; for a kind, over the
-        answers that said that kind."""
-        if self.said:
-            return self.said_right / self.said
+        answers that said that kind (None when it never said it: a kind's logs named as other
+        kinds are that kind's misses, not its precision)."""
+        if self.per_kind:
+            return self.said_right / self.said if self.said else None
         return self.named_right / self.named if self.named else None
 
 
@@ -240,7 +242,7 @@ class BenchResult:
                     and r.case.batch not in exclude_batches]
             said, said_right = len(pool), sum(1 for r in pool if r.case.kind == kind)
         return Score(len(rows), hits, len(named), sum(1 for r in named if pred(r) == r.case.kind),
-                     said, said_right)
+                     said, said_right, per_kind=kind is not None)
 
     def batches(self) -> tuple[int, ...]:
         return tuple(sorted({r.case.batch for r in self.results}))
