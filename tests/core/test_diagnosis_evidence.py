@@ -1768,3 +1768,103 @@ def test_an_allocation_inside_the_projectors_load_error_is_the_allocation():
              "out of memory", "mtmd_init_from_file: error: Failed to load CLIP model from /m/mmproj.gguf")
     assert verdict(lines).kind == "gpu-oom"
     assert verdict(lines, flipped("allocation-inside-load-error")).kind == "bad-model"
+
+
+# ---- widened after batch 28 (spent): llamafile's CPU check, ik_llama.cpp's DFlash drafter, the
+# vocabulary loader, a wrapper's wait running out, ROCr's fault reports, ggml's context pool
+
+_CPUCHECK = ("./llava-v1.5-7b-q4.llamafile: fatal error: the cpu feature AVX was required at build time "
+             "but isn't available on this system")
+
+
+def test_llamafiles_cpu_check_is_the_illegal_instruction():
+    assert diagnose(_CPUCHECK, "exiting process.", exit_code=1).kind == "illegal-instruction"
+    # order: the build fault comes first even when a wrapper then reports a failed load
+    lines = (_CPUCHECK, "llama_model_load: error loading model: failed to open GGUF file")
+    assert verdict(lines).kind == "illegal-instruction"
+    assert verdict(lines, flipped("build-fault-first")).kind == "bad-model"
+    # negative: the system_info line that lists the features is no evidence
+    assert diagnose("system_info: n_threads = 4 | AVX = 0 | AVX2 = 0 | FMA = 0 |", exit_code=1).kind == "unknown"
+
+
+_DFLASH = ("common_speculative_init: DFlash context target/slot=384000 logical=384000 cross_ctx=383995",
+           "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 24050.69 MiB on device 0: cudaMalloc "
+           "failed: out of memory",
+           "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 25218973696",
+           "llama_prepare_dflash_graph_inputs: failed to initialize DFlash K/V scheduler",
+           "draft: DFlash draft decode failed (status=-1 local_pos=1 history_rows=1 capacity=384000)")
+
+
+def test_a_dflash_draft_that_cannot_decode_is_the_drafter_before_its_allocation():
+    v = verdict(_DFLASH)
+    assert (v.kind, v.rule) == ("drafter-failure", "drafter-before-its-echoes")
+    assert verdict(_DFLASH, flipped("drafter-before-its-echoes")).kind == "gpu-oom"
+    # negative: the DFlash context's announcement alone does not make an allocation the drafter's
+    assert verdict(_DFLASH[:3]).kind == "gpu-oom"
+
+
+_VOCAB = ("llama.cpp error: 'error loading model vocabulary: unknown pre-tokenizer type: "
+          "'deepseek-r1-qwen''")
+
+
+@pytest.mark.parametrize("line", [
+    _VOCAB, "\"cause\": \"" + _VOCAB + "\",",
+    "llama_model_load: error loading model: error loading model vocabulary: cannot find tokenizer vocab",
+    "llama_model_load: error loading model: CLIP cannot be used as main model, use it with --mmproj instead",
+])
+def test_the_vocabulary_loaders_refusal_is_the_bad_model(line):
+    assert diagnose(line).kind == "bad-model"
+
+
+def test_the_vocabulary_loaders_refusal_before_its_abort_is_the_bad_model():
+    lines = (_VOCAB, "GGML_ASSERT(model) failed")
+    assert verdict(lines).kind == "bad-model"
+    assert verdict(lines, flipped("load-error-before-abort")).kind == "assertion-failed"
+    # negative: older llama.cpp's warning for a missing pre-tokenizer is no refusal
+    assert diagnose("llm_load_vocab: missing pre-tokenizer type, using: 'default'", exit_code=1).kind == "unknown"
+
+
+def test_a_wrappers_wait_that_ran_out_is_the_startup_timeout():
+    assert diagnose("Starting server with model: Qwen3-VL-8B.Q8_0.gguf", "Error: Server did not start in time",
+                    "Server stopped").kind == "startup-timeout"
+    # order: an allocation that failed while the wrapper waited is the cause
+    lines = (CUDA_OOM, "Error: Server did not start in time")
+    assert verdict(lines).kind == "gpu-oom"
+    assert verdict(lines, flipped("allocation-inside-load-error")).kind == "startup-timeout"
+    # negative: something else not starting in time says nothing of the engine
+    assert diagnose("Error: subtask did not start in time").kind != "startup-timeout"
+
+
+_APERTURE = (":0:rocdevice.cpp            :2992: 4026031038 us:  Callback: Queue 0x7d8018200000 aborting with "
+             "error : HSA_STATUS_ERROR_MEMORY_APERTURE_VIOLATION: The agent attempted to access memory beyond "
+             "the largest legal address. code: 0x29")
+_FAULT = ("Memory access fault by GPU node-1 (Agent handle: 0x5f2b1c0) on address 0x7f3a00000000. "
+          "Reason: Page not present or supervisor privilege.")
+
+
+@pytest.mark.parametrize("line", [_APERTURE, _FAULT])
+def test_rocrs_fault_reports_are_the_gpu_error(line):
+    assert diagnose(line, signal="SIGABRT").kind == "gpu-error"
+
+
+def test_a_gpu_fault_after_a_failed_allocation_is_the_allocation():
+    lines = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "
+             "hipMalloc failed: out of memory", _FAULT)
+    assert verdict(lines).kind == "gpu-oom"
+    assert verdict(lines, flipped("device-lost-is-the-allocation")).kind == "gpu-error"
+    # negative: ROCr's invalid-ISA status is still a build without this GPU's code
+    assert diagnose("HSA_STATUS_ERROR_INVALID_ISA: The instruction set architecture is invalid.").kind \
+        == "no-kernel-image"
+
+
+_POOL = "ggml_new_object: not enough space in the context's memory pool (needed 1638880, available 1638544)"
+
+
+def test_ggmls_context_pool_too_small_is_the_engines_assertion():
+    assert diagnose(_POOL).kind == "assertion-failed"
+    # order: a failed allocation before it is the cause (allocation-before-abort)
+    lines = (CUDA_OOM, _POOL)
+    assert verdict(lines).kind == "gpu-oom"
+    assert verdict(lines, flipped("allocation-before-abort")).kind == "assertion-failed"
+    # negative: the pool's own malloc failing is the host's memory, not a miscount
+    assert diagnose("GGML_ASSERT: ggml.c:4412: ctx->mem_buffer != NULL", signal="SIGABRT").kind == "host-oom"

@@ -256,7 +256,10 @@ _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
    r"CPU does not support (AVX|AVX2|AVX512|F16C|FMA|SSE)", r"your CPU (does not|doesn't) support (AVX|the required)",
    r"requires (an? )?(AVX2?|AVX-?512) (capable )?CPU",
    # the Go runtime's fatal-signal banner (runtime/signal_unix.go) in a Go wrapper's own log
-   r"^SIGILL: illegal instruction")
+   r"^SIGILL: illegal instruction",
+   # llamafile's cpucheck.c (and cosmopolitan's, which it copies): its start-up check for the
+   # x86 features the build was compiled for, printed before any instruction can fault
+   r"fatal error: the cpu feature \S+ was required at build time but isn't available")
 
 # -------------------------------------------------------------------------- RPC, drafter
 
@@ -306,7 +309,11 @@ _e("drafter.vocab", "drafter-failure", 85, _D,
 _e("drafter.batch", "drafter-failure", 85, _D, f"tools/server/server-context.cpp, {_B}",
    "the drafter failed while decoding", r"failed to process speculative batch",
    r"llama_process\(ctx_dft\) failed", r"llama_decode\(ctx_dft\) failed",
-   r"EAGLE3: target layer", r"DFlash: target layer")
+   r"EAGLE3: target layer", r"DFlash: target layer",
+   # ik_llama.cpp's DFlash drafter (common/speculative.cpp, llama-dflash.cpp, 2026): the draft's
+   # own scheduler could not be set up, and every draft decode then fails; an allocation failure
+   # before these lines was the draft context's (order: drafter-before-its-echoes)
+   r"DFlash draft decode failed", r"failed to initialize DFlash K/V scheduler")
 
 # ------------------------------------------------------------------------------ memory
 # The first allocation that fails is the root cause; the abort, device loss or `error
@@ -905,6 +912,11 @@ _e("model.load", "bad-model", 60, _D,
    r"GGUFv1 is no longer supported", r"this GGUF file is version \d+ but this software only supports",
    r"bad GGUF version", r"GGUF data section at file offset \d+ is not \d+ byte aligned",
    r"failed to load GGUF split from", r"illegal split file idx", r"error loading model hyperparameters",
+   # src/llama.cpp llama_model_load (b11434) wraps llama_vocab::load's throw the same way as the
+   # hyperparameters'; llama-vocab.cpp's own `unknown pre-tokenizer type: '%s'` (a model newer
+   # than the build) and the projector file given as the main model
+   r"error loading model vocabulary", r"unknown pre-tokenizer type",
+   r"CLIP cannot be used as main model",
    r"tensor '[^']+' not found in the model", r"This GGUF does not support multimodal",
    # koboldcpp gpttype_adapter.cpp (its file-format detection found no known model)
    r"^\s*Unknown Model, cannot load\.",
@@ -1049,7 +1061,9 @@ _e("wrapper.start-timeout", "startup-timeout", 50, _D,
    r"Failed with result 'timeout'", r"failed startup probe", r"Startup probe failed",
    r"timed out waiting for (llama-server|the server|server) to (start|become)",
    # Jan tauri-plugin-llamacpp commands.rs (180 s without llama-server's ready line)
-   r"The model took too long to load and timed out", r"code: ModelLoadTimedOut")
+   r"The model took too long to load and timed out", r"code: ModelLoadTimedOut",
+   # ComfyUI-Prompt-Manager's llama.cpp node (and others' wait loops): its wait ran out
+   r"\b[Ss]erver did not start in time")
 _e("wrapper.ttl-unload", "stopped", 45, _D, "llama-swap proxy/process.go (TTL)",
    "the wrapper unloaded the model on purpose", r"Unloading model, TTL of \d+s? reached")
 
@@ -1074,6 +1088,10 @@ _e("gpu.error", "gpu-error", 40, _S,
    r"ggml_vulkan: (compute pipeline|pipeline layout|shader module) creation failed for",
    r"unspecified launch failure", r"command buffer \d+ failed with status \d+",
    r"backend is in error state from a previous command buffer failure",
+   # ROCr (rocr-runtime core/runtime/runtime.cpp): the GPU faulted on an address, and the HSA
+   # status names of a queue aborted by a fault (hsa.h, hsa_ext_amd.h)
+   r"Memory access fault by GPU node-\d+",
+   r"HSA_STATUS_ERROR_(MEMORY_APERTURE_VIOLATION|MEMORY_FAULT|EXCEPTION|ILLEGAL_INSTRUCTION)\b",
    r"kIOGPUCommandBufferCallbackError(Timeout|PageFault|InvalidResource)", r"SYCL error:",
    # ggml-cuda.cu's CUDA_CHECK before 2024 printed `CUDA error %d at %s:%d: %s`; a quoted
    # tail keeps only `ggml-cuda.cu:<line>: <cudaGetErrorString>` (llama.cpp#3930)
@@ -1088,7 +1106,11 @@ _e("abort.assert", "assertion-failed", 30, _S,
    r"abort\(\) has been called",
    # llama.cpp's own assert macro before GGML_ASSERT took over (llama-util.h, spring 2023:
    # `LLAMA_ASSERT: %s:%d: %s`), and whisper.cpp's twin in the bindings that bundle both
-   r"\b(LLAMA|WHISPER)_ASSERT: \S+:\d+: ")
+   r"\b(LLAMA|WHISPER)_ASSERT: \S+:\d+: ",
+   # ggml.c ggml_new_object (2023 to b11434): the context's metadata pool, sized by the engine
+   # for the graph it builds, is too small: a miscount in the engine, not the machine's memory
+   # (the pool was allocated; an allocation that failed is `ctx->mem_buffer != NULL`)
+   r"not enough space in the context's memory pool")
 
 
 # Every name of the runtime tables above is an entry of its own, so a runtime error the
