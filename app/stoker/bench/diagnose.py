@@ -39,7 +39,7 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
                  14: "e7ba288", 15: "5b97e77", 16: "99fd38d", 17: "f24d9b9", 18: "f24d9b9",
                  19: "0201709", 20: "876e051", 21: "a59f2c5", 22: "28ffe4b",
                  23: "28ffe4b", 24: "28ffe4b", 25: "67adf23", 26: "c696a21",
-                 27: "c696a21", 28: "55c75d4"}
+                 27: "c696a21", 28: "55c75d4", 29: "0a977ed"}
 # The fresh batches no rule was tuned on since their score: the headline. They are not
 # training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;
 # tuning on one spends it and moves it out of this set.
@@ -103,8 +103,9 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # and scored once (27/38, README). Then the catalogue was widened from its misses (llamafile's
 # own CPU check, ik_llama.cpp's DFlash drafter, the vocabulary loader's refusal, a wrapper's
 # "Server did not start in time", ROCr's fault reports, ggml's context pool too small): tuned on,
-# so it is training data now.
-UNSPENT_BATCHES = frozenset({17})
+# so it is training data now. Batch 29 was announced in the README (ef238c9) before it was
+# gathered after the freeze at 0a977ed (no rule changed after it), and scored once.
+UNSPENT_BATCHES = frozenset({17, 29})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
