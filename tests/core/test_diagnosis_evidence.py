@@ -1868,3 +1868,64 @@ def test_ggmls_context_pool_too_small_is_the_engines_assertion():
     assert verdict(lines, flipped("allocation-before-abort")).kind == "assertion-failed"
     # negative: the pool's own malloc failing is the host's memory, not a miscount
     assert diagnose("GGML_ASSERT: ggml.c:4412: ctx->mem_buffer != NULL", signal="SIGABRT").kind == "host-oom"
+
+
+# ---- widened after batch 29 (spent): ctypes's missing export, Mesa's Venus ring, a device that
+# got none of the weights, ggml-metal's assert pasted without its colon
+
+_CTYPES = "AttributeError: function 'llama_load_model_from_file' not found"
+
+
+def test_a_binding_missing_a_llama_export_is_another_build_of_the_library():
+    assert diagnose("from llama_cpp import Llama", _CTYPES).kind == "stale-library"
+    # order: a missing export beats a sibling library that could not be opened
+    lines = ("FileNotFoundError: Could not find module 'C:\\x\\ggml-cuda.dll' (or one of its dependencies).",
+             _CTYPES)
+    assert verdict(lines).kind == "stale-library"
+    assert verdict(lines, flipped("symbol-over-cannot-open")).kind == "missing-library"
+    # negatives: another library's export, or Python's own attribute error, says nothing of llama.cpp
+    assert diagnose("AttributeError: function 'sd_ctx_new' not found").kind != "stale-library"
+    assert diagnose("AttributeError: 'Llama' object has no attribute 'ctx'").kind != "stale-library"
+
+
+_VENUS = "MESA-VIRTIO: debug: vn_ring_submit abort on fatal"
+
+
+def test_venus_aborting_its_ring_is_the_device_lost():
+    assert diagnose("*silence*", _VENUS).kind == "gpu-error"
+    lines = ("ggml_vulkan: Device memory allocation of size 4294967296 failed.",
+             "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory", _VENUS)
+    assert verdict(lines).kind == "vulkan-oom"
+    assert verdict(lines, flipped("device-lost-is-the-allocation")).kind == "gpu-error"
+    # negative: Venus's other debug lines are no fault
+    assert diagnose("MESA-VIRTIO: debug: vn_ring_submit slow").kind != "gpu-error"
+
+
+def _load(offloaded, *buffers):
+    return (f"load_tensors: offloaded {offloaded} layers to GPU",) + tuple(
+        f"load_tensors: {name:>12} model buffer size = {mib:8.2f} MiB" for name, mib in buffers)
+
+
+def test_a_device_that_got_none_of_the_weights_is_the_gpu_unused():
+    cann = _load("37/37", ("CPU", 15622.0), ("CANN0", 1.18))
+    got = classify.gpu_unused_from_log(cann, None, False)
+    assert got is not None and "15622.00 MiB" in got
+    assert diagnose(*cann).kind == "gpu-unused"
+    # negatives: a full offload keeps the token embeddings on the host; --cpu-moe keeps the
+    # experts there; a CPU build with RPC prints the offload line with host buffers only; a
+    # small model; a partial offload; a later load that did reach the device
+    for ok in (_load("37/37", ("CPU_Mapped", 1190.0), ("CUDA0", 15000.0)),
+               _load("37/37", ("CPU_Mapped", 60000.0), ("CUDA0", 2500.0)),
+               _load("31/31", ("CPU_Mapped", 4000.0)),
+               _load("31/31", ("CPU", 500.0), ("CUDA0", 0.5)),
+               _load("20/37", ("CPU", 15622.0), ("CUDA0", 1.0)),
+               cann + _load("37/37", ("CPU", 1190.0), ("CANN0", 14000.0))):
+        assert classify.gpu_unused_from_log(ok, None, False) is None, ok
+
+
+def test_ggml_metals_assert_without_its_colon_is_the_failed_command_buffer():
+    inc = diagnose("GGML_ASSERT: /Users/x/ggml/ggml-metal.m:1459 false", "Abort trap: 6", signal="SIGABRT")
+    assert inc.kind == "unknown" and inc.candidates == ("metal-oom", "gpu-error")
+    # negative: an op the Metal backend lacks is the assertion it is, colon or not
+    assert diagnose("GGML_ASSERT: ggml-metal.m:738 false && \"not implemented\"",
+                    signal="SIGABRT").kind == "assertion-failed"

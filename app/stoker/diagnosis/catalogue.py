@@ -723,6 +723,12 @@ _e("dotnet.entry-point", "stale-library", 76, _D,
    "the binding found a libllama, but one of another llama.cpp version: a function the binding "
    "declares is missing or changed (LLamaSharp supports exactly one llama.cpp commit per release)",
    r"Unable to find an entry point named '(llama|ggml|mtmd|llava|clip)_\w+'")
+_e("python.ctypes-missing-export", "stale-library", 76, _D,
+   "CPython Modules/_ctypes/_ctypes.c (`function '%s' not found` on Windows, where GetProcAddress "
+   "fails; POSIX builds quote dlerror's `undefined symbol`, read by ld.stale-symbol)",
+   "the Python binding (llama-cpp-python and its kin) loaded a llama.cpp library that lacks a "
+   "function it declares: a library from another llama.cpp version than the binding's",
+   r"AttributeError: function '(llama|ggml|gguf|mtmd|llava|clip|whisper)_\w+' not found")
 # The CLR's TypeLoadException IDS_CLASSLOAD_MISSINGMETHODRVA (`Could not load type 'T' from
 # assembly 'A' because the method 'M' has no implementation (no RVA).`, dotnet/runtime
 # src/coreclr/dlls/mscorrc/mscorrc.rc, .NET Framework 4.x and .NET 5 to 9): thrown while the
@@ -1078,7 +1084,10 @@ _e("gpu.device-lost", "gpu-error", 41, _S,
    # Mesa's amdgpu winsys (radv and radeonsi) after a GPU reset: the context was lost
    r"The CS has been cancelled because the context is lost",
    # ggml-vulkan.cpp (b11434) after a device loss, from VK_EXT_device_fault
-   r"ggml_vulkan: device fault on")
+   r"ggml_vulkan: device fault on",
+   # Mesa's Venus driver (src/virtio/vulkan/vn_ring.c), Vulkan forwarded to the host's GPU in a
+   # VM (krunkit, crosvm): the host side set the ring's fatal bit, and the driver aborts
+   r"vn_ring_submit abort on fatal")
 _e("gpu.error", "gpu-error", 40, _S,
    f"ggml-cuda/common.cuh CUDA_CHECK (`CUDA error`), ggml-vulkan (vk::), ggml-metal "
    f"(`command buffer %d failed with status %d`), ggml-sycl (`Exception caught at file`), {_B}",

@@ -311,7 +311,8 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
             return line
-    return _llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
+    return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
+            or _weights_left_on_the_host(lines))
 
 
 # llamafile (llamafile/cuda.c, 0.2 to 0.8) builds its GPU module on first use: `building
@@ -361,6 +362,43 @@ def _ollama_runner_without_its_gpu(lines: Iterable[str]) -> str | None:
                 return (f"Ollama planned {planned[1]} layers on {gpu}, but its runner loaded only "
                         f"{', '.join(backends)}: {line}")
     return None
+
+
+# llama.cpp's load_tensors (src/llama-model.cpp, 2024 to b11434) says how many layers it
+# offloaded and then one `<buffer type> model buffer size = N MiB` line per buffer. With every
+# layer offloaded the host keeps only what never goes to a device (the token embeddings: a few
+# per cent of the weights; with MoE experts kept on the host by `--cpu-moe` or `-ot exps=CPU`,
+# 2 to 10 per cent goes to the device). A device that got under 0.5 % of what the host holds
+# took none of the weights: its backend left them on the host (llama-box's CANN build with a
+# type it lacks, gpustack#2563), so the model runs on the CPU whatever the offload line says.
+# A device buffer must be there: a CPU build with RPC compiled in prints the offload line too
+# (llama_supports_gpu_offload), with host buffers only, and that is no device left unused.
+_OFFLOADED_ALL = re.compile(r"offloaded (\d+)/\1 layers to GPU")
+_MODEL_BUFFER = re.compile(r"\b([\w-]+) model buffer size\s*=\s*([\d.]+) MiB")
+_HOST_BUFFER = re.compile(r"^(CPU|AMX)|_Host$|^CPU_")
+_DEVICE_SHARE_FLOOR = 0.005
+
+
+def _weights_left_on_the_host(lines: Iterable[str]) -> str | None:
+    offloaded: str | None = None
+    host = device = 0.0
+    devices = 0
+    for raw in lines:
+        line = strip_log_prefix(raw).strip()
+        m = _OFFLOADED_ALL.search(line)
+        if m and int(m.group(1)) > 0:
+            offloaded, host, device, devices = line, 0.0, 0.0, 0  # a new load: its buffers follow
+            continue
+        b = _MODEL_BUFFER.search(line)
+        if b and offloaded is not None:
+            if _HOST_BUFFER.search(b.group(1)):
+                host += float(b.group(2))
+            else:
+                device, devices = device + float(b.group(2)), devices + 1
+    if offloaded is None or not devices or host < 1024 or device >= _DEVICE_SHARE_FLOOR * host:
+        return None
+    return (f"{offloaded}, yet the devices hold {device:.2f} MiB of the weights and the host "
+            f"{host:.2f} MiB: the model runs on the CPU")
 
 
 def drafter_dropped_from_log(lines: Iterable[str]) -> str | None:
@@ -496,7 +534,8 @@ _START_WORD = re.compile(r"\bstart(s|ed|ing|-?up)?\b|\bready\b|readiness|health|
 # `GGML_ASSERT(false && "not implemented")` (an op or type the Metal backend lacks, in
 # ggml-metal.m's switches of 2023 and ggml-metal-device.cpp in b11434) is an engine limit read
 # as the assertion it is, not that command buffer (llama.cpp#1697, text-generation-webui#3538).
-_METAL_FAILED = re.compile(r"command buffer \d+ failed with status \d+|ggml-metal\.m:\d+: false(?!\s*&&)"
+# A paste may lose the colon after the line number (LlamaEdge#7: `ggml-metal.m:1459 false`).
+_METAL_FAILED = re.compile(r"command buffer \d+ failed with status \d+|ggml-metal\.m:\d+:? false(?!\s*&&)"
                            r"|ggml_metal_get_buffer: error: .*buffer is nil")
 _METAL_DESCRIBED = re.compile(r"^error: \S|kIOGPUCommandBufferCallbackError|MTLCommandBufferError")
 _METAL_OVER_WORKING_SET = re.compile(r"current allocated size is greater than the recommended max working set")
