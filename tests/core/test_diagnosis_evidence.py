@@ -1929,3 +1929,57 @@ def test_ggml_metals_assert_without_its_colon_is_the_failed_command_buffer():
     # negative: an op the Metal backend lacks is the assertion it is, colon or not
     assert diagnose("GGML_ASSERT: ggml-metal.m:738 false && \"not implemented\"",
                     signal="SIGABRT").kind == "assertion-failed"
+
+
+# ---- widened after batch 30 (spent): ctypes's words on macOS, Android's linker, the driver's own
+# libcuda lacking an entry point, a multiarch path that lost its slash, a bind on another host
+
+def test_ctypes_on_macos_missing_a_llama_export_is_another_build():
+    line = "AttributeError: dlsym(0x308a36490, llama_context_default_params): symbol not found"
+    assert diagnose("from .llama_cpp import *", line).kind == "stale-library"
+    # negative: another library's symbol says nothing of llama.cpp
+    assert diagnose("AttributeError: dlsym(0x308a36490, sd_ctx_new): symbol not found").kind != "stale-library"
+
+
+def test_androids_linker_not_finding_the_engine_library_is_missing():
+    line = ('OSError: dlopen failed: library "/data/data/com.termux/files/home/koboldcpp/koboldcpp_default.so" '
+            "not found")
+    assert diagnose(line).kind == "missing-library"
+    # order: a missing library ends the start before the load that follows fails
+    lines = (line, "llama_model_load: error loading model: failed to open GGUF file")
+    assert verdict(lines).kind == "missing-library"
+    assert verdict(lines, flipped("loader-before-load")).kind == "bad-model"
+
+
+_LIBCUDA = ('msg="Unable to load nvcuda" library=/usr/lib64/libcuda.so.418.74 error="symbol lookup for '
+            'cuCtxCreate_v3 failed: /usr/lib64/libcuda.so.418.74: undefined symbol: cuCtxCreate_v3"')
+
+
+def test_the_drivers_libcuda_lacking_an_entry_point_is_the_driver_too_old():
+    assert diagnose(_LIBCUDA).kind == "cuda-driver-too-old"
+    # order: the build fault beats the 32-bit copy's wrong ELF class, a stale-library reading
+    lines = ("/usr/lib/libcuda.so.418.74: wrong ELF class: ELFCLASS32", _LIBCUDA)
+    assert verdict(lines).kind == "cuda-driver-too-old"
+    assert verdict(lines, without("build-fault-first")).kind != "cuda-driver-too-old"
+    # negative: ggml's CUDA library lacking a symbol is not the driver's own library
+    assert diagnose("./libggml-cuda.so: undefined symbol: ggml_cuda_op_mul_mat").kind == "stale-library"
+
+
+def test_a_multiarch_libc_that_lost_its_slash_is_the_systems():
+    line = ("lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.32' not found (required by ./lib/python3.9/"
+            "site-packages/gpt4all/llmodel_DO_NOT_MODIFY/build/libllmodel.so)")
+    assert diagnose(line).kind == "system-too-old"
+    # negative: a libc inside an app's own folder is still a bundled copy
+    bundled = line.replace("lib/x86_64-linux-gnu/libc.so.6", "/opt/app/lib/libc.so.6")
+    assert diagnose(bundled).kind == "stale-library"
+
+
+@pytest.mark.parametrize("host, kind", [
+    ("127.0.0.0", "unknown"), ("192.168.1.20", "unknown"),
+    ("127.0.0.1", "port-in-use"), ("0.0.0.0", "port-in-use"), ("localhost", "port-in-use"), ("::1", "port-in-use"),
+])
+def test_a_bind_on_another_host_is_left_open(host, kind):
+    inc = diagnose(f"main: couldn't bind HTTP server socket, hostname: {host}, port: 9000", exit_code=1)
+    assert inc.kind == kind
+    if kind == "unknown":
+        assert inc.candidates == ("port-in-use", "bad-argument")

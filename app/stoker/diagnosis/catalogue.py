@@ -226,7 +226,11 @@ _e("wrapper.cuda-driver-old", "cuda-driver-too-old", 90, _D,
    # libnvidia-container (nvidia-container-cli, the container runtime's prestart hook): the
    # image's NVIDIA_REQUIRE_CUDA asks for a CUDA the host driver does not reach (RamaLama's
    # CUDA image, ramalama#1234). Other unsatisfied conditions (brand, arch) are not this.
-   r"requirement error: unsatisfied condition: cuda\s*>=?\s*\d")
+   r"requirement error: unsatisfied condition: cuda\s*>=?\s*\d",
+   # libcuda.so IS the installed driver: a driver API entry point it lacks (Ollama's
+   # discover/gpu_info_nvcuda.c dlsyms cuCtxCreate_v3, cuDeviceGetUuid_v2 … and logs
+   # `symbol lookup for %s failed: <dlerror>`) is one that driver predates
+   r"libcuda\.so[.\d]*: undefined symbol: cu[A-Z]\w*", r"symbol lookup for cu[A-Z]\w* failed")
 _e("cuda.no-kernel-image", "no-kernel-image", 90, _D,
    "cudaErrorNoKernelImageForDevice (209) / cudaErrorInvalidDeviceFunction (98); ggml-cuda",
    "the build has no GPU code for this device's architecture",
@@ -490,6 +494,10 @@ _e("wrapper.oom-guess", "device-oom", 65, _S,
 _GLIBC_NODE = r"GLIBC_(?:[\d.]+|ABI_[A-Z0-9_]+)"
 _QUOTED = r"[`'‘]?{}[`'’]?"
 _SYSTEM_DIR = r"/(?:usr/)?lib(?:32|64)?/"
+# The same multiarch directory with its leading slash lost in a paste (`lib/x86_64-linux-gnu/
+# libc.so.6: version …` at the start of a line, gpt4all#1438): a Debian triplet directory is the
+# system's, not a bundle's.
+_SYSTEM_DIR_SLASH_LOST = r"(?:usr/)?lib/[a-z0-9_]+-linux-gnu\w*/"
 # glibc's own libraries: one glibc build installs them and libc.so.6 together
 _GLIBC_OWN = (r"(?:libc|libm|libmvec|libpthread|libdl|librt|libresolv|libutil|libanl|libnsl"
               r"|libBrokenLocale)\.so\.\d+|ld-linux[\w.-]*?\.so\.\d+")
@@ -508,7 +516,7 @@ _e("ld.versioned-symbol-bundled", "stale-library", 78, _D,
    "a venv, an app folder) found before the system's",
    "an older copy of the C/C++ runtime shipped beside the program shadows the system's, which "
    "may well be new enough: the copy is stale, the system is not too old",
-   rf"(?<![\w/.~-])(?!{_SYSTEM_DIR})(?:[A-Za-z]:)?[\w./~+-]*/lib(?:stdc\+\+|gcc_s|c|m|pthread|dl)"
+   rf"(?<![\w/.~-])(?!{_SYSTEM_DIR}|{_SYSTEM_DIR_SLASH_LOST})(?:[A-Za-z]:)?[\w./~+-]*/lib(?:stdc\+\+|gcc_s|c|m|pthread|dl)"
    r"\.so\.\d+: version " + _QUOTED.format(rf"(?:{_GLIBC_NODE}|GLIBCXX_[\d.]+|CXXABI_[\d.]+|GCC_[\d.]+)")
    + " not found")
 # LocalAI#9093 (spent batch 21): the cuda13 backend's bundled libc.so.6 lacked
@@ -666,6 +674,9 @@ _e("ld.missing", "missing-library", 75, _D,
    r"(vcruntime140|msvcp140|libomp)\w*\.(dll|dylib).{0,60}(not found|missing|could not be (found|loaded))",
    r"(missing|not find|not found|cannot find|could not load).{0,60}\b(vcruntime140|msvcp140|libomp)\w*\.(dll|dylib)",
    r"Failed to load shared library '[^']+'",
+   # Android's bionic linker (linker/linker.cpp), quoted by dlerror: `dlopen failed: library
+   # "%s" not found` (Termux, the mobile bindings)
+   r"dlopen failed: library \"[^\"]+\" not found",
    r"OSError: .{0,80}\.(so|dll|dylib)[\w.]*: cannot open",
    # llama-cpp-python llama_cpp.py _load_shared_library; LocalAI's backend loader
    r"Shared library with base name '[^']+' not found", r"backend not found: \S+",
@@ -725,10 +736,14 @@ _e("dotnet.entry-point", "stale-library", 76, _D,
    r"Unable to find an entry point named '(llama|ggml|mtmd|llava|clip)_\w+'")
 _e("python.ctypes-missing-export", "stale-library", 76, _D,
    "CPython Modules/_ctypes/_ctypes.c (`function '%s' not found` on Windows, where GetProcAddress "
-   "fails; POSIX builds quote dlerror's `undefined symbol`, read by ld.stale-symbol)",
+   "fails; elsewhere dlerror's words: macOS's `dlsym(0x…, name): symbol not found`, Linux's "
+   "`undefined symbol`, read by ld.stale-symbol)",
    "the Python binding (llama-cpp-python and its kin) loaded a llama.cpp library that lacks a "
    "function it declares: a library from another llama.cpp version than the binding's",
-   r"AttributeError: function '(llama|ggml|gguf|mtmd|llava|clip|whisper)_\w+' not found")
+   r"AttributeError: function '(llama|ggml|gguf|mtmd|llava|clip|whisper)_\w+' not found",
+   # macOS: ctypes raises AttributeError with dlerror's own words, `dlsym(<handle>, <name>):
+   # symbol not found` (libdyld), where Linux's dlerror says `undefined symbol`
+   r"dlsym\(0x[0-9a-fA-F]+, _?(llama|ggml|gguf|mtmd|llava|clip|whisper)_\w+\): symbol not found")
 # The CLR's TypeLoadException IDS_CLASSLOAD_MISSINGMETHODRVA (`Could not load type 'T' from
 # assembly 'A' because the method 'M' has no implementation (no RVA).`, dotnet/runtime
 # src/coreclr/dlls/mscorrc/mscorrc.rc, .NET Framework 4.x and .NET 5 to 9): thrown while the

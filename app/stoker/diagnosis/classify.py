@@ -1148,7 +1148,20 @@ class _OpenLine:
     rule: str
 
 
+# llama-server's `couldn't bind HTTP server socket, hostname: H, port: P` (tools/server, b11434
+# and before) keeps no errno: a taken port (EADDRINUSE) and an address this machine does not have
+# (EADDRNOTAVAIL: a mistyped --host, 127.0.0.0 on macOS, a LAN address since changed) end the same
+# way. On loopback or the wildcard the address is this machine's, so the port is the reading;
+# on any other host it is left open (ramalama#876: --host 127.0.0.0).
+_BIND_ON_OTHER_HOST = re.compile(
+    r"couldn't bind (HTTP server|to server) socket, hostname: (?!(?:127\.0\.0\.1|localhost|0\.0\.0\.0|::1?"
+    r"|\[::1?\])(?:,|\s|$))\S+")
+
 _OPEN_BY_LINE = (
+    _OpenLine("port-in-use", _BIND_ON_OTHER_HOST, ("port-in-use", "bad-argument"),
+              "The engine could not listen ({line}) on a host address that is neither loopback nor all "
+              "addresses: the port may be taken, or this machine may not have that address (check "
+              "--host); the engine does not say which, and Stoker does not guess.", "bind-on-another-host"),
     # LocalAI pkg/model reports one load error for the model and its draft together
     # (`Failed to load model: X (with draft model: Y). Error: ...`): either file's
     _OpenLine("bad-model", _LOAD_WITH_DRAFT, ("bad-model", "drafter-failure"),
