@@ -156,11 +156,14 @@ def test_the_same_url_across_kill_restart_apply_and_switch(gateway, demo_model, 
 
 
 def _stream_long(client, model, out: dict, under_way: threading.Event) -> None:
-    """A stream that still runs when the next request comes (32 tokens, end-of-text ignored,
-    against the milliseconds that request takes to queue); `under_way` is set on its first chunk."""
+    """A stream that still runs when the next request comes and is SEEN queued (128 tokens,
+    end-of-text ignored): the test observes the queue through supervisor snapshots, which on a
+    loaded 2-core machine lag by a few hundred milliseconds, longer than 32 tokens of the demo
+    model took (a loaded CI run saw the queue 5 ms after such a stream had ended); `under_way`
+    is set on its first chunk."""
     try:
         text = []
-        for c in client.chat.completions.create(model=model, max_tokens=32, stream=True,
+        for c in client.chat.completions.create(model=model, max_tokens=128, stream=True,
                                                 messages=[{"role": "user", "content": "Tell a story"}],
                                                 extra_body={"ignore_eos": True}):
             under_way.set()
