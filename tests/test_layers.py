@@ -39,6 +39,8 @@ PURE = frozenset({
     "stoker.diagnosis.catalogue",
     "stoker.diagnosis.classify",
     "stoker.diagnosis.evidence",
+    "stoker.diagnosis.log_lines",
+    "stoker.diagnosis.silent_fallbacks",
     "stoker.diagnosis.wrapper_memory",
     "stoker.diagnosis.views",
     "stoker.engines.about",

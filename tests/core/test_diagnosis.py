@@ -13,11 +13,11 @@ from stoker.diagnosis.classify import (
     Incident,
     classify_exit,
     describe_exit_code,
-    gpu_unused_from_log,
     ntstatus_of,
     report_from_engine_exit,
-    strip_log_prefix,
 )
+from stoker.diagnosis.log_lines import strip_log_prefix
+from stoker.diagnosis.silent_fallbacks import gpu_unused_from_log
 from stoker.engines.engine_exit import EngineExit
 
 LOGS = Path(__file__).resolve().parents[1] / "data" / "logs"

@@ -14,9 +14,10 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.diagnosis import catalogue, classify
-from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log, strip_log_prefix
+from stoker.diagnosis import catalogue, classify, silent_fallbacks
+from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log
 from stoker.diagnosis.evidence import ORDER, LoadPlace, decide, draft_scoped, gather, rule_between
+from stoker.diagnosis.log_lines import strip_log_prefix
 
 
 def verdict(lines, order=ORDER):
@@ -1589,7 +1590,7 @@ def test_the_container_runtimes_cuda_requirement_is_the_driver_too_old():
 
 def test_the_gpu_unused_checks_read_a_one_shot_iterator_of_lines_whole():
     # the later checks (llamafile's build, Ollama's runner) read the lines again
-    from stoker.diagnosis.classify import gpu_unused_from_log
+    from stoker.diagnosis.silent_fallbacks import gpu_unused_from_log
 
     assert gpu_unused_from_log(iter(_LLAMAFILE), None, False) == "/usr/bin/nvcc: returned nonzero exit status"
 
@@ -1908,7 +1909,7 @@ def _load(offloaded, *buffers):
 
 def test_a_device_that_got_none_of_the_weights_is_the_gpu_unused():
     cann = _load("37/37", ("CPU", 15622.0), ("CANN0", 1.18))
-    got = classify.gpu_unused_from_log(cann, None, False)
+    got = silent_fallbacks.gpu_unused_from_log(cann, None, False)
     assert got is not None and "15622.00 MiB" in got
     assert diagnose(*cann).kind == "gpu-unused"
     # negatives: a full offload keeps the token embeddings on the host; --cpu-moe keeps the
@@ -1920,7 +1921,7 @@ def test_a_device_that_got_none_of_the_weights_is_the_gpu_unused():
                _load("31/31", ("CPU", 500.0), ("CUDA0", 0.5)),
                _load("20/37", ("CPU", 15622.0), ("CUDA0", 1.0)),
                cann + _load("37/37", ("CPU", 1190.0), ("CANN0", 14000.0))):
-        assert classify.gpu_unused_from_log(ok, None, False) is None, ok
+        assert silent_fallbacks.gpu_unused_from_log(ok, None, False) is None, ok
 
 
 def test_ggml_metals_assert_without_its_colon_is_the_failed_command_buffer():

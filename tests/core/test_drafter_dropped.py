@@ -4,7 +4,7 @@ The line is b11434's own (server load_model), seen when the draft model's vocabu
 differs from the target's: the start succeeds and speculation is silently off.
 """
 
-from stoker.diagnosis.classify import drafter_dropped_from_log
+from stoker.diagnosis.silent_fallbacks import drafter_dropped_from_log
 
 REAL = ("0.00.412.118 E srv    load_model: failed to initialize speculative decoding context: "
         "draft model vocab type must match target model to use speculation")

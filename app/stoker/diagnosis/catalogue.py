@@ -1139,7 +1139,7 @@ _e("abort.assert", "assertion-failed", 30, _S,
 
 # Every name of the runtime tables above is an entry of its own, so a runtime error the
 # hand-written wordings miss is still read by its name (`CUDA error 209: cudaErrorNoKernel…`).
-# gpu-unused is decided from the whole log (classify.gpu_unused_from_log), not from one name.
+# gpu-unused is decided from the whole log (silent_fallbacks.gpu_unused_from_log), not from one name.
 KIND_RANK = {"cuda-driver-too-old": 90, "no-kernel-image": 90, "gpu-oom": 80, "rocm-oom": 80,
              "vulkan-oom": 80, "metal-oom": 80, "device-oom": 80, "host-oom": 78,
              "missing-library": 75, "bad-argument": 70, "gpu-error": 40}

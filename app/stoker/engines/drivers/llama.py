@@ -14,7 +14,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from stoker.base.paths import storage_sentence
-from stoker.diagnosis.classify import drafter_dropped_from_log
+from stoker.diagnosis.silent_fallbacks import drafter_dropped_from_log
 from stoker.engines import measurements
 from stoker.engines.argv import PER_LAUNCH_KEY, build_launch_spec
 from stoker.engines.drivers.inputs import BuildPick, DriverBuild, EngineChoice, EnginePlan, PlanInputs, ReadyLesson

@@ -1,0 +1,58 @@
+"""An engine log's lines as they were written: llama-server's own prefix taken off, a line the
+reporter's terminal wrapped joined back, and the GPU backend the lines show.
+
+It exists so that the classifier (classify.py) and the readers of what a ready engine silently
+went without (silent_fallbacks.py) read lines the same way. Pure: strings in, strings out. It
+must not decide what a failure is.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator
+
+_PREFIX = re.compile(r"^\s*(?:\[\d+\]\s+)?\d+\.\d+\.\d+\.\d+\s+[IWED]\s+")
+
+
+def strip_log_prefix(line: str) -> str:
+    """`0.00.204.629 E msg` -> `msg` (llama-server's time-since-start and level; a router
+    child's `[pid] ` in front of it too)."""
+    return _PREFIX.sub("", line.rstrip("\r\n"))
+
+
+def backend_from_log(lines: Iterable[str]) -> str | None:
+    """The GPU backend a log shows was built in, else None (CPU build or unknown)."""
+    lines = [strip_log_prefix(raw) for raw in lines]
+    if any(re.search(r"found \d+ ROCm devices|loaded ROCm backend|\bROCm error\b|ROCm\d+:|ROCm\s*:"
+                     r"|failed to initialize (ROCm|HIP)|built with HIP|\bhipError", line)
+           for line in lines):
+        return "rocm"
+    for line in lines:
+        if re.search(r"ggml_cuda_init|ggml_init_cublas|CUDA\s*:\s*ARCHS|loaded CUDA backend"
+                     r"|\bCUDA error\b", line):
+            return "cuda"
+        if re.search(r"ggml_vulkan|loaded Vulkan backend|Vulkan\d+:", line):
+            return "vulkan"
+        if re.search(r"ggml_metal|loaded Metal backend|MTL\d+:", line):
+            return "metal"
+    return None
+
+
+def unwrapped(lines: Iterable[str]) -> Iterator[str]:
+    """The lines with each one's indented continuation joined to it: a line that a terminal or
+    the reporter wrapped when pasting it goes on in indented lines (text-generation-webui's
+    `Server health check timed out after 28800 seconds` broken after "health",
+    text-generation-webui#6907; Ollama's key=value lines broken between keys, ollama#10798).
+    Only a line that starts at the margin takes continuations, so a paste indented as a whole
+    stays line by line. Only the checks that read a wording across such a break use this,
+    never the catalogue's scan, where an indented stack frame is a line of its own."""
+    items = list(lines)
+    i = 0
+    while i < len(items):
+        joined, j = items[i], i + 1
+        if joined[:1] not in (" ", "\t"):
+            while j < len(items) and items[j][:1] in (" ", "\t") and items[j].strip():
+                joined = joined.rstrip() + " " + items[j].strip()
+                j += 1
+        yield joined
+        i = j

@@ -1,0 +1,179 @@
+"""What an engine's log says it silently went without: its GPU (`gpu_unused_from_log`) or the
+drafter it was given (`drafter_dropped_from_log`).
+
+Neither ends the engine, so neither is a failure by itself: the fleet's health view reads them
+from a READY engine's start-up log (fleet/exit_diagnosis.py, the engines' driver), and
+classify.py reads the GPU one when nothing else explains an engine a wrapper stopped. Pure: log
+lines in, the line that shows it (or None) out. It must not name a failure kind; that is
+classify.py's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from stoker.diagnosis.log_lines import strip_log_prefix, unwrapped
+
+GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "opencl"})
+
+
+# A wrapper saying in its own words that it found a GPU and will run on the CPU, so these count
+# whatever the build the log shows (the wrapper carries GPU libraries the log may not name).
+_WRAPPER_LEFT_THE_GPU = re.compile(
+    # Ollama 0.1.2x-0.1.3x gpu/gpu.go, amd_linux.go, amd_windows.go
+    r"CUDA GPU is too old\. Falling back to CPU|falling back to CPU mode|no suitable rocm found, falling back to CPU"
+    r"|all detected amdgpus are skipped, falling back to CPU|amdgpu detected, but no compatible rocm library found"
+    # Ollama 0.1.3x-0.5 gpu/gpu.go: a CPU without AVX gets no GPU runner
+    r"|CPU does not have AVX or AVX2, disabling GPU support"
+    r"|CPU does not have minimum vector extensions, GPU inference disabled"
+    # Ollama 0.3-0.12 gpu/, discover/: the AMD device cannot be opened, the CUDA library and the driver disagree
+    r"|kfd driver not loaded|amdgpu devices detected but permission problems block access"
+    r"|unable to load amdhip64\w*\.dll, please make sure to upgrade"
+    r"|version mismatch between driver and cuda driver library"
+    # Ollama discover (2026): devices dropped before llama-server starts
+    r"|skipping CUDA device . compute capability not in compiled architectures"
+    r"|dropping ROCm device . no rocblas support for gfx target|AMD driver is too old\. Update your AMD driver"
+    # koboldcpp.py: the GPU library is not in the bundle, so its CPU library runs
+    r"|(CuBLAS|hipBLAS|Vulkan|CLBlast) library file not found\. CPU library will be used"
+    # llamafile: layers asked of a machine where it found no GPU
+    r"|--n-gpu-layers \d+ was passed but no GPUs were found", re.IGNORECASE)
+
+
+def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_gpu: bool) -> str | None:
+    """The line showing that a GPU build runs without its GPU, else None.
+
+    A CPU build printing `no usable GPU found` is normal, so that line only counts for a
+    GPU backend; `offloaded 0/N layers to GPU` counts when the plan asked for the GPU.
+    """
+    lines = tuple(lines)  # read again below by the checks that follow a sequence of lines
+    gpu_build = backend in GPU_BACKENDS
+    for raw in lines:
+        line = strip_log_prefix(raw)
+        if re.search(r"not compiled with GPU offload support|compiled without support for GPU offload",
+                     line, re.IGNORECASE):
+            return line  # layers were asked of a build that has no GPU code at all
+        if _WRAPPER_LEFT_THE_GPU.search(line):
+            return line  # the wrapper says it found a GPU and runs without it
+        # ... and Ollama's discovery (discover/gpu.go, amd_*.go), which then runs on the CPU
+        if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
+                                   r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
+                                   r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
+                                   r"|amdgpu is not supported \(supported types"
+                                   # Ollama 0.1.3x gpu/amd_linux.go: `amdgpu [%d] %s is not
+                                   # supported by %s %v`
+                                   r"|amdgpu \[\d+\] gfx\w+ is not supported by "
+                                   # Ollama discover/gpu_info_nvcuda.c, gpu_info_cudart.c: the
+                                   # driver library failed cuInit/cudaGetDeviceCount with a
+                                   # CUresult (35, driver too old, is the catalogue's own)
+                                   r"|(cuda driver library|nvcuda|cudart) init failure: (?!35\b)\d+"
+                                   # ggml-vulkan.cpp (b11434): the only Vulkan device is a
+                                   # software one (llvmpipe/lavapipe): no GPU driver in use
+                                   r"|ggml_vulkan: Warning: Device type is CPU", line):
+            return line
+        m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
+        if m and (plan_wanted_gpu or gpu_build):
+            return line
+    return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
+            or _weights_left_on_the_host(lines))
+
+
+# llamafile (llamafile/cuda.c, 0.2 to 0.8) builds its GPU module on first use: `building
+# ggml-cuda with nvcc -arch=native...`, again with another arch flag, and each failed compile
+# ends `<compiler>: returned nonzero exit status`; once it links one it says `GPU support
+# loaded`. A last attempt that failed, with nothing linked after it, leaves the CPU.
+_LLAMAFILE_BUILD = re.compile(r"building ggml-(cuda|rocm) with (nvcc|hipcc|amdclang\+\+|clang\+\+)")
+_LLAMAFILE_BUILD_FAILED = re.compile(r"(nvcc|hipcc|clang\+\+)(\.exe)?: returned nonzero exit status")
+
+
+def _llamafile_gpu_module_failed(lines: Iterable[str]) -> str | None:
+    failed: str | None = None
+    for raw in lines:
+        line = strip_log_prefix(raw).strip()
+        if _LLAMAFILE_BUILD.search(line):
+            failed = None  # a new attempt: only the last one's outcome counts
+        elif _LLAMAFILE_BUILD_FAILED.search(line):
+            failed = line
+        elif "GPU support loaded" in line:
+            return None
+    return failed
+
+
+# Ollama (llm/server.go) logs its plan, `msg=offload library=cuda ... layers.offload=29`, and
+# its runner (ml/backend/ggml/ggml.go, 0.6 on) then logs `msg=system` with the features of
+# every backend it loaded, each as `<backend>.<device>.<feature>=` (`CUDA.0.ARCHS=...`,
+# `ROCm.0...`). A plan on the GPU whose runner loaded only CPU backends runs on the CPU: the
+# maintainer's reading of ollama#10798 (the GPU libraries missing after an upgrade).
+_OLLAMA_OFFLOAD = re.compile(r"msg=\"?offload\b.*\blibrary=(cuda|rocm|vulkan)\b.*\blayers\.offload=([1-9]\d*)")
+_OLLAMA_SYSTEM = re.compile(r"msg=\"?system\"?\s+((?:\w+\.\d+\.\w+=\S*\s*)+)")
+_OLLAMA_GPU_BACKEND = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan"}
+
+
+def _ollama_runner_without_its_gpu(lines: Iterable[str]) -> str | None:
+    planned: tuple[str, str] | None = None  # (library, layers) of the last offload plan
+    for raw in unwrapped(lines):
+        line = strip_log_prefix(raw).strip()
+        m = _OLLAMA_OFFLOAD.search(line)
+        if m:
+            planned = (m.group(1), m.group(2))
+            continue
+        s = _OLLAMA_SYSTEM.search(line)
+        if s and planned is not None:
+            backends = sorted({t.split(".", 1)[0] for t in s.group(1).split()})
+            gpu = _OLLAMA_GPU_BACKEND[planned[0]]
+            if gpu not in backends:
+                return (f"Ollama planned {planned[1]} layers on {gpu}, but its runner loaded only "
+                        f"{', '.join(backends)}: {line}")
+    return None
+
+
+# llama.cpp's load_tensors (src/llama-model.cpp, 2024 to b11434) says how many layers it
+# offloaded and then one `<buffer type> model buffer size = N MiB` line per buffer. With every
+# layer offloaded the host keeps only what never goes to a device (the token embeddings: a few
+# per cent of the weights; with MoE experts kept on the host by `--cpu-moe` or `-ot exps=CPU`,
+# 2 to 10 per cent goes to the device). A device that got under 0.5 % of what the host holds
+# took none of the weights: its backend left them on the host (llama-box's CANN build with a
+# type it lacks, gpustack#2563), so the model runs on the CPU whatever the offload line says.
+# A device buffer must be there: a CPU build with RPC compiled in prints the offload line too
+# (llama_supports_gpu_offload), with host buffers only, and that is no device left unused.
+_OFFLOADED_ALL = re.compile(r"offloaded (\d+)/\1 layers to GPU")
+_MODEL_BUFFER = re.compile(r"\b([\w-]+) model buffer size\s*=\s*([\d.]+) MiB")
+_HOST_BUFFER = re.compile(r"^(CPU|AMX)|_Host$|^CPU_")
+_DEVICE_SHARE_FLOOR = 0.005
+
+
+def _weights_left_on_the_host(lines: Iterable[str]) -> str | None:
+    offloaded: str | None = None
+    host = device = 0.0
+    devices = 0
+    for raw in lines:
+        line = strip_log_prefix(raw).strip()
+        m = _OFFLOADED_ALL.search(line)
+        if m and int(m.group(1)) > 0:
+            offloaded, host, device, devices = line, 0.0, 0.0, 0  # a new load: its buffers follow
+            continue
+        b = _MODEL_BUFFER.search(line)
+        if b and offloaded is not None:
+            if _HOST_BUFFER.search(b.group(1)):
+                host += float(b.group(2))
+            else:
+                device, devices = device + float(b.group(2)), devices + 1
+    if offloaded is None or not devices or host < 1024 or device >= _DEVICE_SHARE_FLOOR * host:
+        return None
+    return (f"{offloaded}, yet the devices hold {device:.2f} MiB of the weights and the host "
+            f"{host:.2f} MiB: the model runs on the CPU")
+
+
+def drafter_dropped_from_log(lines: Iterable[str]) -> str | None:
+    """Why a READY engine serves without the drafter it was given, else None.
+
+    b11434 does not fail a start whose draft model it cannot use for speculation (for
+    example another vocabulary type): it logs `failed to initialize speculative decoding
+    context: <why>` and serves without it. Without this check the tray would say the
+    drafter is in while every token is decoded without it.
+    """
+    for raw in lines:
+        m = re.search(r"failed to initialize speculative decoding context:?\s*(.*)", strip_log_prefix(raw))
+        if m:
+            return m.group(1).strip() or "the engine did not say why"
+    return None
