@@ -1,8 +1,10 @@
 """An engine log's lines as they were written: llama-server's own prefix taken off, a line the
-reporter's terminal wrapped joined back, and the GPU backend the lines show.
+reporter's terminal wrapped joined back, the GPU backend the lines show, and the memory a
+buffer name lives in.
 
-It exists so that the classifier (classify.py) and the readers of what a ready engine silently
-went without (silent_fallbacks.py) read lines the same way. Pure: strings in, strings out. It
+It exists so that the classifier (classify.py), the readers of what a ready engine silently
+went without (silent_fallbacks.py) and the engine's memory report (engines/engine_log.py) read
+lines the same way. Pure: strings in, strings out. It
 must not decide what a failure is.
 """
 
@@ -36,6 +38,25 @@ def backend_from_log(lines: Iterable[str]) -> str | None:
         if re.search(r"ggml_metal|loaded Metal backend|MTL\d+:", line):
             return "metal"
     return None
+
+
+# Buffer-type names map to the memory they live in: `CPU`, `CPU_Mapped`, `CPU_REPACK` and
+# pinned host buffers (`CUDA_Host`, `ROCm_Host` …) are host RAM; `CUDA0` is that device.
+HOST = "CPU"
+_HOST_SUFFIXES = ("_Host", "_HOST")
+_BUFFER_SUFFIXES = ("_Mapped", "_REPACK", "_AARCH64", "_KLEIDIAI", "_AMX", "_Split", "_split")
+
+
+def device_of_buffer(buffer_name: str) -> str:
+    """`CPU_Mapped` -> `CPU`, `CUDA_Host` -> `CPU`, `CUDA0` -> `CUDA0`."""
+    name = buffer_name.strip()
+    if name.endswith(_HOST_SUFFIXES) or name.upper() in ("CPU", "HOST"):
+        return HOST
+    for suffix in _BUFFER_SUFFIXES:
+        if name.endswith(suffix):
+            base = name[: -len(suffix)]
+            return HOST if base.upper() == "CPU" else base
+    return name
 
 
 def unwrapped(lines: Iterable[str]) -> Iterator[str]:

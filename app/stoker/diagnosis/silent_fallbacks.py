@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from stoker.diagnosis.log_lines import strip_log_prefix, unwrapped
+from stoker.diagnosis.log_lines import HOST, device_of_buffer, strip_log_prefix, unwrapped
 
 GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "opencl"})
 
@@ -138,7 +138,6 @@ def _ollama_runner_without_its_gpu(lines: Iterable[str]) -> str | None:
 # (llama_supports_gpu_offload), with host buffers only, and that is no device left unused.
 _OFFLOADED_ALL = re.compile(r"offloaded (\d+)/\1 layers to GPU")
 _MODEL_BUFFER = re.compile(r"\b([\w-]+) model buffer size\s*=\s*([\d.]+) MiB")
-_HOST_BUFFER = re.compile(r"^(CPU|AMX)|_Host$|^CPU_")
 _DEVICE_SHARE_FLOOR = 0.005
 
 
@@ -154,7 +153,7 @@ def _weights_left_on_the_host(lines: Iterable[str]) -> str | None:
             continue
         b = _MODEL_BUFFER.search(line)
         if b and offloaded is not None:
-            if _HOST_BUFFER.search(b.group(1)):
+            if device_of_buffer(b.group(1)) == HOST:
                 host += float(b.group(2))
             else:
                 device, devices = device + float(b.group(2)), devices + 1

@@ -25,28 +25,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from stoker.diagnosis.log_lines import HOST, device_of_buffer
+
 MIB = 1048576
 # A value printed as "%8.2f MiB" is off by at most half the last digit.
 BUFFER_ROUNDING_BYTES = MIB // 200
-
-# Buffer-type names map to the memory they live in: `CPU`, `CPU_Mapped`, `CPU_REPACK` and
-# pinned host buffers (`CUDA_Host`, `ROCm_Host` …) are host RAM; `CUDA0` is that device.
-HOST = "CPU"
-_HOST_SUFFIXES = ("_Host", "_HOST")
-_BUFFER_SUFFIXES = ("_Mapped", "_REPACK", "_AARCH64", "_KLEIDIAI", "_AMX", "_Split", "_split")
-
-
-def device_of_buffer(buffer_name: str) -> str:
-    """`CPU_Mapped` -> `CPU`, `CUDA_Host` -> `CPU`, `CUDA0` -> `CUDA0`."""
-    name = buffer_name.strip()
-    if name.endswith(_HOST_SUFFIXES) or name.upper() in ("CPU", "HOST"):
-        return HOST
-    for suffix in _BUFFER_SUFFIXES:
-        if name.endswith(suffix):
-            base = name[: -len(suffix)]
-            return HOST if base.upper() == "CPU" else base
-    return name
-
 
 @dataclass(frozen=True)
 class BufferLine:
