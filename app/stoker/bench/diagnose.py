@@ -208,10 +208,10 @@ class Score:
     correct: int
     named: int = 0  # logs it named a kind for (not unknown)
     named_right: int = 0  # of those, named right
-    # For a kind: how often it said this kind, and how often rightly (its precision).
-    said: int = 0
+    # For a kind: how often it said this kind, and how often rightly (its precision); None for
+    # a score over all kinds.
+    said: int | None = None
     said_right: int = 0
-    per_kind: bool = False  # a kind's score: its precision is over what it said, or unknown
 
     @property
     def accuracy(self) -> float | None:
@@ -227,7 +227,7 @@ class Score:
         """Right when it names a kind: overall over every named answer; for a kind, over the
         answers that said that kind (None when it never said it: a kind's logs named as other
         kinds are that kind's misses, not its precision)."""
-        if self.per_kind:
+        if self.said is not None:
             return self.said_right / self.said if self.said else None
         return self.named_right / self.named if self.named else None
 
@@ -249,7 +249,8 @@ class BenchResult:
 
         hits = sum(1 for r in rows if pred(r) == r.case.kind)
         named = [r for r in rows if pred(r) != "unknown"]
-        said = said_right = 0
+        said: int | None = None if kind is None else 0
+        said_right = 0
         if kind is not None and kind != "unknown":
             pool = [r for r in self.results
                     if (held_out is None or r.case.held_out == held_out)
@@ -257,7 +258,7 @@ class BenchResult:
                     and r.case.batch not in exclude_batches]
             said, said_right = len(pool), sum(1 for r in pool if r.case.kind == kind)
         return Score(len(rows), hits, len(named), sum(1 for r in named if pred(r) == r.case.kind),
-                     said, said_right, per_kind=kind is not None)
+                     said, said_right)
 
     def batches(self) -> tuple[int, ...]:
         return tuple(sorted({r.case.batch for r in self.results}))
