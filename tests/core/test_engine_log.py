@@ -117,7 +117,7 @@ def test_gpu_table_row_and_recurrent_line():
 
 @pytest.mark.parametrize("name,device", [("CPU", "CPU"), ("CPU_Mapped", "CPU"), ("CPU_REPACK", "CPU"),
                                          ("CUDA_Host", "CPU"), ("CUDA0", "CUDA0"), ("ROCm1", "ROCm1"),
-                                         ("Vulkan0", "Vulkan0"), ("MTL0_Mapped", "MTL0")])
+                                         ("Vulkan0", "Vulkan0"), ("MTL0_Mapped", "MTL0"), ("AMX", "CPU")])
 def test_device_of_buffer(name, device):
     assert device_of_buffer(name) == device
 

@@ -40,8 +40,9 @@ def backend_from_log(lines: Iterable[str]) -> str | None:
     return None
 
 
-# Buffer-type names map to the memory they live in: `CPU`, `CPU_Mapped`, `CPU_REPACK` and
-# pinned host buffers (`CUDA_Host`, `ROCm_Host` …) are host RAM; `CUDA0` is that device.
+# Buffer-type names map to the memory they live in: `CPU`, `CPU_Mapped`, `CPU_REPACK`, the CPU
+# backend's AMX weights (`AMX`, ggml-cpu/amx/amx.cpp in b11434) and pinned host buffers
+# (`CUDA_Host`, `ROCm_Host` …) are host RAM; `CUDA0` is that device.
 HOST = "CPU"
 _HOST_SUFFIXES = ("_Host", "_HOST")
 _BUFFER_SUFFIXES = ("_Mapped", "_REPACK", "_AARCH64", "_KLEIDIAI", "_AMX", "_Split", "_split")
@@ -50,7 +51,7 @@ _BUFFER_SUFFIXES = ("_Mapped", "_REPACK", "_AARCH64", "_KLEIDIAI", "_AMX", "_Spl
 def device_of_buffer(buffer_name: str) -> str:
     """`CPU_Mapped` -> `CPU`, `CUDA_Host` -> `CPU`, `CUDA0` -> `CUDA0`."""
     name = buffer_name.strip()
-    if name.endswith(_HOST_SUFFIXES) or name.upper() in ("CPU", "HOST"):
+    if name.endswith(_HOST_SUFFIXES) or name.upper() in ("CPU", "HOST", "AMX"):
         return HOST
     for suffix in _BUFFER_SUFFIXES:
         if name.endswith(suffix):
