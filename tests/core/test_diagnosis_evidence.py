@@ -1984,3 +1984,100 @@ def test_a_bind_on_another_host_is_left_open(host, kind):
     assert inc.kind == kind
     if kind == "unknown":
         assert inc.candidates == ("port-in-use", "bad-argument")
+
+
+# ---- widened after batch 31 (spent): a wrapper's -1, a stated reason beside LM Studio's memory
+# figure, an assert on the MTP head, node-llama-cpp leaving CUDA, WasmEdge without its WASI-NN
+# plugin or model, Go's listen address without a port
+
+@pytest.mark.parametrize("exit_code, not_kind", [(-1, "stopped"), (-1, "illegal-instruction")])
+def test_a_wrappers_exit_code_minus_one_names_no_signal(exit_code, not_kind):
+    # tabby (Rust) printed `exited with status code -1` for an engine a signal ended
+    inc = diagnose("llama-server <embedding> exited with status code -1", exit_code=exit_code)
+    assert inc.kind == "unknown" and inc.kind != not_kind
+    assert "SIGHUP" not in (inc.exit_description or "")
+    # negative: Python's -N is still signal N, and -1 from the log's words is read alike
+    assert diagnose("llama_model_loader: loaded meta data", exit_code=-4).kind == "illegal-instruction"
+    assert diagnose("llama_model_loader: loaded meta data", exit_code=-9).kind == "host-oom"
+
+
+_LMS_FIGURES = ('"ram_capacity": "62.72 GB",', '"ram_unused": "62.72 KB"')
+
+
+def test_a_stated_reason_outranks_lm_studios_memory_figure():
+    lines = ('"title": "Failed to load model",',
+             '"cause": "llama.cpp error: \'done_getting_tensors: wrong number of tensors; expected 292, got 291\'",',
+             *_LMS_FIGURES)
+    v = verdict(lines)
+    assert v.kind == "bad-model" and v.rule == "stated-reason-over-figure"
+    # order reversed (the rule dropped): the figure's memory wins by allocation-inside-load-error
+    dropped = decide(draft_scoped(lines, gather(lines, strip_log_prefix)), reason_over_figure=False)
+    assert dropped.kind == "host-oom"
+    # negative: with no reason of its own (lmstudio-bug-tracker#14's empty cause) the figure decides
+    empty = ('"title": "Failed to load model",', '"cause": "",', *_LMS_FIGURES)
+    assert verdict(empty).kind == "host-oom"
+    # ... nor against an engine's own allocation line: memory meets memory by the order
+    assert verdict((CUDA_OOM, *_LMS_FIGURES)).rule == "allocation-named-by-its-first-line"
+
+
+_MTP_ASSERT = ("/src/llama.cpp/src/llama-model.cpp:1227: GGML_ASSERT(hparams.n_layer_nextn < "
+               "hparams.n_layer_all) failed")
+
+
+@pytest.mark.parametrize("line", [
+    _MTP_ASSERT,
+    '/src/llama.cpp/src/models/deepseek2.cpp:172: GGML_ASSERT(hparams.n_layer_nextn > 0 && "GLM4 MTP requires '
+    'n_layer_nextn > 0") failed',
+    '/src/llama.cpp/src/models/deepseek2.cpp:181: GGML_ASSERT(layer.nextn.eh_proj && "MTP block missing '
+    'nextn.eh_proj") failed',
+])
+def test_an_assert_on_the_mtp_head_with_a_drafter_is_the_drafter(line):
+    lines = ("srv    load_model: loading model '/m/gemma-4-26B-A4B-it-Q8_0.gguf'", line)
+    inc = classify_exit(report_from_log(lines, has_drafter=True))
+    assert inc.kind == "drafter-failure" and inc.rule == "assertion-on-the-mtp-head"
+    # negative: without a drafter the same assert is the engine's (a model with built-in MTP
+    # layers loads them without speculative decoding too)
+    assert classify_exit(report_from_log(lines, has_drafter=False)).kind == "assertion-failed"
+
+
+def test_another_assert_with_a_drafter_stays_open():
+    lines = ("/src/ggml/src/ggml-backend.cpp:1900: GGML_ASSERT(buffer) failed",)
+    inc = classify_exit(report_from_log(lines, has_drafter=True))
+    assert inc.kind == "unknown" and inc.candidates == ("assertion-failed", "drafter-failure")
+
+
+@pytest.mark.parametrize("line, unused", [
+    ('{"level":"warn","message":"[node-llama-cpp] The prebuilt binary for platform \\"linux\\" \\"x64\\" with '
+     'CUDA support is not compatible with the current system, falling back to using no GPU"}', True),
+    ('[node-llama-cpp] Failed to load a prebuilt binary for platform "mac" "arm64" with Metal support, falling '
+     'back to using no GPU. Error: dlopen failed', True),
+    # negative: its Vulkan attempt follows any Vulkan loader, a headless server's too
+    ('[node-llama-cpp] The prebuilt binary for platform "linux" "x64" with Vulkan support is not compatible '
+     'with the current system, falling back to using no GPU', False),
+    ("[node-llama-cpp] A prebuilt binary was not found, falling back to using no GPU", False),
+])
+def test_node_llama_cpp_leaving_cuda_or_metal_is_the_gpu_unused(line, unused):
+    assert (silent_fallbacks.gpu_unused_from_log((line,), None, False) is not None) is unused
+    assert (diagnose(line).kind == "gpu-unused") is unused
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("unknown option: nn-preload", "missing-library"),
+    ("[2024-06-03 18:48:03.977] [error] [WASI-NN] GGML backend: Model file not found.", "bad-model"),
+    ("2025/07/03 14:41:53 Fatal server error: listen tcp: address 8000: missing port in address", "bad-argument"),
+    ("listen tcp: address ::1:8080: too many colons in address", "bad-argument"),
+])
+def test_a_wording_widened_after_batch_31_names_its_kind(line, kind):
+    assert diagnose(line).kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    ("unknown option: ctx-size", "missing-library"),  # any other option WasmEdge does not know
+    ("Error: listen tcp 127.0.0.1:8080: bind: address already in use", "bad-argument"),
+])
+def test_a_look_alike_of_a_batch_31_wording_is_not_that_kind(line, not_kind):
+    assert diagnose(line).kind != not_kind
+
+
+def test_a_taken_port_in_go_stays_the_port():
+    assert diagnose("Error: listen tcp 127.0.0.1:8080: bind: address already in use").kind == "port-in-use"

@@ -657,6 +657,14 @@ _e("net.bind-localized", "port-in-use", 75, _S,
    "Windows' FormatMessage (Turkish, Chinese, …) where the English words are not there",
    "the listener could not bind its address: another program holds it (or it is reserved)",
    r"\blisten (tcp|tcp4|tcp6) \S+: bind: \S")
+# Go's net package: net.Listen splits the address first (ipsock.go SplitHostPort), and a value
+# that is not host:port never reaches bind: `listen tcp: address 8000: missing port in address`
+# (llama-swap's `--listen 8000`, Ollama's OLLAMA_HOST with a bare port in older releases).
+_e("net.listen-address-invalid", "bad-argument", 70, _S,
+   "Go net/ipsock.go SplitHostPort (`missing port in address`, `too many colons in address`), "
+   "wrapped by net.Listen as `listen tcp: address %s: %s` (llama-swap, Ollama, Docker Model Runner)",
+   "the listen address the wrapper was given is not host:port: the value is wrong, not the port taken",
+   r"\blisten (tcp|tcp4|tcp6): address \S+: (missing port in address|too many colons in address)")
 _e("ld.missing", "missing-library", 75, _D,
    "glibc ld.so `error while loading shared libraries`; dlopen; dyld `Library not loaded`; "
    "Windows STATUS_DLL_NOT_FOUND 0xC0000135 / ERROR_MOD_NOT_FOUND 126, STATUS_DLL_INIT_FAILED 0xC0000142",
@@ -792,6 +800,14 @@ _e("exec.wrong-format", "stale-library", 76, _S,
    "the program is built for another architecture or OS (the Linux twin of WinError 193): "
    "another build's binary",
    r"fork/exec \S+: exec format error", r"\[Errno 8\] Exec format error")
+# WasmEdge's CLI knows --nn-preload only when its WASI-NN plugin (the shared library that carries
+# llama.cpp, libwasmedgePluginWasiNN) is installed: the plugin adds the option when it loads
+# (plugins/wasi_nn wasinnmodule/wasinnenv), and without it the option parser refuses it.
+_e("wasmedge.wasi-nn-plugin-absent", "missing-library", 75, _S,
+   "WasmEdge tools/wasmedge (its option parser: `unknown option: %s`) with the WASI-NN plugin's "
+   "`--nn-preload` (plugins/wasi_nn), 0.13 to 0.14; LlamaEdge's and GaiaNet's launch lines use it",
+   "WasmEdge's WASI-NN plugin library (its llama.cpp) is not installed: the engine never loaded",
+   r"^unknown option: nn-preload\b")
 _e("ggml.no-cpu-backend", "missing-library", 75, _S,
    f"src/llama-model.cpp, src/llama-model-loader.cpp, common/fit.cpp (`no CPU backend found`), "
    f"src/llama-context.cpp (`failed to initialize CPU backend`), {_B}",
@@ -928,6 +944,9 @@ _e("model.load", "bad-model", 60, _D,
    r"encountered (bad_alloc|length_error) error while reading (key|value|tensor name)",
    # gguf-py gguf_reader.py (`GGUF magic invalid`) and the mobile/JVM bindings' own magic check
    r"GGUF magic invalid", r"not in GGUF format", r"invalid GGUF magic",
+   # WasmEdge's WASI-NN plugin (plugins/wasi_nn/ggml.cpp, the llama.cpp under LlamaEdge and
+   # GaiaNet): the model path it was given names no file (a failed or partial download)
+   r"GGML backend: Model file not found",
    r"tensor '[^']+' has invalid data", r"failed to read tensor data",
    # b11434 gguf.cpp and src/llama-model-loader.cpp, src/llama-model.cpp
    r"GGUFv1 is no longer supported", r"this GGUF file is version \d+ but this software only supports",

@@ -169,6 +169,13 @@ def signal_name(number: int, os: str = "linux") -> str:
     return table.get(number, f"signal {number}")
 
 
+# A wrapper's -1 is "no exit code", never signal 1: Go's os.ProcessState.ExitCode() returns -1 for
+# a process a signal ended (Ollama, llama-swap), and Rust wrappers print ExitStatus::code()'s None
+# as -1 (tabby's `exited with status code -1`). Python's returncode -N is signal N, but Stoker's
+# own supervisor passes signals by name, so a -1 given to diagnosis is a wrapper's.
+NO_EXIT_CODE = -1
+
+
 def describe_exit_code(code: int | None, os: str = "linux") -> str:
     """One phrase for an exit status: decodes NTSTATUS forms, negative POSIX returncodes
     (a signal) and a shell's 128+N."""
@@ -178,6 +185,9 @@ def describe_exit_code(code: int | None, os: str = "linux") -> str:
     if status is not None:
         name, meaning = NTSTATUS.get(status, ("an NTSTATUS error", "a Windows error"))
         return f"exit code 0x{status:08X} ({name}: {meaning})"
+    if code == NO_EXIT_CODE and os != "windows":
+        return ("exit code -1 (a wrapper's word for no exit code: Go's ExitCode() and Rust wrappers give it "
+                "for a process a signal ended, without saying which)")
     if code < 0 and os != "windows":
         sig = signal_name(-code, os)
         sig_meaning = _SIGNAL_MEANING.get(sig)
@@ -214,7 +224,7 @@ def _effective_signal(report: ExitReport) -> str | None:
     code = report.exit_code
     if code is None or report.os == "windows":
         return None
-    if code < 0 and ntstatus_of(code) is None:
+    if code < 0 and code != NO_EXIT_CODE and ntstatus_of(code) is None:
         return signal_name(-code, report.os)
     if 128 < code < 160:
         return signal_name(code - 128, report.os)  # a shell's or docker's way (137 = SIGKILL)
@@ -265,10 +275,8 @@ def _exit_from_words(word: str) -> tuple[int | None, str | None]:
         return None, "SIGILL"
     if w.startswith("0x"):
         return int(w, 16), None
-    if w == "-1":
-        # Go's ProcessState.ExitCode() (Ollama, llama-swap) and Rust's wrappers print -1 for a
-        # process a signal ended without saying which: not signal 1 (SIGHUP)
-        return None, None
+    if w == str(NO_EXIT_CODE):
+        return None, None  # no code, and no signal named
     if re.fullmatch(r"-?\d+", w):
         return int(w), None
     if w.upper() in ("KILL", "ABRT", "SEGV", "ILL", "TERM", "INT"):
@@ -853,6 +861,13 @@ def host_short_from_log(lines: Iterable[str]) -> str | None:
 # with its KV cache (buun-llama-cpp#21: "The DFlash draft model uses non-causal
 # (encoder-style) attention"; llama.cpp src/llama-context.cpp encode()).
 _ENCODER_ASSERT = re.compile(r"encoder requires n_ubatch >= n_tokens")
+# An assert on the MTP head's own parts (hparams.n_layer_nextn, layer.nextn.*, "... MTP ..."):
+# src/llama-model.cpp `GGML_ASSERT(hparams.n_layer_nextn <= hparams.n_layer_all)` (`<` in b10743,
+# llama.cpp#28188), src/models/deepseek2.cpp, deepseek32.cpp, qwen4exp.cpp (`GLM4 MTP requires
+# n_layer_nextn > 0`, `MTP block missing nextn.eh_proj`), b11434. A model with built-in MTP
+# layers loads them without speculative decoding too, so it names the drafter only when one is
+# in the launch.
+_MTP_HEAD_ASSERT = re.compile(r"GGML_ASSERT.*(nextn|\bMTP\b)")
 # LocalAI's load error naming the draft model beside the model (pkg/model/initializers.go).
 _LOAD_WITH_DRAFT = re.compile(r"\(with draft model: ", re.IGNORECASE)
 # ggml-cuda/vendors/hip.h's VMM pool out of memory (catalogue hip.vmm-oom): the GPU's memory
@@ -896,6 +911,8 @@ def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence:
         evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
         if match is not None and match.kind == "gpu-error":
             kind, unsure, rule = "unknown", _OPEN_GPU_ERROR_OR_DRAFTER, "gpu-error-with-a-drafter"
+        elif match is not None and match.kind == "assertion-failed" and _MTP_HEAD_ASSERT.search(match.line):
+            rule, evidence = "assertion-on-the-mtp-head", match.line  # the draft head's own check
         elif (match is not None and match.kind == "assertion-failed"
               and not _ENCODER_ASSERT.search(match.line)):
             # An abort names the check that failed, not whose graph or buffer tripped it:

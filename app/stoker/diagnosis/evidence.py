@@ -190,6 +190,22 @@ _FIGURES: tuple[tuple[Callable[[Iterable[str]], int | None], str], ...] = (
 )
 
 
+FIGURE_ENTRIES = frozenset(name for _, name in _FIGURES)
+# A figure is the machine's state as a wrapper took it, not a line about the failure: it explains
+# a load failure that gives no reason (lmstudio-bug-tracker#14's empty `cause`), never one whose
+# own line states a different one (lms#68: `wrong number of tensors` beside 62.72 KB "unused").
+REASON_OVER_FIGURE = OrderRule("stated-reason-over-figure", frozenset(), frozenset(),
+                               "a line stating why the engine failed outranks a wrapper's memory figure")
+# llama.cpp's `error loading model:` wraps whatever llama_model_load caught, an allocation
+# included (`vector::_M_default_append`, `unable to allocate`): by itself it states no reason.
+_LOAD_WRAPPER = re.compile(r"error loading model:\s*", re.IGNORECASE)
+
+
+def _states_a_reason(p: Evidence) -> bool:
+    """A decisive line whose words say why, beyond llama.cpp's wrapper around any load error."""
+    return p.strength is Strength.DECISIVE and p.entry.pattern.search(_LOAD_WRAPPER.sub("", p.line)) is not None
+
+
 def _with_figures(lines: tuple[str, ...], pieces: tuple[Evidence, ...],
                   strip: Callable[[str], str]) -> tuple[Evidence, ...]:
     taken = {p.index for p in pieces}
@@ -233,9 +249,11 @@ def _best_per_kind(pieces: tuple[Evidence, ...]) -> dict[str, Evidence]:
     return best
 
 
-def decide(pieces: tuple[Evidence, ...], order: tuple[OrderRule, ...] = ORDER) -> Verdict:
+def decide(pieces: tuple[Evidence, ...], order: tuple[OrderRule, ...] = ORDER,
+           reason_over_figure: bool = True) -> Verdict:
     """The root cause among the pieces, the rule that decided, or `unknown` with the two
-    candidates when they conflict. `order` is a parameter so a test can reverse it."""
+    candidates when they conflict. `order` and `reason_over_figure` are parameters so a test can
+    reverse or drop a rule."""
     if not pieces:
         return Verdict(None, None, "no-evidence", pieces)
     # A weak sign (a wrapper's "Failed to load model") is shown but never decides, nor
@@ -245,6 +263,12 @@ def decide(pieces: tuple[Evidence, ...], order: tuple[OrderRule, ...] = ORDER) -
         return Verdict(None, None, "weak-evidence", pieces)
 
     def beats(a: Evidence, b: Evidence) -> OrderRule | None:
+        # (an allocation line beside a figure is memory meeting memory: the rules below decide)
+        if reason_over_figure and not (a.kind in MEMORY and b.kind in MEMORY):
+            if b.entry.name in FIGURE_ENTRIES and _states_a_reason(a):
+                return REASON_OVER_FIGURE
+            if a.entry.name in FIGURE_ENTRIES and _states_a_reason(b):
+                return None
         return next((r for r in order if a.kind in r.causes and b.kind in r.echoes), None)
 
     # The winner is the piece every other kind yields to: by rule, else by strength.

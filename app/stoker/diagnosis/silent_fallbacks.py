@@ -37,7 +37,13 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     # koboldcpp.py: the GPU library is not in the bundle, so its CPU library runs
     r"|(CuBLAS|hipBLAS|Vulkan|CLBlast) library file not found\. CPU library will be used"
     # llamafile: layers asked of a machine where it found no GPU
-    r"|--n-gpu-layers \d+ was passed but no GPUs were found", re.IGNORECASE)
+    r"|--n-gpu-layers \d+ was passed but no GPUs were found"
+    # node-llama-cpp src/bindings/getLlama.ts (3.x): the CUDA or Metal prebuilt it chose did not
+    # load. It tries CUDA only when it found NVIDIA's driver and CUDA libraries
+    # (detectAvailableComputeLayers) and Metal only on Apple silicon, so a GPU was there; its
+    # Vulkan attempt follows any Vulkan loader (a headless server's too), so that form is not read
+    r"|prebuilt binary for platform \S+ \S+ with (CUDA|Metal) support"
+    r"( is not compatible with the current system)?, falling back to using no GPU", re.IGNORECASE)
 
 
 def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_gpu: bool) -> str | None:
