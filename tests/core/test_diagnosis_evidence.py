@@ -2081,3 +2081,68 @@ def test_a_look_alike_of_a_batch_31_wording_is_not_that_kind(line, not_kind):
 
 def test_a_taken_port_in_go_stays_the_port():
     assert diagnose("Error: listen tcp 127.0.0.1:8080: bind: address already in use").kind == "port-in-use"
+
+
+# ---- widened after batch 32 (spent): a hard-wrapped paste read across its break, the kernel's
+# amdgpu page fault, Docker's port allocator, tabby's cudaMalloc advice, an invalid GPU code object
+# left open, llama.cpp's host buffer malloc of 2023
+
+_MODAL = ("RemoteError: Image build for im-Arbk6QjxvEerqHIijMkS1g failed with the",
+          "exception:",
+          "OSError(\"/usr/lib/x86_64-linux-gnu/libstdc++.so.6: version `GLIBCXX_3.4.29' not",
+          "found (required by",
+          "/usr/local/lib/python3.11/site-packages/gpt4all/llmodel_DO_NOT_MODIFY/build/libl",
+          "lmodel.so)\")")
+
+
+def test_a_wording_hard_wrapped_at_the_margin_is_read_across_the_break():
+    inc = diagnose(*_MODAL)
+    assert inc.kind == "system-too-old" and "not found (required by" in (inc.evidence or "")
+    # negative: a short line is a line of its own, never a wrapped one
+    short = ("libstdc++.so.6: version `GLIBCXX_3.4.29' not", "found (required by x)")
+    assert diagnose(*short).kind == "unknown"
+    # ... and a line the catalogue reads is no wrapped tail: a device line before an assert is not
+    # read as "memory ... failed" across the two (ik_llama.cpp#1749)
+    device = ("ggml_vulkan: 0 = NVIDIA GeForce RTX 3060 (NVIDIA) | uma: 0 | fp16: 1 | warp size: 32 | "
+              "shared memory: 49152 | int dot: 1 | matrix cores: NV_coopmat2")
+    assert diagnose(device, "ggml-vulkan.cpp:2169: GGML_ASSERT((GGML_KQ_MASK_PAD % rows_cols[0]) == 0) failed",
+                    signal="SIGABRT").kind == "assertion-failed"
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("Aug 08 22:35:13 host kernel: amdgpu 0000:c3:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:8 "
+     "pasid:32794)", "gpu-error"),
+    ("amdgpu 0000:c3:00.0: amdgpu: GCVM_L2_PROTECTION_FAULT_STATUS:0x00801031", "gpu-error"),
+    ("docker: Error response from daemon: driver failed programming external connectivity on endpoint local-ai "
+     "(f1e7): Bind for 0.0.0.0:8080 failed: port is already allocated.", "port-in-use"),
+    ("  CUDA memory allocation error detected:", "cuda-oom"),
+    (r"GGML_ASSERT: D:\a\ctransformers\ctransformers\models\ggml/llama.cpp:453: data", "host-oom"),
+])
+def test_a_wording_widened_after_batch_32_names_its_kind(line, kind):
+    assert diagnose(line).kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    ("amdgpu 0000:c3:00.0: amdgpu: SMU is initialized successfully!", "gpu-error"),
+    # another file's `GGML_ASSERT(data)` guards device or mapped memory, not llama.cpp's host buffer
+    ("GGML_ASSERT: /src/ggml/src/ggml-openvino/ggml-openvino.cpp:412: data", "host-oom"),
+    ("GGML_ASSERT: /src/llama.cpp:453: data->ne[0] == 4", "host-oom"),
+])
+def test_a_look_alike_of_a_batch_32_wording_is_not_that_kind(line, not_kind):
+    assert diagnose(line).kind != not_kind
+
+
+@pytest.mark.parametrize("line", [
+    "ROCm error: device kernel image is invalid",
+    "CUDA error: hipErrorInvalidImage",
+    "CUDA error 200 at ggml-cuda.cu:100: cudaErrorInvalidKernelImage",
+])
+def test_an_invalid_gpu_code_object_is_left_open(line):
+    inc = diagnose(line, "  current device: 0, in function ggml_cuda_compute_forward", signal="SIGABRT")
+    assert inc.kind == "unknown" and inc.candidates == ("no-kernel-image", "gpu-error")
+    assert inc.rule == "kernel-image-invalid"
+    # negative: no code object for the device at all is the build's architecture, named
+    assert diagnose("ROCm error: hipErrorNoBinaryForGpu: Unable to find code object for all current devices",
+                    signal="SIGABRT").kind == "no-kernel-image"
+    assert diagnose("CUDA error: no kernel image is available for execution on the device",
+                    signal="SIGABRT").kind == "no-kernel-image"

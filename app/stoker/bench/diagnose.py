@@ -121,8 +121,12 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # drafter as the drafter's; node-llama-cpp leaving CUDA or Metal; WasmEdge's WASI-NN plugin
 # absent and its model file not found; Go's listen address without a port): tuned on, so it is
 # training data now. Batch 32 was announced in the README (6d901d4) before it was gathered, while
-# that widening was written; it was read only after the freeze at e13afd6, and scored once.
-UNSPENT_BATCHES = frozenset({17, 32})
+# that widening was written; it was read only after the freeze at e13afd6, and scored once (29/42,
+# README). Then the catalogue was widened from its misses (a wording hard-wrapped at the margin read
+# across the break, the kernel's amdgpu page fault, Docker's port allocator, tabby's cudaMalloc
+# advice, an invalid GPU code object left open, llama.cpp's 2023 host-buffer assert): tuned on, so
+# it is training data now. Batch 33 is announced in the README, to be gathered after that freeze.
+UNSPENT_BATCHES = frozenset({17})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")

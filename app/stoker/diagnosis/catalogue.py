@@ -153,7 +153,6 @@ HIP_ERRORS = {  # hipError_t (ROCm 6), name -> (number, kind)
     "hipErrorNoBinaryForGpu": (209, "no-kernel-image"),
     "hipErrorInvalidDeviceFunction": (98, "no-kernel-image"),
     "hipErrorSharedObjectInitFailed": (303, "no-kernel-image"),
-    "hipErrorInvalidImage": (200, "no-kernel-image"),
     "hipErrorInsufficientDriver": (35, "gpu-error"),
     "hipErrorIllegalAddress": (700, "gpu-error"),
     "hipErrorLaunchFailure": (719, "gpu-error"),
@@ -253,6 +252,15 @@ _e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
    r"Cannot find (the )?(Tensile|code object|kernel).{0,40}gfx\d", r"hipBLASLt error: .*gfx\d+ is not supported",
    r"(device|GPU|gfx\w*).{0,30}is not supported by this (ROCm|HIP) build",
    r"no ROCm kernels? for gfx\d+")
+# hipErrorInvalidImage / cudaErrorInvalidKernelImage (200), `device kernel image is invalid`: a
+# code object was found for the device but would not load. Threads show it after a build for
+# another gfx (lemonade-sdk/llamacpp-rocm#92, #108), a preview runtime's broken code objects and a
+# fully supported GPU alike, so classify.py leaves it open between this and gpu-error.
+_e("gpu.invalid-kernel-image", "no-kernel-image", 90, _S,
+   "hipErrorInvalidImage (200) and cudaErrorInvalidKernelImage (200), as ggml's CUDA_CHECK prints "
+   "their strings (`ROCm error: device kernel image is invalid`)",
+   "the build's GPU code for this device would not load",
+   r"device kernel image is invalid", r"\b(hipErrorInvalidImage|cudaErrorInvalidKernelImage)\b")
 _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
    "the kernel (SIGILL, traps: invalid opcode); Windows STATUS_ILLEGAL_INSTRUCTION 0xC000001D",
    "the build uses an instruction this CPU lacks",
@@ -463,6 +471,24 @@ _e("ggml.context-malloc", "host-oom", 78, _D,
    "ggml's malloc of a context's memory pool returned NULL: the host's memory (or the process's "
    "commit limit) ran out",
    r"GGML_ASSERT: \S*:\d+: ctx->mem_buffer != NULL", r"GGML_ASSERT\(ctx->mem_buffer != NULL\) failed")
+# llama.cpp's llama_buffer::resize (llama.cpp and llama-util.h, mid to late 2023, and the copies
+# ctransformers, gpt4all and koboldcpp vendored): `data = llama_host_malloc(n)`, then plain malloc
+# as a fallback, then `GGML_ASSERT(data)`: both allocations of the host buffer returned NULL.
+# Only llama.cpp's own file: other `GGML_ASSERT(data)` checks guard device or mapped memory.
+_e("llama.host-buffer-malloc", "host-oom", 78, _S,
+   "llama.cpp llama_buffer::resize (2023: `GGML_ASSERT: <dir>/llama.cpp:N: data`), in the bindings "
+   "that vendored it (ctransformers, gpt4all, koboldcpp)",
+   "llama.cpp could not allocate a host buffer (pinned, then plain malloc): the host's memory or "
+   "the process's commit limit ran out",
+   r"GGML_ASSERT: \S*\bllama\.cpp:\d+: data\s*$")
+# tabby crates/llama-cpp-server supervisor.rs analyze_error_message: said when the engine's
+# output contained `cudaMalloc` (ggml-cuda's `cudaMalloc failed: out of memory`), which tabby keeps
+# to itself and replaces with this advice.
+_e("wrapper.cuda-malloc-seen", "cuda-oom", 80, _S,
+   "tabby crates/llama-cpp-server/src/supervisor.rs analyze_error_message (2025): `CUDA memory "
+   "allocation error detected` when llama-server's output held `cudaMalloc`",
+   "the wrapper saw the engine's cudaMalloc fail: the GPU's memory ran out",
+   r"CUDA memory allocation error detected")
 _e("wrapper.host-too-small", "host-oom", 78, _S,
    "Ollama llm/server.go (0.12 to 0.20: `model is too large for system memory`): its estimate of "
    "the model against the system memory, before the engine starts",
@@ -640,6 +666,9 @@ _e("net.port-in-use", "port-in-use", 75, _D,
    r"address already in use", r"EADDRINUSE", r"error while attempting to bind on address",
    r"\[Errno (48|98|99)\]", r"cannot assign requested address", r"only one usage of each socket address",
    r"WSAEADDRINUSE", r"\[WinError 10048\]", r"bind: An attempt was made to access a socket",
+   # Docker's daemon (moby libnetwork portallocator ErrPortAlreadyAllocated): `docker run -p`
+   # asked for a host port another container or program holds
+   r"Bind for \S+ failed: port is already allocated",
    # WSAEACCES 10013: the port is in a range Windows reserves (Hyper-V/WinNAT) or held exclusively
    r"\[(WinError|Errno) 10013\]", r"WSAEACCES",
    r"port \d+ is (already )?(in use|taken|occupied)",
@@ -1134,6 +1163,10 @@ _e("gpu.error", "gpu-error", 40, _S,
    # ROCr (rocr-runtime core/runtime/runtime.cpp): the GPU faulted on an address, and the HSA
    # status names of a queue aborted by a fault (hsa.h, hsa_ext_amd.h)
    r"Memory access fault by GPU node-\d+",
+   # the kernel's amdgpu driver (drivers/gpu/drm/amd/amdgpu gmc_v9_0.c, gmc_v10_0.c, gmc_v11_0.c:
+   # `[%s] page fault (src_id:%u ring:%u vmid:%u pasid:%u)`; gfxhub_*.c: the L2 protection fault
+   # status): the GPU faulted on an address the process's page tables do not allow
+   r"amdgpu: \[(gfxhub|mmhub)\w*\] page fault", r"GCVM_L2_PROTECTION_FAULT_STATUS",
    r"HSA_STATUS_ERROR_(MEMORY_APERTURE_VIOLATION|MEMORY_FAULT|EXCEPTION|ILLEGAL_INSTRUCTION)\b",
    r"kIOGPUCommandBufferCallbackError(Timeout|PageFault|InvalidResource)", r"SYCL error:",
    # ggml-cuda.cu's CUDA_CHECK before 2024 printed `CUDA error %d at %s:%d: %s`; a quoted

@@ -965,6 +965,10 @@ _BIND_ON_OTHER_HOST = re.compile(
     r"couldn't bind (HTTP server|to server) socket, hostname: (?!(?:127\.0\.0\.1|localhost|0\.0\.0\.0|::1?"
     r"|\[::1?\])(?:,|\s|$))\S+")
 
+# A GPU code object that would not load (catalogue gpu.invalid-kernel-image): a build for another
+# gfx, or broken code objects or a runtime fault on a supported GPU; the log does not say which.
+_INVALID_KERNEL_IMAGE = entry("gpu.invalid-kernel-image").pattern
+
 _OPEN_BY_LINE = (
     _OpenLine("port-in-use", _BIND_ON_OTHER_HOST, ("port-in-use", "bad-argument"),
               "The engine could not listen ({line}) on a host address that is neither loopback nor all "
@@ -986,6 +990,10 @@ _OPEN_BY_LINE = (
     # LLamaSharp turns every native load failure into one RuntimeError and drops the
     # loader's reason: a missing library or dependency, or a libllama built on a newer
     # glibc than this system's (LLamaSharp#285).
+    _OpenLine("no-kernel-image", _INVALID_KERNEL_IMAGE, ("no-kernel-image", "gpu-error"),
+              "The GPU runtime could not load the build's code for this device ({line}): the build may "
+              "lack this GPU's architecture, or its code objects or the runtime may be at fault on a "
+              "supported GPU; Stoker does not guess.", "kernel-image-invalid"),
     _OpenLine("missing-library", _LLAMASHARP_LOAD_FAILED, ("missing-library", "system-too-old"),
               "LLamaSharp could not load its native library ({line}) and did not keep the loader's "
               "reason: a library or dependency may be missing, or the library may need a newer system "

@@ -163,21 +163,45 @@ def load_places(lines: Iterable[str]) -> tuple[LoadPlace | None, ...]:
     return tuple(out)
 
 
+# A paste hard-wrapped at a terminal's or a traceback printer's width (Modal's RemoteError at 80
+# columns: "… version `GLIBCXX_3.4.29' not" / "found (required by …", modal-client#1062) splits a
+# wording over two lines at the margin, with no indent for log_lines.unwrapped to follow. A line
+# this long that ends where the next begins is read joined too.
+_WRAP_WIDTH = 70
+
+
+def _hits(line: str) -> tuple[Entry, ...]:
+    hits = matches(line)
+    inner = tuple(h for h in hits[1:] if h.strength is not Strength.WEAK)
+    if hits and hits[0].name == "model.load" and inner:
+        return inner  # `error loading model: <cause>`: the words after it name the cause
+    return hits
+
+
+def _across_the_wrap(line: str, following: str) -> Entry | None:
+    """The entry a wording split at a hard wrap matches once joined. Neither half may match
+    anything alone: a line the catalogue reads is a line of its own, not a wrapped tail."""
+    if len(line) < _WRAP_WIDTH or not following.strip() or _hits(line) or _hits(following):
+        return None
+    return next((h for h in _hits(line.rstrip() + " " + following.strip()) if h.strength is not Strength.WEAK),
+                None)
+
+
 def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> tuple[Evidence, ...]:
-    """A piece of evidence for every line the catalogue knows (its highest-ranked entry), and
-    for the line a wrapper's figures make telling (_FIGURES)."""
+    """A piece of evidence for every line the catalogue knows (its highest-ranked entry), a line
+    hard-wrapped into the next read joined, and the line a wrapper's figures make telling
+    (_FIGURES)."""
     lines = tuple(lines)
+    stripped = tuple(strip(raw) for raw in lines)
     pieces = []
-    for i, raw in enumerate(lines):
-        line = strip(raw)
+    for i, line in enumerate(stripped):
         if not line.strip():
             continue
-        hits = matches(line)
-        inner = tuple(h for h in hits[1:] if h.strength is not Strength.WEAK)
-        if hits and hits[0].name == "model.load" and inner:
-            hits = inner  # `error loading model: <cause>`: the words after it name the cause
+        hits = _hits(line)
         if hits:
             pieces.append(Evidence(i, line, hits[0]))
+        elif i + 1 < len(stripped) and (split := _across_the_wrap(line, stripped[i + 1])) is not None:
+            pieces.append(Evidence(i, line.rstrip() + " " + stripped[i + 1].strip(), split))
     return _with_figures(lines, tuple(pieces), strip)
 
 
