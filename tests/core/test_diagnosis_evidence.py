@@ -2107,6 +2107,8 @@ def test_a_wording_hard_wrapped_at_the_margin_is_read_across_the_break():
               "shared memory: 49152 | int dot: 1 | matrix cores: NV_coopmat2")
     assert diagnose(device, "ggml-vulkan.cpp:2169: GGML_ASSERT((GGML_KQ_MASK_PAD % rows_cols[0]) == 0) failed",
                     signal="SIGABRT").kind == "assertion-failed"
+    # ... nor a line that begins as a log line of its own (a `name: ` prefix)
+    assert diagnose(device, "main: exiting, the warm-up failed").kind != "vulkan-oom"
 
 
 @pytest.mark.parametrize("line, kind", [

@@ -168,6 +168,9 @@ def load_places(lines: Iterable[str]) -> tuple[LoadPlace | None, ...]:
 # wording over two lines at the margin, with no indent for log_lines.unwrapped to follow. A line
 # this long that ends where the next begins is read joined too.
 _WRAP_WIDTH = 70
+# A line that begins as a log line of its own (a `func: ` or `name: ` prefix, a timestamp, a
+# bracketed tag, Go's key=value) is not a wrapped tail, whatever the line before it.
+_OWN_LINE_START = re.compile(r"^\s*(\[|\d{4}-\d\d-\d\d|\d\d:\d\d|time=|level=|[A-Za-z_][\w.-]*: )")
 
 
 def _hits(line: str) -> tuple[Entry, ...]:
@@ -180,8 +183,9 @@ def _hits(line: str) -> tuple[Entry, ...]:
 
 def _across_the_wrap(line: str, following: str) -> Entry | None:
     """The entry a wording split at a hard wrap matches once joined. Neither half may match
-    anything alone: a line the catalogue reads is a line of its own, not a wrapped tail."""
-    if len(line) < _WRAP_WIDTH or not following.strip() or _hits(line) or _hits(following):
+    anything alone, nor the second begin as a log line: either is a line of its own."""
+    if (len(line) < _WRAP_WIDTH or not following.strip() or _OWN_LINE_START.match(following)
+            or _hits(line) or _hits(following)):
         return None
     return next((h for h in _hits(line.rstrip() + " " + following.strip()) if h.strength is not Strength.WEAK),
                 None)
