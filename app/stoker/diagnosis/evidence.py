@@ -182,10 +182,10 @@ def _hits(line: str) -> tuple[Entry, ...]:
 
 
 def _across_the_wrap(line: str, following: str) -> Entry | None:
-    """The entry a wording split at a hard wrap matches once joined. Neither half may match
-    anything alone, nor the second begin as a log line: either is a line of its own."""
-    if (len(line) < _WRAP_WIDTH or not following.strip() or _OWN_LINE_START.match(following)
-            or _hits(line) or _hits(following)):
+    """The entry a wording split at a hard wrap matches once joined; the caller has seen that
+    neither half matches anything alone (a line the catalogue reads is a line of its own), and
+    a second half that begins as a log line is one too."""
+    if len(line) < _WRAP_WIDTH or not following.strip() or _OWN_LINE_START.match(following):
         return None
     return next((h for h in _hits(line.rstrip() + " " + following.strip()) if h.strength is not Strength.WEAK),
                 None)
@@ -197,14 +197,13 @@ def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> t
     (_FIGURES)."""
     lines = tuple(lines)
     stripped = tuple(strip(raw) for raw in lines)
+    hits = tuple(_hits(line) if line.strip() else () for line in stripped)
     pieces = []
     for i, line in enumerate(stripped):
-        if not line.strip():
-            continue
-        hits = _hits(line)
-        if hits:
-            pieces.append(Evidence(i, line, hits[0]))
-        elif i + 1 < len(stripped) and (split := _across_the_wrap(line, stripped[i + 1])) is not None:
+        if hits[i]:
+            pieces.append(Evidence(i, line, hits[i][0]))
+        elif (line.strip() and i + 1 < len(stripped) and not hits[i + 1]
+              and (split := _across_the_wrap(line, stripped[i + 1])) is not None):
             pieces.append(Evidence(i, line.rstrip() + " " + stripped[i + 1].strip(), split))
     return _with_figures(lines, tuple(pieces), strip)
 
