@@ -2148,3 +2148,58 @@ def test_an_invalid_gpu_code_object_is_left_open(line):
                     signal="SIGABRT").kind == "no-kernel-image"
     assert diagnose("CUDA error: no kernel image is available for execution on the device",
                     signal="SIGABRT").kind == "no-kernel-image"
+
+
+# ---- widened after batches 33 and 34 (spent): b11434's newer quantized-V refusal and its
+# parallel-sequence bound, clap's invalid value, rocBLAS's list of the Tensile files it has,
+# RamaLama's readiness wait, Lemonade's and LLamaSharp's fall-backs to the CPU
+
+@pytest.mark.parametrize("line, kind", [
+    ("llama_init_from_model: failed to initialize the context: quantized V cache was requested, but this "
+     "requires Flash Attention", "bad-argument"),
+    ("llama_init_from_model: failed to initialize the context: n_seq_max must be <= 256", "bad-argument"),
+    ("error: invalid value 'cuda' for '--device <DEVICE>'", "bad-argument"),
+    ('Mar 02 06:28:39 ubuntu ollama[1295]: "/usr/local/lib/ollama/rocm/rocblas/library/'
+     'TensileLibrary_lazy_gfx1030.dat"', "no-kernel-image"),
+    (" List of available TensileLibrary Files : ", "no-kernel-image"),
+    ("Error: llama-server at 0.0.0.0:8080 did not become ready after 10 seconds.", "startup-timeout"),
+    ("WARNING:  Loading Qwen3-30B-A3B-GGUF on GPU didn't work, re-attempting on CPU", "gpu-unused"),
+])
+def test_a_wording_widened_after_batches_33_and_34_names_its_kind(line, kind):
+    assert diagnose(line).kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # a context that reports its sequences is no refusal
+    ("llama_context: n_seq_max     = 4", "bad-argument"),
+    # clap's value error for a value, not an option, and a Tensile file named outside the list
+    ("error: invalid value", "bad-argument"),
+    ("rocblas: loading /opt/rocm/lib/rocblas/library/TensileLibrary_lazy_gfx1100.dat", "no-kernel-image"),
+    # a wrapper that says only that its server is not ready, with no wait that ran out
+    ("Error: request_failed: Lemonade server did not become ready: exit status: 1;", "startup-timeout"),
+    ("INFO:     GPU acceleration active: 1 Vulkan device(s) detected by llama-server", "gpu-unused"),
+])
+def test_a_look_alike_of_a_batch_33_or_34_wording_is_not_that_kind(line, not_kind):
+    assert diagnose(line).kind != not_kind
+
+
+_LLAMASHARP_TRIES = ("[llama Info]: Detected cuda major version 12.",
+                     "[llama Debug]: Trying './runtimes/linux-x64/native/cuda12/libllama.so'")
+
+
+def test_llamasharp_loading_its_cpu_build_after_its_cuda_build_failed_is_the_gpu_unused():
+    inc = diagnose(*_LLAMASHARP_TRIES,
+                   "[llama Info]: Failed Loading './runtimes/linux-x64/native/cuda12/libllama.so'",
+                   "[llama Debug]: Trying './runtimes/linux-x64/native/avx/libllama.so'",
+                   "[llama Info]: Loaded './runtimes/linux-x64/native/avx/libllama.so'")
+    assert inc.kind == "gpu-unused" and "cuda12" in (inc.evidence or "") and "avx" in (inc.evidence or "")
+    # negatives: the CUDA build loaded, or the CPU build failed too (then nothing runs)
+    assert diagnose(*_LLAMASHARP_TRIES,
+                    "[llama Info]: Loaded './runtimes/linux-x64/native/cuda12/libllama.so'").kind != "gpu-unused"
+    assert diagnose(*_LLAMASHARP_TRIES,
+                    "[llama Info]: Failed Loading './runtimes/linux-x64/native/cuda12/libllama.so'",
+                    "[llama Info]: Failed Loading './runtimes/linux-x64/native/avx/libllama.so'").kind != "gpu-unused"
+    # ... and an order the other way round (a CPU build loaded before a GPU one was tried) is not it
+    assert diagnose("[llama Info]: Loaded './runtimes/linux-x64/native/avx/libllama.so'",
+                    "[llama Info]: Failed Loading './runtimes/linux-x64/native/cuda12/libllama.so'"
+                    ).kind != "gpu-unused"

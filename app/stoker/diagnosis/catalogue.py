@@ -251,7 +251,11 @@ _e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
    r"error:\s*Could not initialize Tensile host",
    r"Cannot find (the )?(Tensile|code object|kernel).{0,40}gfx\d", r"hipBLASLt error: .*gfx\d+ is not supported",
    r"(device|GPU|gfx\w*).{0,30}is not supported by this (ROCm|HIP) build",
-   r"no ROCm kernels? for gfx\d+")
+   r"no ROCm kernels? for gfx\d+",
+   # rocBLAS tensile_host.cpp: after `Cannot read …TensileLibrary.dat … for GPU arch : gfxN` it
+   # lists the files it has, each path quoted on a line of its own; it prints them on that path
+   # only, so the list shows the missing arch when a paste keeps only the list
+   r"List of available TensileLibrary Files", r"\"[^\"\s]*[/\\]TensileLibrary_(lazy_)?gfx\w+\.dat\"\s*$")
 # hipErrorInvalidImage / cudaErrorInvalidKernelImage (200), `device kernel image is invalid`: a
 # code object was found for the device but would not load. Threads show it after a build for
 # another gfx (lemonade-sdk/llamacpp-rocm#92, #108), a preview runtime's broken code objects and a
@@ -898,7 +902,13 @@ _e("arg.invalid", "bad-argument", 70, _D,
    # (`error: invalid --gpu flag value: %s`)
    r"Using --\w+ requires --\w+", r"error: invalid --gpu flag value",
    # src/llama-context.cpp llama_init_from_model, b11434
-   r"n_batch and n_ubatch cannot both be zero", r"n_ctx and model->hparams.n_ctx_train cannot both be zero")
+   r"n_batch and n_ubatch cannot both be zero", r"n_ctx and model->hparams.n_ctx_train cannot both be zero",
+   # src/llama-context.cpp's llama_context constructor, b11434: a quantized V cache without
+   # Flash Attention (the newer wording of `quantized V cache requires flash_attn`) and more
+   # parallel sequences than LLAMA_MAX_SEQ
+   r"quantized V cache was requested, but this requires Flash Attention", r"n_seq_max must be <= \d+",
+   # Rust's clap (tabby, LlamaEdge): `error: invalid value '%s' for '%s'` (ErrorKind::InvalidValue)
+   r"error: invalid value '[^']*' for '-")
 # llama-run (examples/run/run.cpp, 2024-12 to 2025): its own parser's refusal, then its help.
 # The words are generic (shell scripts print them too), so they decide only alone.
 _e("run.parse-failed", "bad-argument", 70, _S,
@@ -1132,7 +1142,9 @@ _e("wrapper.start-timeout", "startup-timeout", 50, _D,
    # Jan tauri-plugin-llamacpp commands.rs (180 s without llama-server's ready line)
    r"The model took too long to load and timed out", r"code: ModelLoadTimedOut",
    # ComfyUI-Prompt-Manager's llama.cpp node (and others' wait loops): its wait ran out
-   r"\b[Ss]erver did not start in time")
+   r"\b[Ss]erver did not start in time",
+   # RamaLama's RAG front end polling llama-server's /health (containers/ramalama#2129)
+   r"\bllama-server at \S+ did not become ready after \d+ ?(s|sec|seconds)\b")
 _e("wrapper.ttl-unload", "stopped", 45, _D, "llama-swap proxy/process.go (TTL)",
    "the wrapper unloaded the model on purpose", r"Unloading model, TTL of \d+s? reached")
 

@@ -43,7 +43,10 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     # (detectAvailableComputeLayers) and Metal only on Apple silicon, so a GPU was there; its
     # Vulkan attempt follows any Vulkan loader (a headless server's too), so that form is not read
     r"|prebuilt binary for platform \S+ \S+ with (CUDA|Metal) support"
-    r"( is not compatible with the current system)?, falling back to using no GPU", re.IGNORECASE)
+    r"( is not compatible with the current system)?, falling back to using no GPU"
+    # Lemonade's llamacpp server (src/lemonade/tools/llamacpp, 8.x to 10.x): its GPU llama-server
+    # exited before /health answered, so it starts the same model again on the CPU
+    r"|on GPU didn't work, re-attempting on CPU", re.IGNORECASE)
 
 
 def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_gpu: bool) -> str | None:
@@ -81,7 +84,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         if m and (plan_wanted_gpu or gpu_build):
             return line
     return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
-            or _weights_left_on_the_host(lines))
+            or _llamasharp_loaded_its_cpu_build(lines) or _weights_left_on_the_host(lines))
 
 
 # llamafile (llamafile/cuda.c, 0.2 to 0.8) builds its GPU module on first use: `building
@@ -103,6 +106,25 @@ def _llamafile_gpu_module_failed(lines: Iterable[str]) -> str | None:
         elif "GPU support loaded" in line:
             return None
     return failed
+
+
+# LLamaSharp's native loader (LLama/Native/Load, 0.11 on) logs each build it tries: `Trying
+# '<path>'`, then `Failed Loading '<path>'` or `Loaded '<path>'`. With AllowFallback on, a GPU
+# build (runtimes/<os>/native/cuda12, vulkan) that failed to load is followed by a CPU build
+# (avx, avx2, avx512, noavx) that loaded: the model runs on the CPU, and only these lines say so.
+_LLAMASHARP_GPU_FAILED = re.compile(r"Failed Loading '[^']*[/\\](cuda\d*|vulkan)[/\\][^']*'", re.IGNORECASE)
+_LLAMASHARP_CPU_LOADED = re.compile(r"\bLoaded '[^']*[/\\](avx\d*|avx512|noavx)[/\\][^']*'", re.IGNORECASE)
+
+
+def _llamasharp_loaded_its_cpu_build(lines: Iterable[str]) -> str | None:
+    failed: str | None = None
+    for raw in lines:
+        line = strip_log_prefix(raw).strip()
+        if _LLAMASHARP_GPU_FAILED.search(line):
+            failed = line
+        elif failed is not None and _LLAMASHARP_CPU_LOADED.search(line):
+            return f"{failed}, then {line}"
+    return None
 
 
 # Ollama (llm/server.go) logs its plan, `msg=offload library=cuda ... layers.offload=29`, and
