@@ -389,6 +389,21 @@ def test_a_read_only_or_full_config_folder_is_one_sentence_and_loses_nothing(hom
         subprocess.run(["umount", "-l", str(config)], check=False)
 
 
+def test_a_reader_that_leaves_the_pipe_early_gets_no_sentence_and_no_traceback(tmp_path):
+    """`stoker bench diagnose | head` closes the pipe before the output ends. That is no fault
+    of Stoker's folders, so Stoker says nothing and exits as SIGPIPE would have ended it."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: that write fails, every time
+    try:
+        done = subprocess.run([sys.executable, "-m", "stoker", "bench", "diagnose"], cwd=REPO,
+                              stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120,
+                              env={**os.environ, "STOKER_HOME": str(tmp_path)})
+    finally:
+        os.close(write_end)
+    assert done.stderr == "", done.stderr  # before: "could not write one of its folders: Broken pipe"
+    assert done.returncode == 141
+
+
 @pytest.mark.parametrize("after_s", [0.0, 0.05, 0.25, 0.6, 1.2])
 def test_ctrl_c_at_any_moment_exits_0_and_never_reads_as_no_build(home, demo_model, after_s):
     """From the moment Stoker's own code runs (its instance lock exists; before that the

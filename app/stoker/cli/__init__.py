@@ -98,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as exc:
         print(f"stoker: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader of our output left (`stoker bench diagnose | head`): nothing is wrong with
+        # Stoker's folders, so say nothing, as a Unix tool stopped by SIGPIPE would, and point
+        # stdout at /dev/null so the interpreter's own flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + 13  # 141: what a shell reports for a process that SIGPIPE ended
     except OSError as exc:  # Stoker's own folders (read-only, full): one sentence, no traceback
         # Lazy for start-up time, like configure_logging above: only a failure needs it.
         from stoker.base.paths import storage_sentence
