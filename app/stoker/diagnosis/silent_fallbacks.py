@@ -44,8 +44,8 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     # Vulkan attempt follows any Vulkan loader (a headless server's too), so that form is not read
     r"|prebuilt binary for platform \S+ \S+ with (CUDA|Metal) support"
     r"( is not compatible with the current system)?, falling back to using no GPU"
-    # Lemonade's llamacpp server (src/lemonade/tools/llamacpp, 8.x to 10.x): its GPU llama-server
-    # exited before /health answered, so it starts the same model again on the CPU
+    # Lemonade's llama.cpp wrapper (its Python server of 2025, as in lemonade-sdk/lemonade#50):
+    # its GPU llama-server exited before /health answered, so it starts the model again on the CPU
     r"|on GPU didn't work, re-attempting on CPU", re.IGNORECASE)
 
 
@@ -108,12 +108,13 @@ def _llamafile_gpu_module_failed(lines: Iterable[str]) -> str | None:
     return failed
 
 
-# LLamaSharp's native loader (LLama/Native/Load, 0.11 on) logs each build it tries: `Trying
-# '<path>'`, then `Failed Loading '<path>'` or `Loaded '<path>'`. With AllowFallback on, a GPU
-# build (runtimes/<os>/native/cuda12, vulkan) that failed to load is followed by a CPU build
-# (avx, avx2, avx512, noavx) that loaded: the model runs on the CPU, and only these lines say so.
+# LLamaSharp's native loader (NativeLibraryConfig, 2024 on, as in SciSharp/LLamaSharp#685) logs
+# each build it tries: `Trying '<path>'`, then `Failed Loading '<path>'` or `Loaded '<path>'`.
+# With AllowFallback on, a GPU build (runtimes/<os>/native/cuda12, vulkan) that failed to load is
+# followed by a CPU build (avx, avx2, avx512, noavx) that loaded: the model runs on the CPU, and
+# only these lines say so.
 _LLAMASHARP_GPU_FAILED = re.compile(r"Failed Loading '[^']*[/\\](cuda\d*|vulkan)[/\\][^']*'", re.IGNORECASE)
-_LLAMASHARP_CPU_LOADED = re.compile(r"\bLoaded '[^']*[/\\](avx\d*|avx512|noavx)[/\\][^']*'", re.IGNORECASE)
+_LLAMASHARP_CPU_LOADED = re.compile(r"\bLoaded '[^']*[/\\](avx\d*|noavx)[/\\][^']*'", re.IGNORECASE)
 
 
 def _llamasharp_loaded_its_cpu_build(lines: Iterable[str]) -> str | None:
