@@ -41,7 +41,7 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
                  23: "28ffe4b", 24: "28ffe4b", 25: "67adf23", 26: "c696a21",
                  27: "c696a21", 28: "55c75d4", 29: "0a977ed",
                  30: "3360fb6", 31: "515adb6", 32: "e13afd6", 33: "e939e0d",
-                 34: "e939e0d"}
+                 34: "e939e0d", 35: "653504f"}
 # The fresh batches no rule was tuned on since their score: the headline. They are not
 # training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;
 # tuning on one spends it and moves it out of this set.
@@ -136,7 +136,9 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # of the Tensile files it has, RamaLama's readiness wait, Lemonade's and LLamaSharp's fall-backs
 # to the CPU): tuned on, so both are training data now. Batch 35 was announced in the README
 # (ee05d22) before it was gathered, while that widening was written.
-UNSPENT_BATCHES = frozenset({17})
+# Batch 35, gathered while that widening was written and scored once at its rules, has 10 logs:
+# under 15, so it stays unspent, as announced, to be pooled with the next batch at 653504f.
+UNSPENT_BATCHES = frozenset({17, 35})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
