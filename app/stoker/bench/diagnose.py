@@ -41,7 +41,7 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
                  23: "28ffe4b", 24: "28ffe4b", 25: "67adf23", 26: "c696a21",
                  27: "c696a21", 28: "55c75d4", 29: "0a977ed",
                  30: "3360fb6", 31: "515adb6", 32: "e13afd6", 33: "e939e0d",
-                 34: "e939e0d", 35: "653504f"}
+                 34: "e939e0d", 35: "653504f", 36: "653504f"}
 # The fresh batches no rule was tuned on since their score: the headline. They are not
 # training data, so the training floor (tests/test_bench_diagnose.py) leaves them out;
 # tuning on one spends it and moves it out of this set.
@@ -138,7 +138,10 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # (ee05d22) before it was gathered, while that widening was written.
 # Batch 35, gathered while that widening was written and scored once at its rules, has 10 logs:
 # under 15, so it stays unspent, as announced, to be pooled with the next batch at 653504f.
-UNSPENT_BATCHES = frozenset({17, 35})
+# Batch 36 was announced in the README (d65219a) before it was gathered at the same freeze (the
+# commits after 653504f change no answer), by two gatherers in two rounds each (35 logs), and
+# scored once pooled with batch 35 (README).
+UNSPENT_BATCHES = frozenset({17, 35, 36})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
