@@ -2294,3 +2294,11 @@ def test_a_b11434_allocation_cache_type_or_template_wording_names_its_kind(line,
 ])
 def test_a_look_alike_of_a_b11434_allocation_cache_type_or_template_wording_is_not_that_kind(line, not_kind):
     assert diagnose(line, backend="cpu").kind != not_kind
+
+
+def test_a_sycl_buffer_the_device_cannot_hold_is_a_device_allocation():
+    (piece,) = gather(("ensure_half: can't allocate 268435456 Bytes of memory on device",), strip_log_prefix)
+    assert piece.entry.name == "sycl.oom"
+    # ... and its twin on the host stays the host's
+    (piece,) = gather(("aligned_malloc_host: can't allocate 268435456 Bytes of memory on host",), strip_log_prefix)
+    assert piece.kind == "host-oom"

@@ -423,7 +423,10 @@ _e("sycl.oom", "device-oom", 80, _D, f"ggml/src/ggml-sycl/ggml-sycl.cpp, {_B}; L
    r"PI_ERROR_OUT_OF_RESOURCES", r"ggml_backend_sycl_buffer_type_alloc_buffer: can't allocate",
    r"SYCL\d* buffer.{0,30}failed to allocate",
    # ggml-sycl dpct helpers (b11434): the device's virtual memory pool is exhausted
-   r"dpct_malloc: out of memory")
+   r"dpct_malloc: out of memory",
+   # ggml-sycl (b11434) `%s: can't allocate %zu Bytes of memory on device` (its Flash Attention
+   # half buffers, `on device/GPU` for the host-pinned buffer type)
+   r"can't allocate \d+ Bytes of memory on device")
 _e("os.oom-killer", "host-oom", 79, _D,
    "Linux kernel mm/oom_kill.c; systemd unit results; docker inspect; Kubernetes",
    "the kernel's OOM killer ended the process",
