@@ -2203,3 +2203,102 @@ def test_llamasharp_loading_its_cpu_build_after_its_cuda_build_failed_is_the_gpu
     assert diagnose("[llama Info]: Loaded './runtimes/linux-x64/native/avx/libllama.so'",
                     "[llama Info]: Failed Loading './runtimes/linux-x64/native/cuda12/libllama.so'"
                     ).kind != "gpu-unused"
+
+
+# ---- written from b11434's sources, not from threads (while batch 36 was gathered): the
+# message ggml_abort prints for any GGML_ABORT, every refusal of gguf.cpp's reader, and the
+# per-purpose buffers of the KV cache, the recurrent state, LoRA adapters and control vectors
+
+@pytest.mark.parametrize("line, kind", [
+    # ggml_abort's `<__FILE__>:<__LINE__>: <message>`, on Linux and Windows build paths
+    ("/home/user/llama.cpp/ggml/src/ggml-cpu/ops.cpp:8123: fatal error", "assertion-failed"),
+    (r"D:\a\llama.cpp\llama.cpp\ggml\src\ggml-backend.cpp:1234: pre-allocated tensor in a backend "
+     "that cannot run the operation", "assertion-failed"),
+    ("/tmp/build/llama.cpp/src/llama-graph.cpp:456: unexpected sampler type", "assertion-failed"),
+    # gguf.cpp's reader (gguf_init_from_reader in b11434, gguf_init_from_file_impl before)
+    ("gguf_init_from_reader: tensor 'blk.0.attn_q.weight' has invalid ggml type 99. should be in [0, 40)",
+     "bad-model"),
+    ("gguf_init_from_file_impl: duplicate key 'general.name' for KV pair 12", "bad-model"),
+    ("gguf_init_from_reader: number of tensors is -5 but must be in [0, 1152921504606846975]", "bad-model"),
+    ("gguf_init_from_reader: alignment 3 is not a power of 2", "bad-model"),
+    ("gguf_init_from_reader: this GGUF file is version 4 but this software only supports up to version 3",
+     "bad-model"),
+    ("gguf_init_from_reader: incorrect shape for a tensor 'output.weight' may cause overflow errors: "
+     "[4096, 32000, 1, 1]", "bad-model"),
+    ("gguf_init_from_reader: memory size overflow while allocating ggml context", "bad-model"),
+    ("gguf_read_emplace_helper: encountered length_error while reading value for key 'tokenizer.ggml.tokens'",
+     "bad-model"),
+    # the per-purpose buffers (b11434 llama-kv-cache.cpp, llama-memory-recurrent.cpp, llama-adapter.cpp)
+    ("llama_memory_recurrent: failed to allocate buffer for rs cache", "host-oom"),
+    ("llama_adapter_lora_init_impl: failed to allocate buffer for lora adapter", "host-oom"),
+    ("llama_adapter_cvec::init: failed to allocate buffer for control vector", "host-oom"),
+])
+def test_a_wording_from_the_b11434_sources_names_its_kind(line, kind):
+    # a CPU build: a nameless allocation there is the host's memory
+    assert diagnose(line, backend="cpu").kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # a compiler's diagnostics name a file and line too, but are not an abort
+    ("/home/user/llama.cpp/ggml/src/ggml.c:1234:5: error: implicit declaration of function 'foo'",
+     "assertion-failed"),
+    ("/home/user/llama.cpp/ggml/src/ggml.c:1234: warning: ignoring return value", "assertion-failed"),
+    ("/home/user/llama.cpp/src/llama.cpp:88: note: in expansion of macro", "assertion-failed"),
+    # another project's sources, and a Go file of a wrapper
+    ("/home/user/whatever/lib/foo.cpp:12: something happened", "assertion-failed"),
+    ("/go/src/github.com/ollama/ollama/llm/server.go:123: llama runner started", "assertion-failed"),
+    # the reader's own progress lines and a key simply absent, not refused
+    ("gguf_init_from_reader: loaded 291 tensors", "bad-model"),
+    ("llama_model_loader: - kv   0: general.architecture str = llama", "bad-model"),
+    # a buffer allocated, not failed
+    ("llama_kv_cache: CPU KV buffer size = 256.00 MiB", "host-oom"),
+])
+def test_a_look_alike_of_a_b11434_source_wording_is_not_that_kind(line, not_kind):
+    assert diagnose(line, backend="cpu").kind != not_kind
+
+
+def test_an_allocation_before_a_generic_abort_is_the_allocation():
+    lines = ("llama_init_from_model: failed to allocate buffer for kv cache",
+             "/home/user/llama.cpp/src/llama-context.cpp:345: fatal error")
+    v = verdict(lines)
+    assert v.kind == "device-oom" and v.rule == "allocation-before-abort"
+    assert verdict(lines, flipped("allocation-before-abort")).kind == "assertion-failed"
+
+
+def test_a_load_error_before_a_generic_abort_is_the_model():
+    lines = ("gguf_init_from_reader: duplicate tensor name 'blk.0.ffn_up.weight' for tensor 12",
+             "/home/user/llama.cpp/src/llama-model-loader.cpp:900: fatal error")
+    v = verdict(lines)
+    assert v.kind == "bad-model" and v.rule == "load-error-before-abort"
+    assert verdict(lines, flipped("load-error-before-abort")).kind == "assertion-failed"
+
+
+@pytest.mark.parametrize("line, kind", [
+    ("ggml_gallocr_reserve_n_impl: failed to allocate CPU buffer of size 2147483648", "host-oom"),
+    ("ggml_backend_buft_alloc_buffer_n_default: failed to allocate CPU buffer of size 8589934592", "host-oom"),
+    ("llama_init_from_model: V cache type q4_0 with block size 32 does not divide n_embd_head_v=80",
+     "bad-argument"),
+    ("llama_init_from_model: K cache type q5_1 with block size 32 does not divide n_embd_head_k=72",
+     "bad-argument"),
+    ("common_chat_templates_init: failed to initialize chat template", "bad-model"),
+])
+def test_a_b11434_allocation_cache_type_or_template_wording_names_its_kind(line, kind):
+    assert diagnose(line, backend="cpu").kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # the same buffers allocated, and a template that only loses its tool calls (a warning)
+    ("llama_kv_cache:        CPU KV buffer size =   256.00 MiB", "host-oom"),
+    ("common_chat_templates_init: failed to parse tool use chat template (ignoring it): x", "bad-model"),
+    ("llama_context: V cache type q8_0", "bad-argument"),
+])
+def test_a_look_alike_of_a_b11434_allocation_cache_type_or_template_wording_is_not_that_kind(line, not_kind):
+    assert diagnose(line, backend="cpu").kind != not_kind
+
+
+def test_a_sycl_buffer_the_device_cannot_hold_is_a_device_allocation():
+    (piece,) = gather(("ensure_half: can't allocate 268435456 Bytes of memory on device",), strip_log_prefix)
+    assert piece.entry.name == "sycl.oom"
+    # ... and its twin on the host stays the host's
+    (piece,) = gather(("aligned_malloc_host: can't allocate 268435456 Bytes of memory on host",), strip_log_prefix)
+    assert piece.kind == "host-oom"

@@ -423,7 +423,10 @@ _e("sycl.oom", "device-oom", 80, _D, f"ggml/src/ggml-sycl/ggml-sycl.cpp, {_B}; L
    r"PI_ERROR_OUT_OF_RESOURCES", r"ggml_backend_sycl_buffer_type_alloc_buffer: can't allocate",
    r"SYCL\d* buffer.{0,30}failed to allocate",
    # ggml-sycl dpct helpers (b11434): the device's virtual memory pool is exhausted
-   r"dpct_malloc: out of memory")
+   r"dpct_malloc: out of memory",
+   # ggml-sycl (b11434) `%s: can't allocate %zu Bytes of memory on device` (its Flash Attention
+   # half buffers, `on device/GPU` for the host-pinned buffer type)
+   r"can't allocate \d+ Bytes of memory on device")
 _e("os.oom-killer", "host-oom", 79, _D,
    "Linux kernel mm/oom_kill.c; systemd unit results; docker inspect; Kubernetes",
    "the kernel's OOM killer ended the process",
@@ -907,6 +910,9 @@ _e("arg.invalid", "bad-argument", 70, _D,
    # Flash Attention (the newer wording of `quantized V cache requires flash_attn`) and more
    # parallel sequences than LLAMA_MAX_SEQ
    r"quantized V cache was requested, but this requires Flash Attention", r"n_seq_max must be <= \d+",
+   # llama_init_from_model, b11434: a quantized K or V cache type whose block does not divide
+   # this model's head size (-ctk/-ctv chose a type the model's heads cannot be cut into)
+   r"[KV] cache type \w+ with block size \d+ does not divide n_embd_head_[kv]=\d+",
    # Rust's clap (tabby, LlamaEdge): `error: invalid value '%s' for '%s'` (ErrorKind::InvalidValue)
    r"error: invalid value '[^']*' for '-")
 # llama-run (examples/run/run.cpp, 2024-12 to 2025): its own parser's refusal, then its help.
@@ -937,9 +943,16 @@ _e("alloc.unnamed", "device-oom", 65, _D,
    f"src/llama-model.cpp (`unable to allocate %s buffer`), src/llama-kv-cache.cpp, "
    f"src/llama-context.cpp, {_B}; older `unable to allocate backend buffer`",
    "an allocation failed on the buffer type the line names (or the build's device)",
-   r"unable to allocate (\w+ )?buffer", r"failed to allocate buffer for (kv|rs) cache",
+   r"unable to allocate (\w+ )?buffer",
+   # b11434's per-purpose buffers: llama-kv-cache.cpp, llama-memory-recurrent.cpp (`rs cache`),
+   # the DeepSeek V4 compressor state (llama-context.cpp), llama-adapter.cpp (LoRA adapters
+   # and control vectors): `failed to allocate buffer for <what>`
+   r"failed to allocate buffer for (kv cache|rs cache|DSV4 compressor state|lora adapter|control vector)",
    r"failed to allocate compute (pp |tg )?buffers", r"failed to allocate output buffer",
-   r"ggml_gallocr_reserve_n: failed to allocate", r"ggml_backend_alloc_ctx_tensors\w*: failed to allocate",
+   r"ggml_gallocr_reserve_n(_impl)?: failed to allocate",
+   # ggml-backend.cpp's default buffer allocation and the CPU extra buffers (AMX, HBM), b11434:
+   # `failed to allocate %s buffer of size %zu`
+   r"failed to allocate (\w+ )?buffer of size \d+", r"ggml_backend_alloc_ctx_tensors\w*: failed to allocate",
    r"llama_kv_cache_init: failed to allocate", r"ggml_gallocr_alloc_graph: failed to allocate")
 
 # -------------------------------------------------------------------------------- model
@@ -960,7 +973,11 @@ _e("model.load", "bad-model", 60, _D,
    r"failed to open GGUF file", r"gguf_init_from_\w+: failed", r"error loading model:",
    r"error loading model architecture", r"unknown model architecture", r"missing tensor",
    r"not within the file bounds", r"model is corrupted or incomplete",
-   r"chat template parsing error", r"failed to load multimodal model", r"invalid magic",
+   r"chat template parsing error",
+   # common/chat.cpp common_chat_templates_init, b11434: the model's own Jinja template (from
+   # its metadata) does not parse; the server stops (`--no-jinja` or another template helps)
+   r"common_chat_templates_init: failed to initialize chat template",
+   r"failed to load multimodal model", r"invalid magic",
    # Ollama llm/server.go rewrites a runner's `unknown model …` error to this (0.1.30 to 2026);
    # its registry refuses a pull the same way (HTTP 412)
    r"this model is not supported by your version of Ollama", r"requires a newer version of Ollama",
@@ -975,6 +992,12 @@ _e("model.load", "bad-model", 60, _D,
    r"GGML files are no longer supported", r"tensor '[^']+' has wrong shape", r"wrong number of tensors",
    r"invalid model file", r"unexpectedly reached end of file", r"tensor data is not within",
    r"gguf_init_from_file_impl: (invalid|failed)", r"key not found in model:",
+   # every other refusal of gguf.cpp's reader (b11434 `gguf_init_from_reader`, before it
+   # `gguf_init_from_file_impl`): a header, key, tensor-info or size field the file states
+   # wrongly (what a damaged, truncated or hand-edited file has), and a version too new
+   r"gguf_init_from_\w+: (tensor|key|duplicate|number of|alignment|string length|incorrect shape"
+   r"|memory size overflow|this GGUF file|encountered|bad GGUF version|GGUFv1)",
+   r"encountered (bad_alloc error|length_error) while reading",
    r"unsupported model (architecture|type)", r"tensor '[^']+' (has invalid ggml type|data is not within)",
    r"invalid ggml type \d+", r"GGUF version \d+ is not supported", r"is not a valid GGUF file",
    r"failed to read (tensor info|key-value pairs|magic|header)", r"file is truncated",
@@ -1198,7 +1221,13 @@ _e("abort.assert", "assertion-failed", 30, _S,
    # ggml.c ggml_new_object (2023 to b11434): the context's metadata pool, sized by the engine
    # for the graph it builds, is too small: a miscount in the engine, not the machine's memory
    # (the pool was allocated; an allocation that failed is `ctx->mem_buffer != NULL`)
-   r"not enough space in the context's memory pool")
+   r"not enough space in the context's memory pool",
+   # ggml.c ggml_abort prints `<__FILE__>:<__LINE__>: <message>` for every GGML_ABORT in the
+   # tree (b11434: `fatal error`, `unsupported op`, `CUDA error` ...); a message no other entry
+   # names is still an abort. The path runs through the tree's own folders and ends in a
+   # source suffix; a compiler's `file:line:col:` and its `warning:`/`error:`/`note:` are not aborts.
+   r"(^|[\s\"'(/\\])(ggml|src|common|tools|examples|llama\.cpp)[/\\][\w./\\-]*\.(c|cc|cpp|cu|cuh|m|mm|h|hpp)"
+   r":\d+: (?!(warning|error|note):)\S")
 
 
 # Every name of the runtime tables above is an entry of its own, so a runtime error the
