@@ -470,11 +470,12 @@ def test_a_wording_widened_after_batch_13_names_its_kind():
     # ggml-cuda.cu's bad_arch() of late 2023
     line = "ERROR: ggml-cuda was compiled without support for the current GPU architecture."
     assert classify_exit(report_from_log((line,), backend="cuda")).kind == "no-kernel-image"
-    # Ollama 0.1.3x amd_linux.go: the ROCm payload lacks the gfx, so it runs on the CPU
+    # Ollama 0.1.3x amd_linux.go: the ROCm payload lacks the gfx, so it runs on the CPU; the
+    # build's missing gfx is the cause (no-kernel-image since batches 35 and 36, gpu-unused before)
     amd = ('level=WARN source=amd_linux.go:116 msg="amdgpu [0] gfx1103 is not supported by '
            '/tmp/ollama2145067703/rocm [gfx1030 gfx1100]"')
-    assert classify_exit(report_from_log((amd,), backend="rocm")).kind == "gpu-unused"
-    assert classify_exit(report_from_log((amd,), backend="cpu")).kind != "gpu-unused"  # negative
+    assert classify_exit(report_from_log((amd,), backend="rocm")).kind == "no-kernel-image"
+    assert classify_exit(report_from_log((amd,), backend="cpu")).kind == "unknown"  # negative
 
 
 @pytest.mark.parametrize("lines, kind", [
@@ -647,15 +648,12 @@ def test_a_mined_wrapper_wording_is_a_sign_only(line, candidate):
 
 @pytest.mark.parametrize("line, backend", [
     # Ollama 0.1.2x-0.1.3x, 0.3-0.12 and 2026 discovery: a GPU found and left for the CPU
-    ('level=INFO source=gpu.go:146 msg="CUDA GPU is too old. Falling back to CPU mode. Compute Capability '
-     'detected: 3.0"', None),
     ('level=WARN source=amd_linux.go:341 msg="amdgpu detected, but no compatible rocm library found.  Please '
      'install ROCm"', None),
     ('level=WARN source=gpu.go:228 msg="CPU does not have minimum vector extensions, GPU inference disabled"',
      None),
     ('level=ERROR source=amd_linux.go:386 msg="amdgpu devices detected but permission problems block access: '
      'kfd driver not loaded"', None),
-    ("level=INFO msg=\"skipping CUDA device — compute capability not in compiled architectures\"", None),
     # koboldcpp.py: its CUDA library is not in the bundle
     ("Warning: CuBLAS library file not found. CPU library will be used.", None),
     # llamafile and b11434's own warnings
@@ -665,6 +663,18 @@ def test_a_mined_wrapper_wording_is_a_sign_only(line, candidate):
 ])
 def test_a_wrapper_leaving_the_gpu_is_the_gpu_unused(line, backend):
     assert classify_exit(report_from_log((line,), backend=backend)).kind == "gpu-unused"
+
+
+@pytest.mark.parametrize("line", [
+    # ... and where the wrapper says it left the GPU because its build has no code for it, the
+    # build is the cause (no-kernel-image since batches 35 and 36; gpu-unused before)
+    'level=INFO source=gpu.go:146 msg="CUDA GPU is too old. Falling back to CPU mode. Compute Capability '
+    'detected: 3.0"',
+    "level=INFO msg=\"skipping CUDA device — compute capability not in compiled architectures\"",
+])
+def test_a_wrapper_leaving_a_gpu_its_build_lacks_is_no_kernel_image(line):
+    inc = classify_exit(report_from_log((line,)))
+    assert inc.kind == "no-kernel-image" and inc.rule == "gpu-left-for-want-of-its-code"
 
 
 def test_the_gpu_left_is_not_blamed_when_something_else_failed():
@@ -2302,3 +2312,71 @@ def test_a_sycl_buffer_the_device_cannot_hold_is_a_device_allocation():
     # ... and its twin on the host stays the host's
     (piece,) = gather(("aligned_malloc_host: can't allocate 268435456 Bytes of memory on host",), strip_log_prefix)
     assert piece.kind == "host-oom"
+
+
+# ---- widened after batches 35 and 36 (spent): Android's linker starting a program, HIP's fat
+# binary without the device's ISA, the wrappers' own words for a build without the GPU's
+# architecture, gin-contrib/cors's refusal of an origin, and Ollama's discovery leaving the GPU
+
+@pytest.mark.parametrize("line, kind", [
+    ('CANNOT LINK EXECUTABLE "/data/local/tmp/llama-cli": library "libllama.so" not found: needed by main '
+     'executable', "missing-library"),
+    ('CANNOT LINK EXECUTABLE "/data/local/tmp/llama-cli": cannot locate symbol "ggml_backend_dev_count" '
+     'referenced by "/data/local/tmp/libllama.so"...', "stale-library"),
+    ("Cannot find CO in the bundle /opt/rocm-6.4.3/lib/librocsolver.so.0.4.60403 for ISA: gfx906:sramecc+:xnack-",
+     "no-kernel-image"),
+    ("2024/01/14 19:50:06 gpu.go:138: CUDA GPU is too old. Falling back to CPU mode. Compute Capability "
+     "detected: 5.2", "no-kernel-image"),
+    ('msg="skipping CUDA device — compute capability not in compiled architectures"', "no-kernel-image"),
+    ('msg="dropping ROCm device — no rocblas support for gfx target" gfx=gfx1036', "no-kernel-image"),
+    ("Error: Cannot install llamacpp:rocm on this system: Unsupported GPU: gfx950", "no-kernel-image"),
+    ("panic: bad origin: origins must contain '*' or include http://,https://,chrome-extension://",
+     "bad-argument"),
+])
+def test_a_wording_widened_after_batches_35_and_36_names_its_kind(line, kind):
+    assert diagnose(line).kind == kind
+
+
+@pytest.mark.parametrize("line, not_kind", [
+    # a library the linker found, and a symbol a program looks up itself
+    ('linker: library "libllama.so" loaded from /data/local/tmp', "missing-library"),
+    ('dlsym: cannot locate symbol "foo" in the program (optional)', "stale-library"),
+    # a bundle that has the ISA, and an old cudart answering for a newer card (compute 1.x)
+    ("Found CO in the bundle /opt/rocm/lib/librocblas.so for ISA: gfx1100", "no-kernel-image"),
+    ('source=gpu.go:148 msg="[0] CUDA GPU is too old. Compute Capability detected: 1.0"', "no-kernel-image"),
+    # a CUDA device Ollama keeps, and an unsupported CPU, not GPU
+    ('msg="using CUDA device" compute capability=8.6', "no-kernel-image"),
+    ("Unsupported GPU driver version", "no-kernel-image"),
+    # CORS answering one request with 403 is no start-up refusal
+    ('[GIN] 2024/02/26 | 403 | OPTIONS "/api/chat" origin not allowed', "bad-argument"),
+])
+def test_a_look_alike_of_a_batch_35_or_36_wording_is_not_that_kind(line, not_kind):
+    assert diagnose(line).kind != not_kind
+
+
+def test_ollama_skipping_every_library_of_a_family_it_was_asked_for_is_the_gpu_unused():
+    skipped = ('msg="skipping available library at users request" requested=cuda libDir=/usr/lib/ollama/cuda_v12',
+               'msg="skipping available library at users request" requested=cuda libDir=/usr/lib/ollama/cuda_v13')
+    inc = diagnose(*skipped, backend="cuda")
+    assert inc.kind == "gpu-unused" and "requested=cuda" in (inc.evidence or "")
+    # negative: asking for one version skips the other, and the GPU runs on the one asked for
+    assert diagnose('msg="skipping available library at users request" requested=cuda_v12 '
+                    'libDir=/usr/lib/ollama/cuda_v13', backend="cuda").kind != "gpu-unused"
+    # ... and asking for the CPU is the user's choice, not a fallback
+    assert diagnose('msg="skipping available library at users request" requested=cpu '
+                    'libDir=/usr/lib/ollama/cuda_v12', backend="cuda").kind != "gpu-unused"
+
+
+def test_ollama_finding_nvml_but_failing_to_init_it_is_the_gpu_unused_on_a_gpu_build():
+    line = ('msg="Unable to load CUDA management library /usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14: '
+            'nvml vram init failure: 999"')
+    assert diagnose(line, 'msg="no GPU detected"', backend="cuda").kind == "gpu-unused"
+    # a CPU build says nothing about a GPU it never meant to use
+    assert diagnose(line, 'msg="no GPU detected"', backend="cpu").kind != "gpu-unused"
+
+
+def test_a_build_without_the_gpus_architecture_outranks_the_gpu_left():
+    # the wrapper's skip names the cause; the CPU run after it is the echo
+    inc = diagnose('msg="skipping CUDA device — compute capability not in compiled architectures"',
+                   'msg="no compatible GPUs were discovered"', backend="cuda")
+    assert inc.kind == "no-kernel-image"

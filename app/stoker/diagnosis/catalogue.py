@@ -256,6 +256,14 @@ _e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
    # lists the files it has, each path quoted on a line of its own; it prints them on that path
    # only, so the list shows the missing arch when a paste keeps only the list
    r"List of available TensileLibrary Files", r"\"[^\"\s]*[/\\]TensileLibrary_(lazy_)?gfx\w+\.dat\"\s*$")
+_e("hip.no-code-object-for-isa", "no-kernel-image", 90, _D,
+   "HIP runtime (clr hip_fatbin.cpp `Cannot find CO in the bundle %s for ISA: %s`); Lemonade's "
+   "backend installer (`Cannot install llamacpp:rocm on this system: Unsupported GPU: gfxN`, 2026)",
+   "the build (or the wrapper's set of builds) has no code for this GPU's architecture",
+   # HIP: the fat binary of a ROCm library has no code object for the device's ISA
+   r"Cannot find CO in the bundle",
+   # Lemonade: no llama.cpp ROCm build exists for this gfx target, so none is installed
+   r"Unsupported GPU: gfx[0-9a-f]+\b")
 # hipErrorInvalidImage / cudaErrorInvalidKernelImage (200), `device kernel image is invalid`: a
 # code object was found for the device but would not load. Threads show it after a build for
 # another gfx (lemonade-sdk/llamacpp-rocm#92, #108), a preview runtime's broken code objects and a
@@ -664,6 +672,9 @@ _e("ld.stale-symbol", "stale-library", 76, _D,
    r"STATUS_ENTRYPOINT_NOT_FOUND", r"STATUS_INVALID_IMAGE_FORMAT", r"\b0xc0000139\b", r"\b0xc000007b\b",
    r"\b3221225785\b", r"\b3221225595\b", r"-1073741511\b", r"-1073741701\b",
    r"ELFCLASS32", r"mach-o file, but is an incompatible architecture",
+   # Android's bionic linker (linker/linker_relocate.cpp): `cannot locate symbol "%s" referenced
+   # by "%s"`: the library found is not the one the program was built against
+   r"cannot locate symbol \"[^\"]+\" referenced by",
    r"LoadLibrary\w* failed (with error|:)\s*(127|193)\b", r"\bERROR_BAD_EXE_FORMAT\b")
 _e("net.port-in-use", "port-in-use", 75, _D,
    f"tools/server/server-http.cpp, {_B} (`couldn't bind HTTP server socket`); older server.cpp; "
@@ -721,6 +732,9 @@ _e("ld.missing", "missing-library", 75, _D,
    # Android's bionic linker (linker/linker.cpp), quoted by dlerror: `dlopen failed: library
    # "%s" not found` (Termux, the mobile bindings)
    r"dlopen failed: library \"[^\"]+\" not found",
+   # ... and the same linker starting a program: `CANNOT LINK EXECUTABLE "%s": library "%s" not
+   # found: needed by main executable` (or by another library of the program)
+   r"library \"[^\"]+\" not found: needed by",
    r"OSError: .{0,80}\.(so|dll|dylib)[\w.]*: cannot open",
    # llama-cpp-python llama_cpp.py _load_shared_library; LocalAI's backend loader
    r"Shared library with base name '[^']+' not found", r"backend not found: \S+",
@@ -936,6 +950,11 @@ _e("arg.wrapper-api", "bad-argument", 70, _S,
    "take an option the caller passes (an option renamed, removed or not yet added)",
    "the caller passed an option the installed wrapper or binding does not accept",
    r"got an unexpected keyword argument '\w+'", r"extra fields not permitted \(type=value_error\.extra\)")
+_e("arg.wrapper-origins", "bad-argument", 70, _D,
+   "gin-contrib/cors config.go (`bad origin: origins must contain '*' or include <schemes>`), "
+   "which Ollama's server builds from OLLAMA_ORIGINS (server/routes.go, 0.1.2x to 2026)",
+   "an allowed-origins setting (Ollama's OLLAMA_ORIGINS) holds a value that is not an origin",
+   r"bad origin: origins must contain '\*' or include")
 
 # -------------------------------------------------------------- allocations, device unnamed
 

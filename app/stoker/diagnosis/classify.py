@@ -25,7 +25,7 @@ from typing import Protocol
 from stoker.diagnosis.catalogue import entry
 from stoker.diagnosis.evidence import Evidence, LoadPlace, Verdict, decide, draft_scoped, gather, load_places
 from stoker.diagnosis.log_lines import backend_from_log, strip_log_prefix, unwrapped
-from stoker.diagnosis.silent_fallbacks import gpu_unused_from_log
+from stoker.diagnosis.silent_fallbacks import gpu_unused_from_log, lacks_the_gpus_architecture
 from stoker.diagnosis.wrapper_memory import host_share_over_free
 
 # Every kind classify_exit can return; the README lists them for users.
@@ -782,6 +782,8 @@ def classify_exit(report: ExitReport) -> Incident:
                                      report.plan_wanted_gpu)
         if unused is not None and (kind == "stopped" or report.exit_code is None and sig is None):
             kind, evidence, rule = "gpu-unused", unused, "gpu-build-on-cpu"
+            if lacks_the_gpus_architecture(unused):  # the wrapper says why: its build lacks the GPU
+                kind, rule = "no-kernel-image", "gpu-left-for-want-of-its-code"
     kind, unsure, rule, evidence = _with_the_drafter(kind, unsure, rule, evidence, report, match, conflict,
                                                      exit_text)
 

@@ -46,7 +46,30 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     r"( is not compatible with the current system)?, falling back to using no GPU"
     # Lemonade's llama.cpp wrapper (its Python server of 2025, as in lemonade-sdk/lemonade#50):
     # its GPU llama-server exited before /health answered, so it starts the model again on the CPU
-    r"|on GPU didn't work, re-attempting on CPU", re.IGNORECASE)
+    r"|on GPU didn't work, re-attempting on CPU"
+    # Ollama discover (0.12 on): OLLAMA_LLM_LIBRARY names a family (`cuda`) where the bundle's
+    # folders are versioned (`cuda_v12`, `cuda_v13`), so every GPU library is skipped
+    r"|skipping available library at users request\W+requested=(?P<family>\w+)"
+    r"\W+libDir=\S*[/\\](?P=family)_\w+", re.IGNORECASE)
+
+
+# The wrappers' own words for a GPU their build has no code for: the card is skipped and the
+# model runs on the CPU. Not fatal lines (a failure the log names decides first), but when
+# nothing failed, the cause of the CPU run is the build, not the machine: no-kernel-image.
+_WRAPPER_BUILD_LACKS_THE_GPU = re.compile(
+    # Ollama 0.1.20 gpu/gpu.go: compute capability under the build's minimum. A 1.x reading is
+    # left out: no CUDA runtime of Ollama's time drives such a card, so an old cudart on PATH
+    # answered for a newer one (PhysX ships CUDA 6.5's), which is another cause
+    r"CUDA GPU is too old\.(?!.*Compute Capability detected: 1\.)"
+    # Ollama discover (2026) and 0.1.3x gpu/amd_linux.go: the bundle lacks the card's arch or gfx
+    r"|skipping CUDA device . compute capability not in compiled architectures"
+    r"|dropping ROCm device . no rocblas support for gfx target"
+    r"|amdgpu \[\d+\] gfx\w+ is not supported by ", re.IGNORECASE)
+
+
+def lacks_the_gpus_architecture(line: str) -> bool:
+    """Whether a wrapper's line leaving the GPU says its build has no code for that GPU."""
+    return _WRAPPER_BUILD_LACKS_THE_GPU.search(line) is not None
 
 
 def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_gpu: bool) -> str | None:
@@ -76,6 +99,8 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    # driver library failed cuInit/cudaGetDeviceCount with a
                                    # CUresult (35, driver too old, is the catalogue's own)
                                    r"|(cuda driver library|nvcuda|cudart) init failure: (?!35\b)\d+"
+                                   # ... and gpu_info_nvml.c (0.1.2x): NVML loaded, then failed
+                                   r"|nvml vram init failure: \d+"
                                    # ggml-vulkan.cpp (b11434): the only Vulkan device is a
                                    # software one (llvmpipe/lavapipe): no GPU driver in use
                                    r"|ggml_vulkan: Warning: Device type is CPU", line):
