@@ -2359,6 +2359,9 @@ def test_ollama_skipping_every_library_of_a_family_it_was_asked_for_is_the_gpu_u
                'msg="skipping available library at users request" requested=cuda libDir=/usr/lib/ollama/cuda_v13')
     inc = diagnose(*skipped, backend="cuda")
     assert inc.kind == "gpu-unused" and "requested=cuda" in (inc.evidence or "")
+    # ... as the 2026 source words it (`user's`, slog's quoting)
+    assert diagnose('level=DEBUG msg="skipping available library at user\'s request" requested=cuda '
+                    'libDir=/usr/lib/ollama/cuda_v13', backend="cuda").kind == "gpu-unused"
     # negative: asking for one version skips the other, and the GPU runs on the one asked for
     assert diagnose('msg="skipping available library at users request" requested=cuda_v12 '
                     'libDir=/usr/lib/ollama/cuda_v13', backend="cuda").kind != "gpu-unused"

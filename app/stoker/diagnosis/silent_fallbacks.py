@@ -47,9 +47,10 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     # Lemonade's llama.cpp wrapper (its Python server of 2025, as in lemonade-sdk/lemonade#50):
     # its GPU llama-server exited before /health answered, so it starts the model again on the CPU
     r"|on GPU didn't work, re-attempting on CPU"
-    # Ollama discover (0.12 on): OLLAMA_LLM_LIBRARY names a family (`cuda`) where the bundle's
-    # folders are versioned (`cuda_v12`, `cuda_v13`), so every GPU library is skipped
-    r"|skipping available library at users request\W+requested=(?P<family>\w+)"
+    # Ollama discover (0.12 on; `user's` in discover/runner.go of 2026): OLLAMA_LLM_LIBRARY names
+    # a family (`cuda`) where the bundle's folders are versioned (`cuda_v12`, `cuda_v13`), so
+    # every GPU library is skipped
+    r"|skipping available library at user'?s request\W+requested=(?P<family>\w+)"
     r"\W+libDir=\S*[/\\](?P=family)_\w+", re.IGNORECASE)
 
 
