@@ -2347,6 +2347,9 @@ def test_a_wording_widened_after_batches_35_and_36_names_its_kind(line, kind):
     # a CUDA device Ollama keeps, and an unsupported CPU, not GPU
     ('msg="using CUDA device" compute capability=8.6', "no-kernel-image"),
     ("Unsupported GPU driver version", "no-kernel-image"),
+    # Metal's shader compiler refusing a static_assert is no ggml abort
+    ("error: static_assert failed due to requirement '__tensor_ops_detail::__is_same_v<bfloat, half>'",
+     "assertion-failed"),
     # CORS answering one request with 403 is no start-up refusal
     ('[GIN] 2024/02/26 | 403 | OPTIONS "/api/chat" origin not allowed', "bad-argument"),
 ])

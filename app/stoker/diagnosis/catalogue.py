@@ -1230,7 +1230,9 @@ _e("gpu.error", "gpu-error", 40, _S,
 _e("abort.assert", "assertion-failed", 30, _S,
    f"ggml/src/ggml.c ggml_abort (`GGML_ASSERT(%s) failed`, `GGML_ABORT`), {_B}; older "
    "`GGML_ASSERT: file:line: cond`; the C and C++ runtimes",
-   "the engine stopped on an internal check", r"GGML_ASSERT", r"GGML_ABORT", r"assert(ion)? failed",
+   # (a compiler's `static_assert failed`, as Metal's runtime compiler prints it for the shaders,
+   # is a build that did not compile, not an engine that stopped on a check)
+   "the engine stopped on an internal check", r"GGML_ASSERT", r"GGML_ABORT", r"(?<!static_)assert(ion)? failed",
    r"Assertion .{1,200} failed", r"terminate called", r"failed assertion `",
    # the Microsoft C runtime's abort(): `R6010 - abort() has been called` / debug-build dialog
    r"abort\(\) has been called",
