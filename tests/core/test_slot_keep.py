@@ -17,11 +17,13 @@ from stoker.engines.slot_keep import (
     n_slots_of,
     restore_choice,
     slots_from_json,
+    slots_still_busy,
     slots_to_save,
     to_drop,
     what_differs,
     worth_keeping,
 )
+from stoker.fleet.kv_keeper import SETTLE_S, KvKeeper
 
 ARGV = ("llama-server", "-lv", "4", "-m", "/m/demo.gguf", "--port", "1234", "-c", "4096", "-np", "1",
         "-kvu", "-ctk", "f16", "-ctv", "f16", "-fa", "auto", "--no-webui", "--slot-save-path", "/s")
@@ -83,6 +85,52 @@ def test_only_used_idle_slots_are_saved():
     assert slots_to_save(slots) == (0,)
     assert slots_from_json({"error": "x"}) == () and slots_to_save(()) == ()
     assert slots_from_json([{"id": 0, "n_prompt_tokens": True}])[0].n_tokens is None
+
+
+def test_a_busy_slot_is_named_whatever_its_cache():
+    slots = slots_from_json([{"id": 0, "is_processing": True, "n_prompt_tokens": 40},
+                             {"id": 1, "is_processing": False, "n_prompt_tokens": 9},
+                             {"id": 2, "is_processing": True}])
+    assert slots_still_busy(slots) == (0, 2)
+    assert slots_still_busy(()) == ()
+
+
+class _Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def sleep(self, s):
+        self.now += s
+
+
+def test_a_save_waits_for_the_slot_its_answer_just_left():
+    # the engine frees a slot only after sending its answer: the first listing can find it busy
+    clock = _Clock()
+    answers = iter([slots_from_json([{"id": 0, "is_processing": True, "n_prompt_tokens": 40}])] * 3
+                   + [slots_from_json([{"id": 0, "is_processing": False, "n_prompt_tokens": 48}])])
+    keeper = KvKeeper(budget_bytes=lambda: 1, clock=clock, sleep=clock.sleep)
+    slots = keeper.settled_slots(lambda: next(answers))
+    assert not isinstance(slots, str) and slots_to_save(slots) == (0,)
+    assert 0 < clock.now < SETTLE_S
+
+
+def test_a_save_stops_waiting_for_a_busy_slot_after_the_settle_time():
+    clock = _Clock()
+    calls = []
+
+    def busy():
+        calls.append(clock.now)
+        return slots_from_json([{"id": 0, "is_processing": True, "n_prompt_tokens": 40}])
+    keeper = KvKeeper(budget_bytes=lambda: 1, clock=clock, sleep=clock.sleep)
+    slots = keeper.settled_slots(busy)
+    assert not isinstance(slots, str) and slots_still_busy(slots) == (0,)
+    assert SETTLE_S <= clock.now < SETTLE_S + 0.1 and len(calls) > 2
+    # a listing that fails is returned at once, not retried
+    clock.now = 0.0
+    assert keeper.settled_slots(lambda: "connection refused") == "connection refused" and clock.now == 0.0
 
 
 def test_a_launch_restores_only_its_own_key_in_slot_order_and_names_the_others():

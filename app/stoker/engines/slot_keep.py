@@ -119,6 +119,13 @@ def slots_to_save(slots: Iterable[SlotNow]) -> tuple[int, ...]:
     return tuple(sorted(s.slot for s in slots if not s.processing and s.n_tokens is not None and s.n_tokens > 0))
 
 
+def slots_still_busy(slots: Iterable[SlotNow]) -> tuple[int, ...]:
+    """The slots the engine still marks busy. Right after an answer it prints the timings and
+    only then frees the slot (b11434 server-context.cpp: send_final_response, then
+    slot.release()), so a save that follows the answer at once can find its slot busy."""
+    return tuple(sorted(s.slot for s in slots if s.processing))
+
+
 @dataclass(frozen=True)
 class SavedSlot:
     """One saved slot on disk: `name` is its file stem (NAME.bin beside NAME.json)."""

@@ -34,11 +34,13 @@ from stoker.engines.slot_http import list_slots, slot_action
 from stoker.engines.slot_keep import (
     SAVE_SUFFIX,
     KvKey,
+    SlotNow,
     file_stem,
     kv_key,
     may_save,
     n_slots_of,
     restore_choice,
+    slots_still_busy,
     slots_to_save,
     to_drop,
     what_differs,
@@ -53,6 +55,10 @@ LIST_TIMEOUT_S = 2.0
 # A save must never hold an unload for long: past this the engine is stopped and the slots
 # not yet saved start cold next time.
 SAVE_DEADLINE_S = 8.0
+# How long a save waits for a slot the engine has not freed yet (nothing is in flight when a
+# save starts, so a busy slot is one whose answer was just sent: it is freed within moments).
+SETTLE_S = 2.0
+SETTLE_POLL_S = 0.05
 # A restore holds READY: past this the model is marked ready with what was restored.
 RESTORE_DEADLINE_S = 30.0
 GIB = 2**30
@@ -80,11 +86,13 @@ class KvKeeper:
 
     def __init__(self, *, folder: Callable[[], Path] = slot_files.slot_folder,
                  budget_bytes: Callable[[], int] = budget_from_settings,
-                 reserve_bytes: int = DISK_RESERVE_BYTES, clock: Callable[[], float] = time.monotonic) -> None:
+                 reserve_bytes: int = DISK_RESERVE_BYTES, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         self._folder = folder
         self._budget = budget_bytes
         self._reserve = reserve_bytes
         self._clock = clock
+        self._sleep = sleep
 
     def with_slot_folder(self, launch: PreparedLaunch) -> PreparedLaunch:
         """The launch as it is spawned: with `--slot-save-path` when it keeps conversations."""
@@ -116,10 +124,14 @@ class KvKeeper:
             log.info("%s's conversation is not kept: %s", model_id, why)
             return ()
         endpoint, api_key = launch.spec.endpoint, launch.engine_key
-        slots = list_slots(endpoint, api_key, timeout_s=LIST_TIMEOUT_S)
+        slots = self.settled_slots(lambda: list_slots(endpoint, api_key, timeout_s=LIST_TIMEOUT_S))
         if isinstance(slots, str):
             log.warning("%s's conversation is not kept: its slots could not be listed (%s)", model_id, slots)
             return ()
+        busy = slots_still_busy(slots)
+        if busy:
+            log.warning("%s: slot(s) %s still busy after %.1f s were not saved; they will start cold",
+                        model_id, ", ".join(map(str, busy)), SETTLE_S)
         wanted = slots_to_save(slots)
         if not wanted:
             return ()
@@ -147,6 +159,16 @@ class KvKeeper:
             self._drop_for_budget(folder, key, tuple(file_stem(key, d.slot) for d in done))
             log.info("kept %s's conversation: %s in %.1f s", model_id, _slots_text(done), self._clock() - t0)
         return tuple(done)
+
+    def settled_slots(self, fetch: Callable[[], tuple[SlotNow, ...] | str]) -> tuple[SlotNow, ...] | str:
+        """The engine's slots once none is busy, or as they are after SETTLE_S (or the error
+        text of a listing that failed)."""
+        until = self._clock() + SETTLE_S
+        slots = fetch()
+        while not isinstance(slots, str) and slots_still_busy(slots) and self._clock() < until:
+            self._sleep(SETTLE_POLL_S)
+            slots = fetch()
+        return slots
 
     def _drop_for_budget(self, folder: Path, key: KvKey, kept: tuple[str, ...]) -> None:
         """This launch's older saves of slots not saved now go (they are another
