@@ -2386,3 +2386,42 @@ def test_a_build_without_the_gpus_architecture_outranks_the_gpu_left():
     inc = diagnose('msg="skipping CUDA device — compute capability not in compiled architectures"',
                    'msg="no compatible GPUs were discovered"', backend="cuda")
     assert inc.kind == "no-kernel-image"
+
+
+# ---- widened after batch 37 (spent): a model over the engine's compiled limits, the Metal shader
+# compiler rejecting ggml's tensor-ops source, and a driver that lost the device under Ollama
+
+@pytest.mark.parametrize("line", [
+    "Error: llama runner process has terminated: GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS) failed",
+    "/src/llama.cpp/src/llama-model.cpp:1330: GGML_ASSERT(hparams.n_layer_all > 0 && hparams.n_layer_all "
+    "<= LLAMA_MAX_LAYERS) failed",
+])
+def test_a_model_over_the_engines_compiled_limits_is_the_bad_model(line):
+    (piece,) = gather((line,), strip_log_prefix)
+    assert piece.entry.name == "model.over-engine-limit"
+    assert diagnose(line, signal="SIGABRT").kind == "bad-model"
+
+
+def test_a_request_over_the_sequence_limit_is_not_the_model():
+    assert diagnose("llama-memory-hybrid-idx.cpp:171: GGML_ASSERT(seq_id < (llama_seq_id) LLAMA_MAX_SEQ) failed",
+                    signal="SIGABRT").kind == "assertion-failed"
+
+
+def test_the_metal_compiler_rejecting_the_tensor_ops_shaders_is_a_gpu_error():
+    lines = ("ggml_metal_library_init: error: Error Domain=MTLLibraryErrorDomain Code=3",
+             "  static_assert failed due to requirement '__tensor_ops_detail::__is_same_v<bfloat, half>'",
+             '  "Input types must match cooperative tensor types"',
+             "ggml_metal_init: error: failed to initialize the Metal library")
+    assert diagnose(*lines, backend="metal").kind == "gpu-error"
+    # negative: a compile error that is not the tensor-ops check stays a sign (an older macOS?)
+    assert diagnose("ggml_metal_library_init: error: Error Domain=MTLLibraryErrorDomain Code=3",
+                    "  program_source:12:1: error: unknown type name 'bfloat'",
+                    "ggml_metal_init: error: failed to initialize the Metal library",
+                    backend="metal").kind != "gpu-error"
+
+
+def test_ollama_losing_the_device_in_its_container_is_the_gpu_unused():
+    line = ('cuda driver library failed to get device context 800time=2025-07-11T07:00:00.476Z level=WARN '
+            'source=gpu.go:434 msg="error looking up nvidia GPU memory"')
+    assert diagnose(line, backend="cuda").kind == "gpu-unused"
+    assert diagnose(line, backend="cpu").kind != "gpu-unused"

@@ -887,6 +887,14 @@ _e("metal.library-compile", "system-too-old", 20, _W,
    # ggml-metal.m of 2023-2024: `ggml_metal_init: load pipeline error: Error Domain=AGXMetal...`,
    # and llama.cpp's `failed to initialize Metal backend` after it
    r"ggml_metal_init: load pipeline error", r"failed to initialize Metal backend")
+_e("metal.shader-rejected", "gpu-error", 40, _S,
+   "ggml-metal's shaders compiled at start (ggml_metal_library_init, b11434) against Apple's "
+   "MetalPerformancePrimitives tensor ops (Metal 4): its `static_assert` that the operand types "
+   "match the cooperative tensor types (`__tensor_ops_detail`), 2026",
+   "the GPU's shader compiler rejects ggml's Metal source for this GPU family (a fix in the "
+   "engine, not an older macOS)",
+   r"static_assert failed due to requirement '__tensor_ops_detail::",
+   r"Input types must match cooperative tensor types")
 _e("vulkan.version-too-old", "system-too-old", 20, _W,
    f"ggml/src/ggml-vulkan/ggml-vulkan.cpp, {_B} (`ggml_vulkan: Error: Vulkan 1.2 required.`)",
    "the device's Vulkan driver offers an older Vulkan than the build needs (an old driver or "
@@ -985,6 +993,16 @@ _e("mtmd.projector-unknown", "bad-model", 60, _D,
    f"whisper-enc.cpp (GGML_ABORT), {_B}; clip.cpp's `Unknown projector type` abort (2025-2026)",
    "the projector (mmproj) is of a type this build does not know: a newer model than the engine",
    r"\b(unknown|unexpected|unsupported) (vision |audio )?projector type")
+# src/llama-model.cpp load_hparams, b11434 (and since 2024): the model's own expert or layer count
+# checked against what this engine was compiled to hold. A model over it is newer than the engine
+# (DeepSeek V3's 256 experts against the 160 of llama.cpp before b4400); a newer build raises the
+# limit, so the file is not broken but the engine cannot take it. `seq_id < LLAMA_MAX_SEQ` is a
+# request's, not the model's, and is not read here.
+_e("model.over-engine-limit", "bad-model", 62, _D,
+   f"src/llama-model.cpp (`GGML_ASSERT(hparams.n_expert <= LLAMA_MAX_EXPERTS)`, `n_layer_all <= "
+   f"LLAMA_MAX_LAYERS`), src/models/*.cpp, {_B}",
+   "the model has more experts or layers than this engine build can hold: a model newer than the engine",
+   r"GGML_ASSERT\([^)]*<= ?(\(size_t\) ?)?LLAMA_MAX_(EXPERTS|LAYERS)\)\s*failed")
 _e("model.load", "bad-model", 60, _D,
    f"ggml/src/gguf.cpp, src/llama-model-loader.cpp, src/llama-model.cpp, src/llama.cpp, {_B}; "
    "older llama.cpp (ggml-format loaders)",

@@ -102,6 +102,9 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    r"|(cuda driver library|nvcuda|cudart) init failure: (?!35\b)\d+"
                                    # ... and gpu_info_nvml.c (0.1.2x): NVML loaded, then failed
                                    r"|nvml vram init failure: \d+"
+                                   # gpu_info_nvcuda.c (0.3-0.9): a driver that lost the device
+                                   # (a container's GPU gone after a suspend or a cgroup reload)
+                                   r"|cuda driver library failed to get device context \d+"
                                    # ggml-vulkan.cpp (b11434): the only Vulkan device is a
                                    # software one (llvmpipe/lavapipe): no GPU driver in use
                                    r"|ggml_vulkan: Warning: Device type is CPU", line):
