@@ -2425,3 +2425,39 @@ def test_ollama_losing_the_device_in_its_container_is_the_gpu_unused():
             'source=gpu.go:434 msg="error looking up nvidia GPU memory"')
     assert diagnose(line, backend="cuda").kind == "gpu-unused"
     assert diagnose(line, backend="cpu").kind != "gpu-unused"
+
+
+# ---- widened after batch 38 (spent): Node's listen EACCES as its message, the SYCL runtime
+# without a device inside a load error, and a GPU build whose system info lists no GPU backend
+
+def test_nodes_listen_eacces_on_an_unprivileged_port_is_the_port():
+    assert diagnose("Error starting server Error: listen EACCES: permission denied 127.0.0.1:1234").kind \
+        == "port-in-use"
+    # a port under 1024 may be the privilege, not the port: not named
+    assert diagnose("Error: listen EACCES: permission denied 0.0.0.0:80").kind != "port-in-use"
+
+
+def test_the_sycl_runtime_without_a_device_inside_a_load_error_is_the_runtimes():
+    lines = ("found 1 SYCL devices:",
+             "llama_model_load: error loading model: DeviceList is empty. -30 (PI_ERROR_INVALID_VALUE)",
+             "llama_load_model_from_file: exception loading model")
+    assert diagnose(*lines, backend="sycl").kind == "gpu-error"
+    # negative: a load error without it stays the model's
+    assert diagnose("llama_model_load: error loading model: invalid model file", backend="sycl").kind == "bad-model"
+
+
+@pytest.mark.parametrize("backend, line, unused", [
+    # Ollama 0.5's runner: every CPU variant tried, no CUDA backend among what loaded
+    ("cuda", 'time=2025-03-05T20:08:37.823+08:00 level=INFO source=runner.go:934 msg=system info="CPU : '
+             'LLAMAFILE = 1 | cgo(clang)" threads=8', True),
+    ("rocm", "system_info: n_threads = 8 (n_threads_batch = 8) / 16 | CPU : SSE3 = 1 | AVX2 = 1 |", True),
+    # the GPU backend among them: used
+    ("cuda", "system_info: n_threads = 8 (n_threads_batch = 8) / 16 | CUDA : ARCHS = 890 | USE_GRAPHS = 1 | "
+             "CPU : SSE3 = 1 |", False),
+    ("rocm", 'msg=system info="ROCm : NO_VMM = 1 | CPU : SSE3 = 1 |"', False),
+    # a CPU build, or a backend whose features the line may not list, says nothing
+    ("cpu", "system_info: n_threads = 8 | CPU : SSE3 = 1 |", False),
+    ("vulkan", "system_info: n_threads = 8 | CPU : SSE3 = 1 |", False),
+])
+def test_a_gpu_build_whose_system_info_lists_no_gpu_backend_runs_on_the_cpu(backend, line, unused):
+    assert (diagnose(line, backend=backend).kind == "gpu-unused") is unused

@@ -425,6 +425,12 @@ _e("metal.oom", "metal-oom", 80, _D,
    # longer than the device's maxBufferLength
    r"failed assertion `Buffer Validation",
    r"exceeds (the )?(max(imum)?(BufferLength| buffer length)|recommendedMaxWorkingSetSize)")
+_e("sycl.no-device", "gpu-error", 65, _S,
+   "the SYCL runtime (DPC++ `sycl::exception`, PI/UR error PI_ERROR_INVALID_VALUE -30) as ggml-sycl "
+   "and Intel's ipex-llm builds print it, often inside `error loading model:`",
+   "the SYCL runtime has no usable device for the context it was asked to make (a GPU driver "
+   "it cannot use, or none): the runtime's failure, not the model file's",
+   r"DeviceList is empty")
 _e("sycl.oom", "device-oom", 80, _D, f"ggml/src/ggml-sycl/ggml-sycl.cpp, {_B}; Level Zero",
    "a SYCL device allocation failed (read as the device memory of the build)",
    r"ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", r"UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
@@ -698,7 +704,11 @@ _e("net.port-in-use", "port-in-use", 75, _D,
    # or JSON.stringify: EADDRINUSE anywhere; EACCES with libuv's Windows errno -4092 is a port
    # Windows reserves (Hyper-V/WinNAT exclusions) or another program holds exclusively
    r"\"code\":\s*\"EACCES\",\s*\"errno\":\s*-4092,\s*\"syscall\":\s*\"listen\"",
-   r"code: 'EACCES',\s*errno: -4092,\s*syscall: 'listen'")
+   r"code: 'EACCES',\s*errno: -4092,\s*syscall: 'listen'",
+   # ... and the same error as its message (libuv's uvException: `listen EACCES: permission
+   # denied <addr>:<port>`): on a port of 1024 and up no privilege is missing, so the port is one
+   # Windows reserves or another program holds exclusively; under 1024 it may be the privilege
+   r"listen EACCES: permission denied \S*:[1-9]\d{3,4}\b")
 _e("net.bind-localized", "port-in-use", 75, _S,
    "Go's net package: `listen tcp <addr>: bind: <the OS's reason>`, the reason localized by "
    "Windows' FormatMessage (Turkish, Chinese, …) where the English words are not there",

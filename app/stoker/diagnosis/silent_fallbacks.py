@@ -73,6 +73,9 @@ def lacks_the_gpus_architecture(line: str) -> bool:
     return _WRAPPER_BUILD_LACKS_THE_GPU.search(line) is not None
 
 
+_SYSTEM_INFO_CPU_ONLY = re.compile(r"system[ _]info\W.{0,80}\bCPU : ")
+
+
 def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_gpu: bool) -> str | None:
     """The line showing that a GPU build runs without its GPU, else None.
 
@@ -108,6 +111,13 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    # ggml-vulkan.cpp (b11434): the only Vulkan device is a
                                    # software one (llvmpipe/lavapipe): no GPU driver in use
                                    r"|ggml_vulkan: Warning: Device type is CPU", line):
+            return line
+        # the system-info line lists every backend that loaded (llama.cpp's llama_print_system_info:
+        # `CUDA : ARCHS = … | CPU : …`, ROCm builds `ROCm : …`; Ollama 0.5's runner quotes it as
+        # `system info="…"`): on a CUDA or ROCm build, one with only the CPU's means the GPU
+        # backend library never loaded (Ollama's CUDA folder missing, ollama#9517)
+        if backend in ("cuda", "rocm") and _SYSTEM_INFO_CPU_ONLY.search(line) \
+                and not re.search(r"\b(CUDA|ROCm) :", line):
             return line
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
