@@ -80,8 +80,10 @@ def test_the_command_prints_json_with_the_held_out_figure(capsys):
     assert out["overall"]["n"] == len(load_corpus(CORPUS))
     assert out["held_out"]["n"] > 0 and "stale-library" in out["per_kind"]
     assert {"accuracy", "precision", "coverage"} <= set(out["overall"])
-    assert out["headline"]["batches"] == list(headline_batches(tuple(int(b) for b in out["batches"])))
-    assert max(int(b) for b in out["batches"]) in out["headline"]["batches"]
+    sizes = {int(b): score["n"] for b, score in out["batches"].items()}
+    assert out["headline"]["batches"] == list(headline_batches(tuple(sizes), sizes))
+    # the newest pool, or the one before it while the newest is an unspent pool under 15 logs
+    assert out["headline"]["batches"][-1] in sorted(sizes)[-2:]
 
 
 def test_the_headline_pools_the_unspent_batches_of_the_newest_freeze(monkeypatch):
@@ -94,6 +96,19 @@ def test_the_headline_pools_the_unspent_batches_of_the_newest_freeze(monkeypatch
     assert headline_batches((1, 5, 6, 7, 8)) == (8,)  # the newest is spent: it stands alone, marked so
     assert headline_batches((1, 2)) == (2,)  # not gathered against a freeze
     assert headline_batches(()) == ()
+
+
+def test_a_small_unspent_pool_waits_and_the_headline_is_the_pool_before_it(monkeypatch):
+    from stoker.bench import diagnose
+
+    monkeypatch.setattr(diagnose, "FRESH_BATCHES", {6: "aaa", 7: "aaa", 8: "bbb", 9: "ccc"})
+    monkeypatch.setattr(diagnose, "UNSPENT_BATCHES", frozenset({6, 7, 9}))
+    sizes = {6: 10, 7: 12, 8: 30, 9: 9}
+    assert headline_batches((6, 7, 8, 9), sizes) == (8,)  # 9 alone is under 15: 8 (spent) before it
+    assert headline_batches((6, 7, 8, 9), {**sizes, 9: 15}) == (9,)  # 15 logs stand alone
+    assert headline_batches((6, 7), sizes) == (6, 7)  # pooled at one freeze: 22 logs
+    assert headline_batches((6,), sizes) == (6,)  # nothing before a small pool: it is all there is
+    assert headline_batches((6, 7, 8, 9)) == (9,)  # without sizes, the newest pool as before
 
 
 def test_batch_choices_parse_or_say_what_is_wrong(capsys):

@@ -24,6 +24,7 @@ import csv
 import hashlib
 import json
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -168,17 +169,32 @@ _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGB
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
 
 
-def headline_batches(batches: tuple[int, ...]) -> tuple[int, ...]:
-    """The newest batch; when it is fresh and unspent, pooled with every other unspent batch
-    gathered after the same freeze (the same rules scored each once): one small batch says
-    little per kind, and the pool is what was announced before batch 24 was gathered."""
-    if not batches:
-        return ()
+HEADLINE_MIN_LOGS = 15
+
+
+def _newest_pool(batches: tuple[int, ...]) -> tuple[int, ...]:
     newest = max(batches)
     frozen = FRESH_BATCHES.get(newest)
     if frozen is None or newest not in UNSPENT_BATCHES:
         return (newest,)
     return tuple(b for b in batches if b in UNSPENT_BATCHES and FRESH_BATCHES.get(b) == frozen)
+
+
+def headline_batches(batches: tuple[int, ...], sizes: Mapping[int, int] | None = None) -> tuple[int, ...]:
+    """The newest batch; when it is fresh and unspent, pooled with every other unspent batch
+    gathered after the same freeze (the same rules scored each once): one small batch says
+    little per kind, and the pool is what was announced before batch 24 was gathered. With the
+    batches' sizes, an unspent pool under HEADLINE_MIN_LOGS logs waits for the next batch at its
+    freeze, as announced for each such batch, and the headline is the pool before it."""
+    left = tuple(batches)
+    while left:
+        pool = _newest_pool(left)
+        small = sizes is not None and pool[-1] in UNSPENT_BATCHES \
+            and sum(sizes.get(b, 0) for b in pool) < HEADLINE_MIN_LOGS
+        if not small:
+            return pool
+        left = tuple(b for b in left if b not in pool)
+    return _newest_pool(batches) if batches else ()
 
 
 def parse_batches(text: str) -> tuple[int, ...]:
@@ -465,8 +481,9 @@ def run(args) -> int:
     except (OSError, ValueError, KeyError) as exc:
         raise UserError(f"the corpus in {directory} could not be read ({exc}); fix labels.tsv.") from None
     show_held = not args.training_only
+    sizes = Counter(r.case.batch for r in res.results)
     try:
-        headline = parse_batches(args.batch) if args.batch is not None else headline_batches(res.batches())
+        headline = parse_batches(args.batch) if args.batch is not None else headline_batches(res.batches(), sizes)
     except ValueError as exc:
         raise UserError(f"{exc}.") from None
     missing = [b for b in headline if b not in res.batches()]
