@@ -2254,6 +2254,9 @@ def test_a_wording_from_the_b11434_sources_names_its_kind(line, kind):
      "assertion-failed"),
     ("/home/user/llama.cpp/ggml/src/ggml.c:1234: warning: ignoring return value", "assertion-failed"),
     ("/home/user/llama.cpp/src/llama.cpp:88: note: in expansion of macro", "assertion-failed"),
+    # the linker's errors name a source line too
+    ("/home/user/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:412: undefined reference to `cublasCreate_v2'",
+     "assertion-failed"),
     # another project's sources, and a Go file of a wrapper
     ("/home/user/whatever/lib/foo.cpp:12: something happened", "assertion-failed"),
     ("/go/src/github.com/ollama/ollama/llm/server.go:123: llama runner started", "assertion-failed"),

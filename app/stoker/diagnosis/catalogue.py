@@ -1274,9 +1274,10 @@ _e("abort.assert", "assertion-failed", 30, _S,
    # ggml.c ggml_abort prints `<__FILE__>:<__LINE__>: <message>` for every GGML_ABORT in the
    # tree (b11434: `fatal error`, `unsupported op`, `CUDA error` ...); a message no other entry
    # names is still an abort. The path runs through the tree's own folders and ends in a
-   # source suffix; a compiler's `file:line:col:` and its `warning:`/`error:`/`note:` are not aborts.
+   # source suffix; a compiler's `file:line:col:` and its `warning:`/`error:`/`note:`, and the
+   # linker's `file:line: undefined reference to …` / `multiple definition of …`, are not aborts.
    r"(^|[\s\"'(/\\])(ggml|src|common|tools|examples|llama\.cpp)[/\\][\w./\\-]*\.(c|cc|cpp|cu|cuh|m|mm|h|hpp)"
-   r":\d+: (?!(warning|error|note):)\S")
+   r":\d+: (?!(warning|error|note):|undefined reference to|multiple definition of)\S")
 
 
 # Every name of the runtime tables above is an entry of its own, so a runtime error the
