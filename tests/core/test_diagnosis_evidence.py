@@ -2464,3 +2464,15 @@ def test_the_sycl_runtime_without_a_device_inside_a_load_error_is_the_runtimes()
 ])
 def test_a_gpu_build_whose_system_info_lists_no_gpu_backend_runs_on_the_cpu(backend, line, unused):
     assert (diagnose(line, backend=backend).kind == "gpu-unused") is unused
+
+
+def test_an_rpc_worker_that_cannot_listen_is_its_port_and_a_bad_host_is_the_argument():
+    # rpc-server, b11434: a failed bind or listen (SO_REUSEADDR set, so not a TIME_WAIT port)
+    starting = ("Starting RPC server v3.0.0", "  endpoint       : 127.0.0.1:50052")
+    assert diagnose(*starting, "Failed to create server socket", exit_code=1).kind == "port-in-use"
+    # a host that is no IPv4 address is refused before the bind, in words of its own
+    assert diagnose(*starting, "Invalid host address: my-box.local", "Failed to create server socket",
+                    exit_code=1).kind == "bad-argument"
+    # look-alikes: a wrapper's sentence with the same words inside it, and the accept loop's own failure
+    assert diagnose("warning: Failed to create server socket for metrics, continuing").kind != "port-in-use"
+    assert diagnose("Failed to accept client connection").kind != "port-in-use"

@@ -682,6 +682,18 @@ _e("ld.stale-symbol", "stale-library", 76, _D,
    # by "%s"`: the library found is not the one the program was built against
    r"cannot locate symbol \"[^\"]+\" referenced by",
    r"LoadLibrary\w* failed (with error|:)\s*(127|193)\b", r"\bERROR_BAD_EXE_FORMAT\b")
+# rpc-server (ggml/src/ggml-rpc/ggml-rpc.cpp ggml_backend_rpc_start_server and transport.cpp
+# socket_t::create_server, b11434): the socket takes SO_REUSEADDR, so a port in TIME_WAIT binds;
+# a failed bind or listen is another listener on the port (or an address not this machine's).
+# A host that is no IPv4 address is refused first, in words of its own (a bad argument).
+_e("rpc.server-port", "port-in-use", 75, _S,
+   f"ggml/src/ggml-rpc/ggml-rpc.cpp (`Failed to create server socket`), {_B}",
+   "the RPC worker could not listen on its port: another program holds it",
+   r"^Failed to create server socket$", case=True)
+_e("rpc.server-host", "bad-argument", 76, _D,
+   f"ggml/src/ggml-rpc/transport.cpp (`Invalid host address: %s`), {_B}",
+   "the RPC worker was given a host that is not an IPv4 address (`-H`)",
+   r"^Invalid host address: \S+", case=True)
 _e("net.port-in-use", "port-in-use", 75, _D,
    f"tools/server/server-http.cpp, {_B} (`couldn't bind HTTP server socket`); older server.cpp; "
    "errno EADDRINUSE 98/48, WSAEADDRINUSE 10048; wrappers' Go/Node/Python listeners",
