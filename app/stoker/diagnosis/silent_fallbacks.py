@@ -18,6 +18,14 @@ from stoker.diagnosis.log_lines import HOST, device_of_buffer, strip_log_prefix,
 GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "opencl"})
 
 
+# Ollama's own words for a GPU its build has no code for (discover, 2026: dropped before
+# llama-server starts; 0.1.3x gpu/amd_linux.go: `amdgpu [%d] %s is not supported by %s %v`). Each
+# is a line leaving the GPU below and, when nothing else failed, names the build as the cause
+# (lacks_the_gpus_architecture).
+_OLLAMA_SKIPPED_A_CARD_ITS_BUILD_LACKS = (r"skipping CUDA device . compute capability not in compiled architectures"
+                                          r"|dropping ROCm device . no rocblas support for gfx target")
+_OLLAMA_AMDGPU_NOT_SUPPORTED = r"amdgpu \[\d+\] gfx\w+ is not supported by "
+
 # A wrapper saying in its own words that it found a GPU and will run on the CPU, so these count
 # whatever the build the log shows (the wrapper carries GPU libraries the log may not name).
 _WRAPPER_LEFT_THE_GPU = re.compile(
@@ -32,8 +40,7 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     r"|unable to load amdhip64\w*\.dll, please make sure to upgrade"
     r"|version mismatch between driver and cuda driver library"
     # Ollama discover (2026): devices dropped before llama-server starts
-    r"|skipping CUDA device . compute capability not in compiled architectures"
-    r"|dropping ROCm device . no rocblas support for gfx target|AMD driver is too old\. Update your AMD driver"
+    rf"|{_OLLAMA_SKIPPED_A_CARD_ITS_BUILD_LACKS}|AMD driver is too old\. Update your AMD driver"
     # koboldcpp.py: the GPU library is not in the bundle, so its CPU library runs
     r"|(CuBLAS|hipBLAS|Vulkan|CLBlast) library file not found\. CPU library will be used"
     # llamafile: layers asked of a machine where it found no GPU
@@ -62,10 +69,7 @@ _WRAPPER_BUILD_LACKS_THE_GPU = re.compile(
     # left out: no CUDA runtime of Ollama's time drives such a card, so an old cudart on PATH
     # answered for a newer one (PhysX ships CUDA 6.5's), which is another cause
     r"CUDA GPU is too old\.(?!.*Compute Capability detected: 1\.)"
-    # Ollama discover (2026) and 0.1.3x gpu/amd_linux.go: the bundle lacks the card's arch or gfx
-    r"|skipping CUDA device . compute capability not in compiled architectures"
-    r"|dropping ROCm device . no rocblas support for gfx target"
-    r"|amdgpu \[\d+\] gfx\w+ is not supported by ", re.IGNORECASE)
+    rf"|{_OLLAMA_SKIPPED_A_CARD_ITS_BUILD_LACKS}|{_OLLAMA_AMDGPU_NOT_SUPPORTED}", re.IGNORECASE)
 
 
 def lacks_the_gpus_architecture(line: str) -> bool:
@@ -96,9 +100,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
                                    r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
                                    r"|amdgpu is not supported \(supported types"
-                                   # Ollama 0.1.3x gpu/amd_linux.go: `amdgpu [%d] %s is not
-                                   # supported by %s %v`
-                                   r"|amdgpu \[\d+\] gfx\w+ is not supported by "
+                                   rf"|{_OLLAMA_AMDGPU_NOT_SUPPORTED}"
                                    # Ollama discover/gpu_info_nvcuda.c, gpu_info_cudart.c: the
                                    # driver library failed cuInit/cudaGetDeviceCount with a
                                    # CUresult (35, driver too old, is the catalogue's own)
