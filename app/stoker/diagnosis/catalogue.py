@@ -1050,19 +1050,20 @@ _e("model.load", "bad-model", 60, _D,
    r"unknown \(magic, version\) combination", r"this format is no longer supported",
    r"GGML files are no longer supported", r"tensor '[^']+' has wrong shape", r"wrong number of tensors",
    r"invalid model file", r"unexpectedly reached end of file", r"tensor data is not within",
-   r"gguf_init_from_file_impl: (invalid|failed)", r"key not found in model:",
-   # every other refusal of gguf.cpp's reader (b11434 `gguf_init_from_reader`, before it
-   # `gguf_init_from_file_impl`): a header, key, tensor-info or size field the file states
-   # wrongly (what a damaged, truncated or hand-edited file has), and a version too new
-   r"gguf_init_from_\w+: (tensor|key|duplicate|number of|alignment|string length|incorrect shape"
+   r"key not found in model:",
+   # every refusal of gguf.cpp's reader (b11434 `gguf_init_from_reader`, before it
+   # `gguf_init_from_file_impl`; its `failed …` lines are read above): a header, key, tensor-info
+   # or size field the file states wrongly (what a damaged, truncated or hand-edited file has),
+   # and a version too new
+   r"gguf_init_from_\w+: (invalid|tensor|key|duplicate|number of|alignment|string length|incorrect shape"
    r"|memory size overflow|this GGUF file|encountered|bad GGUF version|GGUFv1)",
-   r"encountered (bad_alloc error|length_error) while reading",
    r"unsupported model (architecture|type)", r"tensor '[^']+' (has invalid ggml type|data is not within)",
    r"invalid ggml type \d+", r"GGUF version \d+ is not supported", r"is not a valid GGUF file",
    r"failed to read (tensor info|key-value pairs|magic|header)", r"file is truncated",
-   # gguf.cpp gguf_init_from_file_impl, b11434: a length field read from a damaged file
-   # asks for an absurd size (these are the file's fault, not the host's memory)
-   r"encountered (bad_alloc|length_error) error while reading (key|value|tensor name)",
+   # gguf.cpp, b11434 (gguf_read_emplace_helper, gguf_init_from_reader; gguf_init_from_file_impl
+   # before, as `… error while reading`): a length field read from a damaged file asks for an
+   # absurd size (these are the file's fault, not the host's memory)
+   r"encountered (bad_alloc|length_error)( error)? while reading",
    # gguf-py gguf_reader.py (`GGUF magic invalid`) and the mobile/JVM bindings' own magic check
    r"GGUF magic invalid", r"not in GGUF format", r"invalid GGUF magic",
    # WasmEdge's WASI-NN plugin (plugins/wasi_nn/ggml.cpp, the llama.cpp under LlamaEdge and
