@@ -17,6 +17,7 @@ The tree defaults to the one `stoker setup` unpacks ($STOKER_HOME/cache/src/...)
 """
 from __future__ import annotations
 
+import bisect
 import collections
 import os
 import re
@@ -27,7 +28,7 @@ from stoker.diagnosis import catalogue
 
 SUFFIXES = {".c", ".cc", ".cpp", ".cu", ".cuh", ".h", ".hpp", ".m", ".mm"}
 FOLDERS = ("ggml/src", "src", "common", "tools")
-# the call, the prefix it prints before the format, whether the format's first %s is __func__
+# each call and the prefix it prints before its format (`func`: the enclosing function)
 CALLS = {
     "GGML_LOG_ERROR": "", "LLAMA_LOG_ERROR": "", "LOG_ERR": "", "fprintf(stderr,": "",
     "SRV_ERR": "srv  {func:>12}: ", "SLT_ERR": "slot {func:>12}: id  0 | task 1 | ",
@@ -56,13 +57,18 @@ def _enclosing_function(lines: list[str], index: int) -> str:
     return "main"
 
 
-def _format_of(source: str, start: int) -> str | None:
-    """The string literals of a call's first argument, joined as the compiler joins them."""
+def _arguments(source: str, start: int) -> str:
+    """The text of a call's arguments, from just after its `(` to its matching `)`."""
     depth, i = 1, start
     while i < len(source) and depth:
         depth += {"(": 1, ")": -1}.get(source[i], 0)
         i += 1
-    args = _PRI.sub(lambda m: "llu", source[start:i - 1])
+    return source[start:i - 1]
+
+
+def _format_of(source: str, start: int) -> str | None:
+    """The string literals of a call's first argument, joined as the compiler joins them."""
+    args = _PRI.sub(lambda m: "llu", _arguments(source, start))
     head = args.lstrip()
     if not head.startswith('"'):
         return None  # a message from a variable or built at run time
@@ -96,23 +102,19 @@ def wordings(tree: Path) -> list[tuple[str, str, str, str]]:
                 continue
             source = path.read_text(encoding="utf-8", errors="replace")
             lines = source.splitlines()
-            offsets = [0]
+            starts = [0]  # where each line begins, to find a match's line by bisection
             for text in lines:
-                offsets.append(offsets[-1] + len(text) + 1)
+                starts.append(starts[-1] + len(text) + 1)
             rel = path.relative_to(tree).as_posix()
             for m in _CALL.finditer(source):
                 call = m.group(1)
                 if source[m.start() - 8:m.start()].rstrip().endswith("define"):
                     continue
-                line_no = next(n for n, off in enumerate(offsets) if off > m.start())
+                line_no = bisect.bisect_right(starts, m.start())
                 func = _enclosing_function(lines, line_no - 1)
                 prefix = CALLS[call].format(func=func[:12], path=f"{BUILD_ROOT}/{rel}", line=line_no)
                 if call == "GGML_ASSERT":
-                    depth, i = 1, m.end()
-                    while i < len(source) and depth:
-                        depth += {"(": 1, ")": -1}.get(source[i], 0)
-                        i += 1
-                    text = "GGML_ASSERT(" + " ".join(source[m.end():i - 1].split()) + ") failed"
+                    text = "GGML_ASSERT(" + " ".join(_arguments(source, m.end()).split()) + ") failed"
                 else:
                     fmt = _format_of(source, m.end())
                     if not fmt:
