@@ -10,8 +10,11 @@ from stoker.base.overrides import ModelOverrides
 from stoker.base.rpc_address import RpcWorker, parse_worker, parse_workers
 from stoker.diagnosis.classify import ExitReport, classify_exit
 from stoker.engines.argv import build_launch_spec
+from stoker.engines.engine_exit import EngineExit
 from stoker.engines.rpc import allocated_bytes, remaining_workers, rpc_argument, worker_of_device
+from stoker.fleet.exit_diagnosis import diagnose_exit
 from stoker.fleet.residency import budget_machine
+from stoker.fleet.rpc_worker import worker_incident
 from stoker.planning.machine import machine_from_json
 from stoker.planning.plan import LaunchPlan, PlanRefusal
 from stoker.planning.planner import plan_launch
@@ -160,3 +163,53 @@ def test_status_json_carries_this_machines_worker_and_the_workers_back():
     assert "worker:    127.0.0.1:50052 ready, lends CPU 8.0 GiB free, 1 restart(s)" in lines
     assert any(ln.startswith("back:      RPC worker 192.168.1.20:50052") for ln in lines)
     assert status_object(AppSnapshot(seq=1, state=EngineState.STOPPED), now=0.0)["worker"] is None
+
+
+WORKER_LOG = Path("/logs/rpc-worker-50998.log")
+
+
+def _worker_exit(tail, *, code: int | None = 0, signal: int | None = None, phase: str = "starting",
+                 oom_killed: bool | None = None) -> EngineExit:
+    return EngineExit(pid=7, exit_code=code, signal=signal, signalled_by_us=False, phase=phase,
+                      uptime_s=0.3, ready_for_s=None if phase == "starting" else 5.0,
+                      log_tail=tuple(tail), oom_killed=oom_killed)
+
+
+def _read(ex: EngineExit):
+    return worker_incident("127.0.0.1:50998", ex, diagnose_exit(ex, None), "", None, WORKER_LOG)
+
+
+def test_a_worker_that_could_not_open_its_socket_is_port_in_use_with_the_workers_advice():
+    # b11434 ggml-rpc.cpp:2142 prints this when the bind fails, and rpc-server then returns 0.
+    inc = _read(_worker_exit((*RPC_SERVER_BANNER[:2], "Failed to create server socket")))
+    assert inc.kind == "port-in-use" and inc.evidence == "Failed to create server socket"
+    assert inc.title.startswith("The RPC worker on 127.0.0.1:50998 stopped: rpc-server could not listen")
+    assert "stoker worker --port" in inc.advice and str(WORKER_LOG) in inc.advice
+    assert "engine build" not in inc.advice  # diagnosis's advice is about engines, not workers
+
+
+def test_a_worker_killed_for_memory_is_told_to_free_memory_not_about_a_plan():
+    inc = _read(_worker_exit(RPC_SERVER_BANNER, code=None, signal=9, phase="ready", oom_killed=True))
+    assert inc.kind == "host-oom" and "--tensor-split" in inc.advice
+    assert "plan" not in inc.advice and "the engine" not in inc.title
+
+
+def test_a_worker_whose_log_names_no_cause_says_how_it_ended():
+    inc = _read(_worker_exit(RPC_SERVER_BANNER, code=None, signal=9, phase="ready", oom_killed=False))
+    assert inc.kind == "rpc-worker-exit" and inc.evidence == RPC_SERVER_BANNER[-1]
+    assert inc.title == "The RPC worker on 127.0.0.1:50998 stopped: rpc-server was ended by signal 9 while ready."
+
+
+def test_a_worker_missing_its_libraries_is_told_to_rebuild_it():
+    tail = ("rpc-server: error while loading shared libraries: libggml-base.so: cannot open shared "
+            "object file: No such file or directory",)
+    inc = _read(_worker_exit(tail, code=127))
+    assert inc.kind == "missing-library" and "stoker setup --rpc" in inc.advice
+
+
+def test_a_refused_worker_start_names_its_kind_and_why():
+    inc = worker_incident("127.0.0.1:50998", None, None, "port 50998 is already in use by another program",
+                          "port-in-use", WORKER_LOG)
+    assert inc.kind == "port-in-use"
+    assert inc.title == ("The RPC worker on 127.0.0.1:50998 did not start: port 50998 is already in use "
+                         "by another program.")

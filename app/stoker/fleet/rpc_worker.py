@@ -4,8 +4,12 @@ It is the engine supervisor's lifecycle on a smaller process: the same pure redu
 (stoker/fleet/lifecycle.py `step`) and restart policy (stoker/fleet/restart.py) decide every transition,
 and this module only carries out the effects. It is not the multi-model Supervisor: an
 rpc-server has no /health, no model, no plan and no gateway route, so READY here means
-"its port accepts a TCP connection". Incidents (an exit, a crash loop) go to the same
-ledger (`<data>/incidents.jsonl`, kind `rpc-worker-exit`). The binary comes from
+"its port accepts a TCP connection", and a port that already accepts one before rpc-server
+is spawned belongs to another program: the start is refused aloud, never read as ready. An
+exit is read by the engine's own diagnosis (stoker/fleet/exit_diagnosis.py), so the incident
+names its kind (port-in-use, missing-library, host-oom …; `rpc-worker-exit` when the log says
+nothing) and a start-up failure that a retry cannot mend stops the restarts, as for an engine.
+Incidents go to the same ledger (`<data>/incidents.jsonl`). The binary comes from
 `stoker setup --rpc` (`<data>/engines/rpc/b11434-cpu-rpc/rpc-server`).
 
 Two drivers use it: `stoker worker` (the foreground command) and `SharedWorker`, which runs
@@ -24,19 +28,22 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from stoker.base.paths import stoker_paths
 from stoker.base.rpc_address import RpcWorker
+from stoker.diagnosis.classify import Incident
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.diagnosis.views import IncidentView
+from stoker.engines.engine_exit import EngineExit
 from stoker.engines.find import BINARY_NAME
 from stoker.engines.launch_spec import LaunchSpec
 from stoker.engines.probe import reachable
 from stoker.engines.process import EngineProcess
 from stoker.engines.rpc import NO_AUTH_WARNING, is_loopback, worker_devices
 from stoker.engines.setup import RPC_BUILD_ID, RPC_SERVER_NAME
+from stoker.fleet.exit_diagnosis import HOPELESS_KINDS, diagnose_exit
 from stoker.fleet.lifecycle import (
     BecameReady,
     Exited,
@@ -95,14 +102,62 @@ def line_buffered_env() -> tuple[tuple[str, str], ...]:
 
 
 @dataclass(frozen=True)
-class _WorkerIncident:
-    """What the ledger records for a worker exit (the fields IncidentLog reads)."""
+class WorkerIncident:
+    """What the ledger records for a worker failure (the fields IncidentLog reads)."""
 
     kind: str
     title: str
     evidence: str
     advice: str
     exit_description: str
+
+
+def _as_worker(sentence: str) -> str:
+    # Diagnosis speaks of "the engine"; the process here is rpc-server.
+    return sentence.replace("The engine", "rpc-server").replace("the engine", "rpc-server")
+
+
+_REBUILD = "Build the worker's engine again: `stoker setup --rpc`."
+_FREE_MEMORY = ("Free memory on this machine, or give the engines that use it fewer layers here "
+                "(their --tensor-split).")
+# What a person does about a worker's failure. Diagnosis's own advice speaks of the engine's
+# plan ("Stoker retries with a smaller plan"), which a worker does not have.
+WORKER_ADVICE = {
+    "port-in-use": ("Stop the program that holds the port, or share this machine on another "
+                    "port (Settings, or `stoker worker --port N`)."),
+    "bad-argument": "Check the worker's options (`stoker worker --help`).",
+    "host-oom": _FREE_MEMORY, "cuda-oom": _FREE_MEMORY, "rocm-oom": _FREE_MEMORY,
+    "vulkan-oom": _FREE_MEMORY, "metal-oom": _FREE_MEMORY,
+    "missing-library": _REBUILD, "stale-library": _REBUILD, "illegal-instruction": _REBUILD,
+    "no-kernel-image": _REBUILD,
+}
+
+
+def worker_incident(endpoint: str, ex: EngineExit | None, diagnosed: Incident | None,
+                    summary: str, kind: str | None, log_path: Path) -> WorkerIncident:
+    """The incident for a worker that stopped (`ex`, read by diagnosis as `diagnosed`) or
+    could not be started (`ex` None: `summary` says why, `kind` names it)."""
+    see_log = f"The worker log is {log_path}."
+    lost = "Engines using this worker lose its layers until it is back."
+    if ex is None:
+        return WorkerIncident(kind=kind or "rpc-worker-exit",
+                              title=f"The RPC worker on {endpoint} did not start: {summary}.",
+                              evidence=summary, advice=see_log, exit_description=summary)
+    tail = [ln for ln in ex.log_tail if ln.strip()]
+    if diagnosed is None or diagnosed.kind == "unknown":
+        # Nothing in its log names a cause: say how it ended and where to look.
+        return WorkerIncident(
+            kind="rpc-worker-exit",
+            title=f"The RPC worker on {endpoint} stopped: {_as_worker(ex.describe())}.",
+            evidence=(tail[-1] if tail else ex.describe())[:300],
+            advice=f"{lost} If it keeps stopping, see the worker log {log_path}.",
+            exit_description=ex.describe())
+    what = WORKER_ADVICE.get(diagnosed.kind, "")
+    return WorkerIncident(
+        kind=diagnosed.kind,
+        title=f"The RPC worker on {endpoint} stopped: {_as_worker(diagnosed.title)}",
+        evidence=diagnosed.evidence[:300], advice=" ".join(x for x in (what, lost, see_log) if x),
+        exit_description=diagnosed.exit_description or ex.describe())
 
 
 class WorkerSupervisor:
@@ -130,6 +185,8 @@ class WorkerSupervisor:
         self.proc: EngineProcess | None = None
         self.last_incident: IncidentView | None = None
         self._devices_seen = False  # the banner came through: publish once more for it
+        self._diagnosed: tuple[EngineExit, Incident | None] | None = None  # the last exit, read
+        self._refused_kind: str | None = None  # why the worker's own check refused a spawn
         self._lock = threading.Lock()
 
     # -- what it runs
@@ -174,8 +231,13 @@ class WorkerSupervisor:
             if proc is not None and self.state.phase in (EngineState.STARTING, EngineState.READY):
                 if proc.poll() is not None:
                     ex = proc.exit_report(now)
+                    diagnosed = diagnose_exit(ex, None)
+                    if (diagnosed is not None and diagnosed.kind in HOPELESS_KINDS
+                            and ex.phase == "starting" and not ex.signalled_by_us):
+                        ex = replace(ex, hopeless=_as_worker(diagnosed.title))
                     with self._lock:
                         self.proc = None
+                        self._diagnosed = (ex, diagnosed)
                     self._feed(Exited(ex))
                     continue
                 if (self.state.phase is EngineState.READY and not self._devices_seen
@@ -203,6 +265,12 @@ class WorkerSupervisor:
 
     def _carry_out(self, effect) -> None:
         if isinstance(effect, Spawn):
+            if _port_open(self.worker):
+                # Our last rpc-server has exited, so whoever answers there is another
+                # program; reading its port as our worker's readiness would lie.
+                self._refused_kind = "port-in-use"
+                self._feed(SpawnFailed(f"port {self.worker.port} is already in use by another program"))
+                return
             try:
                 proc = EngineProcess.start(self.spec(), log_dir=self.log_dir, log_name=self.log_name)
             except OSError as exc:
@@ -232,18 +300,17 @@ class WorkerSupervisor:
 
     def _record(self, effect: RecordIncident) -> None:
         ex = effect.exit
-        tail = [ln for ln in (ex.log_tail if ex else ()) if ln.strip()]
-        evidence = tail[-1] if tail else effect.summary
-        title = (f"The RPC worker on {self.worker.endpoint} stopped: "
-                 f"{ex.describe().replace('the engine', 'rpc-server') if ex else effect.summary}.")
-        incident = _WorkerIncident(
-            kind=effect.kind or "rpc-worker-exit", title=title, evidence=evidence[:300],
-            advice=("Engines using this worker lose its layers until it is back; Stoker restarts it. "
-                    "If it keeps stopping, see the worker log " + str(self.log_dir / self.log_name) + "."),
-            exit_description=ex.describe() if ex else effect.summary)
+        with self._lock:
+            seen = self._diagnosed
+        diagnosed = seen[1] if seen is not None and ex is not None and seen[0] is ex else None
+        if ex is not None and diagnosed is None:
+            diagnosed = diagnose_exit(ex, None)
+        refused = self._refused_kind or effect.kind
+        incident = worker_incident(self.worker.endpoint, ex, diagnosed, effect.summary, refused,
+                                   self.log_dir / self.log_name)
         now = self.clock()
         with self._lock:
-            self.last_incident = IncidentView(at=now, kind=incident.kind, summary=title,
+            self.last_incident = IncidentView(at=now, kind=incident.kind, summary=incident.title,
                                               evidence=incident.evidence or None, advice=incident.advice,
                                               action=effect.action)
         with contextlib.suppress(OSError):
