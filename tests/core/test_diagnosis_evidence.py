@@ -2465,3 +2465,58 @@ def test_an_rpc_worker_that_cannot_listen_is_its_port_and_a_bad_host_is_the_argu
     # look-alikes: a wrapper's sentence with the same words inside it, and the accept loop's own failure
     assert diagnose("warning: Failed to create server socket for metrics, continuing").kind != "port-in-use"
     assert diagnose("Failed to accept client connection").kind != "port-in-use"
+
+
+# ---- widened after batches 39 and 40 (spent): the V-cache refusal's 2024 words, main_gpu
+# refused with no device, Lemonade's CLI giving up on a load, and a GPU backend library that
+# never loaded
+
+def test_the_2024_v_cache_refusal_is_the_argument_not_the_context_allocation():
+    lines = ("llama_new_context_with_model: V cache quantization requires flash_attn",
+             "common_init_from_params: failed to create context with model 'm.gguf'",
+             "main: error: unable to load model")
+    assert diagnose(*lines, backend="cuda").kind == "bad-argument"
+    # negative: the context failure alone on a CUDA build stays an allocation's
+    assert diagnose(*lines[1:], backend="cuda").kind != "bad-argument"
+
+
+def test_main_gpu_refused_with_no_device_is_no_gpu_not_the_option():
+    none = "llama_prepare_model_devices: invalid value for main_gpu: 0 (available devices: 0)"
+    loaded = "llama_model_load_from_file_impl: failed to load model"
+    assert diagnose(none, loaded, backend="cuda").kind == "unknown"  # which cause: the lines before say
+    # ... and a line before it that names the cause decides
+    assert diagnose("ggml_cuda_init: failed to initialize CUDA: CUDA driver version is insufficient for "
+                    "CUDA runtime version", none, loaded, backend="cuda").kind == "cuda-driver-too-old"
+    # negative: a main_gpu past the devices there are is the user's option
+    assert diagnose("llama_prepare_model_devices: invalid value for main_gpu: 3 (available devices: 2)",
+                    loaded, backend="cuda").kind == "bad-argument"
+
+
+def test_lemonades_cli_giving_up_on_a_load_is_a_startup_timeout_not_the_model():
+    lines = ("Loading model: user.GLM-4.6V_Q6",
+             "Error loading model: Could not connect to Lemonade server (Failed to read connection).",
+             "Make sure the server is running and try again.")
+    assert diagnose(*lines).kind == "startup-timeout"
+    # negative: a server that is not running is no load at all
+    assert diagnose("Error loading model: Could not connect to Lemonade server (Could not establish "
+                    "connection).").kind != "startup-timeout"
+    # order: a crash the server logged before the read ended is the cause, not the wait
+    assert diagnose("CUDA error: out of memory", *lines[1:], backend="cuda").kind == "cuda-oom"
+
+
+@pytest.mark.parametrize("backend, lines, unused", [
+    # unsloth#6273: a CUDA build whose ggml-cuda.dll did not load (its CUDA 13 runtime DLLs off PATH)
+    ("cuda", (r"load_backend: loaded RPC backend from ...\ggml-rpc.dll",
+              r"load_backend: loaded CPU backend from ...\ggml-cpu-cascadelake.dll"), True),
+    ("vulkan", ("load_backend: loaded CPU backend from /app/libggml-cpu-haswell.so",), True),
+    # the build's own backend loaded (before or after the CPU's, as Ollama's two folders do): used
+    ("cuda", ("load_backend: loaded CUDA backend from /usr/lib/ollama/cuda_v12/libggml-cuda.so",
+              "load_backend: loaded CPU backend from /usr/lib/ollama/libggml-cpu-haswell.so"), False),
+    ("rocm", ("load_backend: loaded CPU backend from /usr/lib/ollama/libggml-cpu-haswell.so",
+              "load_backend: loaded ROCm backend from /usr/lib/ollama/rocm/libggml-hip.so"), False),
+    # a CPU build, or a backend that is not loaded as a library (Metal), says nothing
+    ("cpu", ("load_backend: loaded CPU backend from ./libggml-cpu.so",), False),
+    ("metal", ("load_backend: loaded CPU backend from ./libggml-cpu.so",), False),
+])
+def test_a_gpu_build_whose_backend_library_never_loaded_runs_on_the_cpu(backend, lines, unused):
+    assert (diagnose(*lines, backend=backend).kind == "gpu-unused") is unused

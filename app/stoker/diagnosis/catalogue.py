@@ -932,9 +932,15 @@ _e("arg.invalid", "bad-argument", 70, _D,
    r"error: unrecognized arguments?:", r"error while handling environment variable",
    r"Unsupported cache type", r"unknown speculative type", r"invalid parameter for argument",
    r"unk?nown value for --", r"quantized V cache requires flash_attn",
+   # llama.cpp mid-2024 to early 2025 (src/llama.cpp llama_new_context_with_model, after the
+   # quantized V cache came in): the same refusal in its first words
+   r"V cache quantization requires flash_attn",
    r"K cache type \S+ with block size \d+ does not divide", r"model does not support different K",
    r"SPLIT_MODE_TENSOR requires flash_attn", r"invalid device:", r"Available buffer types:",
-   r"^not a directory:", r"Unknown reasoning format", r"invalid value for main_gpu",
+   r"^not a directory:", r"Unknown reasoning format",
+   # ... but with no device at all, main_gpu 0 (the default) is refused because no GPU
+   # backend gave one ("gpu.no-device" below), not because the value was wrong
+   r"invalid value for main_gpu: -?\d+(?! \(available devices: 0\))",
    r"invalid boolean value", r"unrecognized option '-", r": invalid option -- ",
    r"error: unrecognized command line option", r"error: the argument .{0,40} requires a value",
    r"unknown cache type", r"invalid (ngl|n_gpu_layers|ctx.size|tensor.split) value",
@@ -1215,6 +1221,24 @@ _e("wrapper.engine-library", "missing-library", 20, _W,
    r"Could not load engine: ", r"Failed to load engine: ")
 
 
+# src/llama.cpp llama_prepare_model_devices in builds before b11434's `!model->devices.empty()`
+# guard (JamePeng's llama-cpp-python fork of 2026 among them): main_gpu 0 refused with zero
+# devices. The GPU backend never gave a device (its library or the runtime it needs did not
+# load, no driver, no GPU); which one, only the lines before it can say.
+_e("gpu.no-device", "missing-library", 20, _W, f"src/llama.cpp llama_prepare_model_devices, {_OLD}",
+   "the engine found no GPU device at all; the reason is in the lines before it",
+   r"invalid value for main_gpu: -?\d+ \(available devices: 0\)")
+# Lemonade's C++ CLI (src/cpp/cli/lemonade_client.cpp assert_http_ok, Aug 2026): `Could not
+# connect to Lemonade server (<httplib::to_string(error)>)`. cpp-httplib's Error::Read, `Failed
+# to read connection`, means the server took the request and no reply came in the CLI's read
+# timeout; a server that is not running gives Error::Connection (`Could not establish
+# connection`) instead. Inside `Error loading model:` it is the CLI giving up on a model still
+# loading (lemonade#1594 finished loading a minute later). A server that crashed mid-load also
+# ends the read, so it is strong, not decisive: a crash line before it names that cause.
+_e("lemonade.load-reply-lost", "startup-timeout", 50, _S,
+   "lemonade-sdk/lemonade src/cpp/cli/lemonade_client.cpp (2026); cpp-httplib Error::Read",
+   "the wrapper's client stopped waiting for the model load it had asked for",
+   r"Error loading model: Could not connect to Lemonade server \(Failed to read connection\)")
 _e("wrapper.start-timeout", "startup-timeout", 50, _D,
    "llama-swap proxy/process.go; Ollama llm/server.go; systemd; Kubernetes",
    "the wrapper gave up waiting for the engine to become ready",

@@ -78,6 +78,28 @@ def lacks_the_gpus_architecture(line: str) -> bool:
 
 
 _SYSTEM_INFO_CPU_ONLY = re.compile(r"system[ _]info\W.{0,80}\bCPU : ")
+# ggml-backend-reg.cpp (b11434) load_backend: `loaded <reg name> backend from <path>` for each
+# backend library that loaded; ggml_backend_load_all tries the GPU backends before the CPU's.
+_LOADED_BACKEND = re.compile(r"load_backend: loaded (\w+) backend from ")
+# The registry name each GPU build's backend library gives itself (GGML_CUDA_NAME is `ROCm` in
+# HIP builds).
+_BACKEND_REG_NAME = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "sycl": "SYCL"}
+
+
+def _gpu_backend_never_loaded(lines: Iterable[str], backend: str | None) -> str | None:
+    """The CPU backend's load line on a GPU build whose own backend library never loaded (its
+    DLL failed to load, e.g. without the CUDA runtime beside it: unsloth#6273), else None."""
+    want = _BACKEND_REG_NAME.get(backend or "")
+    if want is None:
+        return None
+    cpu: str | None = None
+    for raw in lines:
+        m = _LOADED_BACKEND.search(raw)
+        if m and m.group(1) == want:
+            return None
+        if m and m.group(1) == "CPU":
+            cpu = strip_log_prefix(raw).strip()
+    return cpu
 
 
 def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_gpu: bool) -> str | None:
@@ -125,7 +147,8 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         if m and (plan_wanted_gpu or gpu_build):
             return line
     return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
-            or _llamasharp_loaded_its_cpu_build(lines) or _weights_left_on_the_host(lines))
+            or _llamasharp_loaded_its_cpu_build(lines) or _weights_left_on_the_host(lines)
+            or _gpu_backend_never_loaded(lines, backend))
 
 
 # llamafile (llamafile/cuda.c, 0.2 to 0.8) builds its GPU module on first use: `building
