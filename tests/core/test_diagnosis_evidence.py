@@ -2520,3 +2520,39 @@ def test_lemonades_cli_giving_up_on_a_load_is_a_startup_timeout_not_the_model():
 ])
 def test_a_gpu_build_whose_backend_library_never_loaded_runs_on_the_cpu(backend, lines, unused):
     assert (diagnose(*lines, backend=backend).kind == "gpu-unused") is unused
+
+
+# ---- widened after batch 41 (spent): Unsloth Studio's health wait, Ollama's missing runner
+# folder, and a segfault inside a GPU runtime's library
+
+def test_unsloth_studio_giving_up_on_its_server_is_a_startup_timeout():
+    lines = ("Pre-caching helper GGUF: unsloth/gemma-4-E2B-it-GGUF/gemma-4-E2B-it-UD-Q4_K_XL.gguf",
+             "Error: server did not become healthy within 30 seconds.")
+    assert diagnose(*lines).kind == "startup-timeout"
+    # look-alike: the same words with no wait named (a shortcut that did not start it)
+    assert diagnose("Unsloth did not become healthy when launched via the shortcut").kind != "startup-timeout"
+
+
+def test_ollamas_missing_runner_folder_is_a_missing_library_and_its_echo_is_not():
+    missing = ("2024/09/09 04:48:23 config.go:173: ERROR unable to locate llm runner directory. "
+               "Set OLLAMA_RUNNERS_DIR to the location of 'ollama/runners'")
+    assert diagnose(missing, "Error: no suitable llama servers found").kind == "missing-library"
+    # the closing error alone follows any runner's failure: not read as this
+    assert diagnose("Error: no suitable llama servers found").kind != "missing-library"
+
+
+def test_a_segfault_inside_a_gpu_runtime_library_is_the_gpu_stack():
+    found = ("ggml_cuda_init: found 1 ROCm devices (Total VRAM: 16368 MiB):",
+             "  Device 0: AMD Radeon RX 6900 XT, gfx1030 (0x1030), VMM: no, Wave Size: 32, VRAM: 16368 MiB",
+             "Segmentation fault (core dumped)")
+    comgr = "segfault at ... ip ... error 4 in libamd_comgr.so.3.0"
+    assert diagnose(*found, comgr, signal="SIGSEGV", backend="rocm").kind == "gpu-error"
+    assert diagnose("llama-server[4242]: segfault at 7f00 ip 00007f12 sp 00007ffd error 4 in "
+                    "libcuda.so.580.65.06[7f12+1000]", signal="SIGSEGV", backend="cuda").kind == "gpu-error"
+    # look-alike: a fault in ggml's own library is not the vendor's
+    assert diagnose(*found, "segfault at 0 ip 00007f12 sp 00007ffd error 4 in libggml-base.so[7f12+1000]",
+                    signal="SIGSEGV", backend="rocm").kind != "gpu-error"
+    # order: an allocation that failed first is the cause, the crash its echo
+    first = diagnose("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "
+                     "cudaMalloc failed: out of memory", comgr, signal="SIGSEGV", backend="rocm")
+    assert (first.kind, first.rule) == ("rocm-oom", "device-lost-is-the-allocation")

@@ -1251,12 +1251,31 @@ _e("wrapper.start-timeout", "startup-timeout", 50, _D,
    # ComfyUI-Prompt-Manager's llama.cpp node (and others' wait loops): its wait ran out
    r"\b[Ss]erver did not start in time",
    # RamaLama's RAG front end polling llama-server's /health (containers/ramalama#2129)
-   r"\bllama-server at \S+ did not become ready after \d+ ?(s|sec|seconds)\b")
+   r"\bllama-server at \S+ did not become ready after \d+ ?(s|sec|seconds)\b",
+   # Unsloth Studio's CLI (unsloth_cli/commands/studio.py, 2026: `Error: server did not become
+   # healthy within 30 seconds.`) and its installers (`did not become healthy within Ns`)
+   r"\bdid not become healthy (within|in) \d+ ?(s|sec|seconds)\b")
 _e("wrapper.ttl-unload", "stopped", 45, _D, "llama-swap proxy/process.go (TTL)",
    "the wrapper unloaded the model on purpose", r"Unloading model, TTL of \d+s? reached")
 
 # ------------------------------------------------------------------- GPU errors, aborts
 
+# Ollama on Windows, 0.1.33 to 0.3 (gpu/assets.go PayloadsDir, "incomplete distribution"): no
+# runner folder beside ollama.exe (removed by antivirus software, or a partial install), so no
+# llama.cpp server can be started at all.
+_e("ollama.runners-missing", "missing-library", 75, _D,
+   "ollama gpu/assets.go PayloadsDir (058f6cd, April 2024, to 0.3.x)",
+   "the wrapper's own engine binaries are missing from its install",
+   r"unable to locate llm runner directory\.\s+Set OLLAMA_RUNNERS_DIR")
+# The kernel's segfault report (arch/x86/mm/fault.c show_signal_msg: `<comm>[<pid>]: segfault
+# at <addr> ip <ip> sp <sp> error <n> in <file>[...]`) naming a GPU runtime's own library as the
+# place of the fault: the driver stack crashed (ROCm's code-object compiler comgr on gfx1030,
+# ROCm/legacy-rocm-build#6619), not ggml. Strong: an allocation that failed first outranks it.
+_e("gpu.runtime-segfault", "gpu-error", 40, _S,
+   "the Linux kernel (show_signal_msg + print_vma_addr); the GPU runtimes' library names",
+   "the process crashed inside the GPU vendor's runtime or driver library",
+   r"segfault at \S+ ip \S+ (sp \S+ )?error \d+ in (libamd_comgr|libamdhip64|libhsa-runtime64"
+   r"|libcuda|libnvidia-\w+|libcudart|libcublas(Lt)?|libvulkan_\w+|libamdvlk\w*|libze_\w+|libigc)\b")
 _e("gpu.device-lost", "gpu-error", 41, _S,
    f"ggml/src/ggml-vulkan/ggml-vulkan.cpp, {_B} (`device lost`); VK_ERROR_DEVICE_LOST (-4); "
    "Level Zero ZE_RESULT_ERROR_DEVICE_LOST",
