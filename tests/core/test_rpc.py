@@ -213,3 +213,7 @@ def test_a_refused_worker_start_names_its_kind_and_why():
     assert inc.kind == "port-in-use"
     assert inc.title == ("The RPC worker on 127.0.0.1:50998 did not start: port 50998 is already in use "
                          "by another program.")
+    # the lifecycle's own words for a start-up that never answered speak of the engine
+    waited = worker_incident("127.0.0.1:50998", None, None, "the engine did not become ready within 30 s",
+                             "startup-timeout", WORKER_LOG)
+    assert waited.title.endswith("did not start: rpc-server did not become ready within 30 s.")

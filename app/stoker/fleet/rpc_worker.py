@@ -141,7 +141,7 @@ def worker_incident(endpoint: str, ex: EngineExit | None, diagnosed: Incident | 
     lost = "Engines using this worker lose its layers until it is back."
     if ex is None:
         return WorkerIncident(kind=kind or "rpc-worker-exit",
-                              title=f"The RPC worker on {endpoint} did not start: {summary}.",
+                              title=f"The RPC worker on {endpoint} did not start: {_as_worker(summary)}.",
                               evidence=summary, advice=see_log, exit_description=summary)
     tail = [ln for ln in ex.log_tail if ln.strip()]
     if diagnosed is None or diagnosed.kind == "unknown":
@@ -305,7 +305,9 @@ class WorkerSupervisor:
         diagnosed = seen[1] if seen is not None and ex is not None and seen[0] is ex else None
         if ex is not None and diagnosed is None:
             diagnosed = diagnose_exit(ex, None)
-        refused = self._refused_kind or effect.kind
+        with self._lock:  # the refusal this incident is about, once
+            refused, self._refused_kind = self._refused_kind, None
+        refused = refused or effect.kind
         incident = worker_incident(self.worker.endpoint, ex, diagnosed, effect.summary, refused,
                                    self.log_dir / self.log_name)
         now = self.clock()
