@@ -59,6 +59,15 @@ def test_the_corpus_covers_every_kind_os_and_the_wrappers():
     assert all(c.source and c.lines for c in cases)
 
 
+def test_every_label_row_has_the_headers_eleven_columns():
+    # A short row reads its missing cells as empty, silently: a gatherer's row that lost its
+    # batch or backend would be scored as something else without a word.
+    rows = (CORPUS / "labels.tsv").read_text(encoding="utf-8").splitlines()
+    width = rows[0].count("\t") + 1
+    assert width == 11
+    assert [r.split("\t", 1)[0] for r in rows[1:] if r.count("\t") + 1 != width] == []
+
+
 def test_the_hold_out_rule_is_a_fixed_fifth_of_the_file_names():
     cases = load_corpus()
     held = [c for c in cases if c.held_out]
