@@ -81,15 +81,15 @@ _SYSTEM_INFO_CPU_ONLY = re.compile(r"system[ _]info\W.{0,80}\bCPU : ")
 # ggml-backend-reg.cpp (b11434) load_backend: `loaded <reg name> backend from <path>` for each
 # backend library that loaded; ggml_backend_load_all tries the GPU backends before the CPU's.
 _LOADED_BACKEND = re.compile(r"load_backend: loaded (\w+) backend from ")
-# The registry name each GPU build's backend library gives itself (GGML_CUDA_NAME is `ROCm` in
-# HIP builds).
-_BACKEND_REG_NAME = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "sycl": "SYCL"}
+# The name each GPU build's ggml backend gives itself (GGML_CUDA_NAME is `ROCm` in HIP builds):
+# in load_backend's lines and in Ollama's `msg=system` features alike.
+_GGML_BACKEND_NAME = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan", "sycl": "SYCL"}
 
 
 def _gpu_backend_never_loaded(lines: Iterable[str], backend: str | None) -> str | None:
     """The CPU backend's load line on a GPU build whose own backend library never loaded (its
     DLL failed to load, e.g. without the CUDA runtime beside it: unsloth#6273), else None."""
-    want = _BACKEND_REG_NAME.get(backend or "")
+    want = _GGML_BACKEND_NAME.get(backend or "")
     if want is None:
         return None
     cpu: str | None = None
@@ -199,7 +199,6 @@ def _llamasharp_loaded_its_cpu_build(lines: Iterable[str]) -> str | None:
 # maintainer's reading of ollama#10798 (the GPU libraries missing after an upgrade).
 _OLLAMA_OFFLOAD = re.compile(r"msg=\"?offload\b.*\blibrary=(cuda|rocm|vulkan)\b.*\blayers\.offload=([1-9]\d*)")
 _OLLAMA_SYSTEM = re.compile(r"msg=\"?system\"?\s+((?:\w+\.\d+\.\w+=\S*\s*)+)")
-_OLLAMA_GPU_BACKEND = {"cuda": "CUDA", "rocm": "ROCm", "vulkan": "Vulkan"}
 
 
 def _ollama_runner_without_its_gpu(lines: Iterable[str]) -> str | None:
@@ -213,7 +212,7 @@ def _ollama_runner_without_its_gpu(lines: Iterable[str]) -> str | None:
         s = _OLLAMA_SYSTEM.search(line)
         if s and planned is not None:
             backends = sorted({t.split(".", 1)[0] for t in s.group(1).split()})
-            gpu = _OLLAMA_GPU_BACKEND[planned[0]]
+            gpu = _GGML_BACKEND_NAME[planned[0]]
             if gpu not in backends:
                 return (f"Ollama planned {planned[1]} layers on {gpu}, but its runner loaded only "
                         f"{', '.join(backends)}: {line}")
