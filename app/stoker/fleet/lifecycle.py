@@ -36,6 +36,7 @@ class Spawned:
 @dataclass(frozen=True)
 class SpawnFailed:
     reason: str  # one sentence: the plan was refused, the binary is missing …
+    kind: str = "start-refused"  # the incident kind it is recorded as (a taken port: port-in-use)
 
 
 @dataclass(frozen=True)
@@ -213,7 +214,7 @@ def _step(st: LifecycleState, ev: Event, now: float) -> tuple[LifecycleState, tu
         if p is S.STARTING:
             # A refused plan or a missing binary will not fix itself: no retry loop.
             return (replace(st, phase=S.FAILED, pid=None, last_error=ev.reason),
-                    (RecordIncident(None, ev.reason, "stopped; nothing was started", "start-refused"),))
+                    (RecordIncident(None, ev.reason, "stopped; nothing was started", ev.kind),))
         return st, ()
 
     if isinstance(ev, BecameReady):

@@ -43,7 +43,7 @@ from stoker.engines.probe import reachable
 from stoker.engines.process import EngineProcess
 from stoker.engines.rpc import NO_AUTH_WARNING, is_loopback, worker_devices
 from stoker.engines.setup import RPC_BUILD_ID, RPC_SERVER_NAME
-from stoker.fleet.exit_diagnosis import HOPELESS_KINDS, diagnose_exit
+from stoker.fleet.exit_diagnosis import diagnose_exit, hopeless_reason
 from stoker.fleet.lifecycle import (
     BecameReady,
     Exited,
@@ -186,7 +186,6 @@ class WorkerSupervisor:
         self.last_incident: IncidentView | None = None
         self._devices_seen = False  # the banner came through: publish once more for it
         self._diagnosed: tuple[EngineExit, Incident | None] | None = None  # the last exit, read
-        self._refused_kind: str | None = None  # why the worker's own check refused a spawn
         self._lock = threading.Lock()
 
     # -- what it runs
@@ -232,9 +231,9 @@ class WorkerSupervisor:
                 if proc.poll() is not None:
                     ex = proc.exit_report(now)
                     diagnosed = diagnose_exit(ex, None)
-                    if (diagnosed is not None and diagnosed.kind in HOPELESS_KINDS
-                            and ex.phase == "starting" and not ex.signalled_by_us):
-                        ex = replace(ex, hopeless=_as_worker(diagnosed.title))
+                    hopeless = hopeless_reason(ex, None, diagnosed)
+                    if hopeless:
+                        ex = replace(ex, hopeless=_as_worker(hopeless))
                     with self._lock:
                         self.proc = None
                         self._diagnosed = (ex, diagnosed)
@@ -268,8 +267,8 @@ class WorkerSupervisor:
             if _port_open(self.worker):
                 # Our last rpc-server has exited, so whoever answers there is another
                 # program; reading its port as our worker's readiness would lie.
-                self._refused_kind = "port-in-use"
-                self._feed(SpawnFailed(f"port {self.worker.port} is already in use by another program"))
+                self._feed(SpawnFailed(f"port {self.worker.port} is already in use by another program",
+                                       "port-in-use"))
                 return
             try:
                 proc = EngineProcess.start(self.spec(), log_dir=self.log_dir, log_name=self.log_name)
@@ -302,13 +301,9 @@ class WorkerSupervisor:
         ex = effect.exit
         with self._lock:
             seen = self._diagnosed
+        # the loop read this exit before feeding it (every exit comes through there)
         diagnosed = seen[1] if seen is not None and ex is not None and seen[0] is ex else None
-        if ex is not None and diagnosed is None:
-            diagnosed = diagnose_exit(ex, None)
-        with self._lock:  # the refusal this incident is about, once
-            refused, self._refused_kind = self._refused_kind, None
-        refused = refused or effect.kind
-        incident = worker_incident(self.worker.endpoint, ex, diagnosed, effect.summary, refused,
+        incident = worker_incident(self.worker.endpoint, ex, diagnosed, effect.summary, effect.kind,
                                    self.log_dir / self.log_name)
         now = self.clock()
         with self._lock:
