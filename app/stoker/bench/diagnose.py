@@ -163,18 +163,9 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # batch is gathered at a new freeze. Batch 39 was announced in the README (ddbfbb3) with that
 # widening, 43a5d1e, as its freeze, gathered there by one gatherer with the session's last
 # look-ups (9 logs), and scored once. Under 15 logs, it stays unspent, as announced, to be pooled
-# with the next batch gathered at 43a5d1e. Batch 40 was announced (9c97293) at that freeze,
-# gathered by two gatherers and their second rounds (28 logs), and scored once pooled with 39;
-# the commits between 43a5d1e and its registration change no answer on any labelled log.
-# Then the widening from their misses (the 2024 V-cache refusal, main_gpu with no device,
-# Lemonade's CLI giving up on a load, a GPU backend library that never loaded) spent both.
-# Batch 41 was announced (fbc7183), gathered while that widening was written, and registered
-# at it, 4b13197, with no rule changed since; its one score is in the README. The widening from
-# its misses (Unsloth Studio's health wait, Ollama's missing runner folder, a segfault inside a
-# GPU runtime's library) spent it. Batch 42 was announced (0f462be), gathered while that
-# widening was written, and registered at it, 087d487, with no rule changed since. Batch 43 was
-# announced (181a123) at that freeze, gathered by one gatherer (8 logs) and scored once pooled
-# with 42.
+# with the next batch gathered at 43a5d1e. Batch 40 was, and the widening from both spent them;
+# 41 was spent the same way. Batches 42 and 43 (087d487) are scored once, pooled, and unspent.
+# The README says how each was announced, gathered and scored.
 UNSPENT_BATCHES = frozenset({17, 42, 43})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
