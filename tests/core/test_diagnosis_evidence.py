@@ -2556,3 +2556,70 @@ def test_a_segfault_inside_a_gpu_runtime_library_is_the_gpu_stack():
     first = diagnose("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "
                      "cudaMalloc failed: out of memory", comgr, signal="SIGSEGV", backend="rocm")
     assert (first.kind, first.rule) == ("rocm-oom", "device-lost-is-the-allocation")
+
+
+# ---- widened after batches 42 and 43 (spent): Ollama's vocab-only load, the -ngl warning of a
+# build that cannot offload, cortex's engine library refused, LocalAI's worker without its
+# backend, and CUDA's unnamed error
+
+BLOB = "/usr/share/ollama/.ollama/models/blobs/sha256-1fa8532d986d729117d6b5ac2c884824d0717c94"
+
+
+@pytest.mark.parametrize("line", [
+    f"Error: unable to load model: {BLOB}",
+    r"Error: 500 Internal Server Error: unable to load model: C:\Users\John Doe\.ollama\models\blobs\sha256-6e41",
+    f'level=INFO source=sched.go:455 msg="NewLlamaServer failed" model={BLOB} error="unable to load model: {BLOB}"',
+])
+def test_ollamas_vocab_only_load_failing_is_the_model(line):
+    assert diagnose(line).kind == "bad-model"
+
+
+def test_ollamas_runner_failing_its_full_load_is_not_read_as_the_model():
+    # the runner's own load allocates the weights: its panic says nothing of which cause
+    assert diagnose(f"panic: unable to load model: {BLOB}").kind == "unknown"
+    # order: an allocation the runner logged before its panic is the cause
+    assert diagnose(CUDA_OOM, f"panic: unable to load model: {BLOB}", backend="cuda").kind == "cuda-oom"
+    # ... and before the server's vocab-only words too (a memory line beats a load error)
+    assert diagnose(CUDA_OOM, f"Error: unable to load model: {BLOB}", backend="cuda").kind == "cuda-oom"
+
+
+def test_layers_asked_of_a_build_that_cannot_offload_leave_the_gpu_unused():
+    ignored = "warning: no usable GPU found, --gpu-layers option will be ignored"
+    for backend in (None, "cpu", "cuda"):
+        assert diagnose(ignored, backend=backend).kind == "gpu-unused"
+    # look-alike: a discovery finding no GPU on a build the user chose as the CPU's asked for nothing
+    assert diagnose("no usable GPU found", backend="cpu").kind != "gpu-unused"
+    # order: a failure the log states is the cause, the ignored layers a remark
+    assert diagnose(ignored, "error: invalid argument: --ctx-sizee", exit_code=1).kind == "bad-argument"
+
+
+def test_cortex_refusing_its_engine_library_with_the_reason_lost_is_a_missing_dependency():
+    lost = ('Model failed to start: Could not load engine llama-cpp: Could not load engine cortex.llamacpp: '
+            'Could not load library "engine.dll"')
+    assert diagnose(lost, os="windows").kind == "missing-library"
+    # the reason on the next line decides: another build's entry point is the stale library
+    stale = diagnose(lost, "The specified procedure could not be found.", os="windows")
+    assert stale.kind == "stale-library"
+    # look-alike: a library named with the reason after it on the same line is read by the reason
+    assert diagnose('Could not load library "engine.dll" The specified procedure could not be found.',
+                    os="windows").kind == "stale-library"
+
+
+def test_localais_worker_without_its_backend_is_the_missing_part():
+    line = 'ERR Failed to find llama-cpp-rpc-server error="llama-cpp backend not found, install it first"'
+    assert diagnose(line).kind == "missing-library"
+    assert diagnose("ERR ds4 backend not found after install").kind == "missing-library"
+    # look-alike: a backend name the gallery does not know is the user's value, not a missing part
+    assert diagnose('ERR backend "llama-cpp-foo" not found in the gallery').kind != "missing-library"
+
+
+def test_cudas_unnamed_error_is_left_open_between_the_gpu_and_the_driver():
+    inc = diagnose("CUDA error 999 at /ctransformers/models/ggml/ggml-cuda.cu:5067: unknown error", backend="cuda")
+    assert inc.kind == "unknown" and set(inc.candidates) == {"gpu-error", "cuda-driver-too-old"}
+    assert diagnose("CUDA error: unknown error", "  current device: 0, in function ggml_cuda_init",
+                    backend="cuda").kind == "unknown"
+    # look-alike: a CUDA error that names itself is read by its name
+    assert diagnose("CUDA error: an illegal memory access was encountered", backend="cuda").kind == "gpu-error"
+    # order: a driver the runtime names too old decides over the unnamed error after it
+    assert diagnose("CUDA error: CUDA driver version is insufficient for CUDA runtime version",
+                    "CUDA error: unknown error", backend="cuda").kind == "cuda-driver-too-old"

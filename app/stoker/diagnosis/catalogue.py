@@ -1096,6 +1096,21 @@ _e("model.load", "bad-model", 60, _D,
    r"The model's architecture is not supported by this version of the backend",
    r"code: ModelArchNotSupported")
 
+# Ollama llm/server.go NewLlamaServer (0.5 to 0.12, before 9db4bdbad moved every GGML model to
+# llama-server) loads the model vocab-only through llama/llama.go LoadModelFromFile, which says
+# `unable to load model: %s` (the blob path) when llama_model_load_from_file returns NULL; sched.go
+# logs it (`NewLlamaServer failed`) and the client prints it (`Error: unable to load model:`, `500
+# Internal Server Error: unable to load model:`). A vocab-only load allocates no weights, so no
+# memory runs out there: the file's architecture, vocabulary or format is what this engine cannot
+# read (a model newer than the installed Ollama). The runner's own full load says the same words
+# after `panic: `, where an allocation may be the cause: that one is not read here.
+_e("ollama.vocab-load", "bad-model", 55, _S,
+   "Ollama llm/server.go NewLlamaServer's vocab-only load via llama/llama.go LoadModelFromFile "
+   "(`unable to load model: %s`), 0.5 to 0.12",
+   "the engine could not read the model's metadata and vocabulary (no weights were loaded): an "
+   "architecture or format it does not know",
+   r"(?<!panic: )(?<!\w)unable to load model: .{0,200}?\bblobs[\\/]sha256-")
+
 # llama.cpp's closing line after a failed load: a sign only. src/llama.cpp
 # llama_model_load_from_file_impl (b3xxx to b11434; `llama_load_model_from_file` before the
 # rename) logs `%s: failed to load model` whenever llama_model_load returns an error, that is
@@ -1214,6 +1229,25 @@ _e("wrapper.gpu-fallback", "gpu-error", 20, _W,
    r"failure during (llama-server )?GPU discovery", r"GPU discovery watchdog timed out",
    r"failed to finish discovery before timeout",
    r"No GPU backend found, or could not automatically determine GPU layers")
+# martin-olivier/dylib (the loader cortex.cpp, Jan's engine server, uses): `Could not load library
+# "%s"` then, on a line of its own, the OS loader's reason (dlerror; FormatMessage on Windows).
+# cortex found the file before loading it, so with the reason lost (a log cut at the line, or
+# FormatMessage's empty text) what remains is Windows failing on a DLL that engine.dll needs:
+# ERROR_MOD_NOT_FOUND, the CUDA runtime DLLs Jan downloads apart (jan#4149, cortex.cpp#1887).
+# A reason that is there decides by its own line (another build's entry point: stale-library).
+_e("dylib.load-failed", "missing-library", 74, _S,
+   "martin-olivier/dylib load_error (`Could not load library \"%s\"`), in cortex.cpp 1.0 and Jan "
+   "0.5 (engine.dll, libengine.so)",
+   "the engine library is present but the OS loader refused it: most often a library it depends on "
+   "is not installed",
+   r"Could not load library \"[^\"]+\"\s*$")
+# LocalAI core/cli/worker (worker_llamacpp.go, worker_ds4.go, worker_backend_common.go, 3.x): the
+# P2P/RPC worker's backend (the llama-cpp package holding rpc-server) is not installed.
+_e("localai.worker-backend-absent", "missing-library", 75, _D,
+   "LocalAI core/cli/worker (`llama-cpp backend not found, install it first`, `%s backend not found "
+   "after install`, `backend not found, failed to install it`), 3.x",
+   "the backend package the worker runs (its rpc-server) is not installed",
+   r"\b[\w.-]+ backend not found(, install it first| after install|, failed to install it)")
 _e("wrapper.engine-library", "missing-library", 20, _W,
    "Jan's cortex.cpp engine loader (`Could not load engine: %s`, `Failed to load engine: %s`)",
    "the wrapper could not load its engine library; the loader's reason (a missing DLL, another "

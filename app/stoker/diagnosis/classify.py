@@ -970,8 +970,18 @@ _BIND_ON_OTHER_HOST = re.compile(
 # A GPU code object that would not load (catalogue gpu.invalid-kernel-image): a build for another
 # gfx, or broken code objects or a runtime fault on a supported GPU; the log does not say which.
 _INVALID_KERNEL_IMAGE = entry("gpu.invalid-kernel-image").pattern
+# cudaErrorUnknown (999; CUDA_ERROR_UNKNOWN in the driver API): CUDA's word for a fault it cannot
+# name, and what its first call says when the driver and the runtime disagree (a driver older than
+# the runtime in a container or wheel, or one updated without a reboot: streamlit-llama#2) as much as
+# for a fault on the device.
+_CUDA_UNKNOWN_ERROR = re.compile(r"CUDA error:? 999\b|\bcudaErrorUnknown\b|\bCUDA_ERROR_UNKNOWN\b"
+                                 r"|CUDA error: unknown error")
 
 _OPEN_BY_LINE = (
+    _OpenLine("gpu-error", _CUDA_UNKNOWN_ERROR, ("gpu-error", "cuda-driver-too-old"),
+              "CUDA reported an error it cannot name ({line}): a fault on the GPU, or a driver that does "
+              "not match the CUDA runtime (older than it, or updated without a reboot); Stoker does not "
+              "guess. Update the driver and restart the machine first.", "cuda-unknown-error"),
     _OpenLine("port-in-use", _BIND_ON_OTHER_HOST, ("port-in-use", "bad-argument"),
               "The engine could not listen ({line}) on a host address that is neither loopback nor all "
               "addresses: the port may be taken, or this machine may not have that address (check "
