@@ -173,9 +173,12 @@ def test_sigkill_known_not_to_be_the_oom_killer_is_not_called_oom():
 
 
 def test_gpu_unused_needs_a_gpu_build_or_a_gpu_plan():
-    line = "warning: no usable GPU found, --gpu-layers option will be ignored"
-    assert gpu_unused_from_log([line], "cpu", False) is None
-    assert gpu_unused_from_log([line], "cuda", True) == line
+    line = "ggml_vulkan: No devices found."
+    assert gpu_unused_from_log([line], "cpu", False) is None  # a CPU build's discovery: normal
+    assert gpu_unused_from_log([line], "vulkan", True) == line
+    # layers asked of a build that cannot offload: the GPU unused whatever the build
+    ignored = "warning: no usable GPU found, --gpu-layers option will be ignored"
+    assert gpu_unused_from_log([ignored], "cpu", False) == ignored
     assert gpu_unused_from_log(["I load_tensors: offloaded 0/33 layers to GPU"], None, True)
     assert gpu_unused_from_log(["I load_tensors: offloaded 33/33 layers to GPU"], "cuda", True) is None
 

@@ -1193,12 +1193,13 @@ _JAN_4149 = ('20241128 03:48:41.743000 UTC 21264 ERROR Could not load engine: Co
              "Unknown error (FormatMessage failed) - server.cc:299")
 
 
-def test_jans_engine_load_failure_whose_reason_formatmessage_lost_stays_a_sign():
+def test_jans_engine_load_failure_whose_reason_formatmessage_lost_is_a_missing_dependency():
     # dylib's get_error_description asks FormatMessageA for US English; a Windows without those
-    # messages fails it (microsoft/STL#5104), so the LoadLibrary error code is lost: the line
-    # says only that engine.dll did not load (a missing DLL, another build's, a failing DllMain)
+    # messages fails it (microsoft/STL#5104), so the LoadLibrary error code is lost. cortex found
+    # engine.dll before loading it, so what is left is most often a DLL it needs (read since spent
+    # batches 42 to 44: cortex.cpp#1887; a sign only before)
     inc = classify_exit(report_from_log(_JAN_4149, os="windows", backend="cuda"))
-    assert inc.kind == "unknown" and inc.candidates == ("missing-library",)
+    assert inc.kind == "missing-library" and inc.rule == "sole-evidence"
     assert gather(_JAN_4149[1:], strip_log_prefix) == ()
     # with the reason kept (janhq/jan#4971's shape), the loader's words name it
     kept = (_JAN_4149[0] + " The specified module could not be found.",)
@@ -2623,3 +2624,13 @@ def test_cudas_unnamed_error_is_left_open_between_the_gpu_and_the_driver():
     # order: a driver the runtime names too old decides over the unnamed error after it
     assert diagnose("CUDA error: CUDA driver version is insufficient for CUDA runtime version",
                     "CUDA error: unknown error", backend="cuda").kind == "cuda-driver-too-old"
+
+
+# ---- widened after batch 44 (spent): a container's init finding no program to run
+
+def test_a_container_whose_image_lacks_the_engine_program_is_the_missing_part():
+    assert diagnose("ERROR (catatonit:2): failed to exec pid1: No such file or directory").kind == "missing-library"
+    assert diagnose("Error: crun: executable file `llama-server` not found in $PATH: No such file or directory: "
+                    "OCI runtime attempted to invoke a command that was not found").kind == "missing-library"
+    # look-alike: the program is there but may not be run (a permission), not a missing part
+    assert diagnose("ERROR (catatonit:2): failed to exec pid1: Permission denied").kind != "missing-library"

@@ -858,7 +858,8 @@ _e("exec.program-missing", "missing-library", 75, _S,
    "the launchers' own spawn errors: Go os/exec (`exec: \"llama-server\": executable file not "
    "found in $PATH`, `fork/exec <path>: no such file or directory`: llama-swap "
    "internal/process, Ollama llm/server.go), Node child_process (`spawn <path> ENOENT`: Jan, "
-   "LM Studio's lms), Python subprocess (`[Errno 2] No such file or directory: '<llama-server>'`)",
+   "LM Studio's lms), Python subprocess (`[Errno 2] No such file or directory: '<llama-server>'`); "
+   "in a container, catatonit and crun",
    "the program the wrapper launches is not there (or, for fork/exec, its ELF interpreter is "
    "not): the engine never ran",
    r"exec: \"[^\"]+\": executable file not found in \$PATH", r"fork/exec \S+: no such file or directory",
@@ -866,7 +867,12 @@ _e("exec.program-missing", "missing-library", 75, _S,
    # the shells, for llama.cpp's own programs only: zsh, bash, cmd.exe and PowerShell
    r"zsh: command not found: (\S*/)?llama-\w+", r"\bllama-[\w.]+: command not found",
    r"'(\S*\\)?llama-[\w.]+' is not recognized as an internal or external command",
-   r"The term '(\S*\\)?llama-[\w.]+' is not recognized as (the )?name of a cmdlet")
+   r"The term '(\S*\\)?llama-[\w.]+' is not recognized as (the )?name of a cmdlet",
+   # the container's first process: catatonit, podman's init (`failed to exec pid1: %m`, src
+   # catatonit.c since 0.1), and crun (`executable file `%s` not found in $PATH`, crun 1.x): the
+   # command the wrapper runs in its image is not in it (RamaLama's llama-run, containers/ramalama#1144)
+   r"\(catatonit:\d+\): failed to exec pid1: No such file or directory",
+   r"executable file `[^`]+` not found in \$PATH")
 _e("exec.wrong-format", "stale-library", 76, _S,
    "Go os/exec `fork/exec <path>: exec format error` (ENOEXEC), Python `[Errno 8] Exec format error`",
    "the program is built for another architecture or OS (the Linux twin of WinError 193): "
