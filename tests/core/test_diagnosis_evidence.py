@@ -2634,3 +2634,56 @@ def test_a_container_whose_image_lacks_the_engine_program_is_the_missing_part():
                     "OCI runtime attempted to invoke a command that was not found").kind == "missing-library"
     # look-alike: the program is there but may not be run (a permission), not a missing part
     assert diagnose("ERROR (catatonit:2): failed to exec pid1: Permission denied").kind != "missing-library"
+
+
+# ---- widened after batch 45 (spent): the Metal compiler rejecting ggml's source, with and without
+# a failure after it, and llama-swap stopping its upstream
+
+METAL_COMPILE = ("program_source:6464:18: error: use of undeclared identifier 'kernel_mul_mm_id'",
+                 "ggml_metal_device_init: error: failed to allocate context",
+                 "llama_new_context_with_model: failed to initialize Metal backend",
+                 "common_init_from_params: failed to create context with model 'SmolLM2-1.7B-Instruct-Q4_K_M.gguf'")
+
+
+def test_the_metal_compiler_rejecting_ggmls_source_is_left_open_not_read_as_the_context():
+    inc = diagnose(*METAL_COMPILE, exit_code=1, backend="metal", os="darwin")
+    assert inc.kind == "unknown" and set(inc.candidates) == {"gpu-error", "system-too-old"}
+    assert "program_source" in inc.evidence and inc.rule == "metal-source-rejected"
+    # without the compiler's line, the context that could not be made is not read as this
+    assert diagnose(*METAL_COMPILE[1:], exit_code=1, backend="metal", os="darwin").rule != "metal-source-rejected"
+    # look-alike: a warning of the same compiler is not a rejection
+    assert diagnose("program_source:12:5: warning: unused variable 'x'", backend="metal",
+                    os="darwin").rule != "metal-source-rejected"
+    # the tensor-ops check the engine's shaders fail is the engine's (a fix in the build)
+    assert diagnose("program_source:88:3: error: static_assert failed due to requirement "
+                    "'__tensor_ops_detail::__is_same_v<bfloat, half>'", backend="metal",
+                    os="darwin").kind == "gpu-error"
+    # order: a Metal allocation that failed first is the cause
+    assert diagnose("ggml_metal_graph_compute: command buffer 0 failed with status 5",
+                    "error: Insufficient Memory (00000008:kIOGPUCommandBufferCallbackErrorOutOfMemory)",
+                    METAL_COMPILE[0], backend="metal", os="darwin").kind == "metal-oom"
+
+
+def test_metal_shaders_that_did_not_compile_with_the_run_going_on_leave_the_gpu_unused():
+    line = "[node-llama-cpp] ggml_metal_library_init_from_source: error compiling source"
+    assert diagnose(line, backend="metal", os="darwin").kind == "gpu-unused"
+    # a failure after it decides (node-llama-cpp#629: an abort on the buffer type)
+    assert diagnose(line, "ggml/src/ggml-backend.cpp:62: GGML_ASSERT(buft) failed", signal="SIGABRT",
+                    backend="metal", os="darwin").kind == "assertion-failed"
+    # look-alike: a CPU build says nothing of the Metal device
+    assert diagnose(line, backend="cpu", os="darwin").kind != "gpu-unused"
+
+
+def test_llama_swap_stopping_its_upstream_is_stopped():
+    lines = ("[DEBUG] <qwen-coder> Stopping process",
+             "[DEBUG] <qwen-coder> swapState() State transitioned from ready to stopping",
+             "[DEBUG] <qwen-coder> Process timed out waiting to stop, sending KILL signal (normal during shutdown)")
+    assert diagnose(*lines).kind == "stopped"
+    assert diagnose("[DEBUG] <m> process stopped by llama-swap: signal: terminated").kind == "stopped"
+    # look-alike: a state that moves on to starting is no stop
+    assert diagnose("[DEBUG] <m> swapState() State transitioned from stopped to starting").kind != "stopped"
+    # order: a wrapper that gave up waiting for the start then stops it: the wait is the cause
+    assert diagnose("[WARN] <m> Health check timed out after 120s, server did not start in time",
+                    *lines[1:]).kind == "startup-timeout"
+    # ... and a crash the engine logged before the stop is the cause
+    assert diagnose(CUDA_OOM, *lines[1:], backend="cuda").kind == "cuda-oom"

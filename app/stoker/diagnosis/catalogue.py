@@ -922,7 +922,20 @@ _e("metal.shader-rejected", "gpu-error", 40, _S,
    "the GPU's shader compiler rejects ggml's Metal source for this GPU family (a fix in the "
    "engine, not an older macOS)",
    r"static_assert failed due to requirement '__tensor_ops_detail::",
-   r"Input types must match cooperative tensor types")
+   r"Input types must match cooperative tensor types",
+   # the same compiler's own diagnostics on ggml's embedded source (newLibraryWithSource names the
+   # source `program_source`): the shaders and this macOS's compiler disagree (llama-server b10595
+   # on macOS 26.2, Nabzx/openstream#172); the context that then cannot be made is its echo. Which
+   # side is behind, the engine or the system, the line does not say: classify leaves it open.
+   r"^\s*program_source:\d+:\d+: error: ")
+_e("wrapper.llama-swap-stop", "stopped", 45, _S,
+   "llama-swap proxy/process.go (2025: `swapState() State transitioned from %s to stopping`, `Process "
+   "timed out waiting to stop, sending KILL signal`), internal/process (2026: `process stopped by "
+   "llama-swap`)",
+   "the wrapper stopped the engine on purpose (an unload, a swap, a shutdown), killing it when it "
+   "did not stop in time",
+   r"State transitioned from \w+ to stopping", r"Process timed out waiting to stop, sending KILL signal",
+   r"process stopped by llama-swap")
 _e("vulkan.version-too-old", "system-too-old", 20, _W,
    f"ggml/src/ggml-vulkan/ggml-vulkan.cpp, {_B} (`ggml_vulkan: Error: Vulkan 1.2 required.`)",
    "the device's Vulkan driver offers an older Vulkan than the build needs (an old driver or "

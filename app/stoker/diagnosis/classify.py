@@ -977,7 +977,17 @@ _INVALID_KERNEL_IMAGE = entry("gpu.invalid-kernel-image").pattern
 _CUDA_UNKNOWN_ERROR = re.compile(r"CUDA error:? 999\b|\bcudaErrorUnknown\b|\bCUDA_ERROR_UNKNOWN\b"
                                  r"|CUDA error: unknown error")
 
+# The Metal compiler's error on ggml's embedded source (catalogue metal.shader-rejected), other than
+# the tensor-ops check that is the engine's own: a macOS too old for a feature the shaders use
+# (`unknown type name 'bfloat'` before Metal 3.1) or shaders this newer compiler rejects.
+_METAL_SOURCE_ERROR = re.compile(r"^\s*program_source:\d+:\d+: error: (?!static_assert failed due to "
+                                 r"requirement '__tensor_ops_detail::)")
+
 _OPEN_BY_LINE = (
+    _OpenLine("gpu-error", _METAL_SOURCE_ERROR, ("gpu-error", "system-too-old"),
+              "The Metal compiler rejected the engine's shaders ({line}): this macOS may be too old for a "
+              "feature they use, or the build's shaders may not suit this newer macOS and GPU; Stoker does "
+              "not guess. A build made for this macOS (or a newer one) tells.", "metal-source-rejected"),
     _OpenLine("gpu-error", _CUDA_UNKNOWN_ERROR, ("gpu-error", "cuda-driver-too-old"),
               "CUDA reported an error it cannot name ({line}): a fault on the GPU, or a driver that does "
               "not match the CUDA runtime (older than it, or updated without a reboot); Stoker does not "

@@ -141,7 +141,11 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    r"|cuda driver library failed to get device context \d+"
                                    # ggml-vulkan.cpp (b11434): the only Vulkan device is a
                                    # software one (llvmpipe/lavapipe): no GPU driver in use
-                                   r"|ggml_vulkan: Warning: Device type is CPU", line):
+                                   r"|ggml_vulkan: Warning: Device type is CPU"
+                                   # ggml-metal-device.m (2026): the shaders did not compile, so the
+                                   # Metal device is not offered and the run goes on on the CPU
+                                   # (node-llama-cpp's b7836 on an M5, yoloshii/ClawMem#26)
+                                   r"|ggml_metal_library_init_from_source: error compiling source", line):
             return line
         # the system-info line lists every backend that loaded (llama.cpp's llama_print_system_info:
         # `CUDA : ARCHS = … | CPU : …`, ROCm builds `ROCm : …`; Ollama 0.5's runner quotes it as
