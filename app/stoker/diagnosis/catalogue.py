@@ -922,12 +922,18 @@ _e("metal.shader-rejected", "gpu-error", 40, _S,
    "the GPU's shader compiler rejects ggml's Metal source for this GPU family (a fix in the "
    "engine, not an older macOS)",
    r"static_assert failed due to requirement '__tensor_ops_detail::",
-   r"Input types must match cooperative tensor types",
-   # the same compiler's own diagnostics on ggml's embedded source (newLibraryWithSource names the
-   # source `program_source`): the shaders and this macOS's compiler disagree (llama-server b10595
-   # on macOS 26.2, Nabzx/openstream#172); the context that then cannot be made is its echo. Which
-   # side is behind, the engine or the system, the line does not say: classify leaves it open.
-   r"^\s*program_source:\d+:\d+: error: ")
+   r"Input types must match cooperative tensor types")
+# The same compiler's own diagnostics on ggml's embedded source (newLibraryWithSource names the
+# source `program_source`), other than the tensor-ops check above: the shaders and this macOS's
+# compiler disagree (llama-server b10595 on macOS 26.2, Nabzx/openstream#172); the context that then
+# cannot be made is its echo. Which side is behind, the engine or the system (`unknown type name
+# 'bfloat'` before Metal 3.1), the line does not say: classify leaves it open.
+_e("metal.source-rejected", "gpu-error", 40, _S,
+   "the Metal compiler's diagnostics on ggml's shader source (`program_source:%d:%d: error: %s`), "
+   "compiled at start by ggml-metal (newLibraryWithSource)",
+   "the shaders and this macOS's Metal compiler disagree: an older macOS lacking a feature they "
+   "use, or an older build's shaders on a newer macOS",
+   r"^\s*program_source:\d+:\d+: error: (?!static_assert failed due to requirement '__tensor_ops_detail::)")
 _e("wrapper.llama-swap-stop", "stopped", 45, _S,
    "llama-swap proxy/process.go (2025: `swapState() State transitioned from %s to stopping`, `Process "
    "timed out waiting to stop, sending KILL signal`), internal/process (2026: `process stopped by "

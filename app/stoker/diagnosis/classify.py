@@ -977,11 +977,9 @@ _INVALID_KERNEL_IMAGE = entry("gpu.invalid-kernel-image").pattern
 _CUDA_UNKNOWN_ERROR = re.compile(r"CUDA error:? 999\b|\bcudaErrorUnknown\b|\bCUDA_ERROR_UNKNOWN\b"
                                  r"|CUDA error: unknown error")
 
-# The Metal compiler's error on ggml's embedded source (catalogue metal.shader-rejected), other than
-# the tensor-ops check that is the engine's own: a macOS too old for a feature the shaders use
-# (`unknown type name 'bfloat'` before Metal 3.1) or shaders this newer compiler rejects.
-_METAL_SOURCE_ERROR = re.compile(r"^\s*program_source:\d+:\d+: error: (?!static_assert failed due to "
-                                 r"requirement '__tensor_ops_detail::)")
+# The Metal compiler's error on ggml's embedded source (catalogue metal.source-rejected): a macOS too
+# old for a feature the shaders use, or shaders this newer compiler rejects.
+_METAL_SOURCE_ERROR = entry("metal.source-rejected").pattern
 
 _OPEN_BY_LINE = (
     _OpenLine("gpu-error", _METAL_SOURCE_ERROR, ("gpu-error", "system-too-old"),

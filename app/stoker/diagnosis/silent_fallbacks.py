@@ -25,7 +25,6 @@ GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "op
 _OLLAMA_SKIPPED_A_CARD_ITS_BUILD_LACKS = (r"skipping CUDA device . compute capability not in compiled architectures"
                                           r"|dropping ROCm device . no rocblas support for gfx target")
 _OLLAMA_AMDGPU_NOT_SUPPORTED = r"amdgpu \[\d+\] gfx\w+ is not supported by "
-_LAYERS_IGNORED = re.compile(r"no usable GPU found, --(n-)?gpu-layers option will be ignored", re.IGNORECASE)
 
 # A wrapper saying in its own words that it found a GPU and will run on the CPU, so these count
 # whatever the build the log shows (the wrapper carries GPU libraries the log may not name).
@@ -114,13 +113,11 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
     gpu_build = backend in GPU_BACKENDS
     for raw in lines:
         line = strip_log_prefix(raw)
-        if re.search(r"not compiled with GPU offload support|compiled without support for GPU offload",
-                     line, re.IGNORECASE):
-            return line  # layers were asked of a build that has no GPU code at all
-        # ... and its newer wording: common/arg.cpp's -ngl handler (2024 to b11434) says it only when
-        # layers were asked for and llama_supports_gpu_offload() is false (a Homebrew build without
-        # CUDA on a machine with an NVIDIA GPU, _b00t_#259)
-        if _LAYERS_IGNORED.search(line):
+        # layers were asked of a build that has no GPU code at all; the last wording is common/arg.cpp's
+        # -ngl handler (2024 to b11434), said only when llama_supports_gpu_offload() is false (a
+        # Homebrew build without CUDA on a machine with an NVIDIA GPU, _b00t_#259)
+        if re.search(r"not compiled with GPU offload support|compiled without support for GPU offload"
+                     r"|no usable GPU found, --(n-)?gpu-layers option will be ignored", line, re.IGNORECASE):
             return line
         if _WRAPPER_LEFT_THE_GPU.search(line):
             return line  # the wrapper says it found a GPU and runs without it
