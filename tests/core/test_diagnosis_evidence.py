@@ -2687,3 +2687,48 @@ def test_llama_swap_stopping_its_upstream_is_stopped():
                     *lines[1:]).kind == "startup-timeout"
     # ... and a crash the engine logged before the stop is the cause
     assert diagnose(CUDA_OOM, *lines[1:], backend="cuda").kind == "cuda-oom"
+
+
+# ---- widened after batch 46 (spent): a llama.cpp library whose start-up code failed inside the
+# Windows loader, and the BPE tokenizer missing a byte of the model's vocabulary
+
+KOBOLD_INIT = ("Initializing dynamic library: koboldcpp_noavx2.dll",
+               "Traceback (most recent call last):",
+               '  File "ctypes\\__init__.py", line 373, in __init__',
+               "OSError: [WinError 1114] A dynamic link library (DLL) initialization routine failed")
+
+
+def test_an_engine_library_failing_its_start_up_code_is_the_cpu_it_was_built_beyond():
+    assert diagnose(*KOBOLD_INIT, os="windows").kind == "illegal-instruction"
+    # the code decides in any language the message is printed in
+    assert diagnose("OSError: [WinError 1114] Error en una rutina de inicialización de biblioteca de "
+                    "vínculos dinámicos (DLL)", os="windows").kind == "illegal-instruction"
+    # node's dlopen (LM Studio) prints the text without the code
+    assert diagnose(r"Failed to load liblmstudio ...\bin\liblmstudio\cpu\liblmstudio_bindings.node.",
+                    "A dynamic link library (DLL) initialization routine failed.",
+                    exit_code=1, os="windows").kind == "illegal-instruction"
+    # look-alike: PyTorch's DLL failing its start-up is torch's (hybrid graphics), not the engine's
+    assert diagnose('OSError: [WinError 1114] A dynamic link library (DLL) initialization routine failed. '
+                    r'Error loading "C:\venv\lib\site-packages\torch\lib\c10.dll" or one of its dependencies.',
+                    os="windows").kind != "illegal-instruction"
+    # look-alike: a library the loader could not find is missing, not a fault inside it
+    assert diagnose("OSError: [WinError 126] The specified module could not be found",
+                    os="windows").kind == "missing-library"
+    # order: a build fault outranks the wrapper's complaint after it, in either order of lines
+    after = diagnose(*KOBOLD_INIT, "[16180] Failed to execute script 'koboldcpp' due to unhandled exception!",
+                     os="windows")
+    before = diagnose("No GPU backend found, or could not automatically determine GPU layers. Please set it "
+                      "manually.", *KOBOLD_INIT, os="windows")
+    assert after.kind == before.kind == "illegal-instruction"
+
+
+def test_a_bpe_vocabulary_missing_a_byte_is_a_model_this_build_cannot_read():
+    line = "ERROR: byte not found in vocab: '"
+    assert diagnose("llama_model_loader: - type q6_K:  226 tensors", line, "'", exit_code=139).kind == "bad-model"
+    # look-alike: a GGUF key the loader could not find is no vocabulary fault and not this rule's
+    assert diagnose("key general.name not found in file").kind != "bad-model"
+    # order: an allocation that failed before the tokenizer ran is the cause (a memory line beats
+    # a load error) ...
+    assert diagnose(CUDA_OOM, line, backend="cuda").kind == "cuda-oom"
+    # ... and a build the CPU cannot run makes the vocabulary line an echo
+    assert diagnose(line, "Exception 0xc000001d 0x0 0x0 0x7ff6", os="windows").kind == "illegal-instruction"

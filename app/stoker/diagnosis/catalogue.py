@@ -285,6 +285,22 @@ _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
    # x86 features the build was compiled for, printed before any instruction can fault
    r"fatal error: the cpu feature \S+ was required at build time but isn't available")
 
+# The Windows loader's ERROR_DLL_INIT_FAILED (1114; Python's ctypes says `[WinError 1114]`, node's
+# process.dlopen and LoadLibrary callers its text): the library's own initializers failed while it
+# loaded. A llama.cpp library has no DllMain of its own; what runs then is the C++ static
+# initializers, compiled for the build's CPU level (AVX2 in koboldcpp's default and CUDA DLLs, every
+# LM Studio runtime), so on a CPU without it (or with AVX2 off in the BIOS) the first such
+# instruction faults inside the loader and is reported as this, not as an illegal instruction
+# (koboldcpp#599 and #1555, where KoboldCpp's team named the CPU; lmstudio-bug-tracker#1981, where
+# AVX2 back on fixed it). PyTorch's own DLLs fail the same way for other reasons (c10.dll on hybrid
+# graphics), so a line naming torch is not read.
+_e("win.dll-init-failed", "illegal-instruction", 70, _S,
+   "Windows ERROR_DLL_INIT_FAILED 1114 (`[WinError 1114]`, `A dynamic link library (DLL) "
+   "initialization routine failed`) loading a llama.cpp library (koboldcpp, LM Studio)",
+   "the engine library's start-up code failed inside the loader: most often its instructions are "
+   "newer than this CPU (AVX/AVX2)",
+   r"^(?!.*torch).*\[WinError 1114\]", r"^(?!.*torch).*A dynamic link library \(DLL\) initialization routine failed")
+
 # -------------------------------------------------------------------------- RPC, drafter
 
 _e("rpc.lost", "rpc-worker-lost", 88, _D, f"ggml/src/ggml-rpc/ggml-rpc.cpp, {_B}",
@@ -1120,6 +1136,17 @@ _e("model.load", "bad-model", 60, _D,
    # Jan tauri-plugin-llamacpp error.rs: said only on llama.cpp's `error loading model architecture`
    r"The model's architecture is not supported by this version of the backend",
    r"code: ModelArchNotSupported")
+
+# llama.cpp's BPE tokenizer of late 2023 (llm_tokenizer_bpe::tokenize in llama.cpp, before the
+# pre-tokenizer types of b2800): a symbol with no token falls back to its single bytes, and a byte
+# the vocabulary lacks prints `ERROR: byte not found in vocab: '%s'` and reads past the map (the
+# segfault that follows). Loading tokenizes the newline, so a vocabulary this build's BPE code does
+# not know (DeepSeek Coder's, in builds of that time) fails there: the model is newer than the
+# engine, or its vocabulary is damaged.
+_e("vocab.byte-missing", "bad-model", 58, _S,
+   "llama.cpp llm_tokenizer_bpe (`ERROR: byte not found in vocab: '%s'`), late 2023",
+   "the model's vocabulary lacks a byte this build's tokenizer needs: a vocabulary it does not know",
+   r"ERROR: byte not found in vocab\b")
 
 # Ollama llm/server.go NewLlamaServer (0.5 to 0.12, before 9db4bdbad moved every GGML model to
 # llama-server) loads the model vocab-only through llama/llama.go LoadModelFromFile, which says
