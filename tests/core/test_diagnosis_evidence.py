@@ -2732,3 +2732,35 @@ def test_a_bpe_vocabulary_missing_a_byte_is_a_model_this_build_cannot_read():
     assert diagnose(CUDA_OOM, line, backend="cuda").kind == "cuda-oom"
     # ... and a build the CPU cannot run makes the vocabulary line an echo
     assert diagnose(line, "Exception 0xc000001d 0x0 0x0 0x7ff6", os="windows").kind == "illegal-instruction"
+
+
+# ---- widened after batch 47 (spent): VirtualLock refused by the commit limit, and the 2024 clip
+# loader's assert on a projector that is not LLaVA's
+
+def test_a_lock_refused_because_the_paging_file_is_full_is_the_host_out_of_memory():
+    full = ("warning: failed to VirtualLock 17825792-byte buffer (after previously locking 1407303680 bytes): "
+            "The paging file is too small for this operation to complete.")
+    assert diagnose(full, os="windows").kind == "host-oom"
+    # look-alike: the lock quota (or RLIMIT_MEMLOCK's ENOMEM) is a lock limit, the engine going on
+    # unlocked: a sign only
+    for quota in ("warning: failed to VirtualLock 17825792-byte buffer (after previously locking 0 bytes): "
+                  "Insufficient quota to complete the requested service.",
+                  "warning: failed to mlock 17825792-byte buffer (after previously locking 0 bytes): "
+                  "Cannot allocate memory"):
+        assert diagnose(quota).kind != "host-oom"
+    # order: a build the CPU cannot run is the cause whatever memory the host had, and the commit
+    # limit is the cause of the abort after it
+    assert diagnose(full, "Exception 0xc000001d 0x0 0x0 0x7ff6", os="windows").kind == "illegal-instruction"
+    assert diagnose(full, "GGML_ASSERT(ctx->mem_buffer != NULL) failed", os="windows").kind == "host-oom"
+
+
+def test_the_2024_clip_loader_refusing_a_projector_that_is_not_llavas_is_the_model():
+    line = "GGML_ASSERT: llama.cpp/llava/clip.cpp:1016: new_clip->has_llava_projector"
+    assert diagnose(line, "error: Uncaught SIGABRT (SI_0)", signal="SIGABRT", os="darwin").kind == "bad-model"
+    assert diagnose("/src/examples/llava/clip.cpp:1203: GGML_ASSERT(new_clip->has_llava_projector) failed",
+                    signal="SIGABRT").kind == "bad-model"
+    # look-alike: another assert of the same loader is the engine's
+    assert diagnose("GGML_ASSERT: llama.cpp/llava/clip.cpp:1020: new_clip->has_vision_encoder == true "
+                    "&& ctx->n_layer > 0", signal="SIGABRT").kind != "bad-model"
+    # order: an allocation that failed first is the cause
+    assert diagnose(CUDA_OOM, line, backend="cuda", signal="SIGABRT").kind == "cuda-oom"

@@ -471,7 +471,10 @@ _e("host.mlock-warning", "host-oom", 79, _W,
    "(RLIMIT_MEMLOCK) and `failed to VirtualLock`",
    "--mlock could not pin the model (a lock limit, not memory running out): the engine goes on "
    "unlocked, so the line outranks host.alloc's `Cannot allocate memory` only to be a sign",
-   r"failed to mlock \d+-byte buffer", r"failed to VirtualLock \d+-byte buffer",
+   # VirtualLock's own refusal is the working-set quota (ERROR_WORKING_SET_QUOTA 1453, `Insufficient
+   # quota …`); the commit limit (ERROR_COMMITMENT_LIMIT 1455, `The paging file is too small …`) is
+   # the system's memory itself running out, which host.alloc reads (h2ogpt#620)
+   r"failed to mlock \d+-byte buffer", r"failed to VirtualLock \d+-byte buffer(?!.*paging file is too small)",
    r"Try increasing RLIMIT_MEMLOCK")
 _e("host.pinned-warning", "host-oom", 79, _W,
    f"ggml/src/ggml-cuda/ggml-cuda.cu ggml_cuda_host_malloc, {_B}: `WARNING: failed to allocate "
@@ -1059,9 +1062,15 @@ _e("alloc.unnamed", "device-oom", 65, _D,
 _e("mtmd.projector-unknown", "bad-model", 60, _D,
    f"tools/mtmd/clip.cpp (`unknown projector type: %s`, `unknown vision projector type`), "
    f"mtmd.cpp (`unexpected vision/audio projector type`), models/llava.cpp, siglip.cpp, "
-   f"whisper-enc.cpp (GGML_ABORT), {_B}; clip.cpp's `Unknown projector type` abort (2025-2026)",
+   f"whisper-enc.cpp (GGML_ABORT), {_B}; clip.cpp's `Unknown projector type` abort (2025-2026); "
+   "examples/llava/clip.cpp's `GGML_ASSERT(new_clip->has_llava_projector)` (2024)",
    "the projector (mmproj) is of a type this build does not know: a newer model than the engine",
-   r"\b(unknown|unexpected|unsupported) (vision |audio )?projector type")
+   r"\b(unknown|unexpected|unsupported) (vision |audio )?projector type",
+   # examples/llava/clip.cpp clip_model_load (2024, until MiniCPM-V's projector was added):
+   # `GGML_ASSERT(new_clip->has_llava_projector)` after reading the file's clip.has_llava_projector
+   # key; a projector without it (MiniCPM-V's, a text or semantic-search encoder) is one this
+   # loader does not know (llamafile#540: fixed by a newer llamafile)
+   r"GGML_ASSERT\W.{0,80}\bnew_clip->has_llava_projector\b")
 # src/llama-model.cpp load_hparams, b11434 (and since 2024): the model's own expert or layer count
 # checked against what this engine was compiled to hold. A model over it is newer than the engine
 # (DeepSeek V3's 256 experts against the 160 of llama.cpp before b4400); a newer build raises the
