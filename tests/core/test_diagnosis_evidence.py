@@ -2764,3 +2764,40 @@ def test_the_2024_clip_loader_refusing_a_projector_that_is_not_llavas_is_the_mod
                     "&& ctx->n_layer > 0", signal="SIGABRT").kind != "bad-model"
     # order: an allocation that failed first is the cause
     assert diagnose(CUDA_OOM, line, backend="cuda", signal="SIGABRT").kind == "cuda-oom"
+
+
+# ---- widened after batch 48 (spent): Lemonade's bind failure, HotSpot's SIGILL report, and a folder
+# given as the model
+
+def test_lemonades_bind_failure_on_loopback_is_the_port_taken():
+    line = "[Error] (Server) Failed to bind IPv4 HTTP server to 127.0.0.1:13305"
+    assert diagnose(line, "[Info]  (Server) IPv6 HTTP server listening on [::1]:13305").kind == "port-in-use"
+    assert diagnose("[Error] (Server) Failed to bind IPv6 HTTP server to [::1]:13305").kind == "port-in-use"
+    # look-alike: on an address that may not be this machine's, it is left open with the wrong value
+    other = diagnose("[Error] (Server) Failed to bind IPv4 HTTP server to 192.168.7.20:13305")
+    assert other.kind == "unknown" and set(other.candidates) == {"port-in-use", "bad-argument"}
+    # order: a build the CPU cannot run outranks the bind failure after it
+    assert diagnose("Illegal instruction (core dumped)", "Exception 0xc000001d 0x0 0x0 0x7ff6", line,
+                    os="windows").kind == "illegal-instruction"
+
+
+def test_hotspots_sigill_report_is_the_cpu_even_when_the_jvm_then_aborts():
+    report = ("#  SIGILL (0x4) at pc=0x00007fb9b4934142, pid=19985, tid=19986",
+              "# C  [libjllama.so+0x23142]  gpt_params::gpt_params()+0x3e2", "Aborted (core dumped)")
+    assert diagnose(*report, signal="SIGABRT").kind == "illegal-instruction"
+    # look-alike: the same report for a segfault is no instruction fault
+    assert diagnose("#  SIGSEGV (0xb) at pc=0x00007fb9b4934142, pid=19985, tid=19986",
+                    signal="SIGABRT").kind != "illegal-instruction"
+    # order: the instruction fault outranks a GGML_ASSERT printed before it, and the abort after it
+    assert diagnose("GGML_ASSERT(n_tokens > 0) failed", *report, signal="SIGABRT").kind == "illegal-instruction"
+
+
+def test_a_folder_given_as_the_model_is_the_model():
+    assert diagnose("LLama.Exceptions.RuntimeError: Failed to load model "
+                    "/Users/t/models/llama-2-70b-chat/.").kind == "bad-model"
+    assert diagnose(r"ValueError: Failed to load model from file: C:\models\mistral\\").kind == "bad-model"
+    # look-alike: a file's failed load says nothing by itself (a sign only)
+    assert diagnose("LLama.Exceptions.RuntimeError: Failed to load model /Users/t/models/m.gguf.").kind != "bad-model"
+    # order: a memory line before it is the cause (LLamaSharp says the same after an allocation failed)
+    assert diagnose(CUDA_OOM, "LLama.Exceptions.RuntimeError: Failed to load model /m/dir/.",
+                    backend="cuda").kind == "cuda-oom"

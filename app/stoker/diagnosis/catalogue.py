@@ -283,7 +283,11 @@ _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
    r"^SIGILL: illegal instruction",
    # llamafile's cpucheck.c (and cosmopolitan's, which it copies): its start-up check for the
    # x86 features the build was compiled for, printed before any instruction can fault
-   r"fatal error: the cpu feature \S+ was required at build time but isn't available")
+   r"fatal error: the cpu feature \S+ was required at build time but isn't available",
+   # HotSpot's fatal error report (vmError.cpp print_error_report: `#  SIGILL (0x4) at pc=…`) when
+   # the Java bindings' native library (java-llama.cpp's libjllama) faults; the JVM then aborts, so
+   # the exit says SIGABRT
+   r"^#\s+SIGILL \(0x4\) at pc=")
 
 # The Windows loader's ERROR_DLL_INIT_FAILED (1114; Python's ctypes says `[WinError 1114]`, node's
 # process.dlopen and LoadLibrary callers its text): the library's own initializers failed while it
@@ -739,7 +743,10 @@ _e("net.port-in-use", "port-in-use", 75, _D,
    # ... and the same error as its message (libuv's uvException: `listen EACCES: permission
    # denied <addr>:<port>`): on a port of 1024 and up no privilege is missing, so the port is one
    # Windows reserves or another program holds exclusively; under 1024 it may be the privilege
-   r"listen EACCES: permission denied \S*:[1-9]\d{3,4}\b")
+   r"listen EACCES: permission denied \S*:[1-9]\d{3,4}\b",
+   # Lemonade's lemond (its cpp-httplib server, 2026: `Failed to bind IPv4 HTTP server to %s:%d`, and
+   # the IPv6 twin): bind_to_port gives no reason, as llama-server's own wording above does not
+   r"Failed to bind (IPv4 |IPv6 )?HTTP server to \S+:\d+")
 _e("net.bind-localized", "port-in-use", 75, _S,
    "Go's net package: `listen tcp <addr>: bind: <the OS's reason>`, the reason localized by "
    "Windows' FormatMessage (Turkish, Chinese, …) where the English words are not there",
@@ -1156,6 +1163,16 @@ _e("vocab.byte-missing", "bad-model", 58, _S,
    "llama.cpp llm_tokenizer_bpe (`ERROR: byte not found in vocab: '%s'`), late 2023",
    "the model's vocabulary lacks a byte this build's tokenizer needs: a vocabulary it does not know",
    r"ERROR: byte not found in vocab\b")
+
+# A load failure whose path ends at a folder separator: the path names a folder (a checkpoint's
+# download, a model store) where a model file was expected, as LLamaSharp's SafeLlamaModelHandle
+# (`Failed to load model %s.`), llama-cpp-python (`Failed to load model from file: %s`) and
+# llama.cpp (`failed to load model '%s'`) quote it; no engine loads a folder (LLamaSharp#332).
+_e("model.path-is-folder", "bad-model", 57, _S,
+   "the load failure of LLamaSharp (SafeLlamaModelHandle.LoadFromFile), llama-cpp-python and "
+   "llama.cpp, quoting the path they were given",
+   "the model path names a folder, not a model file",
+   r"failed to load model( from file)?:? ['\"]?[^\s'\"]*[/\\]['\"]?\.?\s*$")
 
 # Ollama llm/server.go NewLlamaServer (0.5 to 0.12, before 9db4bdbad moved every GGML model to
 # llama-server) loads the model vocab-only through llama/llama.go LoadModelFromFile, which says

@@ -965,7 +965,9 @@ class _OpenLine:
 # on any other host it is left open (ramalama#876: --host 127.0.0.0).
 _BIND_ON_OTHER_HOST = re.compile(
     r"couldn't bind (HTTP server|to server) socket, hostname: (?!(?:127\.0\.0\.1|localhost|0\.0\.0\.0|::1?"
-    r"|\[::1?\])(?:,|\s|$))\S+")
+    r"|\[::1?\])(?:,|\s|$))\S+"
+    # ... and Lemonade's wording, `Failed to bind IPv4 HTTP server to <host>:<port>`
+    r"|Failed to bind (?:IPv4 |IPv6 )?HTTP server to (?!(?:127\.0\.0\.1|localhost|0\.0\.0\.0|\[?::1?\]?):\d)\S+")
 
 # A GPU code object that would not load (catalogue gpu.invalid-kernel-image): a build for another
 # gfx, or broken code objects or a runtime fault on a supported GPU; the log does not say which.
