@@ -1154,7 +1154,7 @@ _e("model.load", "bad-model", 60, _D,
    r"code: ModelArchNotSupported")
 
 # llama.cpp's BPE tokenizer of late 2023 (llm_tokenizer_bpe::tokenize in llama.cpp, before the
-# pre-tokenizer types of b2800): a symbol with no token falls back to its single bytes, and a byte
+# pre-tokenizer types of spring 2024): a symbol with no token falls back to its single bytes, and a byte
 # the vocabulary lacks prints `ERROR: byte not found in vocab: '%s'` and reads past the map (the
 # segfault that follows). Loading tokenizes the newline, so a vocabulary this build's BPE code does
 # not know (DeepSeek Coder's, in builds of that time) fails there: the model is newer than the
