@@ -2801,3 +2801,22 @@ def test_a_folder_given_as_the_model_is_the_model():
     # order: a memory line before it is the cause (LLamaSharp says the same after an allocation failed)
     assert diagnose(CUDA_OOM, "LLama.Exceptions.RuntimeError: Failed to load model /m/dir/.",
                     backend="cuda").kind == "cuda-oom"
+
+
+# ---- widened after batch 49 (spent): the model path `unknown`, llama.cpp's default model alias
+
+def test_the_model_path_unknown_is_left_open_between_two_builds_and_no_path():
+    lines = ("llama_init_from_gpt_params: error: failed to load model 'unknown'",
+             "error loading model: failed to open unknown: No such file or directory",
+             "llama_load_model_from_file: failed to load model")
+    inc = diagnose(*lines, exit_code=1, os="windows")
+    assert inc.kind == "unknown" and set(inc.candidates) == {"stale-library", "bad-argument"}
+    assert inc.rule == "model-path-is-the-alias-default" and "one build" in inc.advice
+    # look-alike: a real path that is not there is the model's (a failed or moved download)
+    assert diagnose("error loading model: failed to open /models/unknown-7b.gguf: No such file or directory",
+                    exit_code=1).kind == "bad-model"
+    # order: a library from another build that the loader named decides over the path it garbled
+    assert diagnose("llama.dll: The specified procedure could not be found.", *lines, exit_code=1,
+                    os="windows").kind == "stale-library"
+    # ... and an allocation that failed first is the cause
+    assert diagnose(CUDA_OOM, *lines, backend="cuda").kind == "cuda-oom"

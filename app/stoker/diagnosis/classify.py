@@ -880,6 +880,10 @@ _HIP_VMM_OOM = re.compile(r"HipVMM Failure: (out of memory|hipErrorOutOfMemory)\
 _LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly loaded\.", re.IGNORECASE)
 # What to do when a line is left open between two kinds and each wants another remedy.
 _OPEN_ADVICE = {
+    "model-path-is-the-alias-default": (
+        "Install the bindings and their native llama library from one build (rebuild both, and remove "
+        "older copies of the library from the program's folder and the PATH), then check that the "
+        "program passes the model's path."),
     "glibc-part-bundled": (
         "A program that ships glibc's libpthread, libdl or librt must ship the libc.so.6 (and "
         "ld.so) of the same glibc, or none of them (LocalAI#9099 bundled the rest): use a build "
@@ -979,6 +983,13 @@ _INVALID_KERNEL_IMAGE = entry("gpu.invalid-kernel-image").pattern
 _CUDA_UNKNOWN_ERROR = re.compile(r"CUDA error:? 999\b|\bcudaErrorUnknown\b|\bCUDA_ERROR_UNKNOWN\b"
                                  r"|CUDA error: unknown error")
 
+# A load that failed on the model path `unknown`: the default of llama.cpp's `model_alias` in
+# common's gpt_params (2023 to 2024, `std::string model_alias = "unknown"`), not a path anyone types.
+# It reaches the loader where the path should be when the program calling llama.cpp lays out the
+# parameters differently from the library it loaded (bindings and a native library from two builds:
+# java-llama.cpp#12), or when that program passed none; the file is not what failed.
+_MODEL_PATH_IS_THE_ALIAS_DEFAULT = re.compile(r"failed to (open|load model) '?unknown'?(:|\s|$)")
+
 # The Metal compiler's error on ggml's embedded source (catalogue metal.source-rejected): a macOS too
 # old for a feature the shaders use, or shaders this newer compiler rejects.
 _METAL_SOURCE_ERROR = entry("metal.source-rejected").pattern
@@ -996,6 +1007,12 @@ _OPEN_BY_LINE = (
               "The engine could not listen ({line}) on a host address that is neither loopback nor all "
               "addresses: the port may be taken, or this machine may not have that address (check "
               "--host); the engine does not say which, and Stoker does not guess.", "bind-on-another-host"),
+    _OpenLine("bad-model", _MODEL_PATH_IS_THE_ALIAS_DEFAULT, ("stale-library", "bad-argument"),
+              "The engine was handed `unknown` as the model path ({line}): llama.cpp's default model "
+              "alias, not a file. The program calling the engine and its llama library may be from two "
+              "builds that lay out their parameters differently, or no model path was passed; Stoker "
+              "does not guess.",
+              "model-path-is-the-alias-default"),
     # LocalAI pkg/model reports one load error for the model and its draft together
     # (`Failed to load model: X (with draft model: Y). Error: ...`): either file's
     _OpenLine("bad-model", _LOAD_WITH_DRAFT, ("bad-model", "drafter-failure"),
