@@ -2820,3 +2820,20 @@ def test_the_model_path_unknown_is_left_open_between_two_builds_and_no_path():
                     os="windows").kind == "stale-library"
     # ... and an allocation that failed first is the cause
     assert diagnose(CUDA_OOM, *lines, backend="cuda").kind == "cuda-oom"
+
+
+def test_the_old_system_info_without_blas_on_a_cuda_build_is_the_gpu_unused():
+    # written from spent batches 29 and 32 (private-gpt#1405, llama-cpp-python#1315) when spending
+    # batch 49 left gpu-unused under the training floor
+    info = ("AVX = 1 | AVX2 = 1 | AVX512 = 0 | AVX512_VBMI = 0 | AVX512_VNNI = 0 | FMA = 1 | NEON = 0 | "
+            "ARM_FMA = 0 | F16C = 1 | FP16_VA = 0 | WASM_SIMD = 0 | BLAS = 0 | SSE3 = 1 | SSSE3 = 0 | VSX = 0 |")
+    for backend in ("cuda", "rocm"):
+        assert diagnose(info, backend=backend).kind == "gpu-unused"
+    # look-alikes: a CPU build says the same with nothing wrong; a CUDA build that has it says 1
+    assert diagnose(info, backend="cpu").kind != "gpu-unused"
+    assert diagnose(info.replace("BLAS = 0", "BLAS = 1"), backend="cuda").kind != "gpu-unused"
+    # ... and llamafile prints it before linking its GPU module, which then runs the model
+    assert diagnose(info, "link_cuda_dso: GPU support loaded", backend="cuda").kind != "gpu-unused"
+    # order: a failure the log states decides over the CPU run
+    assert diagnose(info, "llama_model_load: error loading model: unknown model architecture: 'qwen9'",
+                    exit_code=1, backend="cuda").kind == "bad-model"

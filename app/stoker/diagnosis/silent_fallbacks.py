@@ -78,6 +78,15 @@ def lacks_the_gpus_architecture(line: str) -> bool:
 
 
 _SYSTEM_INFO_CPU_ONLY = re.compile(r"system[ _]info\W.{0,80}\bCPU : ")
+# The system-info line before the backend registry (llama.cpp 2023 to late 2024, llama_print_system_info:
+# `AVX = 1 | AVX2 = 1 | … | BLAS = 0 | …`): ggml_cpu_has_blas() was 1 in every CUDA and HIP build
+# (GGML_USE_CUBLAS, later GGML_USE_CUDA, which HIP builds define too), so `BLAS = 0` there means the
+# library that loaded was built without the GPU (llama-cpp-python installed without its CMAKE_ARGS
+# reaching the build: llama-cpp-python#1315, private-gpt#1405). llamafile links its GPU module at run
+# time, after the main binary printed that line, so its logs are not read this way.
+_OLD_SYSTEM_INFO_NO_BLAS = re.compile(r"\bAVX2? = [01] \|.*\| BLAS = 0 \|")
+_LLAMAFILE_GPU_MODULE = re.compile(r"link_cuda_dso|import_cuda_impl|ggml_cuda_link|GPU support loaded"
+                                   r"|building ggml-(cuda|rocm) with")
 # ggml-backend-reg.cpp (b11434) load_backend: `loaded <reg name> backend from <path>` for each
 # backend library that loaded; ggml_backend_load_all tries the GPU backends before the CPU's.
 _LOADED_BACKEND = re.compile(r"load_backend: loaded (\w+) backend from ")
@@ -150,6 +159,9 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         # backend library never loaded (Ollama's CUDA folder missing, ollama#9517)
         if backend in ("cuda", "rocm") and _SYSTEM_INFO_CPU_ONLY.search(line) \
                 and not re.search(r"\b(CUDA|ROCm) :", line):
+            return line
+        if backend in ("cuda", "rocm") and _OLD_SYSTEM_INFO_NO_BLAS.search(line) \
+                and not any(_LLAMAFILE_GPU_MODULE.search(other) for other in lines):
             return line
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
