@@ -2837,3 +2837,63 @@ def test_the_old_system_info_without_blas_on_a_cuda_build_is_the_gpu_unused():
     # order: a failure the log states decides over the CPU run
     assert diagnose(info, "llama_model_load: error loading model: unknown model architecture: 'qwen9'",
                     exit_code=1, backend="cuda").kind == "bad-model"
+
+
+# ---- widened after batch 50 (spent): Ollama without the GPU runners for the GPU it found, and a
+# second OpenMP runtime in the process
+
+OLLAMA_CUDA_FOUND = ('time=2025-01-16T20:58:45.451+08:00 level=INFO source=types.go:131 msg="inference compute" '
+                     'id=GPU-1c62 library=cuda variant=v12 compute=8.9 driver=12.4 name="NVIDIA GeForce RTX 4090" '
+                     'total="23.6 GiB" available="21.6 GiB"')
+
+
+def test_ollama_without_runners_for_the_gpu_it_found_leaves_the_gpu_unused():
+    runners = ('time=2025-01-16T20:58:45.361+08:00 level=INFO source=routes.go:1267 '
+               'msg="Dynamic LLM libraries" runners=[cpu]')
+    assert diagnose(runners, OLLAMA_CUDA_FOUND).kind == "gpu-unused"
+    empty = ('time=2025-03-18T11:15:57.676+09:00 level=DEBUG source=memory.go:108 msg=evaluating library=cuda '
+             'gpu_count=1 available="[23.4 GiB]"',
+             'time=2025-03-18T11:15:57.784+09:00 level=DEBUG source=server.go:259 msg="compatible gpu libraries" '
+             'compatible=[]')
+    assert diagnose(*empty).kind == "gpu-unused"
+    # look-alikes: the runner of the GPU's family is there; and a machine with no GPU found lists
+    # no GPU library with nothing wrong
+    with_cuda = runners.replace("runners=[cpu]", 'runners="[cpu cpu_avx cpu_avx2 cuda_v12]"')
+    assert diagnose(with_cuda, OLLAMA_CUDA_FOUND).kind != "gpu-unused"
+    assert diagnose(runners).kind != "gpu-unused"
+    assert diagnose(empty[1]).kind != "gpu-unused"
+    # order: a failure the log states decides over the CPU run
+    assert diagnose(runners, OLLAMA_CUDA_FOUND, "Error: llama runner process has terminated: error loading model: "
+                    "unknown model architecture: 'qwen9'").kind == "bad-model"
+
+
+def test_a_second_openmp_runtime_in_the_process_is_another_programs_library():
+    line = ("OMP: Error #15: Initializing libomp140.x86_64.dll, but found libiomp5md.dll already initialized.")
+    inc = diagnose(line, "Fatal Python error: Aborted", signal="SIGABRT", os="windows")
+    assert inc.kind == "stale-library" and "OpenMP" in inc.title
+    # look-alike: OpenMP's hint about its threads is no clash
+    assert diagnose("OMP: Info #276: omp_set_nested routine deprecated, please use "
+                    "omp_set_max_active_levels instead.").kind != "stale-library"
+    # order: a build the CPU cannot run is the cause whatever was loaded beside it
+    assert diagnose(line, "Exception 0xc000001d 0x0 0x0 0x7ff6", os="windows").kind == "illegal-instruction"
+    # ... and the clash is the cause of the abort after it
+    assert diagnose(line, "GGML_ASSERT(ctx) failed", signal="SIGABRT", os="windows").kind == "stale-library"
+
+
+def test_a_load_the_client_left_is_open_between_its_timeout_and_a_cancel():
+    # written when spending batch 50 left `stopped` under the training floor: ollama#7408 (a Ctrl-C
+    # five seconds in) prints what ollama#8006 (a client's 90 s timeout) printed
+    left = ('level=WARN source=server.go:594 msg="client connection closed before server finished loading, '
+            'aborting load"',
+            'level=ERROR source=sched.go:455 msg="error loading llama server" error="timed out waiting for '
+            'llama runner to start: context canceled"')
+    inc = diagnose(*left)
+    assert inc.kind == "unknown" and set(inc.candidates) == {"startup-timeout", "stopped"}
+    assert inc.rule == "client-left-the-load" and "timeout" in inc.advice
+    # look-alike: Ollama's own wait running out is the startup timeout
+    assert diagnose('level=ERROR source=sched.go:455 msg="error loading llama server" error="timed out '
+                    'waiting for llama runner to start - progress 0.00 - "').kind == "startup-timeout"
+    # order: memory that ran out during the load is the cause, whoever left after it
+    assert diagnose('level=ERROR source=server.go:438 msg="llama runner terminated" error="signal: killed"',
+                    "Out of memory: Killed process 4242 (ollama_llama_se) total-vm:52000000kB", *left).kind \
+        == "host-oom"

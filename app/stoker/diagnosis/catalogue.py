@@ -289,6 +289,17 @@ _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
    # the exit says SIGABRT
    r"^#\s+SIGILL \(0x4\) at pc=")
 
+# The LLVM/Intel OpenMP runtime (kmp_runtime.cpp __kmp_check_mic_type … `OMP: Error #15:
+# Initializing %s, but found %s already initialized.`): a second OpenMP runtime was loaded into a
+# process that already had one (Intel's libiomp5md.dll from PyTorch or numpy's MKL beside the
+# engine's libomp140, JamePeng/llama-cpp-python#163), and the runtime aborts. Another program's
+# library is what breaks the engine's, so stale-library ("wrong DLL loaded").
+_e("omp.duplicate-runtime", "stale-library", 72, _S,
+   "LLVM/Intel OpenMP runtime (`OMP: Error #15: Initializing %s, but found %s already initialized.`)",
+   "two OpenMP runtimes were loaded into one process: another program's library clashes with the "
+   "engine's",
+   r"OMP: Error #15: Initializing \S+, but found \S+ already initialized")
+
 # The Windows loader's ERROR_DLL_INIT_FAILED (1114; Python's ctypes says `[WinError 1114]`, node's
 # process.dlopen and LoadLibrary callers its text): the library's own initializers failed while it
 # loaded. A llama.cpp library has no DllMain of its own; what runs then is the C++ static

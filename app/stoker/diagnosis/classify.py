@@ -602,8 +602,9 @@ def _stale_library_words(kind: str, report: ExitReport, unsure: str | None) -> t
         advice = ("Remove or move the older copy (often in /usr/local/lib or a directory on "
                   "LD_LIBRARY_PATH; `ldd llama-server` shows which file is loaded), or keep "
                   "the build's own libraries next to the binary.")
-    return ("The engine could not start because it loaded a shared library from another "
-            "llama.cpp build, which lacks a symbol this build needs."), advice
+    return ("The engine could not start because a library from another llama.cpp build or another program was "
+            "loaded in place of its own (an older libllama or ggml, a same-named DLL found first) or "
+            "clashes with it (a second OpenMP runtime: `OMP: Error #15`)."), advice
 
 
 def _drafter_failure_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
@@ -880,6 +881,10 @@ _HIP_VMM_OOM = re.compile(r"HipVMM Failure: (out of memory|hipErrorOutOfMemory)\
 _LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly loaded\.", re.IGNORECASE)
 # What to do when a line is left open between two kinds and each wants another remedy.
 _OPEN_ADVICE = {
+    "client-left-the-load": (
+        "Let the first request wait for the load (a cold start of a large model takes minutes): "
+        "raise the client's timeout, or load the model before the app asks, and do not cancel "
+        "while it loads."),
     "model-path-is-the-alias-default": (
         "Install the bindings and their native llama library from one build (rebuild both, and remove "
         "older copies of the library from the program's folder and the PATH), then check that the "
@@ -990,6 +995,14 @@ _CUDA_UNKNOWN_ERROR = re.compile(r"CUDA error:? 999\b|\bcudaErrorUnknown\b|\bCUD
 # java-llama.cpp#12), or when that program passed none; the file is not what failed.
 _MODEL_PATH_IS_THE_ALIAS_DEFAULT = re.compile(r"failed to (open|load model) '?unknown'?(:|\s|$)")
 
+# Ollama's load abandoned because the request's context ended (llm/server.go WaitUntilRunning:
+# `client connection closed before server finished loading, aborting load`, and the scheduler's
+# `timed out waiting for llama runner to start: context canceled`): the engine did not time out, the
+# client left. A client's own timeout (ollama#8006: 90 s; magic-lists-for-navidrome#34: 15 s) and a
+# person pressing Ctrl-C (ollama#7408: 5 s) print the same lines.
+_CLIENT_LEFT_THE_LOAD = re.compile(r"client connection closed before server finished loading"
+                                   r"|timed out waiting for llama runner to start: context canceled")
+
 # The Metal compiler's error on ggml's embedded source (catalogue metal.source-rejected): a macOS too
 # old for a feature the shaders use, or shaders this newer compiler rejects.
 _METAL_SOURCE_ERROR = entry("metal.source-rejected").pattern
@@ -1007,6 +1020,11 @@ _OPEN_BY_LINE = (
               "The engine could not listen ({line}) on a host address that is neither loopback nor all "
               "addresses: the port may be taken, or this machine may not have that address (check "
               "--host); the engine does not say which, and Stoker does not guess.", "bind-on-another-host"),
+    _OpenLine("startup-timeout", _CLIENT_LEFT_THE_LOAD, ("startup-timeout", "stopped"),
+              "The client closed its connection before the model finished loading ({line}), and the "
+              "load was abandoned: the client's own time limit ran out, or a person cancelled the "
+              "request; the log does not say which, and Stoker does not guess.",
+              "client-left-the-load"),
     _OpenLine("bad-model", _MODEL_PATH_IS_THE_ALIAS_DEFAULT, ("stale-library", "bad-argument"),
               "The engine was handed `unknown` as the model path ({line}): llama.cpp's default model "
               "alias, not a file. The program calling the engine and its llama library may be from two "

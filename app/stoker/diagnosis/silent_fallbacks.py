@@ -167,6 +167,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         if m and (plan_wanted_gpu or gpu_build):
             return line
     return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
+            or _ollama_without_its_gpu_runners(lines)
             or _llamasharp_loaded_its_cpu_build(lines) or _weights_left_on_the_host(lines)
             or _gpu_backend_never_loaded(lines, backend))
 
@@ -236,6 +237,35 @@ def _ollama_runner_without_its_gpu(lines: Iterable[str]) -> str | None:
             if gpu not in backends:
                 return (f"Ollama planned {planned[1]} layers on {gpu}, but its runner loaded only "
                         f"{', '.join(backends)}: {line}")
+    return None
+
+
+# Ollama 0.3 to 0.5 logs the runners it carries at start (server/routes.go, runners/common.go:
+# `msg="Dynamic LLM libraries" runners=[cpu cpu_avx2 cuda_v12 …]`), and 0.5.13 to 0.6 the GPU
+# libraries of the GPU's family it found in lib/ollama before starting a runner (llm/server.go:
+# `msg="compatible gpu libraries" compatible=[cuda_v12 …]`). A GPU it detected and planned for
+# (`msg="inference compute" … library=cuda`, memory.go's `msg=evaluating library=cuda`) with no
+# runner or library of that family there runs on the CPU: the GPU payload is missing (an install
+# that lost lib/ollama, ollama#9842; a build without its GPU runners, ollama#8467).
+_OLLAMA_GPU_FAMILY = re.compile(r"msg=\"?(?:inference compute\"?|evaluating)\b.*\blibrary=(cuda|rocm|vulkan)\b")
+_OLLAMA_RUNNER_LIST = re.compile(r"msg=\"?(?:Dynamic LLM libraries\"?\s+runners"
+                                 r"|compatible gpu libraries\"?\s+compatible)=\"?\[([^\]]*)\]")
+
+
+def _ollama_without_its_gpu_runners(lines: Iterable[str]) -> str | None:
+    family: str | None = None
+    listed: list[tuple[str, tuple[str, ...]]] = []
+    for raw in lines:
+        line = strip_log_prefix(raw).strip()
+        if (m := _OLLAMA_GPU_FAMILY.search(line)) is not None:
+            family = m.group(1)
+        if (r := _OLLAMA_RUNNER_LIST.search(line)) is not None:
+            listed.append((line, tuple(r.group(1).split())))
+    if family is None:
+        return None
+    for line, names in listed:
+        if not any(name.split("_", 1)[0] == family for name in names):
+            return line
     return None
 
 
