@@ -2897,3 +2897,17 @@ def test_a_load_the_client_left_is_open_between_its_timeout_and_a_cancel():
     assert diagnose('level=ERROR source=server.go:438 msg="llama runner terminated" error="signal: killed"',
                     "Out of memory: Killed process 4242 (ollama_llama_se) total-vm:52000000kB", *left).kind \
         == "host-oom"
+
+
+def test_an_entry_with_words_of_its_own_says_them_and_the_kind_stands():
+    folder = diagnose("LLama.Exceptions.RuntimeError: Failed to load model /Users/t/models/llama-2-70b-chat/.")
+    assert folder.kind == "bad-model" and "folder" in folder.title and ".gguf" in folder.advice
+    dll = diagnose("OSError: [WinError 1114] A dynamic link library (DLL) initialization routine failed",
+                   os="windows")
+    assert dll.kind == "illegal-instruction" and "loader" in dll.title and "AVX2" in dll.advice
+    # the kind's own words stay for the kind's other lines
+    sigill = diagnose("Exception 0xc000001d 0x0 0x0 0x7ff6", os="windows")
+    assert sigill.kind == "illegal-instruction" and "loader" not in sigill.title
+    # and an entry that did not decide lends no words: the allocation before the folder's load decides
+    oom = diagnose(CUDA_OOM, "LLama.Exceptions.RuntimeError: Failed to load model /m/dir/.", backend="cuda")
+    assert oom.kind == "cuda-oom" and "folder" not in oom.title

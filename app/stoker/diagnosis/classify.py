@@ -522,6 +522,36 @@ _FIXED_WORDS: dict[str, tuple[str, str]] = {
 }
 
 
+# Words for a deciding line whose catalogue entry says more than its kind's words (title, advice):
+# read when that entry decided and the kind stands. They change what a person reads, not the kind.
+_ENTRY_WORDS: dict[str, tuple[str, str]] = {
+    "model.path-is-folder": (
+        "The model path names a folder, not a model file: no engine loads a folder.",
+        "Point the model path at the .gguf file inside it; a download of another format (a "
+        "PyTorch or safetensors checkpoint) needs a GGUF build of the model, or converting."),
+    "win.dll-init-failed": (
+        "Windows could not start the engine library: its start-up code failed inside the loader, "
+        "most often because the build uses instructions (AVX, AVX2) this CPU lacks or has switched "
+        "off.",
+        "Use a build made for this CPU (`stoker setup` compiles one here; in koboldcpp, --failsafe or "
+        "its _oldcpu build), or turn AVX2 back on in the BIOS if it was switched off."),
+    "omp.duplicate-runtime": (
+        "Two OpenMP runtimes were loaded into one process: another program's library (Intel's "
+        "libiomp5md from PyTorch or MKL) clashes with the engine's.",
+        "Run the engine in a process of its own, or load it before the library that brings the "
+        "other OpenMP runtime; KMP_DUPLICATE_LIB_OK=TRUE only hides the check and may give wrong "
+        "results."),
+}
+
+
+def _entry_words(match: _Match | None, kind: str, unsure: str | None) -> tuple[str, str] | None:
+    """The deciding entry's own words, when it decided this kind with nothing left unsure."""
+    winner = match.verdict.winner if match is not None else None
+    if winner is None or unsure is not None or winner.kind != kind:
+        return None
+    return _ENTRY_WORDS.get(winner.entry.name)
+
+
 def _when(report: ExitReport) -> str:
     return "while loading the model" if report.phase == "starting" else "while serving"
 
@@ -603,8 +633,7 @@ def _stale_library_words(kind: str, report: ExitReport, unsure: str | None) -> t
                   "LD_LIBRARY_PATH; `ldd llama-server` shows which file is loaded), or keep "
                   "the build's own libraries next to the binary.")
     return ("The engine could not start because a library from another llama.cpp build or another program was "
-            "loaded in place of its own (an older libllama or ggml, a same-named DLL found first) or "
-            "clashes with it (a second OpenMP runtime: `OMP: Error #15`)."), advice
+            "loaded in place of its own (an older libllama or ggml, or a same-named DLL found first)."), advice
 
 
 def _drafter_failure_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
@@ -789,7 +818,7 @@ def classify_exit(report: ExitReport) -> Incident:
                                                      exit_text)
 
     kind, unsure, rule, evidence = _host_by_the_estimate(kind, unsure, rule, evidence, tail)
-    title, advice = _words(kind, report, unsure)
+    title, advice = _entry_words(match, kind, unsure) or _words(kind, report, unsure)
     candidates: tuple[str, ...] = ()
     open_pair = _left_open(kind, unsure, evidence)
     if open_pair is not None:
