@@ -79,10 +79,12 @@ def lacks_the_gpus_architecture(line: str) -> bool:
 
 _SYSTEM_INFO_CPU_ONLY = re.compile(r"system[ _]info\W.{0,80}\bCPU : ")
 # The system-info line before the backend registry (llama.cpp 2023 to late 2024, llama_print_system_info:
-# `AVX = 1 | AVX2 = 1 | … | BLAS = 0 | …`): ggml_cpu_has_blas() was 1 in every CUDA and HIP build
-# (GGML_USE_CUBLAS, later GGML_USE_CUDA, which HIP builds define too), so `BLAS = 0` there means the
-# library that loaded was built without the GPU (llama-cpp-python installed without its CMAKE_ARGS
-# reaching the build: llama-cpp-python#1315, private-gpt#1405). llamafile links its GPU module at run
+# `AVX = 1 | AVX2 = 1 | … | BLAS = 0 | …`): ggml_cpu_has_blas() counted the GPU BLAS backends
+# (GGML_USE_CUBLAS, later GGML_USE_CUDA, which HIP builds define too; CLBlast, Vulkan, SYCL), and every
+# CUDA build's line in the wild corpus says `BLAS = 1` (WasmEdge-WASINN-examples#57, tabby#3438), so
+# on a CUDA or ROCm build `BLAS = 0` means the library that loaded was built without the GPU
+# (llama-cpp-python installed without its CMAKE_ARGS reaching the build: llama-cpp-python#1315,
+# private-gpt#1405). llamafile links its GPU module at run
 # time, after the main binary printed that line, so its logs are not read this way.
 _OLD_SYSTEM_INFO_NO_BLAS = re.compile(r"\bAVX2? = [01] \|.*\| BLAS = 0 \|")
 _LLAMAFILE_GPU_MODULE = re.compile(r"link_cuda_dso|import_cuda_impl|ggml_cuda_link|GPU support loaded"
