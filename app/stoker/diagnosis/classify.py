@@ -1001,11 +1001,11 @@ class _OpenLine:
 # (EADDRNOTAVAIL: a mistyped --host, 127.0.0.0 on macOS, a LAN address since changed) end the same
 # way. On loopback or the wildcard the address is this machine's, so the port is the reading;
 # on any other host it is left open (ramalama#876: --host 127.0.0.0).
+_LOOPBACK_OR_ANY = r"(?:127\.0\.0\.1|localhost|0\.0\.0\.0|::1?|\[::1?\])"
 _BIND_ON_OTHER_HOST = re.compile(
-    r"couldn't bind (HTTP server|to server) socket, hostname: (?!(?:127\.0\.0\.1|localhost|0\.0\.0\.0|::1?"
-    r"|\[::1?\])(?:,|\s|$))\S+"
+    rf"couldn't bind (HTTP server|to server) socket, hostname: (?!{_LOOPBACK_OR_ANY}(?:,|\s|$))\S+"
     # ... and Lemonade's wording, `Failed to bind IPv4 HTTP server to <host>:<port>`
-    r"|Failed to bind (?:IPv4 |IPv6 )?HTTP server to (?!(?:127\.0\.0\.1|localhost|0\.0\.0\.0|\[?::1?\]?):\d)\S+")
+    rf"|Failed to bind (?:IPv4 |IPv6 )?HTTP server to (?!{_LOOPBACK_OR_ANY}:\d)\S+")
 
 # A GPU code object that would not load (catalogue gpu.invalid-kernel-image): a build for another
 # gfx, or broken code objects or a runtime fault on a supported GPU; the log does not say which.

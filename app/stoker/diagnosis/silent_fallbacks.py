@@ -84,11 +84,9 @@ _SYSTEM_INFO_CPU_ONLY = re.compile(r"system[ _]info\W.{0,80}\bCPU : ")
 # CUDA build's line in the wild corpus says `BLAS = 1` (WasmEdge-WASINN-examples#57, tabby#3438), so
 # on a CUDA or ROCm build `BLAS = 0` means the library that loaded was built without the GPU
 # (llama-cpp-python installed without its CMAKE_ARGS reaching the build: llama-cpp-python#1315,
-# private-gpt#1405). llamafile links its GPU module at run
-# time, after the main binary printed that line, so its logs are not read this way.
+# private-gpt#1405). llamafile links its GPU module at run time, after the main binary printed that
+# line, so its logs (_LLAMAFILE_GPU_MODULE, with the llamafile checks below) are not read this way.
 _OLD_SYSTEM_INFO_NO_BLAS = re.compile(r"\bAVX2? = [01] \|.*\| BLAS = 0 \|")
-_LLAMAFILE_GPU_MODULE = re.compile(r"link_cuda_dso|import_cuda_impl|ggml_cuda_link|GPU support loaded"
-                                   r"|building ggml-(cuda|rocm) with")
 # ggml-backend-reg.cpp (b11434) load_backend: `loaded <reg name> backend from <path>` for each
 # backend library that loaded; ggml_backend_load_all tries the GPU backends before the CPU's.
 _LOADED_BACKEND = re.compile(r"load_backend: loaded (\w+) backend from ")
@@ -122,6 +120,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
     """
     lines = tuple(lines)  # read again below by the checks that follow a sequence of lines
     gpu_build = backend in GPU_BACKENDS
+    llamafile = any(_LLAMAFILE_GPU_MODULE.search(raw) for raw in lines)
     for raw in lines:
         line = strip_log_prefix(raw)
         # layers were asked of a build that has no GPU code at all; the last wording is common/arg.cpp's
@@ -162,8 +161,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         if backend in ("cuda", "rocm") and _SYSTEM_INFO_CPU_ONLY.search(line) \
                 and not re.search(r"\b(CUDA|ROCm) :", line):
             return line
-        if backend in ("cuda", "rocm") and _OLD_SYSTEM_INFO_NO_BLAS.search(line) \
-                and not any(_LLAMAFILE_GPU_MODULE.search(other) for other in lines):
+        if backend in ("cuda", "rocm") and _OLD_SYSTEM_INFO_NO_BLAS.search(line) and not llamafile:
             return line
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
@@ -179,6 +177,9 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
 # ends `<compiler>: returned nonzero exit status`; once it links one it says `GPU support
 # loaded`. A last attempt that failed, with nothing linked after it, leaves the CPU.
 _LLAMAFILE_BUILD = re.compile(r"building ggml-(cuda|rocm) with (nvcc|hipcc|amdclang\+\+|clang\+\+)")
+# Any line of llamafile's GPU-module code path: linking a prepared module, or building one.
+_LLAMAFILE_GPU_MODULE = re.compile(rf"link_cuda_dso|import_cuda_impl|ggml_cuda_link|GPU support loaded"
+                                   rf"|{_LLAMAFILE_BUILD.pattern}")
 _LLAMAFILE_BUILD_FAILED = re.compile(r"(nvcc|hipcc|clang\+\+)(\.exe)?: returned nonzero exit status")
 
 
