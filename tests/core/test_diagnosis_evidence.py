@@ -2911,3 +2911,56 @@ def test_an_entry_with_words_of_its_own_says_them_and_the_kind_stands():
     # and an entry that did not decide lends no words: the allocation before the folder's load decides
     oom = diagnose(CUDA_OOM, "LLama.Exceptions.RuntimeError: Failed to load model /m/dir/.", backend="cuda")
     assert oom.kind == "cuda-oom" and "folder" not in oom.title
+
+
+def test_a_backend_without_the_ops_kernel_is_the_abort_even_quoted_without_its_place():
+    # spending batches 51 and 52: buun-llama-cpp#97 quotes the scheduler's GGML_ABORT after its
+    # own `error msg:`, without the `ggml-backend.cpp:NNN:` the abort prints
+    line = ("error msg: pre-allocated tensor (cache_k_l3 (view)) in a buffer (Vulkan0) that cannot run "
+            "the operation (SET_ROWS)")
+    assert diagnose(line, backend="vulkan").kind == "assertion-failed"
+    # look-alike: koboldcpp prints the same words as a warning it carries on past
+    assert diagnose("Caution: pre-allocated tensor (cache_k_l0 (view) (view)) in a buffer (CPU) that "
+                    "cannot run the operation (ROPE)").kind == "unknown"
+    # order: the device's memory running out first is the cause, not the abort after it
+    assert diagnose("ggml_vulkan: Device memory allocation of size 2147483648 failed.", line,
+                    backend="vulkan").kind == "vulkan-oom"
+
+
+@pytest.mark.parametrize("line", [
+    "由于找不到 libcrypto-3-x64.dll，无法继续执行代码。重新安装程序可能会解决此问题。",
+    "由于找不到packet.dll无法继续执行代码，重新安装程序可能会解决此问题。",
+    "ggml-cuda.dll が見つからないため、コードの実行を続行できません。",
+    "Die Ausführung des Codes kann nicht fortgesetzt werden, da ggml-vulkan.dll nicht gefunden wurde.",
+    "a execução de código não pode continuar porque MSVCR110.DLL não foi encontrada",
+    "The program can't start because cublas64_12.dll is missing from your computer. Try reinstalling "
+    "the program to fix this problem.",
+])
+def test_windows_missing_dll_dialog_in_any_language_is_the_missing_library(line):
+    # spending batches 51 and 52: llama-cpp-turboquant#106's dialog in Chinese
+    inc = diagnose(line, os="windows")
+    assert inc.kind == "missing-library"
+
+
+def test_the_missing_dll_dialog_is_the_cause_of_the_crash_code_after_it():
+    line = "由于找不到 libssl-3-x64.dll，无法继续执行代码。重新安装程序可能会解决此问题。"
+    # look-alike: a dialog about a DLL the program found but could not use is not this
+    assert diagnose("无法定位程序输入点 ggml_backend_load 于动态链接库 llama.dll 上。",
+                    os="windows").kind != "missing-library"
+    # order: the missing DLL, not the access violation the wrapper reports after it
+    assert diagnose(line, "Exception 0xc0000005 0x0 0x0 0x7ff6", exit_code=0xC0000005,
+                    os="windows").kind == "missing-library"
+
+
+def test_a_program_whose_elf_loader_is_absent_is_the_missing_library():
+    # spending batches 51 and 52: ollama#7076, a glibc build on Void Linux
+    line = "bash: /usr/local/bin/ollama: cannot execute: required file not found"
+    inc = diagnose(line)
+    assert inc.kind == "missing-library" and "glibc" in inc.title
+    assert diagnose("bash: ./llama-server: /lib/ld-linux.so.2: bad ELF interpreter: No such file or "
+                    "directory").kind == "missing-library"
+    # look-alike: a script's #! line (often a Windows line ending) is not a missing library
+    assert diagnose("bash: ./start.sh: cannot execute: required file not found").kind != "missing-library"
+    # order: a named library's version too new for the system outranks the loader words
+    assert diagnose(line, "/usr/local/bin/ollama: /lib64/libc.so.6: version `GLIBC_2.34' not found "
+                    "(required by /usr/local/bin/ollama)").kind == "system-too-old"

@@ -778,6 +778,13 @@ _e("ld.missing", "missing-library", 75, _D,
    r"error while loading shared libraries", r"cannot open shared object file",
    r"dyld(\[\d+\])?: Library not loaded", r"The code execution cannot proceed because .*\.dll",
    r"\.dll was not found", r"Could not find module .*\.dll", r"\[WinError 126\]",
+   # the same STATUS_DLL_NOT_FOUND dialog in the system's language (Windows 8 on; the names as
+   # users paste them: Chinese, Japanese, German, Portuguese), and Windows 7's older wording
+   r"由于找不到\s*\S+?\.dll\s*[，,]?\s*无法继续执行代码",
+   r"\S+\.dll\s*が見つからないため、コードの実行を続行できません",
+   r"Ausführung des Codes kann nicht fortgesetzt werden, da \S+\.dll nicht gefunden wurde",
+   r"execução de código não pode continuar porque \S+\.dll não foi encontrad",
+   r"The program can't start because \S+\.dll is missing from your computer",
    r"The specified module could not be found", r"dyld(\[\d+\])?: image not found", r"Library not loaded: @rpath",
    r"LoadLibrary\w* failed (with error|:)\s*126\b", r"\bERROR_MOD_NOT_FOUND\b",
    r"STATUS_DLL_NOT_FOUND", r"STATUS_DLL_INIT_FAILED", r"\b0xc0000135\b", r"\b0xc0000142\b",
@@ -819,6 +826,18 @@ _e("ld.missing", "missing-library", 75, _D,
    # installed`): the program the wrapper launches is not on disk (unsloth#8184: an antivirus
    # had removed it)
    r"\(llama-server\) is not installed", r"\bLlamaServerNotFoundError\b")
+# A program whose ELF interpreter (its PT_INTERP, glibc's /lib64/ld-linux-x86-64.so.2) is absent:
+# execve fails with ENOENT on a file that exists. bash 5.2 (execute_cmd.c) says `cannot execute:
+# required file not found`; older shells and kernels `bad ELF interpreter: No such file or
+# directory`. A glibc build on a musl system (Alpine, Void musl) or a 32-bit loader not installed.
+# A script (`.sh`, `.py`) names its #! interpreter the same way, a line ending or a shell, not a
+# library, so a script's path is left out.
+_e("ld.interpreter-missing", "missing-library", 75, _D,
+   "bash 5.2 execute_cmd.c (`cannot execute: required file not found`); the kernel's ENOENT for a "
+   "missing PT_INTERP as older shells word it (`bad ELF interpreter: No such file or directory`)",
+   "the program's loader (its ELF interpreter) is not on this system",
+   r"(?<!\.sh)(?<!\.bash)(?<!\.py): cannot execute: required file not found",
+   r"bad ELF interpreter: No such file or directory")
 # .NET bindings (LLamaSharp, and any P/Invoke binding over libllama): the CLR's own exceptions.
 _e("dotnet.dll-not-found", "missing-library", 75, _D,
    "the .NET runtime's System.DllNotFoundException (`Unable to load DLL 'llama'` on .NET "
@@ -1446,6 +1465,11 @@ _e("abort.assert", "assertion-failed", 30, _S,
    # llama.cpp's own assert macro before GGML_ASSERT took over (llama-util.h, spring 2023:
    # `LLAMA_ASSERT: %s:%d: %s`), and whisper.cpp's twin in the bindings that bundle both
    r"\b(LLAMA|WHISPER)_ASSERT: \S+:\d+: ",
+   # ggml-backend.cpp ggml_backend_sched_backend_id_from_cur (b11434 line 1081, GGML_ABORT):
+   # a tensor placed in a buffer whose backend has no kernel for its op (a fork's cache type
+   # on Vulkan, llama.cpp#13684). Quoted without the `file:line:` the abort prints, it is still
+   # this abort; koboldcpp prints the same words as a warning it carries on past (`Caution: …`).
+   r"(?<!Caution: )pre-allocated tensor \(.+\) in a buffer \(.+\) that cannot run the operation \(\w+\)",
    # ggml.c ggml_new_object (2023 to b11434): the context's metadata pool, sized by the engine
    # for the graph it builds, is too small: a miscount in the engine, not the machine's memory
    # (the pool was allocated; an allocation that failed is `ctx->mem_buffer != NULL`)

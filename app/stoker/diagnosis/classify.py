@@ -535,6 +535,12 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "off.",
         "Use a build made for this CPU (`stoker setup` compiles one here; in koboldcpp, --failsafe or "
         "its _oldcpu build), or turn AVX2 back on in the BIOS if it was switched off."),
+    "ld.interpreter-missing": (
+        "The program could not start because its loader is missing: it was built for glibc, and "
+        "this system has no glibc loader (ld-linux) for it.",
+        "Use a build made for this system (`stoker setup` compiles llama-server here): a musl "
+        "system such as Alpine or Void musl has no glibc loader, and a 32-bit program needs the "
+        "32-bit one installed."),
     "omp.duplicate-runtime": (
         "Two OpenMP runtimes were loaded into one process: another program's library (Intel's "
         "libiomp5md from PyTorch or MKL) clashes with the engine's.",
