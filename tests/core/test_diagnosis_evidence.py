@@ -2964,3 +2964,49 @@ def test_a_program_whose_elf_loader_is_absent_is_the_missing_library():
     # order: a named library's version too new for the system outranks the loader words
     assert diagnose(line, "/usr/local/bin/ollama: /lib64/libc.so.6: version `GLIBC_2.34' not found "
                     "(required by /usr/local/bin/ollama)").kind == "system-too-old"
+
+
+def test_the_jvms_missing_dependency_of_a_native_library_is_the_missing_library():
+    # spending batches 53 and 54: kherud/java-llama.cpp#11, jllama.dll extracted but one of the DLLs
+    # it imports is not on the system
+    line = (r"C:\Users\admin\AppData\Local\Temp\05ca-jllama.dll: Can't find dependent libraries")
+    assert diagnose(line, os="windows").kind == "missing-library"
+    # look-alike: a DLL built for another architecture is found, not missing
+    assert diagnose(r"java.lang.UnsatisfiedLinkError: C:\tmp\jllama.dll: Can't load IA 32-bit .dll on a "
+                    "AMD 64-bit platform", os="windows").kind != "missing-library"
+    # order: the library that never loaded is the cause of the abort the binding reports after it
+    assert diagnose(line, "GGML_ASSERT(model) failed", os="windows").kind == "missing-library"
+
+
+_OLD_AND_NEW = (r"load_backend: loaded CUDA backend from D:\ai\ollama\lib\ollama\ggml-cuda.dll",
+                r"load_backend: loaded CUDA backend from D:\ai\ollama\lib\ollama\cuda_v12\ggml-cuda.dll")
+
+
+def test_one_backend_loaded_from_two_installs_is_the_stale_library():
+    # spending batches 53 and 54: ollama#11229, an update that left the old layout's ggml-cuda.dll
+    inc = diagnose("llama runner process has terminated: error:fault.", *_OLD_AND_NEW, os="windows")
+    assert inc.kind == "stale-library" and inc.rule == "one-backend-from-two-installs"
+    assert "twice" in inc.title and "lib/ollama" in inc.advice
+    assert classify.backend_loaded_twice_from_log([
+        "load_backend: loaded CUDA backend from /opt/x/lib/ggml-cuda.so",
+        "load_backend: loaded CUDA backend from /opt/x/lib/v12/ggml-cuda.so"])
+
+
+def test_sibling_variants_or_one_path_twice_are_not_two_installs():
+    # look-alikes: Ollama probes its cuda_v12 and cuda_v13 folders in turn; a runner restarted
+    # loads the same file again; two different backends share a folder
+    for lines in ((r"load_backend: loaded CUDA backend from C:\o\lib\ollama\cuda_v12\ggml-cuda.dll",
+                   r"load_backend: loaded CUDA backend from C:\o\lib\ollama\cuda_v13\ggml-cuda.dll"),
+                  (_OLD_AND_NEW[1], _OLD_AND_NEW[1]),
+                  (r"load_backend: loaded CPU backend from C:\o\lib\ollama\ggml-cpu-haswell.dll",
+                   r"load_backend: loaded CUDA backend from C:\o\lib\ollama\cuda_v12\ggml-cuda.dll")):
+        assert classify.backend_loaded_twice_from_log(lines) is None
+        assert diagnose("llama runner process has terminated: error:fault.", *lines,
+                        os="windows").kind != "stale-library"
+
+
+def test_two_installs_give_way_to_a_named_cause_and_outrank_the_wrappers_wait():
+    # order: a line that names its own cause decides; the wrapper's timeout after the crash does not
+    assert diagnose(*_OLD_AND_NEW, "CUDA error: out of memory", os="windows", backend="cuda").kind == "cuda-oom"
+    assert diagnose(*_OLD_AND_NEW, 'msg="error loading llama server" error="timed out waiting for llama '
+                    'runner to start - progress 0.00 - "', os="windows").kind == "stale-library"

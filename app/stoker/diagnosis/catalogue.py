@@ -778,6 +778,9 @@ _e("ld.missing", "missing-library", 75, _D,
    r"error while loading shared libraries", r"cannot open shared object file",
    r"dyld(\[\d+\])?: Library not loaded", r"The code execution cannot proceed because .*\.dll",
    r"\.dll was not found", r"Could not find module .*\.dll", r"\[WinError 126\]",
+   # the JDK's Windows library loader (linker_md.c, os_windows.cpp) for ERROR_MOD_NOT_FOUND on a
+   # DLL that exists: `<path>.dll: Can't find dependent libraries` (java-llama.cpp's jllama.dll)
+   r"Can't find dependent libraries",
    # the same STATUS_DLL_NOT_FOUND dialog in the system's language (Windows 8 on; the names as
    # users paste them: Chinese, Japanese, German, Portuguese), and Windows 7's older wording
    r"由于找不到\s*\S+?\.dll\s*[，,]?\s*无法继续执行代码",

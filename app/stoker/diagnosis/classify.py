@@ -380,6 +380,45 @@ def start_timeout_from_log(lines: Iterable[str]) -> str | None:
     return None
 
 
+# ggml-backend-reg.cpp's load_backend (2025 to b11434) logs each backend library it loads:
+# `load_backend: loaded CUDA backend from <path>`. One backend loaded from a folder and again from a
+# folder inside it is two installs of the engine in one search path: a wrapper's update that left
+# the previous layout's library beside the new one (Ollama's lib/ollama/ggml-cuda.dll from before the
+# cuda_v12 folder, ollama#11211, #11229). Two sibling folders (Ollama's cuda_v12 and cuda_v13, probed
+# one after the other) are variants of one install, not this.
+_LOADED_BACKEND = re.compile(r"load_backend: loaded (\w+) backend from (.+?)\s*$")
+_ONE_BACKEND_TWICE_RULE = "one-backend-from-two-installs"
+
+
+def _folder(path: str) -> str:
+    return re.split(r"[\\/](?=[^\\/]*$)", path.strip().strip("'\""))[0].replace("\\", "/").lower()
+
+
+_ONE_BACKEND_TWICE_WORDS = {_ONE_BACKEND_TWICE_RULE: (
+    "The engine loaded one GPU backend twice, from two installs: a library left from an earlier "
+    "install sits beside the new one and is loaded with it.",
+    "Remove the engine's library folder and install again (for Ollama: uninstall, delete the "
+    "lib/ollama folder that remains, then install), so one copy of each backend is left.")}
+
+
+def backend_loaded_twice_from_log(lines: Iterable[str]) -> str | None:
+    """The second `load_backend` line of one backend loaded from a folder and from a folder inside
+    it (a leftover install shadowing the right one), else None."""
+    folders: dict[str, list[str]] = {}
+    for raw in lines:
+        line = strip_log_prefix(raw).strip()
+        m = _LOADED_BACKEND.search(line)
+        if m is None:
+            continue
+        here = _folder(m.group(2))
+        seen = folders.setdefault(m.group(1).lower(), [])
+        if any(here != there and (here.startswith(there + "/") or there.startswith(here + "/"))
+               for there in seen):
+            return line
+        seen.append(here)
+    return None
+
+
 @dataclass(frozen=True)
 class _Match:
     kind: str
@@ -804,7 +843,11 @@ def classify_exit(report: ExitReport) -> Incident:
                     break
         if evidence is None and exit_line is not None and kind != "unknown":
             evidence = exit_line
-    if (report.phase == "starting" and not report.signalled_by_us
+    if kind in ("unknown", "startup-timeout") and (match is None or match.kind == "startup-timeout"):
+        twice = backend_loaded_twice_from_log(tail)
+        if twice is not None:  # a build fault: the wrapper's wait after it is not the cause
+            kind, evidence, rule, unsure = "stale-library", twice, _ONE_BACKEND_TWICE_RULE, None
+    if (report.phase == "starting" and not report.signalled_by_us and rule != _ONE_BACKEND_TWICE_RULE
             and (match is None or match.priority < 50) and kind not in OOM_KINDS):
         waited = start_timeout_from_log(tail)
         stop = next((strip_log_prefix(x) for x in tail if _WRAPPER_STOP.search(x)), None)
@@ -824,7 +867,8 @@ def classify_exit(report: ExitReport) -> Incident:
                                                      exit_text)
 
     kind, unsure, rule, evidence = _host_by_the_estimate(kind, unsure, rule, evidence, tail)
-    title, advice = _entry_words(match, kind, unsure) or _words(kind, report, unsure)
+    title, advice = (_entry_words(match, kind, unsure) or _ONE_BACKEND_TWICE_WORDS.get(rule or "")
+                     or _words(kind, report, unsure))
     candidates: tuple[str, ...] = ()
     open_pair = _left_open(kind, unsure, evidence)
     if open_pair is not None:
