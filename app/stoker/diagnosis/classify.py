@@ -395,7 +395,7 @@ def _folder(path: str) -> str:
 
 
 _ONE_BACKEND_TWICE_WORDS = {_ONE_BACKEND_TWICE_RULE: (
-    "The engine loaded one GPU backend twice, from two installs: a library left from an earlier "
+    "The engine loaded one of its backends twice, from two installs: a library left from an earlier "
     "install sits beside the new one and is loaded with it.",
     "Remove the engine's library folder and install again (for Ollama: uninstall, delete the "
     "lib/ollama folder that remains, then install), so one copy of each backend is left.")}
