@@ -541,7 +541,7 @@ def test_a_wrappers_guess_is_a_sign_only(line, candidate):
 
 
 # ---- the catalogue mined from the wrappers' and llama.cpp's sources before batch 14 ----
-# Each wording is one a source prints (README "Batch 14: the catalogue from the sources"),
+# Each wording is one a source prints (docs/diagnosis-batches.md, "Batch 14: the catalogue from the sources"),
 # none of them taken from a thread; the look-alikes below keep each one narrow.
 
 @pytest.mark.parametrize("line, backend, kind", [

@@ -192,7 +192,7 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # installs). Batch 55, gathered after that widening (announced in fe4326e) with the session's last
 # look-ups, is scored once at ba60b4c: under 15 logs, it stays unspent, to be pooled with the next
 # batch gathered at ba60b4c.
-# The README says how each was announced, gathered and scored.
+# docs/diagnosis-batches.md says how each was announced, gathered and scored.
 UNSPENT_BATCHES = frozenset({17, 55})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
