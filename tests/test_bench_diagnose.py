@@ -102,7 +102,10 @@ def test_the_headline_pools_the_unspent_batches_of_the_newest_freeze(monkeypatch
     monkeypatch.setattr(diagnose, "UNSPENT_BATCHES", frozenset({5, 7, 8}))
     assert headline_batches((1, 5, 6, 7, 8)) == (7, 8)  # 6 spent, 5 of another freeze
     monkeypatch.setattr(diagnose, "UNSPENT_BATCHES", frozenset({5, 7}))
-    assert headline_batches((1, 5, 6, 7, 8)) == (8,)  # the newest is spent: it stands alone, marked so
+    # the newest is spent: the pool of its freeze, the one its first score was taken on, marked so
+    assert headline_batches((1, 5, 6, 7, 8)) == (6, 7, 8)
+    monkeypatch.setattr(diagnose, "FRESH_BATCHES", {5: "aaa", 6: "bbb", 7: "ccc", 8: "ccc"})
+    assert headline_batches((1, 5, 6, 7, 8)) == (7, 8)  # 6 of another freeze stays out
     assert headline_batches((1, 2)) == (2,)  # not gathered against a freeze
     assert headline_batches(()) == ()
 

@@ -3010,3 +3010,55 @@ def test_two_installs_give_way_to_a_named_cause_and_outrank_the_wrappers_wait():
     assert diagnose(*_OLD_AND_NEW, "CUDA error: out of memory", os="windows", backend="cuda").kind == "cuda-oom"
     assert diagnose(*_OLD_AND_NEW, 'msg="error loading llama server" error="timed out waiting for llama '
                     'runner to start - progress 0.00 - "', os="windows").kind == "stale-library"
+
+
+# ---- widened after batches 55 and 56 (spent): llama_model_loader's refusals of a file's contents
+# where a wrapper printed the exception without llama.cpp's `error loading model:`, and Go's
+# missing-program error in its Windows words and inside a structured log's quotes
+
+@pytest.mark.parametrize("line", [
+    # spending batches 55 and 56: ollama#4193, Ollama 0.1.31's runner and a newer mixtral layout
+    "Error: exception create_tensor: tensor 'blk.0.ffn_gate.0.weight' not found",
+    "exception check_tensor_dims: tensor 'output_norm.weight' not found",
+    "what(): require_tensor_meta: tensor 'token_embd.weight' not found",
+    "exception corrupted model: 291 tensors expected but 290 found",
+    "exception invalid model: tensor 'blk.3.attn_q.weight' is duplicated",
+    "exception key qwen2.context_length has wrong type u64 but expected type u32",
+    "exception unknown tokenizer: 'gpt3'",
+    "exception cannot find tokenizer vocab in model file",
+    "exception invalid n_rot: 64, expected 128",
+])
+def test_the_loaders_refusal_of_a_files_contents_is_bad_model_without_its_prefix(line):
+    assert diagnose(line).kind == "bad-model"
+
+
+def test_a_missing_tensor_gives_way_to_the_memory_that_ran_out_before_it():
+    line = "Error: exception create_tensor: tensor 'blk.0.ffn_gate.0.weight' not found"
+    # look-alike: a LoRA adapter's tensor the base model lacks is the adapter's, not the model file's
+    assert diagnose("exception LoRA tensor 'blk.0.attn_q.weight' does not exist in base model").kind \
+        != "bad-model"
+    # order: the first failing allocation outranks the load error that follows it
+    assert diagnose("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "
+                    "cudaMalloc failed: out of memory", line, backend="cuda").kind == "cuda-oom"
+
+
+@pytest.mark.parametrize("line", [
+    # spending batches 55 and 56: ollama#3738, Ollama on Windows after the tmp cleaner took its runner
+    'time=2024-04-28T20:50:09.953+03:00 level=ERROR source=server.go:285 msg="unable to load any llama '
+    'server" error="error starting the external llama server: exec: \\"ollama_llama_server.exe\\": '
+    'executable file not found in %PATH% "',
+    'exec: "llama-server.exe": executable file not found in %PATH%',
+    # strconv.Quote doubles a Windows path's backslashes
+    r'exec: "C:\\llama\\llama-server.exe": file does not exist',
+])
+def test_gos_missing_program_on_windows_is_the_missing_library(line):
+    assert diagnose(line, os="windows").kind == "missing-library"
+
+
+def test_a_program_found_but_not_run_is_not_a_missing_program():
+    # look-alike: the program is there and the system refused to run it
+    assert diagnose('exec: "llama-server.exe": Access is denied.', os="windows").kind != "missing-library"
+    # order: the spawn failure is the cause of the wrapper's exit after it
+    assert diagnose('exec: "llama-server.exe": executable file not found in %PATH%',
+                    "Error: llama runner process has terminated: exit status 1", os="windows").kind \
+        == "missing-library"

@@ -194,9 +194,11 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # look-ups, is scored once at ba60b4c: under 15 logs, it stays unspent, to be pooled with the next
 # batch gathered at ba60b4c. Batch 56, gathered
 # at ba60b4c's rules (announced in de6a53a; no answer has changed since that freeze), is scored
-# once pooled with batch 55.
+# once pooled with batch 55 (7698a79: 18/24, precision 18/19), then both are spent by the widening
+# from their misses (llama_model_loader's refusals without `error loading model:`, Go's
+# missing-program error on Windows).
 # docs/diagnosis-batches.md says how each was announced, gathered and scored.
-UNSPENT_BATCHES = frozenset({17, 55, 56})
+UNSPENT_BATCHES = frozenset({17})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",
             "SIGKILL", "SIGSEGV", "SIGPIPE", "SIGTERM")
@@ -208,15 +210,19 @@ HEADLINE_MIN_LOGS = 15
 def _newest_pool(batches: tuple[int, ...]) -> tuple[int, ...]:
     newest = max(batches)
     frozen = FRESH_BATCHES.get(newest)
-    if frozen is None or newest not in UNSPENT_BATCHES:
+    if frozen is None:
         return (newest,)
+    if newest not in UNSPENT_BATCHES:
+        # spent: the pool its first score was taken on, every batch scored at that freeze
+        return tuple(b for b in batches if FRESH_BATCHES.get(b) == frozen)
     return tuple(b for b in batches if b in UNSPENT_BATCHES and FRESH_BATCHES.get(b) == frozen)
 
 
 def headline_batches(batches: tuple[int, ...], sizes: Mapping[int, int] | None = None) -> tuple[int, ...]:
     """The newest batch; when it is fresh and unspent, pooled with every other unspent batch
     gathered after the same freeze (the same rules scored each once): one small batch says
-    little per kind, and the pool is what was announced before batch 24 was gathered. With the
+    little per kind, and the pool is what was announced before batch 24 was gathered. Once it is
+    spent, the pool is every batch of its freeze, the pool its first score was taken on. With the
     batches' sizes, an unspent pool under HEADLINE_MIN_LOGS logs waits for the next batch at its
     freeze, as announced for each such batch, and the headline is the pool before it."""
     left = tuple(batches)

@@ -915,13 +915,18 @@ _e("dotnet.access-violation-in-native-call", "stale-library", 25, _W,
    r"\bat LLama\.Native\.\w+\.(llama|ggml|mtmd|llava|clip)_\w+\(")
 _e("exec.program-missing", "missing-library", 75, _S,
    "the launchers' own spawn errors: Go os/exec (`exec: \"llama-server\": executable file not "
-   "found in $PATH`, `fork/exec <path>: no such file or directory`: llama-swap "
+   "found in $PATH`, `%PATH%` on Windows, `file does not exist`, `fork/exec <path>: no such file or "
+   "directory`: llama-swap "
    "internal/process, Ollama llm/server.go), Node child_process (`spawn <path> ENOENT`: Jan, "
    "LM Studio's lms), Python subprocess (`[Errno 2] No such file or directory: '<llama-server>'`); "
    "in a container, catatonit and crun",
    "the program the wrapper launches is not there (or, for fork/exec, its ELF interpreter is "
    "not): the engine never ran",
-   r"exec: \"[^\"]+\": executable file not found in \$PATH", r"fork/exec \S+: no such file or directory",
+   # os/exec's ErrNotFound reads `$PATH` on Unix and `%PATH%` on Windows (lp_windows.go), and a
+   # named path that is not there is fs.ErrNotExist (`file does not exist`) there
+   # (Go's structured logs quote the error a second time: `exec: \"llama-server\": …`)
+   r"exec: \\?\"[^\"]+\": (executable file not found in (\$PATH|%PATH%)|file does not exist)",
+   r"fork/exec \S+: no such file or directory",
    r"\bspawn \S+ ENOENT\b", r"No such file or directory: '[^']*llama-server(\.exe)?'",
    # the shells, for llama.cpp's own programs only: zsh, bash, cmd.exe and PowerShell
    r"zsh: command not found: (\S*/)?llama-\w+", r"\bllama-[\w.]+: command not found",
@@ -1147,6 +1152,25 @@ _e("model.load", "bad-model", 60, _D,
    r"GGML files are no longer supported", r"tensor '[^']+' has wrong shape", r"wrong number of tensors",
    r"invalid model file", r"unexpectedly reached end of file", r"tensor data is not within",
    r"key not found in model:",
+   # src/llama-model-loader.cpp, b11434 (require_weight, require_tensor_meta, check_tensor_dims;
+   # create_tensor before them, 2024): a tensor the architecture needs is not in the file, written
+   # after the function's name. Wrappers that print only the exception's text drop llama.cpp's
+   # `error loading model:` before it (Ollama 0.1.x: `exception create_tensor: tensor '…' not found`).
+   r"\b(create_tensor|check_tensor_dims|require_tensor_meta|require_weight): tensor '[^']+' not found",
+   # the same loader's other refusals of a file's contents (b11434): its tensor count, a tensor
+   # twice, a key of the wrong type or length, a split set that does not add up
+   r"too many tensors created; expected \d+", r"corrupted model: \d+ tensors expected",
+   r"invalid model: tensor '[^']+' is duplicated", r"key \S+ has wrong (array length|type)",
+   r"has wrong array element type", r"expected scalar, found array for key",
+   r"array length \d+ for key \S+ exceeds max", r"missing key \S+ in GGUF split",
+   r"invalid split (count|file)", r"found tensors with invalid data",
+   # src/llama-vocab.cpp, b11434: a tokenizer the file names but this build does not know (a model
+   # newer than the engine), or a vocabulary the file lacks or states wrongly
+   r"unknown tokenizer: '", r"cannot find tokenizer (vocab|merges) in model file",
+   r"Index out of array bounds (for (scores|toktypes)|in (XCDA array|precompiled charsmap))",
+   r"Unterminated string in precompiled charsmap", r"precompiled_charsmap too small",
+   # src/llama-model.cpp, b11434: hyperparameters that contradict each other
+   r"invalid n_rot: \d+, expected \d+", r"model has expert layers but no expert layers are used",
    # every refusal of gguf.cpp's reader (b11434 `gguf_init_from_reader`, before it
    # `gguf_init_from_file_impl`; its `failed …` lines are read above): a header, key, tensor-info
    # or size field the file states wrongly (what a damaged, truncated or hand-edited file has),
