@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.diagnosis import catalogue, classify, silent_fallbacks
+from stoker.diagnosis import catalogue, classify, evidence, silent_fallbacks
 from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log
 from stoker.diagnosis.evidence import ORDER, LoadPlace, decide, draft_scoped, gather, rule_between
 from stoker.diagnosis.log_lines import strip_log_prefix
@@ -3062,3 +3062,99 @@ def test_a_program_found_but_not_run_is_not_a_missing_program():
     assert diagnose('exec: "llama-server.exe": executable file not found in %PATH%',
                     "Error: llama runner process has terminated: exit status 1", os="windows").kind \
         == "missing-library"
+
+
+# ---- widened after batch 57 (spent): an allocation no machine could grant, a tensor with no name,
+# Ollama's discovery answered by PhysX's ancient CUDA runtime, and Ollama's AMD probe
+
+_IMPOSSIBLE = "ggml_aligned_malloc: insufficient memory (attempted to allocate 2268047721628.89 MB)"
+_ITS_ASSERT = "GGML_ASSERT: /src/stable-diffusion.cpp/ggml/src/ggml.c:4467: ctx->mem_buffer != NULL"
+
+
+def test_an_allocation_beyond_any_address_space_is_a_miscount():
+    # spending batch 57: stable-diffusion.cpp#43, a commit that computed 2.2 EB for a context
+    inc = diagnose("[INFO]  stable-diffusion.cpp:3084 - running in eps-prediction mode", _IMPOSSIBLE, _ITS_ASSERT)
+    assert inc.kind == "assertion-failed" and "2268047721628.89" in inc.evidence
+    assert evidence.stated_bytes(_IMPOSSIBLE) > evidence.ADDRESSABLE_BYTES
+    assert evidence.stated_bytes("failed to allocate ROCm0 buffer of size 27188624053504") == 27188624053504
+    assert evidence.stated_bytes("failed to allocate CPU buffer") is None
+
+
+def test_a_request_larger_than_this_machine_is_still_memory():
+    # look-alikes: 25.9 TB asked of a GPU (an absurd image size) is far beyond the card, not beyond
+    # any machine; a real malloc failure's assert with no size before it stays the host's memory
+    assert diagnose("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 25929092.46 MiB on device 0: "
+                    "cudaMalloc failed: out of memory",
+                    "ggml_gallocr_reserve_n: failed to allocate ROCm0 buffer of size 27188624053504",
+                    backend="rocm").kind == "rocm-oom"
+    assert diagnose(_ITS_ASSERT).kind == "host-oom"
+    # order: the impossible request decides over the failed malloc's assert after it, and an assert
+    # far from it is not its echo
+    assert diagnose(_IMPOSSIBLE, _ITS_ASSERT).kind == "assertion-failed"
+    far = [_IMPOSSIBLE] + ["[INFO] step"] * 5 + [_ITS_ASSERT]
+    assert diagnose(*far).kind == "host-oom"
+
+
+def test_a_tensor_with_no_name_is_another_ggml_build():
+    # spending batch 57: llama-cpp-rs#731, whisper-rs's older ggml linked beside llama-cpp-rs's
+    inc = diagnose("llama_model_load_from_file_impl: using device Metal (Apple M2 Pro) - 10922 MiB free",
+                   "llama_model_load: error loading model: tensor '' not found in the model",
+                   "llama_model_load_from_file_impl: failed to load model", os="darwin")
+    assert inc.kind == "stale-library"
+    # look-alike: a named tensor the file lacks is the file's
+    assert diagnose("llama_model_load: error loading model: tensor 'output.weight' not found in the "
+                    "model").kind == "bad-model"
+    # order: the memory that ran out first still decides
+    assert diagnose("ggml_backend_metal_buffer_type_alloc_buffer: error: failed to allocate buffer, "
+                    "size = 4000.00 MiB", "llama_model_load: error loading model: tensor '' not found in "
+                    "the model", os="darwin", backend="metal").kind == "metal-oom"
+
+
+_PHYSX = ('time=2024-05-02T20:39:24.550-07:00 level=INFO source=gpu.go:101 msg="detected GPUs" '
+          'library="C:\\\\Program Files (x86)\\\\NVIDIA Corporation\\\\PhysX\\\\Common\\\\cudart64_65.dll" '
+          'count=1')
+_CC_ONE = ('time=2024-05-02T19:41:48.667-07:00 level=INFO source=gpu.go:148 msg="[0] CUDA GPU is too '
+           'old. Compute Capability detected: 1.0"')
+
+
+def test_ollama_answered_by_physx_cuda_runtime_is_the_stale_library():
+    # spending batch 57: ollama#4984 (and batch 28's #4117), a GPU left for the CPU after PhysX's
+    # CUDA 6.5 runtime on PATH answered Ollama's discovery
+    assert diagnose(_PHYSX, _CC_ONE, os="windows").kind == "stale-library"
+    assert diagnose(_CC_ONE, os="windows").kind == "stale-library"
+    # look-alikes: a card really under the build's minimum is the build's, not a foreign runtime;
+    # PhysX's folder merely listed among the libraries found is not the one used
+    assert diagnose('level=INFO source=gpu.go:148 msg="[0] CUDA GPU is too old. Compute Capability '
+                    'detected: 3.0"', os="windows").kind != "stale-library"
+    assert diagnose('level=DEBUG source=gpu.go:326 msg="discovered GPU libraries" paths="[C:\\\\Program Files '
+                    '(x86)\\\\NVIDIA Corporation\\\\PhysX\\\\Common\\\\cudart64_65.dll]"',
+                    os="windows").kind != "stale-library"
+    # order: a memory failure the engine then met still decides
+    assert diagnose(_CC_ONE, "ggml_aligned_malloc: insufficient memory (attempted to allocate 9000.00 MB)",
+                    os="windows").kind == "host-oom"
+
+
+def test_ollamas_probe_for_an_amd_runtime_is_not_a_missing_library():
+    # spending batch 57: ollama#4984, whose DEBUG line was read as the cause
+    probe = ('time=2024-06-13T13:05:29.059-07:00 level=DEBUG source=amd_windows.go:31 msg="unable to load '
+             'amdhip64.dll: The specified module could not be found."')
+    assert diagnose(probe, os="windows").kind != "missing-library"
+    # look-alike: the same Windows words about the engine's own DLL are its missing library
+    assert diagnose("Failed to load llama.dll: The specified module could not be found.",
+                    os="windows").kind == "missing-library"
+
+
+def test_pythons_faulthandler_names_the_signal_that_ended_the_process():
+    # spending batch 57: LibrePhotos#1499, llama-cpp-python's library loaded in a container on a CPU
+    # without the instructions the prebuilt used
+    line = "backend   | Fatal Python error: Illegal instruction"
+    assert classify.exit_from_log(["backend   | ", line])[:2] == (None, "SIGILL")
+    assert diagnose(line, "backend   | Current thread 0x00007f56f8595080 (most recent call first):").kind \
+        == "illegal-instruction"
+    assert classify.exit_from_log(["Fatal Python error: Segmentation fault"])[1] == "SIGSEGV"
+    # look-alike: the interpreter's own start-up failure names no signal
+    assert classify.exit_from_log(["Fatal Python error: init_fs_encoding: failed to get the Python "
+                                   "codec of the filesystem encoding"]) == (None, None, None)
+    # order: a line naming its cause outranks the signal the crash then took
+    assert diagnose("OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
+                    "Fatal Python error: Segmentation fault").kind == "missing-library"

@@ -655,6 +655,31 @@ _e("dyld.symbol-missing", "stale-library", 20, _W,
    "a symbol is missing: the `Expected in:` line says whether from macOS (too old) or from "
    "another build's library; without it, a sign only",
    r"Symbol not found: \(?_", r"DYLD, \[0x4\] Symbol missing")
+# src/llama-model-loader.h llama_tensor_weight (2024 to b11434): every tensor the loader weighs
+# was made by gguf.cpp from this file's own tensor list, then looked up in that list by the name
+# ggml_get_name gives it, so in one build the lookup cannot fail. A tensor with no name at all
+# (`tensor '' not found in the model`) is the caller reading ggml's tensor through another ggml
+# build's layout: two ggml copies in one program (llama-cpp-rs beside whisper-rs's older ggml,
+# llama-cpp-rs#731), not the file.
+_e("ggml.tensor-name-empty", "stale-library", 76, _S,
+   f"src/llama-model-loader.h llama_tensor_weight, {_B}: `tensor '%s' not found in the model` "
+   "with an empty name",
+   "the program and the ggml library it loaded disagree on ggml's tensor layout: a ggml from "
+   "another build",
+   r"tensor '' not found in the model")
+# Ollama 0.1.2x-0.1.4x gpu/gpu.go took the first cudart64_*.dll on PATH; NVIDIA PhysX installs
+# CUDA 3.0's and 6.5's there (`...\PhysX\Common\cudart64_65.dll`), which cannot drive any card
+# of Ollama's time and report compute capability 1.0, so Ollama left a working GPU for the CPU.
+# The maintainer's diagnosis in ollama#4008 and #4117: the PhysX runtime answered, remove it from
+# PATH. A compute capability of 1.x is that reading, whatever the path: no CUDA runtime of
+# Ollama's time drives such a card (silent_fallbacks.py leaves it out of a build's own lack).
+_e("ollama.foreign-cudart", "stale-library", 74, _S,
+   "Ollama 0.1.2x-0.1.4x gpu/gpu.go (`detected GPUs` library=<cudart>, `CUDA GPU is too old. "
+   "Compute Capability detected: 1.0`); ollama#4008, #4117",
+   "Ollama's GPU discovery loaded an ancient CUDA runtime from PATH (PhysX's) instead of its own, "
+   "which misread the card",
+   r"library=\"?[^\"]*PhysX[\\/]+Common[\\/]+cudart64_\w+\.dll",
+   r"CUDA GPU is too old\. Compute Capability detected: 1\.\d")
 # ggml.c's ggml_get_unary_op (b11434 and every release since the unary ops were folded into
 # GGML_OP_UNARY) asserts the op it is handed is GGML_OP_UNARY; every caller in a backend checks
 # exactly that first, so in one build it cannot fail. It fails when the backend library and
@@ -788,7 +813,11 @@ _e("ld.missing", "missing-library", 75, _D,
    r"Ausführung des Codes kann nicht fortgesetzt werden, da \S+\.dll nicht gefunden wurde",
    r"execução de código não pode continuar porque \S+\.dll não foi encontrad",
    r"The program can't start because \S+\.dll is missing from your computer",
-   r"The specified module could not be found", r"dyld(\[\d+\])?: image not found", r"Library not loaded: @rpath",
+   # (not Ollama's probe for an AMD GPU, amd_hip_windows.go of 0.1.3x to 0.3: `unable to load
+   # amdhip64.dll: The specified module could not be found.` at DEBUG on every Windows machine
+   # without AMD's HIP runtime, whatever GPU it has)
+   r"(?<!amdhip64\.dll: )(?<!amdhip64_6\.dll: )The specified module could not be found",
+   r"dyld(\[\d+\])?: image not found", r"Library not loaded: @rpath",
    r"LoadLibrary\w* failed (with error|:)\s*126\b", r"\bERROR_MOD_NOT_FOUND\b",
    r"STATUS_DLL_NOT_FOUND", r"STATUS_DLL_INIT_FAILED", r"\b0xc0000135\b", r"\b0xc0000142\b",
    r"\b3221225781\b", r"\b3221225794\b", r"-1073741515\b", r"-1073741502\b",

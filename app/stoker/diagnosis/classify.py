@@ -239,6 +239,7 @@ _SIGNAL_WORDS = {
     "segmentation fault": "SIGSEGV", "terminated": "SIGTERM", "term": "SIGTERM",
     "illegal instruction": "SIGILL", "bus error": "SIGBUS", "interrupt": "SIGINT",
     "int": "SIGINT", "segv": "SIGSEGV", "ill": "SIGILL", "trace/breakpoint trap": "SIGTRAP",
+    "floating-point exception": "SIGFPE", "floating point exception": "SIGFPE",
 }
 _WRAPPER_EXIT = (
     # Go's os/exec (Ollama, llama-swap): `exit status 0xc0000135`, `signal: killed`
@@ -266,6 +267,12 @@ _WRAPPER_EXIT = (
     re.compile(r"^\[\d+\][+-]?\s+(Killed|Aborted|Segmentation fault|Illegal instruction|Bus error)\b"),
     # the kernel log: `traps: python3[213941] trap invalid opcode ip:...`
     re.compile(r"traps: \S+ trap (invalid opcode)"),
+    # CPython's faulthandler (Modules/faulthandler.c, 3.3 on; on with `-X faulthandler`,
+    # PYTHONFAULTHANDLER or faulthandler.enable(), as pytest does): the fatal signal's own name,
+    # printed before the Python traceback of the thread that took it; docker compose writes its
+    # service's name in front (`backend   | Fatal Python error: …`)
+    re.compile(r"^(?:[\w.-]+\s+\|\s)?\s*Fatal Python error: (Segmentation fault|Illegal instruction"
+               r"|Aborted|Bus error|Floating[- ]point exception)\b"),
 )
 
 
@@ -586,6 +593,21 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "Run the engine in a process of its own, or load it before the library that brings the "
         "other OpenMP runtime; KMP_DUPLICATE_LIB_OK=TRUE only hides the check and may give wrong "
         "results."),
+    "alloc.impossible-size": (
+        "The engine asked for more memory than any computer can address: a size it computed wrongly "
+        "(an overflow or a bad dimension), not memory running out.",
+        "Try another engine build, or undo the setting that set the size (image size, context, "
+        "batch); more memory will not help. Report the line upstream."),
+    "ggml.tensor-name-empty": (
+        "The engine looked up a model tensor with no name: the program and the ggml library it "
+        "loaded are from different builds, so they read ggml's tensors differently.",
+        "Make sure one ggml is loaded: rebuild or update the program and every library bundling its "
+        "own ggml (llama.cpp and whisper.cpp bindings side by side) to matching versions."),
+    "ollama.foreign-cudart": (
+        "Ollama's GPU discovery used an ancient CUDA runtime found on PATH (NVIDIA PhysX's) instead of "
+        "its own, misread the card and left the GPU for the CPU.",
+        "Update Ollama (its later releases load the CUDA runtime they ship first), or take the PhysX folder "
+        "(C:\\Program Files (x86)\\NVIDIA Corporation\\PhysX\\Common) off PATH."),
 }
 
 

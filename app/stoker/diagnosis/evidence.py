@@ -205,7 +205,52 @@ def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> t
         elif (line.strip() and i + 1 < len(stripped) and not hits[i + 1]
               and (split := _across_the_wrap(line, stripped[i + 1])) is not None):
             pieces.append(Evidence(i, line.rstrip() + " " + stripped[i + 1].strip(), split))
-    return _with_figures(lines, tuple(pieces), strip)
+    return _impossible_sizes_as_miscounts(_with_figures(lines, tuple(pieces), strip))
+
+
+# The most memory a process can address anywhere: x86-64 with 5-level paging maps 57 bits of
+# virtual address (ARM64 and 4-level x86-64 map 48). An allocation asked beyond it cannot be
+# granted on any machine, so its size is the engine's miscount (an overflow, a garbage
+# dimension: stable-diffusion.cpp#43 asked ggml_aligned_malloc for 2.2 EB), not memory running
+# out. A request merely larger than this machine (25.9 TB for an absurd image size) is memory.
+ADDRESSABLE_BYTES = 1 << 57
+_STATED_SIZE = re.compile(r"(?:allocat\w*|of size|size\s*=)\D{0,40}?(\d[\d,]*(?:\.\d+)?)\s*"
+                          r"(KiB|KB|MiB|MB|GiB|GB|TiB|TB|bytes|B)?\b", re.IGNORECASE)
+_UNIT = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+# ggml_init's `GGML_ASSERT(ctx->mem_buffer != NULL)` checks the malloc the line before it asked:
+# after an impossible request it is that request's echo, not the host's memory.
+_MALLOC_ECHO_LINES = 3
+
+
+def stated_bytes(line: str) -> int | None:
+    """The largest allocation size a line states (`allocate 2268047721628.89 MB`, `buffer of
+    size 27188624053504`), in bytes; None when it states none."""
+    sizes = []
+    for m in _STATED_SIZE.finditer(line):
+        unit = (m.group(2) or "b").lower()
+        sizes.append(float(m.group(1).replace(",", "")) * _UNIT.get(unit[0], 1))
+    return int(max(sizes)) if sizes else None
+
+
+_MISCOUNT_ENTRY = Entry("alloc.impossible-size", "assertion-failed", 79, Strength.STRONG,
+                        "an allocation line (ggml_aligned_malloc, a backend's buffer) whose size is "
+                        "beyond any machine's address space (2^57 bytes)",
+                        "the engine computed an impossible size: a miscount, not memory running out",
+                        re.compile("(?!)"))
+
+
+def _impossible_sizes_as_miscounts(pieces: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+    out: list[Evidence] = []
+    last_miscount: int | None = None
+    for p in pieces:
+        size = stated_bytes(p.line) if p.kind in MEMORY else None
+        echo = (p.entry.name == "ggml.context-malloc" and last_miscount is not None
+                and p.index - last_miscount <= _MALLOC_ECHO_LINES)
+        if (size is not None and size > ADDRESSABLE_BYTES) or echo:
+            last_miscount = p.index
+            p = Evidence(p.index, p.line, _MISCOUNT_ENTRY)
+        out.append(p)
+    return tuple(out)
 
 
 # A wrapper's figures that say something only read together (wrapper_memory.py): the piece
