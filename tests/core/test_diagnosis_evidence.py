@@ -576,8 +576,9 @@ def test_a_wrappers_guess_is_a_sign_only(line, candidate):
     # b11434's own load errors (gguf.cpp, llama-model-loader.cpp)
     ("gguf_init_from_file_impl: this GGUF file is version 4 but this software only supports up to version 3",
      None, "bad-model"),
+    # (a later shard handed to the engine: the path is wrong, not the file; bad-model until batch 58)
     ("llama_model_load: error loading model: illegal split file idx: 1 (file: /m-00002-of-00003.gguf), model "
-     "must be loaded with the first split", None, "bad-model"),
+     "must be loaded with the first split", None, "bad-argument"),
     # Jan's words said only on llama.cpp's `error loading model architecture`
     ("The model's architecture is not supported by this version of the backend.", None, "bad-model"),
     # CUDA 11/12's cudaErrorDevicesUnavailable string and cudaErrorCallRequiresNewerDriver
@@ -3158,3 +3159,66 @@ def test_pythons_faulthandler_names_the_signal_that_ended_the_process():
     # order: a line naming its cause outranks the signal the crash then took
     assert diagnose("OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
                     "Fatal Python error: Segmentation fault").kind == "missing-library"
+
+
+# ---- widened after batch 58 (spent): a later shard handed to the engine, rocBLAS's older Tensile
+# wording, a Go program's own panic, ggml-rpc's bare connect failure, MiniCPM-V's projector version
+
+def test_a_later_shard_of_a_split_model_is_a_bad_argument():
+    # spending batch 58: docker/model-runner#672, the runner handed llama.cpp the last shard
+    line = ("llama_model_load: error loading model: illegal split file idx: 3 (file: /m/model-00004-of-00004.gguf), "
+            "model must be loaded with the first split")
+    assert diagnose(line, "llama_model_load_from_file_impl: failed to load model", os="darwin").kind == "bad-argument"
+    # look-alike: a shard whose own index disagrees with its name is the file's
+    assert diagnose("llama_model_load: error loading model: invalid split file idx: 2 (file: "
+                    "/m/x-00002-of-00003.gguf), expected 1").kind == "bad-model"
+    # order: the refused path decides over the abort a wrapper reports after it
+    assert diagnose(line, "GGML_ASSERT(model) failed").kind == "bad-argument"
+
+
+def test_rocblas_older_tensile_wording_is_the_missing_gpu_code():
+    # spending batch 58: ollama#5596, rocBLAS's older `library` wording after Ollama's `error:`
+    line = ("Error: llama runner process has terminated: exit status 0xc0000409 error:Could not initialize "
+            "Tensile library")
+    assert diagnose(line, os="windows").kind == "no-kernel-image"
+    # look-alike: rocBLAS loading its Tensile library is not a failure
+    assert diagnose("rocblas_initialize: loading Tensile library for gfx1100").kind != "no-kernel-image"
+    # order: the missing GPU code decides over the abort after it
+    assert diagnose(line, "GGML_ASSERT(ctx) failed", os="windows").kind == "no-kernel-image"
+
+
+def test_a_go_programs_own_panic_is_its_internal_check():
+    # spending batch 58: ollama#13402, ollamarunner's batch check
+    panic = "panic: caching disabled but unable to fit entire input in a batch"
+    assert diagnose(panic, "", "goroutine 8 [running]:").kind == "assertion-failed"
+    # look-alike: the runtime's own panic is a crash (a nil pointer), not a check the program made
+    assert diagnose("panic: runtime error: invalid memory address or nil pointer dereference",
+                    "[signal SIGSEGV: segmentation violation code=0x1 addr=0x0 pc=0x5d1]").kind != "assertion-failed"
+    # order: memory that ran out first decides over the panic that reports it
+    assert diagnose("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: cudaMalloc "
+                    "failed: out of memory", "panic: unable to create llama context", backend="cuda").kind == "cuda-oom"
+
+
+def test_ggml_rpcs_bare_connect_failure_is_a_lost_worker():
+    # spending batch 58: llama.cpp#12385, each RPC worker unreachable
+    lines = ("llama_model_load_from_file_impl: using device RPC(RPC[[ip_address]:50052]) - 0 MiB free",
+             "Failed to connect to :50052", "Failed to connect to 192.168.1.20:50052")
+    assert diagnose(*lines).kind == "rpc-worker-lost"
+    # look-alikes: a client's own words about a connection are not ggml-rpc's
+    assert diagnose("curl: (7) Failed to connect to localhost port 8080 after 0 ms: Connection refused").kind \
+        != "rpc-worker-lost"
+    assert diagnose("Failed to connect to 127.0.0.1:11434, is the server running?").kind != "rpc-worker-lost"
+    # order: the lost worker decides over the load error after it
+    assert diagnose(*lines, "llama_model_load: error loading model: unable to allocate backend buffer").kind \
+        == "rpc-worker-lost"
+
+
+def test_a_minicpmv_projector_newer_than_the_engine_is_a_bad_model():
+    # spending batch 58: ollama#12104, MiniCPM-V 4.5 on an older bundled clip.cpp
+    line = "Aug 28 11:07:42 ly3 ollama[2607954]: clip.cpp:4169: Unknown minicpmv version"
+    assert diagnose(line, "Aug 28 11:07:42 ly3 ollama[2607954]: SIGABRT: abort").kind == "bad-model"
+    assert diagnose("mtmd_init_from_file: error: unsupported minicpmv version: 7").kind == "bad-model"
+    # look-alike: the loader naming the version it read is not a failure
+    assert diagnose("clip_model_loader: minicpmv_version: 6").kind != "bad-model"
+    # order: the unknown projector decides over the abort it raises
+    assert diagnose(line, "GGML_ASSERT(ctx) failed", signal="SIGABRT").kind == "bad-model"

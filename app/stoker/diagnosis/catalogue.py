@@ -248,7 +248,8 @@ _e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
    r"rocBLAS error: Cannot read .*TensileLibrary", r"for GPU arch\s*:\s*gfx\w+\s*$",
    r"rocBLAS error: Could not initialize Tensile", r"HSA_STATUS_ERROR_INVALID_ISA",
    # the same rocBLAS line as Ollama's runner status keeps it (the `rocBLAS` prefix dropped)
-   r"error:\s*Could not initialize Tensile host",
+   # (Ollama writes rocBLAS's message after its own `error:`; older rocBLAS said `library`)
+   r"error:\s*Could not initialize Tensile (host|library)",
    r"Cannot find (the )?(Tensile|code object|kernel).{0,40}gfx\d", r"hipBLASLt error: .*gfx\d+ is not supported",
    r"(device|GPU|gfx\w*).{0,30}is not supported by this (ROCm|HIP) build",
    r"no ROCm kernels? for gfx\d+",
@@ -324,6 +325,10 @@ _e("rpc.lost", "rpc-worker-lost", 88, _D, f"ggml/src/ggml-rpc/ggml-rpc.cpp, {_B}
    # GGML_ABORT prints `<file>:<line>: Failed to connect to <endpoint>`; the bare words are
    # also any client's (a wrapper's health check, curl), so only ggml-rpc's own line decides
    r"ggml-rpc\.cpp:\d+: Failed to connect to", r"Failed to connect to RPC server",
+   # ... and the same words with no file:line before them, as llama.cpp#12385's log of early 2025
+   # has them, once per RPC worker: only a host and a port on the line, which a client's own
+   # words (curl's `port N`, a sentence) never are
+   r"^Failed to connect to [\w.\-\[\]]*:\d+\s*$",
    r"RPC handshake failed for", r"RPC server version mismatch", r"failed to connect to rpc server",
    # ggml-rpc.cpp before RPC_STATUS_ASSERT named the crash (2024 to early 2025, and the forks
    # built from then: llama-box): every command's `bool status = send_rpc_cmd(...)` was
@@ -1098,6 +1103,16 @@ _e("arg.batch-zero", "bad-argument", 70, _S,
    "the launch set a logical batch size of 0, which the parser accepts and no context can run with",
    r"--batch-size[= ]+0(\s|\\|$)", r"(^|\s)-b 0(\s|\\|$)", r"\bLLAMA_ARG_BATCH=0\b",
    r"llama_context: n_batch\s+= 0\b")
+# src/llama-model-loader.cpp, b11434 (and since split GGUFs, 2024): the file named as the model
+# is a later shard of a split model (`illegal split file idx: 3 (file: …-00004-of-00004.gguf),
+# model must be loaded with the first split`). The shards are fine; the path handed to the engine
+# names the wrong one (docker/model-runner#672: the runner passed the last shard). A shard whose
+# own index disagrees with its name (`invalid split file idx … expected N`) is the file's.
+_e("arg.split-not-first", "bad-argument", 70, _D,
+   f"src/llama-model-loader.cpp llama_model_loader, {_B}: `illegal split file idx: %d (file: %s), "
+   "model must be loaded with the first split`",
+   "the model path names a later shard of a split model; the engine must be given the first",
+   r"illegal split file idx")
 _e("arg.wrapper-api", "bad-argument", 70, _S,
    "CPython's call check (`%U() got an unexpected keyword argument '%S'`) and pydantic v1's "
    "`extra fields not permitted` (value_error.extra): the wrapper's installed version does not "
@@ -1140,6 +1155,10 @@ _e("mtmd.projector-unknown", "bad-model", 60, _D,
    "examples/llava/clip.cpp's `GGML_ASSERT(new_clip->has_llava_projector)` (2024)",
    "the projector (mmproj) is of a type this build does not know: a newer model than the engine",
    r"\b(unknown|unexpected|unsupported) (vision |audio )?projector type",
+   # the same for MiniCPM-V's projector, whose versions each build lists (b11434 clip.cpp
+   # `GGML_ABORT("Unknown minicpmv version")`, mtmd.cpp `unsupported minicpmv version: %d`): a
+   # MiniCPM-V newer than the engine (ollama#12104: MiniCPM-V 4.5 on an older bundled clip.cpp)
+   r"\b(Unknown|unsupported) minicpmv version",
    # examples/llava/clip.cpp clip_model_load (2024, until MiniCPM-V's projector was added):
    # `GGML_ASSERT(new_clip->has_llava_projector)` after reading the file's clip.has_llava_projector
    # key; a projector without it (MiniCPM-V's, a text or semantic-search encoder) is one this
@@ -1222,7 +1241,7 @@ _e("model.load", "bad-model", 60, _D,
    # b11434 gguf.cpp and src/llama-model-loader.cpp, src/llama-model.cpp
    r"GGUFv1 is no longer supported", r"this GGUF file is version \d+ but this software only supports",
    r"bad GGUF version", r"GGUF data section at file offset \d+ is not \d+ byte aligned",
-   r"failed to load GGUF split from", r"illegal split file idx", r"error loading model hyperparameters",
+   r"failed to load GGUF split from", r"error loading model hyperparameters",
    # src/llama.cpp llama_model_load (b11434) wraps llama_vocab::load's throw the same way as the
    # hyperparameters'; llama-vocab.cpp's own `unknown pre-tokenizer type: '%s'` (a model newer
    # than the build) and the projector file given as the main model
@@ -1518,6 +1537,12 @@ _e("abort.assert", "assertion-failed", 30, _S,
    r"Assertion .{1,200} failed", r"terminate called", r"failed assertion `",
    # the Microsoft C runtime's abort(): `R6010 - abort() has been called` / debug-build dialog
    r"abort\(\) has been called",
+   # Go's runtime (runtime/panic.go printpanics: `panic: <value>`, then `goroutine N [running]:`)
+   # for a panic the program raised on its own check (Ollama's ollamarunner: `caching disabled
+   # but unable to fit entire input in a batch`). Not the runtime's `panic: runtime error: …` (a
+   # nil pointer, an index: a crash), nor a panic relaying an error it was handed (`panic:
+   # unable to load model: …`, `failed to decode batch: …`), which says nothing of which cause
+   r"^panic: (?!runtime error:|unable to |failed to |could not |cannot |error)\S",
    # llama.cpp's own assert macro before GGML_ASSERT took over (llama-util.h, spring 2023:
    # `LLAMA_ASSERT: %s:%d: %s`), and whisper.cpp's twin in the bindings that bundle both
    r"\b(LLAMA|WHISPER)_ASSERT: \S+:\d+: ",
