@@ -194,7 +194,7 @@ def _across_the_wrap(line: str, following: str) -> Entry | None:
 def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> tuple[Evidence, ...]:
     """A piece of evidence for every line the catalogue knows (its highest-ranked entry), a line
     hard-wrapped into the next read joined, and the line a wrapper's figures make telling
-    (_FIGURES)."""
+    (_FIGURES); an allocation no machine could grant reads as a miscount (ADDRESSABLE_BYTES)."""
     lines = tuple(lines)
     stripped = tuple(strip(raw) for raw in lines)
     hits = tuple(_hits(line) if line.strip() else () for line in stripped)
@@ -240,6 +240,8 @@ _MISCOUNT_ENTRY = Entry("alloc.impossible-size", "assertion-failed", 79, Strengt
 
 
 def _impossible_sizes_as_miscounts(pieces: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+    """The pieces with an allocation failure of an impossible size (and ggml_init's assert of
+    that malloc just after it) read as the engine's miscount rather than memory."""
     out: list[Evidence] = []
     last_miscount: int | None = None
     for p in pieces:
