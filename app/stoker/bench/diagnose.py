@@ -70,10 +70,10 @@ def _newest_pool(batches: tuple[int, ...]) -> tuple[int, ...]:
     frozen = FRESH_BATCHES.get(newest)
     if frozen is None:
         return (newest,)
+    same_freeze = tuple(b for b in batches if FRESH_BATCHES.get(b) == frozen)
     if newest not in UNSPENT_BATCHES:
-        # spent: the pool its first score was taken on, every batch scored at that freeze
-        return tuple(b for b in batches if FRESH_BATCHES.get(b) == frozen)
-    return tuple(b for b in batches if b in UNSPENT_BATCHES and FRESH_BATCHES.get(b) == frozen)
+        return same_freeze  # spent: the pool its first score was taken on
+    return tuple(b for b in same_freeze if b in UNSPENT_BATCHES)
 
 
 def headline_batches(batches: tuple[int, ...], sizes: Mapping[int, int] | None = None) -> tuple[int, ...]:

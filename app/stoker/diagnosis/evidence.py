@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from stoker.diagnosis.catalogue import Entry, Strength, entry, matches
-from stoker.diagnosis.wrapper_memory import host_share_near_free, lmstudio_ram_exhausted
+from stoker.diagnosis.wrapper_memory import host_share_near_free, lmstudio_ram_exhausted, size_in_bytes
 
 MEMORY = frozenset({"gpu-oom", "device-oom", "cuda-oom", "rocm-oom", "vulkan-oom", "metal-oom", "host-oom"})
 BUILD = frozenset({"cuda-driver-too-old", "no-kernel-image", "illegal-instruction"})
@@ -215,8 +215,7 @@ def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> t
 # out. A request merely larger than this machine (25.9 TB for an absurd image size) is memory.
 ADDRESSABLE_BYTES = 1 << 57
 _STATED_SIZE = re.compile(r"(?:allocat\w*|of size|size\s*=)\D{0,40}?(\d[\d,]*(?:\.\d+)?)\s*"
-                          r"(KiB|KB|MiB|MB|GiB|GB|TiB|TB|bytes|B)?\b", re.IGNORECASE)
-_UNIT = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+                          r"([KMGT]?i?B|bytes)?\b", re.IGNORECASE)
 # ggml_init's `GGML_ASSERT(ctx->mem_buffer != NULL)` checks the malloc the line before it asked:
 # after an impossible request it is that request's echo, not the host's memory.
 _MALLOC_ECHO_LINES = 3
@@ -227,8 +226,10 @@ def stated_bytes(line: str) -> int | None:
     size 27188624053504`), in bytes; None when it states none."""
     sizes = []
     for m in _STATED_SIZE.finditer(line):
-        unit = (m.group(2) or "b").lower()
-        sizes.append(float(m.group(1).replace(",", "")) * _UNIT.get(unit[0], 1))
+        unit = m.group(2) if m.group(2) and m.group(2).lower() != "bytes" else "B"
+        size = size_in_bytes(f"{m.group(1).replace(',', '')} {unit}")
+        if size is not None:
+            sizes.append(size)
     return int(max(sizes)) if sizes else None
 
 

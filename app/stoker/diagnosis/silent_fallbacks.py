@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from stoker.diagnosis.catalogue import entry
 from stoker.diagnosis.log_lines import HOST, device_of_buffer, strip_log_prefix, unwrapped
 
 GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "opencl"})
@@ -65,16 +66,17 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
 # model runs on the CPU. Not fatal lines (a failure the log names decides first), but when
 # nothing failed, the cause of the CPU run is the build, not the machine: no-kernel-image.
 _WRAPPER_BUILD_LACKS_THE_GPU = re.compile(
-    # Ollama 0.1.20 gpu/gpu.go: compute capability under the build's minimum. A 1.x reading is
-    # left out: no CUDA runtime of Ollama's time drives such a card, so an old cudart on PATH
-    # answered for a newer one (PhysX ships CUDA 6.5's), which is another cause
-    r"CUDA GPU is too old\.(?!.*Compute Capability detected: 1\.)"
+    # Ollama 0.1.20 gpu/gpu.go: compute capability under the build's minimum
+    r"CUDA GPU is too old\."
     rf"|{_OLLAMA_SKIPPED_A_CARD_ITS_BUILD_LACKS}|{_OLLAMA_AMDGPU_NOT_SUPPORTED}", re.IGNORECASE)
+# ... except a 1.x reading: an old CUDA runtime on PATH answered for a newer card, the catalogue's
+# `ollama.foreign-cudart` (a stale library, not the build's lack)
+_FOREIGN_CUDART = entry("ollama.foreign-cudart").pattern
 
 
 def lacks_the_gpus_architecture(line: str) -> bool:
     """Whether a wrapper's line leaving the GPU says its build has no code for that GPU."""
-    return _WRAPPER_BUILD_LACKS_THE_GPU.search(line) is not None
+    return _WRAPPER_BUILD_LACKS_THE_GPU.search(line) is not None and _FOREIGN_CUDART.search(line) is None
 
 
 _SYSTEM_INFO_CPU_ONLY = re.compile(r"system[ _]info\W.{0,80}\bCPU : ")

@@ -21,7 +21,8 @@ _UNITS = {"B": 1, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12,
           "KIB": 2**10, "MIB": 2**20, "GIB": 2**30, "TIB": 2**40}
 
 
-def _bytes(text: str) -> float | None:
+def size_in_bytes(text: str) -> float | None:
+    """`3.2 GiB` -> bytes (KB, MB … are decimal, KiB, MiB … binary); None when it is no size."""
     m = re.fullmatch(r"([\d.]+) ?([KMGT]?i?B)", text.strip(), re.IGNORECASE)
     if m is None:
         return None
@@ -39,13 +40,13 @@ def _ollama_estimate(lines: Iterable[str]) -> tuple[float, int, float, int] | No
     for i, raw in enumerate(lines):
         m = _OLLAMA_SYSTEM_MEMORY.search(raw)
         if m:
-            f = _bytes(m.group(1))
-            swap = _bytes(m.group(2)) if m.group(2) else 0.0
+            f = size_in_bytes(m.group(1))
+            swap = size_in_bytes(m.group(2)) if m.group(2) else 0.0
             if f is not None:
                 free = (f + (swap or 0.0), i)
         m = _OLLAMA_OFFLOAD.search(raw)
         if m:
-            full, partial = _bytes(m.group(1)), _bytes(m.group(2))
+            full, partial = size_in_bytes(m.group(1)), size_in_bytes(m.group(2))
             if full is not None and partial is not None:
                 share = (full - partial, i)
     if free is None or share is None:
@@ -116,9 +117,9 @@ def lmstudio_ram_exhausted(lines: Iterable[str], share: float = RAM_EXHAUSTED_SH
         m = _LMSTUDIO_RAM_UNUSED.search(raw)
         if m is None:
             continue
-        unused = _bytes(m.group(1))
+        unused = size_in_bytes(m.group(1))
         near = text[max(0, i - _SAME_OBJECT): i + _SAME_OBJECT + 1]
-        capacity = next((_bytes(c.group(1)) for c in map(_LMSTUDIO_RAM_CAPACITY.search, near) if c), None)
+        capacity = next((size_in_bytes(c.group(1)) for c in map(_LMSTUDIO_RAM_CAPACITY.search, near) if c), None)
         if unused is not None and capacity and unused < share * capacity:
             return i
     return None
