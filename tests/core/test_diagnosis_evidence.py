@@ -3145,6 +3145,23 @@ def test_ollamas_probe_for_an_amd_runtime_is_not_a_missing_library():
                     os="windows").kind == "missing-library"
 
 
+def test_ollamas_later_amd_probe_is_neither_a_missing_library_nor_a_gpu_left():
+    # from the source (ollama gpu/ and discover/amd_windows.go, 0.3 to 0.12): the probe is logged
+    # at DEBUG whenever amdhip64_6.dll is absent, on NVIDIA-only and iGPU-only machines too
+    probe = ('time=2024-09-02T10:11:12.345+02:00 level=DEBUG source=amd_windows.go:34 msg="unable to load '
+             'amdhip64_6.dll, please make sure to upgrade to the latest amd driver: The specified module could '
+             'not be found."')
+    assert diagnose(probe, os="windows").kind != "missing-library"
+    assert diagnose(probe, os="windows", backend="cuda").kind != "gpu-unused"
+    assert silent_fallbacks.gpu_unused_from_log([probe], "cuda", True) is None
+    # look-alike: the same words after another DLL's name are that DLL missing
+    assert diagnose('msg="unable to load ggml-cuda.dll: The specified module could not be found."',
+                    os="windows").kind == "missing-library"
+    # order: the probe first, then the engine's own missing library, which decides
+    assert diagnose(probe, "error while loading shared libraries: libcudart.so.12: cannot open shared "
+                    "object file: No such file or directory").kind == "missing-library"
+
+
 def test_pythons_faulthandler_names_the_signal_that_ended_the_process():
     # spending batch 57: LibrePhotos#1499, llama-cpp-python's library loaded in a container on a CPU
     # without the instructions the prebuilt used

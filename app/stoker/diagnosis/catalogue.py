@@ -818,10 +818,12 @@ _e("ld.missing", "missing-library", 75, _D,
    r"Ausführung des Codes kann nicht fortgesetzt werden, da \S+\.dll nicht gefunden wurde",
    r"execução de código não pode continuar porque \S+\.dll não foi encontrad",
    r"The program can't start because \S+\.dll is missing from your computer",
-   # (not Ollama's probe for an AMD GPU, amd_hip_windows.go of 0.1.3x to 0.3: `unable to load
-   # amdhip64.dll: The specified module could not be found.` at DEBUG on every Windows machine
-   # without AMD's HIP runtime, whatever GPU it has)
-   r"(?<!amdhip64\.dll: )(?<!amdhip64_6\.dll: )The specified module could not be found",
+   # (not Ollama's probe for an AMD GPU, gpu/ and discover/amd_hip_windows.go, logged at DEBUG
+   # by amd_windows.go on every Windows machine without AMD's HIP runtime, whatever GPU it has:
+   # 0.1.2x-0.2 `unable to load amdhip64.dll: The specified module could not be found.`, 0.3-0.12
+   # `unable to load amdhip64_6.dll, please make sure to upgrade to the latest amd driver: The
+   # specified module could not be found.`)
+   r"(?<!amdhip64\.dll: )(?<!to the latest amd driver: )The specified module could not be found",
    r"dyld(\[\d+\])?: image not found", r"Library not loaded: @rpath",
    r"LoadLibrary\w* failed (with error|:)\s*126\b", r"\bERROR_MOD_NOT_FOUND\b",
    r"STATUS_DLL_NOT_FOUND", r"STATUS_DLL_INIT_FAILED", r"\b0xc0000135\b", r"\b0xc0000142\b",
