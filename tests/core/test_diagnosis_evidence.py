@@ -3239,3 +3239,50 @@ def test_a_minicpmv_projector_newer_than_the_engine_is_a_bad_model():
     assert diagnose("clip_model_loader: minicpmv_version: 6").kind != "bad-model"
     # order: the unknown projector decides over the abort it raises
     assert diagnose(line, "GGML_ASSERT(ctx) failed", signal="SIGABRT").kind == "bad-model"
+
+
+# ---- widened after batches 59 and 60 (spent): Ollama's discovery failing on the NVIDIA driver it
+# found, whatever build the log names; llama-swap's ready check answered 404 by its upstream
+
+_NVCUDA_999 = ('time=2024-06-21T03:04:28.714Z level=DEBUG source=gpu.go:356 msg="Unable to load nvcuda" '
+               'library=/usr/lib/x86_64-linux-gnu/libcuda.so.535.183.01 error="nvcuda init failure: 999"')
+
+
+def test_ollamas_discovery_failing_on_the_driver_it_found_is_a_gpu_left_for_the_cpu():
+    # spending batch 59: ollama#5166, a GPU container whose driver failed cuInit, served on the CPU;
+    # no backend stated, since Ollama's own words say it found NVIDIA's driver library
+    found = ('time=2024-06-21T03:04:28.694Z level=DEBUG source=gpu.go:327 msg="discovered GPU libraries" '
+             'paths=[/usr/lib/x86_64-linux-gnu/libcuda.so.535.183.01]')
+    assert diagnose(found, "cuInit err: 999", _NVCUDA_999).kind == "gpu-unused"
+    assert diagnose('msg="Unable to load cudart library /usr/lib/x86_64-linux-gnu/libcuda.so.570.169: cuda driver '
+                    'library init failure: 802"').kind == "gpu-unused"
+    # look-alikes: no device behind the library (100: none, or CUDA_VISIBLE_DEVICES=-1) is a GPU
+    # left only on a build that has one; 35 is the catalogue's driver older than the runtime
+    no_device = ('msg="Unable to load cudart library C:\\\\Ollama\\\\lib\\\\ollama\\\\cuda_v12\\\\cudart64_12.dll: '
+                 'cudart init failure: 100"')
+    assert diagnose(no_device, os="windows").kind != "gpu-unused"
+    assert diagnose(no_device, os="windows", backend="cuda").kind == "gpu-unused"
+    assert diagnose('msg="Unable to load cudart CUDA management library /tmp/ollama1/runners/cuda_v11/'
+                    'libcudart.so.11.0: cudart init failure: 35"').kind == "cuda-driver-too-old"
+    # order: a failure the start then met decides over the GPU left behind
+    assert diagnose(_NVCUDA_999, "llama_model_load: error loading model: invalid magic characters: 'lmgg', "
+                    "expected 'GGUF'").kind == "bad-model"
+
+
+def test_llama_swaps_ready_check_answered_404_is_a_start_that_cannot_complete():
+    # spending batch 60: llama-swap#84, KoboldCpp behind llama-swap, which polls /health
+    old = "!!! Health check error: status code: 404"
+    new = ("[DEBUG] <qwen> Health check error on http://127.0.0.1:9790/health, status code: 404 (normal "
+           "during startup)")
+    assert diagnose("Please connect to custom endpoint at http://localhost:9790", old, old).kind == "startup-timeout"
+    assert diagnose(new).kind == "startup-timeout"
+    # look-alikes: llama-server's 503 while it loads and a refused connection before it listens are
+    # a start still under way
+    assert diagnose("!!! Health check error: status code: 503").kind != "startup-timeout"
+    assert diagnose('[DEBUG] <qwen> Connection refused on http://127.0.0.1:9790/health, giving up in 120s '
+                    '(normal during startup)').kind != "startup-timeout"
+    # order: the engine's own failure, when the log shows one, is why the check never passed; with
+    # that rule reversed the wrapper's check would win
+    assert diagnose(old, CUDA_OOM, backend="cuda").kind == "cuda-oom"
+    assert verdict((old, CUDA_OOM)).rule == "allocation-inside-load-error"
+    assert verdict((old, CUDA_OOM), flipped("allocation-inside-load-error")).kind == "startup-timeout"

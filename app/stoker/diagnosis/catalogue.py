@@ -1474,6 +1474,19 @@ _e("wrapper.start-timeout", "startup-timeout", 50, _D,
    # Unsloth Studio's CLI (unsloth_cli/commands/studio.py, 2026: `Error: server did not become
    # healthy within 30 seconds.`) and its installers (`did not become healthy within Ns`)
    r"\bdid not become healthy (within|in) \d+ ?(s|sec|seconds)\b")
+# llama-swap polls the upstream's check endpoint (`/health` unless checkEndpoint says otherwise)
+# until it answers 200 or healthCheckTimeout runs out. A 404 there is the upstream serving HTTP
+# without that path (an engine that is not llama-server, or a wrong checkEndpoint): llama-server
+# answers 503 while it loads, so the check can never pass and the start ends in the wrapper's
+# timeout (llama-swap#84, KoboldCpp behind it). Releases v88-v96 print `!!! Health check error:
+# status code: 404`, v104-v216 `<model> Health check error on <url>, status code: 404 (normal
+# during startup)`; later ones log no failed check. Strong, not decisive, and below the engine's
+# own failures: a crash or a refusal the log shows is the cause of the start never completing.
+_e("llama-swap.check-endpoint-not-served", "startup-timeout", 48, _S,
+   "llama-swap proxy/process.go checkHealthEndpoint (v88-v216: `Health check error: %v`, `Health check "
+   "error on %s, %v (normal during startup)` with `status code: %d`)",
+   "the upstream answered without the check endpoint, so the wrapper's ready check could not pass",
+   r"Health check error( on \S+,|:) status code: 404\b")
 _e("wrapper.ttl-unload", "stopped", 45, _D, "llama-swap proxy/process.go (TTL)",
    "the wrapper unloaded the model on purpose", r"Unloading model, TTL of \d+s? reached")
 

@@ -63,6 +63,15 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     r"\W+libDir=\S*[/\\](?P=family)_\w+", re.IGNORECASE)
 
 
+# Ollama gpu/, discover/ gpu_info_nvcuda.c and gpu_info_cudart.c (0.1.3x-0.12): the driver library
+# it found failed cuInit/cudaGetDeviceCount. libcuda is only there with NVIDIA's driver, and the
+# cudart Ollama ships answers 35 (no driver: the catalogue's driver-too-old reading) or 100 (no
+# device: none, or CUDA_VISIBLE_DEVICES=-1) where there is none, so any other number is a driver
+# and GPU that failed to start (999, 802, 3: ollama#5166, #6647, #9031). Read when no build is
+# stated (Ollama's Linux and Windows releases carry CUDA runners); a stated CPU build stays CPU.
+_OLLAMA_NVIDIA_DRIVER_FAILED = re.compile(r"(cuda driver library|nvcuda|cudart) init failure: (?!35\b|100\b)\d+")
+
+
 # The wrappers' own words for a GPU their build has no code for: the card is skipped and the
 # model runs on the CPU. Not fatal lines (a failure the log names decides first), but when
 # nothing failed, the cause of the CPU run is the build, not the machine: no-kernel-image.
@@ -166,6 +175,8 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
             return line
         if backend in ("cuda", "rocm") and _OLD_SYSTEM_INFO_NO_BLAS.search(line) and not llamafile:
             return line
+        if backend is None and _OLLAMA_NVIDIA_DRIVER_FAILED.search(line):
+            return line  # the build unstated: Ollama's words say it found NVIDIA's driver
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
             return line
