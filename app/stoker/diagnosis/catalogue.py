@@ -820,7 +820,7 @@ _e("ld.missing", "missing-library", 75, _D,
    r"The program can't start because \S+\.dll is missing from your computer",
    # (not Ollama's probe for an AMD GPU, gpu/ and discover/amd_hip_windows.go, logged at DEBUG
    # by amd_windows.go on every Windows machine without AMD's HIP runtime, whatever GPU it has:
-   # 0.1.2x-0.2 `unable to load amdhip64.dll: The specified module could not be found.`, 0.3-0.12
+   # 0.1.29-0.2 `unable to load amdhip64.dll: The specified module could not be found.`, 0.3-0.12
    # `unable to load amdhip64_6.dll, please make sure to upgrade to the latest amd driver: The
    # specified module could not be found.`)
    r"(?<!amdhip64\.dll: )(?<!to the latest amd driver: )The specified module could not be found",
