@@ -3286,3 +3286,75 @@ def test_llama_swaps_ready_check_answered_404_is_a_start_that_cannot_complete():
     assert diagnose(old, CUDA_OOM, backend="cuda").kind == "cuda-oom"
     assert verdict((old, CUDA_OOM)).rule == "allocation-inside-load-error"
     assert verdict((old, CUDA_OOM), flipped("allocation-inside-load-error")).kind == "startup-timeout"
+
+
+# ---- widened after batch 61 (spent): a bundled copy under a system library's requirement, ROCr's
+# memory-error event, a GGML-era file refused under LangChain, Unsloth Studio's memory check
+
+def test_a_bundled_copy_lacking_what_a_system_library_needs_is_the_stale_library():
+    # spending batch 61: janhq/jan#7831, the AppImage's libcrypto loaded ahead of Fedora 43's
+    line = ("/home/u/.local/share/Jan/data/llamacpp/backends/b7261/linux-common_cpus-x64/build/bin/llama-server: "
+            "/tmp/.mount_Jan-aaJhkMHg/usr/lib/libcrypto.so.3: version `OPENSSL_3.3.0' not found (required by "
+            "/lib64/libssl.so.3)")
+    assert diagnose("The model process encountered an unexpected error.", line).kind == "stale-library"
+    assert [p.entry.name for p in gather((line,), strip_log_prefix)] == ["ld.bundled-copy-under-system-requirer"]
+    # look-alikes: the system's own library lacking a version the program needs is the system's age,
+    # and a bundle's library requiring another major of a library is that library missing
+    assert diagnose("./llama-server: /lib/x86_64-linux-gnu/libc.so.6: version `GLIBC_2.38' not found (required "
+                    "by ./llama-server)").kind == "system-too-old"
+    assert diagnose("./llama-server: /opt/app/lib/libggml-cuda.so: version `libcudart.so.12' not found (required "
+                    "by /opt/app/lib/libggml.so)").kind == "missing-library"
+    # order: the stale copy decides over a sibling library that could not be opened; reversed, the
+    # missing sibling would win
+    cannot = ("error while loading shared libraries: libvulkan.so.1: cannot open shared object file: "
+              "No such file or directory")
+    assert diagnose(cannot, line).kind == "stale-library"
+    assert verdict((cannot, line)).rule == "symbol-over-cannot-open"
+    assert verdict((cannot, line), flipped("symbol-over-cannot-open")).kind == "missing-library"
+
+
+def test_rocrs_memory_error_event_is_a_gpu_runtime_error():
+    # spending batch 61: llama.cpp#14999, MoE experts on the CPU with --no-mmap on a Radeon V620
+    line = ("Memory critical error by agent node-0 (Agent handle: 0x4694bee0) on address 0x47934000. "
+            "Reason: Memory in use. ")
+    assert diagnose("load_tensors: loading model tensors, this can take a while... (mmap = false)", line,
+                    backend="rocm").kind == "gpu-error"
+    # look-alike: ROCm's own allocation failing is memory
+    assert diagnose("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "
+                    "cudaMalloc failed: out of memory", backend="rocm").kind == "rocm-oom"
+    # order: after a build fault it is that fault's echo (ollama#11123: the build lacked the gfx)
+    assert diagnose("ROCm error: invalid device function", line, backend="rocm").kind == "no-kernel-image"
+    assert verdict(("ROCm error: invalid device function", line), flipped("build-fault-first")).kind == "gpu-error"
+
+
+def test_a_ggml_era_file_refused_under_langchain_is_the_models_format():
+    # spending batch 61: private-gpt#1029, a GGML .bin handed to a GGUF-era llama-cpp-python
+    line = ("  Could not load Llama model from path: models/ggml-vic7b-uncensored-q4_0.bin. Received error  "
+            "(type=value_error)")
+    assert diagnose("pydantic.error_wrappers.ValidationError: 1 validation error for LlamaCpp", line,
+                    os="windows").kind == "bad-model"
+    # look-alike: the same refusal of a GGUF file says nothing about the format
+    assert diagnose("Could not load Llama model from path: models/llama-2-7b.Q4_K_M.gguf. Received error "
+                    "(type=value_error)").kind != "bad-model"
+    # order: the CPU the build cannot run on decides over the refusal it caused; reversed, the file
+    # would be blamed
+    crash = ("OSError: [WinError -1073741795] Windows Error 0xc000001d",
+             "Could not load Llama model from path: models/ggml-model-q4_0.bin")
+    assert diagnose(*crash, os="windows").kind == "illegal-instruction"
+    assert verdict(crash, flipped("build-fault-first")).kind == "bad-model"
+
+
+def test_unsloth_studios_memory_check_is_the_system_memory():
+    # spending batch 61: unsloth#9482, a 27B on a 16 GB laptop with an integrated GPU
+    line = ("Failed to load model: About 10 GB of this model does not fit in GPU memory and would run from system "
+            "RAM. Only about 10 GB is available and 2 GB of that is kept free for the rest of the system, leaving "
+            "about 8 GB usable.")
+    assert diagnose(line).kind == "host-oom"
+    # look-alike: the wrapper's load failure without its memory words is not memory
+    assert diagnose("Failed to load model: llama-server exited before it was ready").kind != "host-oom"
+    # order: the check's memory decides over the wrapper's load error wrapped around it; with that
+    # rule reversed the load error would win
+    wrapped = "llama_model_load: error loading model: the wrapper refused to start llama-server"
+    assert diagnose(wrapped, line).kind == "host-oom"
+    assert verdict((wrapped, line)).rule == "allocation-inside-load-error"
+    assert verdict((wrapped, line), flipped("allocation-inside-load-error")).kind == "bad-model"

@@ -516,6 +516,10 @@ _e("host.alloc", "host-oom", 78, _D,
    # Python's MemoryError, not PyTorch's OutOfMemoryError (the GPU's: cuda.oom)
    r"\bMemoryError\b", r"not enough (system )?memory to load", r"insufficient (system )?memory",
    r"model requires more system memory \([^)]*\) than is available",
+   # Unsloth Studio's check before it starts llama-server (2026: `Failed to load model: About N GB of
+   # this model does not fit in GPU memory and would run from system RAM. Only about M GB is
+   # available …`, unsloth#9482): the wrapper's estimate of the system memory, like Ollama's above
+   r"does not fit in GPU memory and would run from system RAM\. Only about [\d.]+ ?GB is available",
    # ggml-sycl (b11434) `%s: can't allocate %zu Bytes of memory on host`
    r"can't allocate \d+ Bytes of memory on host")
 # ggml_init mallocs the context's own memory pool unless the caller hands it one:
@@ -628,6 +632,19 @@ _e("ld.glibc-part-bundled", "system-too-old", 79, _D,
    "older than the bundle, or the bundle is incomplete; left open",
    rf"(?<![\w/.~-]){_SYSTEM_DIR}(?:[\w.+-]+/)*libc\.so\.6: " + _GLIBC_MISSING_FOR
    + rf"(?!{_SYSTEM_DIR})[^)]*/(?:{_GLIBC_OWN})\)")
+# A library outside the system's directories lacking a version that a library of the system's
+# own needs (`/tmp/.mount_Jan-x/usr/lib/libcrypto.so.3: version `OPENSSL_3.3.0' not found
+# (required by /lib64/libssl.so.3)`, janhq/jan#7831): the system's library was built against the
+# system's copy, which the bundle's older copy (an AppImage mount, an app or conda folder on the
+# library path) shadows. The system is not too old and nothing is missing: the copy is stale. Ranked
+# above the two entries below, which read the same words without knowing who required what; the C
+# and C++ runtimes' own nodes (GLIBC_, GLIBCXX_, CXXABI_, GCC_) are the glibc entries' above.
+_e("ld.bundled-copy-under-system-requirer", "stale-library", 79, _D,
+   "glibc ld.so (dl-version.c) `<library>: version `<node>' not found (required by <library in /lib "
+   "or /usr/lib>)` where the library lacking the node is outside /lib and /usr/lib",
+   "a bundled copy of a library shadows the system's, whose own libraries need the newer one",
+   rf"(?<![\w/.~-])(?!{_SYSTEM_DIR}|{_SYSTEM_DIR_SLASH_LOST})(?:[A-Za-z]:)?[\w./~+-]*/lib[\w+-]*\.so[\w.]*: "
+   rf"version [`'‘](?!GLIBC|GLIBCXX|CXXABI|GCC_)[^`'’]+[`'’] not found \(required by {_SYSTEM_DIR}[^)]*\)")
 # The same message with the file's own name as the missing node (`libcublas.so.11: version
 # `libcublas.so.11' not found`): the library the loader opened has the right name and major, yet
 # is not the build the program was linked against (an older point release, a stub, a copy from
@@ -1390,6 +1407,18 @@ _e("wrapper.runner-ended", "assertion-failed", 20, _W,
    # Jan tauri-plugin-llamacpp commands.rs and error.rs
    r"llama\.cpp (failed early|exited) with (error )?code", r"llama\.cpp exited successfully but without ready signal",
    r"The model process encountered an unexpected error", r"code: LlamaCppProcessError")
+# LangChain's LlamaCpp (langchain/llms/llamacpp.py, 2023: `Could not load Llama model from path:
+# %s. Received error %s`) over llama-cpp-python, which raises when llama.cpp's loader returns no
+# model. A `.bin` file is a GGML-era model: llama.cpp refused the older GGML revisions from May 2023
+# (`this format is no longer supported`) and every GGML file from August 2023 (GGUF), and a crash
+# or a memory failure of that loader leaves its own line, so a load refused with no other line is
+# the file's format (llama.cpp#3183, private-gpt#113 and #1029). Strong, ranked below the
+# engine's own lines, which name the cause when the log has them.
+_e("langchain.ggml-file-refused", "bad-model", 22, _S,
+   "LangChain langchain/llms/llamacpp.py validate_environment (2023) over llama-cpp-python's "
+   "Llama(); llama.cpp's GGML (.bin) formats, dropped in May and August 2023",
+   "the loader refused a GGML-era (.bin) model file, a format the engine no longer reads",
+   r"Could not load Llama model from path: \S*\.bin\b")
 _e("wrapper.start-guess", "bad-model", 20, _W,
    "Unsloth Studio studio/backend core/inference (2026): `llama-server failed to start. Check that "
    "the GGUF file is valid and you have enough memory.`, said of any start that failed, also when "
@@ -1533,6 +1562,12 @@ _e("gpu.error", "gpu-error", 40, _S,
    # ROCr (rocr-runtime core/runtime/runtime.cpp): the GPU faulted on an address, and the HSA
    # status names of a queue aborted by a fault (hsa.h, hsa_ext_amd.h)
    r"Memory access fault by GPU node-\d+",
+   # ... and its memory-error event (`Memory critical error by agent node-%d (Agent handle: %p) on
+   # address %p. Reason: Memory in use.`): ROCr could not register or release memory for an agent
+   # (a container denied mmap of /dev/kfd by SELinux, an APU's shared memory, a teardown with
+   # memory still mapped; llama.cpp#14999). A runtime fault, not memory running out; after a
+   # ROCm error it is that error's echo, which the order keeps (ollama#11123, ramalama#732)
+   r"Memory critical error by agent node-\d+",
    # the kernel's amdgpu driver (drivers/gpu/drm/amd/amdgpu gmc_v9_0.c, gmc_v10_0.c, gmc_v11_0.c:
    # `[%s] page fault (src_id:%u ring:%u vmid:%u pasid:%u)`; gfxhub_*.c: the L2 protection fault
    # status): the GPU faulted on an address the process's page tables do not allow
