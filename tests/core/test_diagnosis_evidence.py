@@ -3358,3 +3358,25 @@ def test_unsloth_studios_memory_check_is_the_system_memory():
     assert diagnose(wrapped, line).kind == "host-oom"
     assert verdict((wrapped, line)).rule == "allocation-inside-load-error"
     assert verdict((wrapped, line), flipped("allocation-inside-load-error")).kind == "bad-model"
+
+
+# ---- widened after batch 62 (spent): a log that shows the server working on a request was
+# past its start, so a crash in it is not blamed on the drafter's load
+
+def test_a_slot_working_on_a_task_means_the_engine_had_loaded():
+    # spending batch 62: llama.cpp#23158, a Vulkan driver crash mid-generation with a draft model,
+    # read as a drafter that broke the start
+    serving = ("0.16.295.454 D slot update_slots: id  0 | task 0 | created speculative checkpoint (pos_min = 17, "
+               "pos_max = 17, n_tokens = 18, size = 0.001 MiB, draft = 0.000 MiB)",
+               "0.16.295.463 D srv  update_slots: decoding batch, n_tokens = 6")
+    assert classify.phase_from_log(serving) == "ready"
+    assert classify.phase_from_log(("slot 0 is processing [task id: 3]",)) == "ready"
+    assert classify.phase_from_log(("sampler seed: 4294967295",)) == "ready"
+    assert classify.phase_from_log(("prompt eval time =     131.36 ms /    18 tokens",)) == "ready"
+    inc = classify_exit(report_from_log(serving, has_drafter=True, backend="vulkan"))
+    assert inc.kind != "drafter-failure"
+    # look-alike: the slots llama-server sets up while it loads carry no task yet
+    loading = ("slot   load_model: id  0 | task -1 | new slot, n_ctx = 4096",)
+    assert classify.phase_from_log(loading) == "starting"
+    # ... so a start that ends there, a drafter loaded, is still the drafter's (the rule before)
+    assert classify_exit(report_from_log(loading, has_drafter=True)).kind == "drafter-failure"

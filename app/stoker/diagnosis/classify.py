@@ -1236,11 +1236,21 @@ def incident_of_kind(kind: str, report: ExitReport, evidence: str) -> Incident:
                     counts_as_strike=False, recoverable_by=None, exit_description=describe_exit(report))
 
 
+# Lines an engine prints only once its model is loaded: llama-server's ready lines, and its work on a
+# request (server-common.h SLT_*: `slot <func>: id N | task M |`, where a slot not yet given a task
+# prints `task -1` while loading; the 2024 server's `slot N is processing [task id: M]`; the timings
+# print_timing writes after a request), llama-cli's `sampler seed:` (completion.cpp, after the model
+# and context exist), and Ollama's runner started.
+_LOADED = re.compile(r"llama_server: model loaded|listening on http|server is listening on"
+                     r"|starting the main loop|llama runner started in"
+                     r"|\bslot\s+\w+: id\s+\d+ \| task \d+ \||\bslot \d+ is processing \[task id: \d+\]"
+                     r"|^\s*prompt eval time =|\bsampler seed: \d+")
+
+
 def phase_from_log(lines: Iterable[str]) -> str:
     """"ready" when the log shows the engine had finished loading, else "starting"."""
     for raw in lines:
-        if re.search(r"llama_server: model loaded|listening on http|server is listening on"
-                     r"|starting the main loop|llama runner started in", strip_log_prefix(raw)):
+        if _LOADED.search(strip_log_prefix(raw)):
             return "ready"
     return "starting"
 
