@@ -64,12 +64,20 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
 
 
 # Ollama gpu/, discover/ gpu_info_nvcuda.c and gpu_info_cudart.c (0.1.3x-0.12): the driver library
-# it found failed cuInit/cudaGetDeviceCount. libcuda is only there with NVIDIA's driver, and the
-# cudart Ollama ships answers 35 (no driver: the catalogue's driver-too-old reading) or 100 (no
-# device: none, or CUDA_VISIBLE_DEVICES=-1) where there is none, so any other number is a driver
-# and GPU that failed to start (999, 802, 3: ollama#5166, #6647, #9031). Read when no build is
-# stated (Ollama's Linux and Windows releases carry CUDA runners); a stated CPU build stays CPU.
-_OLLAMA_NVIDIA_DRIVER_FAILED = re.compile(r"(cuda driver library|nvcuda|cudart) init failure: (?!35\b|100\b)\d+")
+# it found failed cuInit/cudaGetDeviceCount with this number. 35 (driver older than the runtime)
+# is the catalogue's own. libcuda is only there with NVIDIA's driver, and the cudart Ollama ships
+# answers 35 (no driver) or 100 (no device: none, or CUDA_VISIBLE_DEVICES=-1) where there is none,
+# so any other number is a driver and GPU that failed to start (999, 802, 3: ollama#5166, #6647,
+# #9031) even when no build is stated (Ollama's Linux and Windows releases carry CUDA runners); a
+# stated CPU build stays CPU, and 100 counts only for a GPU build.
+_OLLAMA_DRIVER_INIT_FAILURE = re.compile(r"(?:cuda driver library|nvcuda|cudart) init failure: (\d+)")
+
+
+def _ollama_driver_failed_to_start(line: str, backend: str | None) -> bool:
+    m = _OLLAMA_DRIVER_INIT_FAILURE.search(line)
+    if m is None or m.group(1) == "35":
+        return False
+    return backend in GPU_BACKENDS or (backend is None and m.group(1) != "100")
 
 
 # The wrappers' own words for a GPU their build has no code for: the card is skipped and the
@@ -149,11 +157,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
                                    r"|amdgpu is not supported \(supported types"
                                    rf"|{_OLLAMA_AMDGPU_NOT_SUPPORTED}"
-                                   # Ollama discover/gpu_info_nvcuda.c, gpu_info_cudart.c: the
-                                   # driver library failed cuInit/cudaGetDeviceCount with a
-                                   # CUresult (35, driver too old, is the catalogue's own)
-                                   r"|(cuda driver library|nvcuda|cudart) init failure: (?!35\b)\d+"
-                                   # ... and gpu_info_nvml.c (0.1.2x): NVML loaded, then failed
+                                   # Ollama gpu_info_nvml.c (0.1.2x): NVML loaded, then failed
                                    r"|nvml vram init failure: \d+"
                                    # gpu_info_nvcuda.c (0.3-0.9): a driver that lost the device
                                    # (a container's GPU gone after a suspend or a cgroup reload)
@@ -166,6 +170,8 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    # (node-llama-cpp's b7836 on an M5, yoloshii/ClawMem#26)
                                    r"|ggml_metal_library_init_from_source: error compiling source", line):
             return line
+        if _ollama_driver_failed_to_start(line, backend):
+            return line  # Ollama's discovery: the NVIDIA driver it found did not start
         # the system-info line lists every backend that loaded (llama.cpp's llama_print_system_info:
         # `CUDA : ARCHS = … | CPU : …`, ROCm builds `ROCm : …`; Ollama 0.5's runner quotes it as
         # `system info="…"`): on a CUDA or ROCm build, one with only the CPU's means the GPU
@@ -175,8 +181,6 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
             return line
         if backend in ("cuda", "rocm") and _OLD_SYSTEM_INFO_NO_BLAS.search(line) and not llamafile:
             return line
-        if backend is None and _OLLAMA_NVIDIA_DRIVER_FAILED.search(line):
-            return line  # the build unstated: Ollama's words say it found NVIDIA's driver
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
             return line
