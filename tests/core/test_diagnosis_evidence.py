@@ -584,9 +584,6 @@ def test_a_wrappers_guess_is_a_sign_only(line, candidate):
     # CUDA 11/12's cudaErrorDevicesUnavailable string and cudaErrorCallRequiresNewerDriver
     ("CUDA error: CUDA-capable device(s) is/are busy or unavailable", "cuda", "gpu-error"),
     ("CUDA error: API call is not supported in the installed CUDA driver", "cuda", "cuda-driver-too-old"),
-    # Ollama 0.9 discover/gpu.go
-    ('level=WARN source=gpu.go:605 msg="old CUDA driver detected - please upgrade to a newer driver"', None,
-     "cuda-driver-too-old"),
     # Jan's 180 s wait for llama-server's ready line
     ("The model took too long to load and timed out.", None, "startup-timeout"),
     # ggml-vulkan (b11434) after a device loss
@@ -3380,3 +3377,74 @@ def test_a_slot_working_on_a_task_means_the_engine_had_loaded():
     assert classify.phase_from_log(loading) == "starting"
     # ... so a start that ends there, a drafter loaded, is still the drafter's (the rule before)
     assert classify_exit(report_from_log(loading, has_drafter=True)).kind == "drafter-failure"
+
+
+# ---- widened after batches 63 and 64 (spent), and one wording read again in Ollama's source
+
+def test_metals_insufficient_memory_after_a_failed_command_buffer_is_metal_oom():
+    # spending batch 64: llama.cpp#27309, ggml-metal's `error: %s` of the command buffer's error,
+    # its code cut to `(...)` in the paste, read as the system's memory
+    lines = ("0.26.672.359 E ggml_metal_synchronize: error: command buffer 0 failed with status 5",
+             "0.26.673.527 E error: Insufficient Memory (...)")
+    assert diagnose(*lines, os="darwin", backend="metal").kind == "metal-oom"
+    assert diagnose(*lines, os="darwin").kind == "metal-oom"
+    # look-alike: the host allocator's lower-case words stay the system's memory
+    assert diagnose("ggml_aligned_malloc: insufficient memory (attempted to allocate 103000 MB)").kind == "host-oom"
+    assert diagnose("error: insufficient memory to create the context").kind == "host-oom"
+    # order: the device lost after the allocation is that allocation; reversed, the GPU error wins
+    stripped = tuple(strip_log_prefix(line) for line in lines)
+    assert verdict(stripped).rule == "device-lost-is-the-allocation"
+    assert verdict(stripped, flipped("device-lost-is-the-allocation")).kind == "gpu-error"
+
+
+def test_an_abort_from_a_flat_tree_with_bare_file_names_is_an_abort():
+    # spending batch 64: ollama#8614, Ollama 0.5.7's cgo build of its flat llama/ folder prints
+    # GGML_ABORT's `file:line:` with the bare file name
+    line = "Jan 27 16:32:52 r670-1 ollama[1319558]: llama.cpp:11968: The current context does not support K-shift"
+    assert diagnose(line).kind == "assertion-failed"
+    assert diagnose("ggml-cuda.cu:1234: some unexpected state").kind == "assertion-failed"
+    # look-alikes: a compiler's file:line:col diagnostic, its `file:line: warning:`, the old loader's
+    # `llama.cpp: loading model from`, and a Go source position are not aborts
+    for other in ("llama.cpp:11968:13: error: use of undeclared identifier 'foo'",
+                  "ggml.c:1234: warning: unused variable 'x'",
+                  "llama.cpp: loading model from /models/7B/ggml-model-q4_0.bin",
+                  'time=2025-01-27T16:32:52 level=INFO source=llama.go:11968 msg="starting"'):
+        assert not any(p.kind == "assertion-failed" for p in gather((other,), strip_log_prefix)), other
+    # order: the first failing allocation beats the abort that follows it; reversed, the abort wins
+    alloc = "ggml_aligned_malloc: insufficient memory (attempted to allocate 52000.00 MB)"
+    assert diagnose(alloc, line).kind == "host-oom"
+    assert verdict((alloc, line)).rule == "allocation-before-abort"
+    assert verdict((alloc, line), flipped("allocation-before-abort")).kind == "assertion-failed"
+
+
+def test_ollamas_old_driver_warning_is_a_sign_only():
+    # Ollama 0.9-0.12 discover/cuda_common.go: the WARN that comes with choosing the older CUDA runner
+    # (cuda_v11 below driver 12.1, cuda_v12 below 13); the runner then runs on that driver
+    warning = ('time=2025-10-01T10:00:00.000Z level=WARN source=cuda_common.go:65 msg="old CUDA driver detected - '
+               'please upgrade to a newer driver for best performance" version=12.8')
+    pieces = gather((warning,), strip_log_prefix)
+    assert [p.strength for p in pieces] == [catalogue.Strength.WEAK]
+    assert diagnose(warning).kind != "cuda-driver-too-old"
+    # what fails after it is that failure, not the driver (before: the build fault beat everything)
+    assert diagnose(warning, CUDA_OOM, backend="cuda").kind == "cuda-oom"
+    # the driver really too old for the runtime still says so
+    assert diagnose(warning, "ggml_cuda_init: failed to initialize CUDA: CUDA driver version is insufficient "
+                    "for CUDA runtime version", backend="cuda").kind == "cuda-driver-too-old"
+
+
+def test_ollama_dropping_its_only_gpu_is_the_gpu_unused():
+    # from Ollama's source (discover/runner.go filterIntegratedGPUs, server/routes.go), for
+    # ollama#17222 (batch 57, spent): a GPU found and dropped, and none kept, leaves the CPU
+    drop = ('level=INFO source=runner.go:405 msg="dropping integrated GPU; to enable, set OLLAMA_IGPU_ENABLE=1" '
+            'id=0 library=Vulkan compute=0.0 name=Vulkan0 description="Intel(R) Iris(R) Xe Graphics" pci_id=""')
+    none_kept = ('level=INFO source=routes.go:2054 msg="vram-based default context" total_vram="0 B" '
+                 'default_num_ctx=4096')
+    assert diagnose(drop, none_kept, os="windows").kind == "gpu-unused"
+    # look-alikes: no GPU found at all (0 B with no drop), or another GPU kept after the drop
+    assert diagnose(none_kept, os="windows").kind != "gpu-unused"
+    kept = none_kept.replace('"0 B"', '"7.6 GiB"')
+    assert diagnose(drop, kept, os="windows").kind != "gpu-unused"
+    # order: the drop is a sign; a failure the log names decides first
+    load_error = ("llama_model_load: error loading model: error loading model architecture: "
+                  "unknown model architecture: 'x'")
+    assert diagnose(drop, none_kept, load_error, os="windows").kind == "bad-model"

@@ -220,8 +220,6 @@ _e("wrapper.cuda-driver-old", "cuda-driver-too-old", 90, _D,
    # with the cudaError_t number; 35 is cudaErrorInsufficientDriver
    r"\b(cudaSetDevice|cudaGetDeviceCount|cudaDriverGetVersion|cuInit) err:? 35\b",
    r"cudart vram init failure: 35\b",
-   # Ollama 0.9 discover/gpu.go (`old CUDA driver detected - please upgrade to a newer driver`)
-   r"old CUDA driver detected - please upgrade",
    # libnvidia-container (nvidia-container-cli, the container runtime's prestart hook): the
    # image's NVIDIA_REQUIRE_CUDA asks for a CUDA the host driver does not reach (RamaLama's
    # CUDA image, ramalama#1234). Other unsatisfied conditions (brand, arch) are not this.
@@ -230,6 +228,14 @@ _e("wrapper.cuda-driver-old", "cuda-driver-too-old", 90, _D,
    # discover/gpu_info_nvcuda.c dlsyms cuCtxCreate_v3, cuDeviceGetUuid_v2 … and logs
    # `symbol lookup for %s failed: <dlerror>`) is one that driver predates
    r"libcuda\.so[.\d]*: undefined symbol: cu[A-Z]\w*", r"symbol lookup for cu[A-Z]\w* failed")
+# Ollama 0.9.x-0.12.x discover/cuda_common.go (`old CUDA driver detected - please upgrade to a newer
+# driver`, `… for best performance` from 0.11) is a WARN on the way to choosing the runner built for
+# that driver (cuda_v11 below driver 12.1, cuda_v12 below 13): Ollama adapted to the driver, so the
+# line is shown but never decides, and an OOM or a load error after it is that failure.
+_e("ollama.old-driver-warning", "cuda-driver-too-old", 20, _W,
+   "Ollama 0.9-0.12 discover/cuda_common.go (cudaJetpack/cudaVariant)",
+   "Ollama found a driver older than its newest CUDA runner and chose an older runner",
+   r"old CUDA driver detected - please upgrade")
 _e("cuda.no-kernel-image", "no-kernel-image", 90, _D,
    "cudaErrorNoKernelImageForDevice (209) / cudaErrorInvalidDeviceFunction (98); ggml-cuda",
    "the build has no GPU code for this device's architecture",
@@ -450,6 +456,10 @@ _e("metal.oom", "metal-oom", 80, _D,
    r"ggml_metal_add_buffer: error: failed to allocate", r"failed to allocate MTL\d+ buffer",
    r"kIOGPUCommandBufferCallbackErrorOutOfMemory", r"MTLCommandBufferErrorOutOfMemory",
    r"Insufficient Memory \(0+8", r"ggml_metal_add_buffer: buffer '\w+' size \d+ is larger than buffer maximum",
+   # ggml-metal-context.m (b11434) after `command buffer N failed with status 5`: `error: %s` with
+   # the error's localizedDescription, `Insufficient Memory (00000008:kIOGPUCommandBufferCallback…)`;
+   # read from its title-case first words, as a paste may cut the code (llama.cpp#27309: `(...)`)
+   r"(?-i:error: Insufficient Memory\b)",
    r"ggml_backend_metal_buffer_\w*: error: failed to allocate buffer",
    r"ggml_metal\w*: error: (vm_allocate|posix_memalign) failed",
    r"ggml_metal\w*: error: failed to allocate buffer, size =",
@@ -514,7 +524,9 @@ _e("host.alloc", "host-oom", 78, _D,
    r"STATUS_NO_MEMORY", r"STATUS_COMMITMENT_LIMIT", r"\b0xc0000017\b", r"\b0xc000012d\b",
    r"\b3221225495\b", r"\b3221225773\b", r"-1073741801\b", r"-1073741523\b",
    # Python's MemoryError, not PyTorch's OutOfMemoryError (the GPU's: cuda.oom)
-   r"\bMemoryError\b", r"not enough (system )?memory to load", r"insufficient (system )?memory",
+   r"\bMemoryError\b", r"not enough (system )?memory to load",
+   # (not Metal's `Insufficient Memory`, the command buffer's description in title case: metal.oom)
+   r"(?!(?-i:Insufficient Memory))insufficient (system )?memory",
    r"model requires more system memory \([^)]*\) than is available",
    # Unsloth Studio's check before it starts llama-server (2026: `Failed to load model: About N GB of
    # this model does not fit in GPU memory and would run from system RAM. Only about M GB is
@@ -1611,7 +1623,13 @@ _e("abort.assert", "assertion-failed", 30, _S,
    # source suffix; a compiler's `file:line:col:` and its `warning:`/`error:`/`note:`, and the
    # linker's `file:line: undefined reference to …` / `multiple definition of …`, are not aborts.
    r"(^|[\s\"'(/\\])(ggml|src|common|tools|examples|llama\.cpp)[/\\][\w./\\-]*\.(c|cc|cpp|cu|cuh|m|mm|h|hpp)"
-   r":\d+: (?!(warning|error|note):|undefined reference to|multiple definition of)\S")
+   r":\d+: (?!(warning|error|note):|undefined reference to|multiple definition of)\S",
+   # the same abort from a flat tree whose compiler was handed bare file names: Ollama 0.4-0.5
+   # vendored llama.cpp and ggml into one folder (llama/) that cgo compiles, so __FILE__ is
+   # `llama.cpp`, `ggml.c`, `ggml-cuda.cu` … (v0.5.7 llama/llama.cpp:11968 `GGML_ABORT("The current
+   # context does not support K-shift")` prints `llama.cpp:11968: The current context …`)
+   r"(^|[\s\"'(])(llama|ggml|common|sampling|unicode|clip|llava|mllama|sgemm|amx|gguf)([-_][\w-]+)?"
+   r"\.(c|cc|cpp|cu|cuh|m|mm):\d+: (?!(warning|error|note):|undefined reference to|multiple definition of)\S")
 
 
 # Every name of the runtime tables above is an entry of its own, so a runtime error the

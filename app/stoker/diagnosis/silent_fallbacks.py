@@ -185,7 +185,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         if m and (plan_wanted_gpu or gpu_build):
             return line
     return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
-            or _ollama_without_its_gpu_runners(lines)
+            or _ollama_without_its_gpu_runners(lines) or _ollama_dropped_every_gpu(lines)
             or _llamasharp_loaded_its_cpu_build(lines) or _weights_left_on_the_host(lines)
             or _gpu_backend_never_loaded(lines, backend))
 
@@ -287,6 +287,27 @@ def _ollama_without_its_gpu_runners(lines: Iterable[str]) -> str | None:
     for line, names in listed:
         if not any(name.split("_", 1)[0] == family for name in names):
             return line
+    return None
+
+
+# Ollama 0.30 on (discover/runner.go filterIntegratedGPUs) drops an integrated GPU unless
+# OLLAMA_IGPU_ENABLE allows it, saying `dropping integrated GPU; to enable, set OLLAMA_IGPU_ENABLE=1`;
+# server/routes.go then sums the memory of the GPUs discovery kept (`msg="vram-based default
+# context" total_vram=…`, HumanBytes2: `0 B` for none). A GPU found and dropped, and none kept, is a
+# machine with a GPU whose model runs on the CPU (ollama#17222: the laptop's discrete GPU was not
+# discovered either). Without a drop line, `0 B` is a machine with no GPU, and says nothing.
+_OLLAMA_DROPPED_A_GPU = re.compile(r"dropping integrated GPU; to enable, set OLLAMA_IGPU_ENABLE=1")
+_OLLAMA_NO_VRAM_KEPT = re.compile(r"msg=\"?vram-based default context\"?\s+total_vram=\"?0 B\b")
+
+
+def _ollama_dropped_every_gpu(lines: Iterable[str]) -> str | None:
+    dropped: str | None = None
+    for raw in lines:
+        line = strip_log_prefix(raw).strip()
+        if _OLLAMA_DROPPED_A_GPU.search(line):
+            dropped = line
+        elif dropped is not None and _OLLAMA_NO_VRAM_KEPT.search(line):
+            return f"{dropped}, and no GPU was kept: {line}"
     return None
 
 
