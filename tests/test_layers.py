@@ -42,6 +42,7 @@ PURE = frozenset({
     "stoker.diagnosis.log_lines",
     "stoker.diagnosis.silent_fallbacks",
     "stoker.diagnosis.wrapper_memory",
+    "stoker.diagnosis.crash_reports",
     "stoker.diagnosis.views",
     "stoker.engines.about",
     "stoker.engines.argv",

@@ -3448,3 +3448,80 @@ def test_ollama_dropping_its_only_gpu_is_the_gpu_unused():
     load_error = ("llama_model_load: error loading model: error loading model architecture: "
                   "unknown model architecture: 'x'")
     assert diagnose(drop, none_kept, load_error, os="windows").kind == "bad-model"
+
+
+# ---- widened after batch 65 (spent): Windows older than the program, and the runner's own slip
+
+_WER_OLD_RUNTIME = ("EventType=APPCRASH", "Sig[0].Value=llama-box.exe", "Sig[3].Name=Fault Module Name",
+                    "Sig[3].Value=MSVCP140.dll", "Sig[4].Name=Fault Module Version", "Sig[4].Value=14.34.31931.0",
+                    "Sig[6].Name=Exception Code", "Sig[6].Value=c0000005")
+
+
+@pytest.mark.parametrize("lines", [
+    _WER_OLD_RUNTIME,
+    # the Application log's event 1000 as XML (gpustack/llama-box#10) and as the viewer's text
+    ("<Data>llama-box.exe</Data>", "<Data>0.0.0.0</Data>", "<Data>674fb3c7</Data>", "<Data>MSVCP140.dll</Data>",
+     "<Data>14.29.30139.0</Data>", "<Data>61b17c25</Data>", "<Data>c0000005</Data>"),
+    ("Faulting application name: llama-server.exe, version: 0.0.0.0, time stamp: 0x674fb3c7",
+     "Faulting module name: MSVCP140.dll, version: 14.29.30139.0, time stamp: 0x61b17c25",
+     "Exception code: 0xc0000005"),
+])
+def test_a_crash_inside_a_visual_c_runtime_older_than_the_build_is_the_system(lines):
+    assert diagnose(*lines, os="windows").kind == "system-too-old"
+
+
+def test_a_crash_report_of_another_fault_is_not_the_old_runtime():
+    newer = tuple(x.replace("14.34.31931.0", "14.40.33810.0") for x in _WER_OLD_RUNTIME)
+    other_code = tuple(x.replace("c0000005", "c0000409") for x in _WER_OLD_RUNTIME)
+    other_module = tuple(x.replace("MSVCP140.dll", "ggml-cuda.dll") for x in _WER_OLD_RUNTIME)
+    for lines in (newer, other_code, other_module):
+        assert diagnose(*lines, os="windows").kind != "system-too-old", lines
+    # order: a line stating a reason outranks the report's figures; without that rule the old
+    # runtime would be read as the loader's cause
+    missing = "The code execution cannot proceed because ggml-cuda.dll was not found."
+    pieces = gather((missing,) + _WER_OLD_RUNTIME, strip_log_prefix)
+    assert decide(pieces).kind == "missing-library"
+    assert decide(pieces, ORDER, reason_over_figure=False).kind == "system-too-old"
+
+
+def test_an_entry_point_missing_from_windows_own_dll_is_a_windows_too_old():
+    # spending batch 65: gpt4all#2223, Windows 7's user32.dll, in the reporter's words
+    told = ("Can not install `gpt4all` on windows 7. When clicked the `exe` file, it reports `Cannot find entry "
+            "point skip pointer frame messages in dynamic link library user32.dll.`")
+    assert diagnose(told, os="windows").kind == "system-too-old"
+    dialog = ("The procedure entry point SkipPointerFrameMessages could not be located in the dynamic link "
+              "library C:\\Windows\\system32\\USER32.dll.")
+    assert diagnose(dialog, os="windows").kind == "system-too-old"
+    # look-alike: the same words for a DLL of the program's own are another build's
+    own = ("The procedure entry point __kmpc_dispatch_deinit could not be located in the dynamic link library "
+           "ggml-base.dll")
+    assert diagnose(own, os="windows").kind == "stale-library"
+    # order: a missing function in Windows says why a sibling library then could not be loaded;
+    # reversed, the library's absence would be the cause
+    lines = (dialog, "The code execution cannot proceed because ggml-cpu.dll was not found.")
+    assert verdict(lines).rule == "versioned-symbol-over-cannot-open"
+    assert verdict(lines, flipped("versioned-symbol-over-cannot-open")).kind == "missing-library"
+
+
+def test_a_clean_exit_before_the_engine_was_ready_is_not_a_stop():
+    # spending batch 65: gpustack#109, `Inference server exited with code 0.` (an old Visual C++ runtime)
+    line = "Error running model: Inference server exited with code 0."
+    starting = classify_exit(report_from_log((line,), exit_code=0, os="windows", phase="starting"))
+    assert starting.kind == "unknown"
+    # look-alikes: a clean exit of a serving engine is a stop, and so is one Stoker asked for
+    assert classify_exit(report_from_log((line,), exit_code=0, phase="ready")).kind == "stopped"
+    ours = replace(report_from_log((line,), exit_code=0, phase="starting"), signalled_by_us=True)
+    assert classify_exit(ours).kind == "stopped"
+
+
+def test_ollamas_runner_finding_no_kv_slot_is_its_own_slip():
+    # spending batch 65: ollama#7930, parallel requests with a prompt truncated to the context
+    line = "panic: failed to decode batch: could not find a kv cache slot"
+    assert diagnose('level=WARN source=runner.go:129 msg="truncating input prompt" limit=2048 prompt=2052',
+                    line, os="darwin").kind == "assertion-failed"
+    # look-alike: the panic relaying llama_decode's own failure code says nothing of which cause
+    relayed = "panic: failed to decode batch: llama_decode failed with code -3"
+    assert not any(p.kind == "assertion-failed" for p in gather((relayed,), strip_log_prefix))
+    # order: an allocation failure before it is the cause; reversed, the slip would win
+    assert diagnose(CUDA_OOM, line, backend="cuda").kind == "cuda-oom"
+    assert verdict((CUDA_OOM, line), flipped("allocation-before-abort")).kind == "assertion-failed"

@@ -671,6 +671,20 @@ _e("ld.library-version", "missing-library", 77, _D,
    "glibc ld.so (dl-version.c) for a library's own version node (libcudart.so.12, LIBCUDA)",
    "the library found is another major version than the one the build needs: the right one is missing",
    r"version [`'‘]?(?!GLIBC|GLIBCXX|CXXABI)(lib\w[\w.+-]*|[A-Z][A-Z0-9_]+)[\w.]*[`'’]? not found \(required by")
+# The Windows loader's STATUS_ENTRYPOINT_NOT_FOUND message (`The procedure entry point %s could not
+# be located in the dynamic link library %s`, which users also retell in their own words) naming
+# one of Windows' own DLLs: a function this Windows does not have yet (gpt4all#2223: Windows 7's
+# user32.dll without SkipPointerFrameMessages, Windows 8's). Another DLL there is another
+# build's (ld.stale-symbol).
+_WINDOWS_OWN_DLL = (r"(?:kernel32|kernelbase|user32|gdi32|advapi32|ntdll|shell32|shlwapi|ole32|oleaut32"
+                    r"|combase|ws2_32|bcrypt|bcryptprimitives|crypt32|dxgi|d3d11|d3d12|dwmapi|shcore"
+                    r"|api-ms-win-[\w-]+)\.dll")
+_e("win.entry-point-in-windows", "system-too-old", 77, _D,
+   "the Windows loader (STATUS_ENTRYPOINT_NOT_FOUND 0xC0000139 and its dialog text)",
+   "a function the program needs is missing from Windows' own DLL: this Windows is older than the "
+   "program supports",
+   r"entry point\b.{1,160}?\bin (?:the )?dynamic link library \(?\"?(?:[A-Za-z]:)?(?:[^\s\\]*\\)*"
+   + _WINDOWS_OWN_DLL)
 _e("dyld.system-too-old", "system-too-old", 77, _D, "macOS dyld",
    "a symbol the build expects in macOS's own libraries: an older macOS",
    r"Expected in:?\s*(<[\w-]+>\s*)?/usr/lib/", r"Expected in:?\s*(<[\w-]+>\s*)?/System/Library/",
@@ -1382,6 +1396,17 @@ _e("ollama.estimate-host-tight", "host-oom", 20, _W,
    "host: a runner the kernel then kills leaves no line of its own; a sign only (a forecast, "
    "not a failure)",
    r"(?!)")
+# Windows' crash report read by stoker/diagnosis/crash_reports.py over several lines (the faulting
+# module, its version and the exception are fields of their own): a program built with Visual
+# Studio 2022 17.10 or later faults in an older msvcp140.dll. Widened from spent batch 65
+# (gpustack/llama-box#10; gpustack#861 of batch 12 is the same report).
+_e("windows.msvc-runtime-too-old", "system-too-old", 77, _S,
+   "Windows Error Reporting (APPCRASH `Sig[3..6]`) and the Application log's event 1000 "
+   "(`Faulting module name`, `<Data>` fields); Microsoft STL changelog, VS 2022 17.10 (MSVC 14.40)",
+   "the program faulted (0xc0000005) inside a Visual C++ runtime older than 14.40, which programs "
+   "built with MSVC 14.40 or later need: the installed runtime is too old (install the current "
+   "Visual C++ Redistributable)",
+   r"(?!)")
 _e("wrapper.layout-unfit", "device-oom", 65, _S,
    "Ollama llm/server.go (its own engine's layout fit, 0.11 and later): `memory layout cannot be "
    "allocated` (with `num_gpu = N`)",
@@ -1590,6 +1615,16 @@ _e("gpu.error", "gpu-error", 40, _S,
    # tail keeps only `ggml-cuda.cu:<line>: <cudaGetErrorString>` (llama.cpp#3930)
    r"ggml-cuda(\.cu|/\w+\.cuh?):\d+: (" + "|".join(
        re.escape(t) for t, k in CUDA_ERROR_STRINGS.items() if k == "gpu-error") + r")\b")
+# Ollama's runner (llama/llama.go ErrKvCacheFull, 0.4 on; kvcache/cache.go in its own engine, 0.6
+# on): llama_decode found no KV cache slot for a batch the runner's own cache accounting had
+# placed, and after a defrag the runner gives up with `failed to decode batch: could not find a
+# kv cache slot`, as a Go panic. The cache was allocated; the runner's bookkeeping of it broke
+# (ollama#7930: parallel requests with a prompt truncated to the full context).
+_e("ollama.kv-slot-miscount", "assertion-failed", 30, _S,
+   "Ollama llama/llama.go and kvcache/cache.go (`could not find a kv cache slot`), runner.go's "
+   "`failed to decode batch: %w`",
+   "the runner placed a batch its KV cache had no slot for: its own accounting failed",
+   r"failed to decode batch: could not find a kv cache slot")
 _e("abort.assert", "assertion-failed", 30, _S,
    f"ggml/src/ggml.c ggml_abort (`GGML_ASSERT(%s) failed`, `GGML_ABORT`), {_B}; older "
    "`GGML_ASSERT: file:line: cond`; the C and C++ runtimes",

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from stoker.diagnosis.catalogue import Entry, Strength, entry, matches
+from stoker.diagnosis.crash_reports import old_msvc_runtime_faulted
 from stoker.diagnosis.wrapper_memory import host_share_near_free, lmstudio_ram_exhausted, size_in_bytes
 
 MEMORY = frozenset({"gpu-oom", "device-oom", "cuda-oom", "rocm-oom", "vulkan-oom", "metal-oom", "host-oom"})
@@ -262,6 +263,8 @@ def _impossible_sizes_as_miscounts(pieces: tuple[Evidence, ...]) -> tuple[Eviden
 _FIGURES: tuple[tuple[Callable[[Iterable[str]], int | None], str], ...] = (
     (lmstudio_ram_exhausted, "lmstudio.ram-exhausted"),
     (host_share_near_free, "ollama.estimate-host-tight"),
+    # (not a wrapper's: Windows' crash report, whose fields are read together the same way)
+    (old_msvc_runtime_faulted, "windows.msvc-runtime-too-old"),
 )
 
 
