@@ -223,15 +223,22 @@ _LLAMASHARP_GPU_FAILED = re.compile(r"Failed Loading '[^']*[/\\](cuda\d*|vulkan)
 _LLAMASHARP_CPU_LOADED = re.compile(r"\bLoaded '[^']*[/\\](avx\d*|noavx)[/\\][^']*'", re.IGNORECASE)
 
 
-def _llamasharp_loaded_its_cpu_build(lines: Iterable[str]) -> str | None:
-    failed: str | None = None
+def _one_line_then_another(lines: Iterable[str], first: re.Pattern[str],
+                           then: re.Pattern[str]) -> tuple[str, str] | None:
+    """The last line matching `first` before the first line after it matching `then`, or None."""
+    seen: str | None = None
     for raw in lines:
         line = strip_log_prefix(raw).strip()
-        if _LLAMASHARP_GPU_FAILED.search(line):
-            failed = line
-        elif failed is not None and _LLAMASHARP_CPU_LOADED.search(line):
-            return f"{failed}, then {line}"
+        if first.search(line):
+            seen = line
+        elif seen is not None and then.search(line):
+            return seen, line
     return None
+
+
+def _llamasharp_loaded_its_cpu_build(lines: Iterable[str]) -> str | None:
+    pair = _one_line_then_another(lines, _LLAMASHARP_GPU_FAILED, _LLAMASHARP_CPU_LOADED)
+    return None if pair is None else f"{pair[0]}, then {pair[1]}"
 
 
 # Ollama (llm/server.go) logs its plan, `msg=offload library=cuda ... layers.offload=29`, and
@@ -301,14 +308,8 @@ _OLLAMA_NO_VRAM_KEPT = re.compile(r"msg=\"?vram-based default context\"?\s+total
 
 
 def _ollama_dropped_every_gpu(lines: Iterable[str]) -> str | None:
-    dropped: str | None = None
-    for raw in lines:
-        line = strip_log_prefix(raw).strip()
-        if _OLLAMA_DROPPED_A_GPU.search(line):
-            dropped = line
-        elif dropped is not None and _OLLAMA_NO_VRAM_KEPT.search(line):
-            return f"{dropped}, and no GPU was kept: {line}"
-    return None
+    pair = _one_line_then_another(lines, _OLLAMA_DROPPED_A_GPU, _OLLAMA_NO_VRAM_KEPT)
+    return None if pair is None else f"{pair[0]}, and no GPU was kept: {pair[1]}"
 
 
 # llama.cpp's load_tensors (src/llama-model.cpp, 2024 to b11434) says how many layers it
