@@ -1625,6 +1625,9 @@ _e("ollama.kv-slot-miscount", "assertion-failed", 30, _S,
    "`failed to decode batch: %w`",
    "the runner placed a batch its KV cache had no slot for: its own accounting failed",
    r"failed to decode batch: could not find a kv cache slot")
+# What ggml_abort prints after `__FILE__`: `:<line>: <message>`; not a compiler's `warning:`/
+# `error:`/`note:` after a line number, nor the linker's words about a symbol.
+_ABORT_AFTER_FILE = r":\d+: (?!(warning|error|note):|undefined reference to|multiple definition of)\S"
 _e("abort.assert", "assertion-failed", 30, _S,
    f"ggml/src/ggml.c ggml_abort (`GGML_ASSERT(%s) failed`, `GGML_ABORT`), {_B}; older "
    "`GGML_ASSERT: file:line: cond`; the C and C++ runtimes",
@@ -1658,13 +1661,13 @@ _e("abort.assert", "assertion-failed", 30, _S,
    # source suffix; a compiler's `file:line:col:` and its `warning:`/`error:`/`note:`, and the
    # linker's `file:line: undefined reference to …` / `multiple definition of …`, are not aborts.
    r"(^|[\s\"'(/\\])(ggml|src|common|tools|examples|llama\.cpp)[/\\][\w./\\-]*\.(c|cc|cpp|cu|cuh|m|mm|h|hpp)"
-   r":\d+: (?!(warning|error|note):|undefined reference to|multiple definition of)\S",
+   + _ABORT_AFTER_FILE,
    # the same abort from a flat tree whose compiler was handed bare file names: Ollama 0.4-0.5
    # vendored llama.cpp and ggml into one folder (llama/) that cgo compiles, so __FILE__ is
    # `llama.cpp`, `ggml.c`, `ggml-cuda.cu` … (v0.5.7 llama/llama.cpp:11968 `GGML_ABORT("The current
    # context does not support K-shift")` prints `llama.cpp:11968: The current context …`)
    r"(^|[\s\"'(])(llama|ggml|common|sampling|unicode|clip|llava|mllama|sgemm|amx|gguf)([-_][\w-]+)?"
-   r"\.(c|cc|cpp|cu|cuh|m|mm):\d+: (?!(warning|error|note):|undefined reference to|multiple definition of)\S")
+   r"\.(c|cc|cpp|cu|cuh|m|mm)" + _ABORT_AFTER_FILE)
 
 
 # Every name of the runtime tables above is an entry of its own, so a runtime error the

@@ -783,6 +783,11 @@ def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[st
 _STOP_SIGNALS = frozenset({"SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT"})
 
 
+def _ended_cleanly(report: ExitReport) -> bool:
+    """Exit code 0 and no signal: the process returned from main on its own."""
+    return report.exit_code == 0 and report.signal is None
+
+
 def _kind_from_exit(report: ExitReport, sig: str | None) -> tuple[str, str | None]:
     """Kind from the exit shape alone (no telling line), with the evidence if any."""
     if report.timed_out and report.signalled_by_us:
@@ -808,7 +813,7 @@ def _kind_from_exit(report: ExitReport, sig: str | None) -> tuple[str, str | Non
         return "stopped", None  # asked to stop by a service manager, a wrapper or a user
     if code == 127 and report.os != "windows":
         return "missing-library", None
-    if code == 0 and sig is None and report.phase != "starting":
+    if _ended_cleanly(report) and report.phase != "starting":
         return "stopped", None
     # (a clean exit before the engine was ready, with nobody here asking: the engine ended by
     # itself, and a wrapper's `exited with code 0` says nothing of why; gpustack#109 was an old
@@ -1022,7 +1027,7 @@ def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence:
     if (report.has_drafter and not report.drafter_forced and report.phase == "starting"
             and kind in ("unknown", "assertion-failed", "gpu-error", "illegal-instruction")
             and not report.signalled_by_us and not conflict
-            and not (report.exit_code == 0 and report.signal is None)):  # a clean exit is no crash
+            and not _ended_cleanly(report)):  # a clean exit is no crash
         kind, rule = "drafter-failure", "crash-starting-with-a-catalog-drafter"
         evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
         if match is not None and match.kind == "gpu-error":
