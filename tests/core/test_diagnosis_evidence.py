@@ -3525,3 +3525,56 @@ def test_ollamas_runner_finding_no_kv_slot_is_its_own_slip():
     # order: an allocation failure before it is the cause; reversed, the slip would win
     assert diagnose(CUDA_OOM, line, backend="cuda").kind == "cuda-oom"
     assert verdict((CUDA_OOM, line), flipped("allocation-before-abort")).kind == "assertion-failed"
+
+
+# ---- widened after batch 66 (spent): the Go SIGILL banner glued to an unterminated line,
+# Ollama's GGUF reader refusing a file, and LLamaSharp's other load failure
+
+_LOCALAI_288 = ("llama.cpp: loading model from /models/gpt",
+                "failed unexpectedly reached end of fileSIGILL: illegal instruction",
+                "PC=0xa893c4 m=5 sigcode=2")
+
+
+def test_the_go_sigill_banner_glued_to_a_line_left_unterminated_is_the_cpu():
+    assert diagnose(*_LOCALAI_288).kind == "illegal-instruction"
+    # look-alikes: the words quoted after a space, or with more said after them, are no banner
+    for line in ("it crashes with SIGILL: illegal instruction", "SIGILL: illegal instruction is what I get on load"):
+        assert not any(p.kind == "illegal-instruction" for p in gather((line,), strip_log_prefix)), line
+    # order: the load error C printed before the fault is its echo; reversed, the model would win
+    lines = ("error loading model: unexpectedly reached end of file", "SIGILL: illegal instruction")
+    assert verdict(lines).rule == "build-fault-first"
+    assert verdict(lines, flipped("build-fault-first")).kind == "bad-model"
+
+
+def test_ollamas_gguf_reader_refusing_the_file_is_the_model():
+    # ollama#4075: `ollama create` on a broken download
+    assert diagnose("transferring model data", "creating model layer", "Error: invalid file magic",
+                    os="windows").kind == "bad-model"
+    assert diagnose("Error: unsupported model format", os="darwin").kind == "bad-model"
+    # look-alikes: other magic and format words
+    for line in ("Error: invalid file mode", "magic: invalid file magicks enabled"):
+        assert not any(p.kind == "bad-model" for p in gather((line,), strip_log_prefix)), line
+    # order: the refused file ends in whatever abort follows; reversed, the abort would win
+    lines = ("Error: invalid file magic", "GGML_ASSERT(ctx) failed")
+    assert verdict(lines).rule == "load-error-before-abort"
+    assert verdict(lines, flipped("load-error-before-abort")).kind == "assertion-failed"
+
+
+_LLAMASHARP_1275 = ("LLama.Exceptions.RuntimeError: Failed to load the native library. Please check the log for "
+                    "more information.",
+                    "   at LLama.Native.NativeLibraryUtils.TryLoadLibrary(NativeLibraryConfig config, INativeLibrary& "
+                    "loadedLibrary)",
+                    "Failed Loading 'runtimes/linux-x64/native/cuda12/libllava_shared.so'")
+
+
+def test_llamasharps_no_candidate_loaded_is_open_like_its_other_load_failure():
+    inc = diagnose(*_LLAMASHARP_1275)
+    assert inc.kind == "unknown" and inc.candidates == ("missing-library", "system-too-old")
+    assert inc.rule == "native-load-failed-reason-dropped"
+    # look-alike: another library's loader in LLamaSharp's words
+    assert diagnose("SkiaSharp: Failed to load the native library libSkiaSharp.so", exit_code=1).candidates == ()
+    # order: a line with the loader's reason decides, before or after it
+    for lines in ((_GLIBC_233,) + _LLAMASHARP_1275, _LLAMASHARP_1275 + (_GLIBC_233,)):
+        assert diagnose(*lines).kind == "system-too-old"
+    assert verdict(_LLAMASHARP_1275 + (_GLIBC_233,), flipped("versioned-symbol-over-cannot-open")).kind == \
+        "missing-library"

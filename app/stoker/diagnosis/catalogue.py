@@ -286,8 +286,10 @@ _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
    r"STATUS_ILLEGAL_INSTRUCTION", r"\b0xc000001d\b", r"\b3221225501\b", r"-1073741795\b",
    r"CPU does not support (AVX|AVX2|AVX512|F16C|FMA|SSE)", r"your CPU (does not|doesn't) support (AVX|the required)",
    r"requires (an? )?(AVX2?|AVX-?512) (capable )?CPU",
-   # the Go runtime's fatal-signal banner (runtime/signal_unix.go) in a Go wrapper's own log
-   r"^SIGILL: illegal instruction",
+   # the Go runtime's fatal-signal banner (runtime/signal_unix.go) in a Go wrapper's own log; it
+   # begins a line, or ends one that C code left unterminated on the same stderr (LocalAI#288:
+   # `failed unexpectedly reached end of fileSIGILL: illegal instruction`), never after a space
+   r"(?<!\s)SIGILL: illegal instruction\s*$",
    # llamafile's cpucheck.c (and cosmopolitan's, which it copies): its start-up check for the
    # x86 features the build was compiled for, printed before any instruction can fault
    r"fatal error: the cpu feature \S+ was required at build time but isn't available",
@@ -942,10 +944,16 @@ _e("dotnet.dll-not-found", "missing-library", 75, _D,
 _e("llamasharp.native-load-failed", "missing-library", 75, _S,
    "LLamaSharp LLama/Native/NativeApi.cs / NativeApi.Load.cs (0.5 to 0.2x) static constructor: "
    "`catch (DllNotFoundException) { throw new RuntimeError(\"The native library cannot be correctly "
-   "loaded. ...\") }`, the inner exception dropped",
+   "loaded. ...\") }`, the inner exception dropped; LLama/Native/Load/NativeLibraryUtils.cs "
+   "TryLoadLibrary (0.13 to 0.27, `Failed to load the native library. Please check the log for more "
+   "information.`) when no candidate loads",
    "LLamaSharp could not load its native library and dropped the loader's reason: a library or "
    "dependency missing, or one built for a newer system (glibc) than this one",
-   r"The native library cannot be correctly loaded\. It could be one of the following reasons")
+   r"The native library cannot be correctly loaded\. It could be one of the following reasons",
+   # NativeLibraryUtils.TryLoadLibrary (LLama/Native/Load, 0.13 to 0.27): every candidate's
+   # NativeLibrary.TryLoad failed with fallback off; its log's `Failed Loading '%s'` lines carry no
+   # reason either (LLamaSharp#1275)
+   r"Failed to load the native library\. Please check the log for more information")
 _e("dotnet.entry-point", "stale-library", 76, _D,
    "the .NET runtime's System.EntryPointNotFoundException (`Unable to find an entry point named "
    "'llama_x' in DLL 'llama'` / `in shared library`), thrown when a P/Invoke is first bound",
@@ -1231,6 +1239,10 @@ _e("model.load", "bad-model", 60, _D,
    # its metadata) does not parse; the server stops (`--no-jinja` or another template helps)
    r"common_chat_templates_init: failed to initialize chat template",
    r"failed to load multimodal model", r"invalid magic",
+   # Ollama's GGUF reader (llm/ggml.go DecodeGGML 0.1.x, fs/ggml/ggml.go to 0.33): the file's first
+   # four bytes are no GGUF (a broken or HTML download), or an old GGML file it no longer takes;
+   # `ollama create` and the load both stop on it (ollama#4075)
+   r"\binvalid file magic\b", r"\bunsupported model format\b",
    # Ollama llm/server.go rewrites a runner's `unknown model …` error to this (0.1.30 to 2026);
    # its registry refuses a pull the same way (HTTP 412)
    r"this model is not supported by your version of Ollama", r"requires a newer version of Ollama",

@@ -987,7 +987,8 @@ _LOAD_WITH_DRAFT = re.compile(r"\(with draft model: ", re.IGNORECASE)
 _HIP_VMM_OOM = re.compile(r"HipVMM Failure: (out of memory|hipErrorOutOfMemory)\b", re.IGNORECASE)
 # LLamaSharp's RuntimeError over any DllNotFoundException, the loader's reason dropped
 # (catalogue llamasharp.native-load-failed; LLamaSharp#285: a glibc too old).
-_LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly loaded\.", re.IGNORECASE)
+_LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly loaded\.|Failed to load the native "
+                                     r"library\. Please check the log", re.IGNORECASE)
 # What to do when a line is left open between two kinds and each wants another remedy.
 _OPEN_ADVICE = {
     "client-left-the-load": (
