@@ -86,6 +86,8 @@ RULE_CASES = {
     "gpu-error-before-its-abort": (
         ("CUDA error: an illegal memory access was encountered", "GGML_ASSERT(ne % 2 == 0) failed"),
         "gpu-error"),
+    "named-device-over-unnamed": (
+        ("Error: 500 Internal Server Error: failed to commit memory for model", CUDA_OOM), "gpu-oom"),
 }
 
 
@@ -3578,3 +3580,52 @@ def test_llamasharps_no_candidate_loaded_is_open_like_its_other_load_failure():
         assert diagnose(*lines).kind == "system-too-old"
     assert verdict(_LLAMASHARP_1275 + (_GLIBC_233,), flipped("versioned-symbol-over-cannot-open")).kind == \
         "missing-library"
+
+
+# ---- written from Ollama's sources while batch 67 was gathered (no batch spent): its GGUF
+# reader's bounds checks, its runner's projector checks, a build without its runners, and its
+# memory checks' own lines
+
+@pytest.mark.parametrize("line, kind", [
+    ('Error: tensor "blk.5.ffn_down.weight" offset+size (4567890123) exceeds file size (3456789012)', "bad-model"),
+    ("Error: GGUF array size 4294967295 exceeds maximum 1048576", "bad-model"),
+    ("Error: GGUF string length 4294967295 exceeds maximum 1048576", "bad-model"),
+    ('Error: tensor "token_embd.weight" dimensions 9 exceeds maximum 4', "bad-model"),
+    ("Error: llama runner process has terminated: unknown vision model architecture: qwen2vl", "bad-model"),
+    ("Error: projector embedding size (4096) does not match model (5120)", "bad-model"),
+    ("Error: expected payloads not included in this build of ollama", "missing-library"),
+    ('level=WARN source=server.go:137 msg="model request too large for system" requested="12.5 GiB" '
+     'available=8000000000 total="15.5 GiB" free="7.4 GiB" swap="0 B"', "host-oom"),
+])
+def test_ollamas_own_refusals_name_their_kind(line, kind):
+    assert diagnose(line, exit_code=1).kind == kind
+
+
+@pytest.mark.parametrize("line", [
+    "Error: file size exceeds maximum limit (100MB)",  # Ollama's cap on a file dropped into the chat
+    'level=WARN source=server.go:114 msg="requested context size too large for model" num_ctx=8192 n_ctx_train=4096',
+    "Error: failed to allocate memory for image embedding",
+])
+def test_ollamas_look_alike_lines_name_nothing(line):
+    assert not any(p.strength is not catalogue.Strength.WEAK for p in gather((line,), strip_log_prefix)), line
+
+
+def test_ollamas_failed_layout_is_the_memory_its_build_runs_on():
+    # llm/server.go 0.11 to 0.2x: the runner answered the layout pass with ml.ErrNoMem
+    line = "Error: 500 Internal Server Error: failed to commit memory for model"
+    assert diagnose(line, backend="cuda", os="windows").kind == "cuda-oom"
+    # ollama#13303's paste puts the client's error first, then CUDA0's own allocation: the named
+    # device decides, read from the log alone too; reversed, the wrapper's line would decide
+    lines = (line, "ggml_gallocr_reserve_n: failed to allocate CUDA0 buffer of size 9668469760")
+    assert verdict(lines).rule == "named-device-over-unnamed" and verdict(lines).kind == "gpu-oom"
+    assert verdict(lines, flipped("named-device-over-unnamed")).kind == "device-oom"
+
+
+def test_the_first_rule_relating_two_kinds_decides_even_when_a_later_one_points_back():
+    # memory-over-optional-backend (device-oom over a loader sign) comes before loader-before-load
+    # (a loader failure over a device-oom): the earlier, more fundamental rule decides
+    lines = ("load_backend: failed to load libggml-cuda.so: libcuda.so.1: cannot open shared object file",
+             'msg="memory layout cannot be allocated" memory.InputWeights=4294967296')
+    assert verdict(lines).kind == "device-oom" and verdict(lines).rule == "memory-over-optional-backend"
+    # with that rule gone, the later one decides the other way
+    assert verdict(lines, without("memory-over-optional-backend")).kind == "missing-library"

@@ -530,6 +530,8 @@ _e("host.alloc", "host-oom", 78, _D,
    # (not Metal's `Insufficient Memory`, the command buffer's description in title case: metal.oom)
    r"(?!(?-i:Insufficient Memory))insufficient (system )?memory",
    r"model requires more system memory \([^)]*\) than is available",
+   # its WARN just before that error (llm/server.go 0.1.3x to 0.2x), which a log cut there keeps
+   r"model request too large for system",
    # Unsloth Studio's check before it starts llama-server (2026: `Failed to load model: About N GB of
    # this model does not fit in GPU memory and would run from system RAM. Only about M GB is
    # available …`, unsloth#9482): the wrapper's estimate of the system memory, like Ollama's above
@@ -1243,6 +1245,12 @@ _e("model.load", "bad-model", 60, _D,
    # four bytes are no GGUF (a broken or HTML download), or an old GGML file it no longer takes;
    # `ollama create` and the load both stop on it (ollama#4075)
    r"\binvalid file magic\b", r"\bunsupported model format\b",
+   # the same reader's bounds checks (fs/ggml/gguf.go, 2026): a tensor past the end of a truncated
+   # file, a count or length no real file has; the runner's projector checks (runner/llamarunner
+   # image.go 0.4 to 0.12: a projector of another architecture or for another model)
+   r"offset\+size \(\d+\) exceeds file size", r"GGUF (array size|\w+ length) \d+ exceeds maximum",
+   r"tensor \"[^\"]+\" (size|dimensions) \d+ exceeds maximum", r"unknown vision model architecture",
+   r"projector embedding size \(\d+\) does not match model",
    # Ollama llm/server.go rewrites a runner's `unknown model …` error to this (0.1.30 to 2026);
    # its registry refuses a pull the same way (HTTP 412)
    r"this model is not supported by your version of Ollama", r"requires a newer version of Ollama",
@@ -1424,7 +1432,10 @@ _e("wrapper.layout-unfit", "device-oom", 65, _S,
    "allocated` (with `num_gpu = N`)",
    "the wrapper found no placement of the layers that fits the free memory: an out-of-memory "
    "found before the engine allocated (the build's device decides which)",
-   r"memory layout cannot be allocated")
+   r"memory layout cannot be allocated",
+   # llm/server.go 0.11 to 0.2x: the runner's layout pass (LoadOperationAlloc/Commit) answered
+   # Success false, which runner/ollamarunner sends only for ml.ErrNoMem
+   r"failed to (allocate|commit) memory for model")
 _e("metal.over-working-set", "metal-oom", 20, _W,
    f"ggml/src/ggml-metal/ggml-metal-device.m ggml_metal_log_allocated_size, {_B}; older "
    "ggml-metal.m ggml_metal_add_buffer: `warning: current allocated size is greater than the "
@@ -1574,9 +1585,12 @@ _e("wrapper.ttl-unload", "stopped", 45, _D, "llama-swap proxy/process.go (TTL)",
 # runner folder beside ollama.exe (removed by antivirus software, or a partial install), so no
 # llama.cpp server can be started at all.
 _e("ollama.runners-missing", "missing-library", 75, _D,
-   "ollama gpu/assets.go PayloadsDir (058f6cd, April 2024, to 0.3.x)",
+   "ollama gpu/assets.go PayloadsDir (058f6cd, April 2024, to 0.3.x); llm/payload.go "
+   "errPayloadMissing (0.1.2x to 0.1.3x: `expected payloads not included in this build of ollama`, "
+   "a build from source without `go generate`)",
    "the wrapper's own engine binaries are missing from its install",
-   r"unable to locate llm runner directory\.\s+Set OLLAMA_RUNNERS_DIR")
+   r"unable to locate llm runner directory\.\s+Set OLLAMA_RUNNERS_DIR",
+   r"expected payloads not included in this build of ollama")
 # The kernel's segfault report (arch/x86/mm/fault.c show_signal_msg: `<comm>[<pid>]: segfault
 # at <addr> ip <ip> sp <sp> error <n> in <file>[...]`) naming a GPU runtime's own library as the
 # place of the fault: the driver stack crashed (ROCm's code-object compiler comgr on gfx1030,

@@ -68,6 +68,9 @@ ORDER = (
               "the server exits when it cannot bind; what follows is the exit"),
     OrderRule("argument-before-load", frozenset({"bad-argument"}), ECHOES,
               "a refused option ends the start before the model is read"),
+    OrderRule("named-device-over-unnamed", MEMORY - {"device-oom"}, frozenset({"device-oom"}),
+              "an allocation that names its memory (CUDA0, the CPU) says which memory a wrapper's or "
+              "an unnamed buffer's failure was, wherever the paste puts either"),
     OrderRule("allocation-named-by-its-first-line", MEMORY, MEMORY,
               "of two allocation failures, the first one is the root cause"),
     OrderRule("load-error-before-abort", frozenset({"bad-model"}), frozenset({"assertion-failed", "gpu-error"}),
@@ -347,7 +350,14 @@ def decide(pieces: tuple[Evidence, ...], order: tuple[OrderRule, ...] = ORDER,
                 return REASON_OVER_FIGURE
             if a.entry.name in FIGURE_ENTRIES and _states_a_reason(b):
                 return None
-        return next((r for r in order if a.kind in r.causes and b.kind in r.echoes), None)
+        # the first rule relating the two decides, whichever way it points: a later rule that
+        # points back (every allocation names its first line) does not undo an earlier one
+        for r in order:
+            if a.kind in r.causes and b.kind in r.echoes:
+                return r
+            if b.kind in r.causes and a.kind in r.echoes:
+                return None
+        return None
 
     # The winner is the piece every other kind yields to: by rule, else by strength.
     ranked = sorted(best.values(), key=lambda p: (-p.rank, p.index))
