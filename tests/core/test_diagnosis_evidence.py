@@ -3629,3 +3629,63 @@ def test_the_first_rule_relating_two_kinds_decides_even_when_a_later_one_points_
     assert verdict(lines).kind == "device-oom" and verdict(lines).rule == "memory-over-optional-backend"
     # with that rule gone, the later one decides the other way
     assert verdict(lines, without("memory-over-optional-backend")).kind == "missing-library"
+
+
+# ---- widened after batch 67 (spent): a GPU build listing no device, the engine's arithmetic
+# trap, and the AppImage runtime without FUSE 2
+
+_NO_DEVICE = ("Available devices:", "  (none)")
+
+
+def test_a_gpu_build_listing_no_device_leaves_the_gpu_unused():
+    # llama.cpp#26996: a HIP build's `--list-devices`, which then ends cleanly
+    for exit_code in (None, 0):
+        inc = diagnose(*_NO_DEVICE, exit_code=exit_code, backend="rocm", os="windows", phase="starting")
+        assert inc.kind == "gpu-unused" and inc.rule == "gpu-build-on-cpu", exit_code
+    # builds before `(none)` print nothing after the heading (llama.cpp#14966, under Rosetta)
+    assert diagnose("~ llama-cli --list-devices", "Available devices:", backend="metal", os="darwin").kind == \
+        "gpu-unused"
+    # look-alikes: a CPU build's list is empty by design, and a listed device is a GPU found
+    assert diagnose(*_NO_DEVICE, exit_code=0, backend="cpu", phase="starting").kind == "unknown"
+    listed = ("Available devices:", "  ROCm0: AMD Radeon AI PRO R9700 (32624 MiB, 32430 MiB free)")
+    assert diagnose(*listed, exit_code=0, backend="rocm", phase="starting").kind == "unknown"
+    # order: a failure line says more than the list; the list only speaks when nothing failed
+    assert diagnose(*_NO_DEVICE, CUDA_OOM, exit_code=1, backend="cuda").kind == "cuda-oom"
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"signal": "SIGFPE"},
+    {"exit_code": 0xC0000094, "os": "windows"},  # STATUS_INTEGER_DIVIDE_BY_ZERO (ollama#16479)
+    {"exit_code": -1073741676, "os": "windows"},
+])
+def test_an_arithmetic_trap_is_the_engines_own_slip(kwargs):
+    assert diagnose("llama_model_loader: loaded meta data with 40 key-value pairs", **kwargs).kind == \
+        "assertion-failed"
+
+
+def test_gos_floating_point_exception_is_read_as_sigfpe():
+    # ollama#16495: Go's os/exec names SIGFPE in words
+    line = ("Error: 500 Internal Server Error: llama-server process has terminated: signal: floating point "
+            "exception (core dumped)")
+    assert diagnose(line).kind == "assertion-failed"
+    # look-alikes: a segfault or an access violation alone says nothing of its cause
+    assert diagnose(line.replace("floating point exception", "segmentation fault")).kind == "unknown"
+    assert diagnose("exit status 0xc0000005", os="windows").kind == "unknown"
+    # order: a line naming the cause outranks the exit (an allocation failed, then the trap)
+    assert diagnose(CUDA_OOM, line, backend="cuda").kind == "cuda-oom"
+
+
+def test_the_appimage_runtime_without_fuse_2_is_a_missing_library():
+    # lmstudio-ai/docs#247
+    line = "- Starting from console: `./LM-Studio-0.4.21-2-x64.AppImage` reveals `dlopen(): error loading libfuse.so.2`"
+    assert diagnose(line).kind == "missing-library"
+    assert diagnose("AppImages require FUSE to run. ").kind == "missing-library"
+    # look-alikes: another dlopen failure in AppImage's words, FUSE's own device error
+    for other in ("dlsym(): error loading symbol from libfuse.so.2",
+                  "fuse: device not found, try 'modprobe fuse' first"):
+        assert not any(p.kind == "missing-library" and p.strength is not catalogue.Strength.WEAK
+                       for p in gather((other,), strip_log_prefix)), other
+    # order: nothing runs after it, so what follows is its echo; reversed, the abort would win
+    lines = ("dlopen(): error loading libfuse.so.2", "GGML_ASSERT(backend) failed")
+    assert verdict(lines).rule == "loader-before-load"
+    assert verdict(lines, flipped("loader-before-load")).kind == "assertion-failed"

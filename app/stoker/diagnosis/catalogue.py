@@ -924,6 +924,15 @@ _e("ld.interpreter-missing", "missing-library", 75, _D,
    "the program's loader (its ELF interpreter) is not on this system",
    r"(?<!\.sh)(?<!\.bash)(?<!\.py): cannot execute: required file not found",
    r"bad ELF interpreter: No such file or directory")
+# The AppImage runtime (AppImageKit squashfuse_dlopen.h, the type-2 runtime LM Studio's and Jan's
+# Linux AppImages start with): it dlopens libfuse.so.2 to mount itself, and on a system without
+# FUSE 2 (Ubuntu 22.04 on, Kubuntu, Fedora: only fuse3) stops before the program runs
+# (lmstudio-ai/docs#247; installing libfuse2 fixed it).
+_e("appimage.fuse-missing", "missing-library", 75, _D,
+   "AppImageKit squashfuse_dlopen.h / .c (`dlopen(): error loading libfuse.so.2`, then `AppImages "
+   "require FUSE to run.`), 2017 to the static runtime",
+   "the AppImage's runtime cannot load FUSE 2 (libfuse.so.2), so the program never starts",
+   r"dlopen\(\): error loading libfuse\.so", r"AppImages require FUSE to run")
 # .NET bindings (LLamaSharp, and any P/Invoke binding over libllama): the CLR's own exceptions.
 _e("dotnet.dll-not-found", "missing-library", 75, _D,
    "the .NET runtime's System.DllNotFoundException (`Unable to load DLL 'llama'` on .NET "

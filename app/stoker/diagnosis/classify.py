@@ -130,6 +130,10 @@ _NTSTATUS_KIND = {
     # The DLL was found but lacks an entry point: another version of it shadows the build's own.
     0xC0000139: "stale-library", 0xC000007B: "stale-library",
     0xC0000017: "host-oom", 0xC000012D: "host-oom",
+    # STATUS_INTEGER_DIVIDE_BY_ZERO and STATUS_INTEGER_OVERFLOW: the engine's own arithmetic
+    # trapped (a divisor it read from a model field and never checked: ollama#16479, a projector's
+    # n_head of 0), a defect of the engine like a failed assertion; SIGFPE is the same elsewhere
+    0xC0000094: "assertion-failed", 0xC0000095: "assertion-failed",
 }
 # Error-severity NTSTATUS values (and 0xE06D7363, an uncaught C++ exception); the range
 # stops short of 0xFFFFFFxx so a POSIX -9 read as unsigned is never taken for one.
@@ -245,7 +249,7 @@ _WRAPPER_EXIT = (
     # Go's os/exec (Ollama, llama-swap): `exit status 0xc0000135`, `signal: killed`
     re.compile(r"\bexit status (0x[0-9a-fA-F]+|-?\d+)"),
     re.compile(r"\bsignal: (killed|aborted|segmentation fault|terminated|illegal instruction"
-               r"|bus error|interrupt|trace/breakpoint trap)", re.IGNORECASE),
+               r"|bus error|interrupt|trace/breakpoint trap|floating point exception)", re.IGNORECASE),
     # older Ollama: `llama runner process no longer running: 3221226505`
     re.compile(r"process no longer running: (-?\d+)"),
     # LM Studio: `(Exit code: 18446744072635812000)`; launchers: `exited with code 137`,
@@ -802,6 +806,10 @@ def _kind_from_exit(report: ExitReport, sig: str | None) -> tuple[str, str | Non
         return "stopped", None
     if sig == "SIGILL":
         return "illegal-instruction", None
+    if sig == "SIGFPE":
+        # x86 traps only integer division (by zero, or INT_MIN by -1); floating-point traps are
+        # masked by default, and ARM64 does not trap on division at all: the engine's own slip
+        return "assertion-failed", None
     if report.signalled_by_us:
         return "stopped", None
     if sig == "SIGKILL" and report.oom_killed is None:
@@ -889,7 +897,9 @@ def classify_exit(report: ExitReport) -> Incident:
     if kind in ("stopped", "unknown") and match is None:
         unused = gpu_unused_from_log(tail, report.backend or backend_from_log(tail),
                                      report.plan_wanted_gpu)
-        if unused is not None and (kind == "stopped" or report.exit_code is None and sig is None):
+        # (a clean exit, `--list-devices` ending, is no fault to outweigh the line)
+        if unused is not None and (kind == "stopped" or report.exit_code is None and sig is None
+                                   or _ended_cleanly(report)):
             kind, evidence, rule = "gpu-unused", unused, "gpu-build-on-cpu"
             if lacks_the_gpus_architecture(unused):  # the wrapper says why: its build lacks the GPU
                 kind, rule = "no-kernel-image", "gpu-left-for-want-of-its-code"

@@ -184,10 +184,31 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
             return line
+    if gpu_build and (listed := _no_device_listed(lines)) is not None:
+        return listed
     return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
             or _ollama_without_its_gpu_runners(lines) or _ollama_dropped_every_gpu(lines)
             or _llamasharp_loaded_its_cpu_build(lines) or _weights_left_on_the_host(lines)
             or _gpu_backend_never_loaded(lines, backend))
+
+
+# common/arg.cpp common_print_available_devices (`--list-devices`, b4000 to b11434): `Available
+# devices:`, then one `  NAME: description (N MiB, M MiB free)` line per device that is not the
+# CPU; b11434 says `  (none)` for an empty list, older builds print nothing after the heading. A
+# GPU build listing none has no GPU to run on (llama.cpp#26996, a HIP build missing hipblas.dll;
+# #14966, an x86_64 build under Rosetta without Metal). A CPU build's empty list is normal.
+_DEVICE_LIST_HEADING = re.compile(r"^\s*Available devices:\s*$")
+_LISTED_DEVICE = re.compile(r"^\s*[\w.-]+: .*\(\d+ MiB, \d+ MiB free\)\s*$")
+
+
+def _no_device_listed(lines: Iterable[str]) -> str | None:
+    lines = tuple(strip_log_prefix(raw) for raw in lines)
+    for i, line in enumerate(lines):
+        if _DEVICE_LIST_HEADING.match(line):
+            following = next((x for x in lines[i + 1:] if x.strip()), None)
+            if following is None or following.strip() == "(none)" or not _LISTED_DEVICE.match(following):
+                return "Available devices: (none)"
+    return None
 
 
 # llamafile (llamafile/cuda.c, 0.2 to 0.8) builds its GPU module on first use: `building
