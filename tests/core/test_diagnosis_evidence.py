@@ -3689,3 +3689,63 @@ def test_the_appimage_runtime_without_fuse_2_is_a_missing_library():
     lines = ("dlopen(): error loading libfuse.so.2", "GGML_ASSERT(backend) failed")
     assert verdict(lines).rule == "loader-before-load"
     assert verdict(lines, flipped("loader-before-load")).kind == "assertion-failed"
+
+
+# ---- widened after batch 68 (spent): Ollama's NVML failing and its installer finding no GPU,
+# its runner library refused with the loader's words lost, and a Linux driver inside WSL 2
+
+@pytest.mark.parametrize("line", [
+    "Jan 08 19:28:33 XDFAF ollama[178990]: 2024/01/08 19:28:33 gpu.go:39: CUDA not detected: nvml vram init failure: 9",
+    "WARNING: No NVIDIA/AMD GPU detected. Ollama will run in CPU-only mode.",
+    "WARNING: No NVIDIA GPU detected. Ollama will run in CPU-only mode.",  # install.sh before 0.1.30
+])
+def test_ollama_saying_it_runs_without_the_gpu_is_the_gpu_unused_whatever_the_build(line):
+    # ollama#1898 and #4659: no build stated (Ollama's Linux releases carry GPU runners)
+    assert diagnose(line).kind == "gpu-unused"
+    # order: a failure line says more; the fallback only speaks when nothing failed
+    assert diagnose(line, CUDA_OOM, exit_code=1, backend="cuda").kind == "cuda-oom"
+    # a stated CPU build never meant to use a GPU
+    assert diagnose(line, backend="cpu").kind != "gpu-unused"
+
+
+def test_ollamas_look_alike_gpu_lines_keep_their_own_reading():
+    # the cudart it ships answering 35 is the driver's age, not a fallback
+    line = "msg=\"Unable to load cudart library /usr/lib/ollama/libcudart.so.12: cudart init failure: 35\""
+    assert diagnose(line).kind == "cuda-driver-too-old"
+    # another program's install warning is not Ollama's
+    assert diagnose("WARNING: No NVIDIA GPU detected. Falling back to software rendering.").kind == "unknown"
+
+
+def test_ollamas_runner_library_refused_with_its_reason_lost_is_a_missing_library():
+    # ollama#2888: Windows' message garbled in another code page
+    garbled = ("Error: Unable to load dynamic library: Unable to load dynamic server library: "
+               "\ufffd\u04b2\ufffd\ufffd\ufffd")
+    assert diagnose(garbled, os="windows").kind == "missing-library"
+    # look-alikes: the loader's own words on the line decide, above it
+    stale = "Error: Unable to load dynamic library: Unable to load dynamic server library: undefined symbol: llama_foo"
+    assert diagnose(stale).kind == "stale-library"
+    init = ("Error: Unable to load dynamic library: Unable to load dynamic server library: A dynamic link library "
+            "(DLL) initialization routine failed.")
+    assert diagnose(init, os="windows").kind == "illegal-instruction"
+    # order: a loader failure ends the start, the abort after it is its echo; reversed, the abort wins
+    lines = (garbled, "GGML_ASSERT(ctx) failed")
+    assert verdict(lines).rule == "loader-before-load"
+    assert verdict(lines, flipped("loader-before-load")).kind == "assertion-failed"
+
+
+_WSL_1940 = ("gpu.go:248: Discovered GPU libraries: [/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.535.104.05 "
+             "/usr/lib/wsl/lib/libnvidia-ml.so.1]",
+             "CUDA error 100 at /go/src/github.com/jmorganca/ollama/llm/llama.cpp/ggml-cuda.cu:495: no CUDA-capable "
+             "device is detected")
+
+
+def test_a_linux_nvidia_driver_inside_wsl_shadows_wsls_own_libraries():
+    # ollama#1940: the distribution's 535 driver library found before /usr/lib/wsl/lib's
+    assert diagnose(*_WSL_1940, backend="cuda").kind == "stale-library"
+    # look-alikes: WSL's library alone, and Ollama's search globs (no driver version in them)
+    for line in ("gpu.go:248: Discovered GPU libraries: [/usr/lib/wsl/lib/libnvidia-ml.so.1]",
+                 'msg="gpu library search" globs="[/usr/lib/*-linux-gnu/libcuda.so* /usr/lib/wsl/lib/libcuda.so*]"'):
+        assert not any(p.kind == "stale-library" for p in gather((line,), strip_log_prefix)), line
+    # order: the shadowing library is why the device is not found; reversed, the CUDA error wins
+    assert verdict(_WSL_1940).rule == "loader-before-load"
+    assert verdict(_WSL_1940, flipped("loader-before-load")).kind == "gpu-error"

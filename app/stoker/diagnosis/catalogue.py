@@ -779,6 +779,19 @@ _e("ld.glibc-symbol-undefined", "system-too-old", 77, _D,
    "library of another build is to blame",
    r"undefined symbol: (?:" + "|".join(re.escape(s) for s in sorted(GLIBC_ONLY_SYMBOLS, key=len, reverse=True))
    + r")(?!\w)", case=True)
+# Inside WSL 2 the NVIDIA libraries are WSL's own, under /usr/lib/wsl/lib (libcuda.so.1,
+# libnvidia-ml.so.1, passed through from the Windows driver). A Linux driver package installed in
+# the distribution adds libcuda.so.<version> and libnvidia-ml.so.<version> under /usr/lib, which
+# are found first and fail there (NVML error 9, CUDA error 100 `no CUDA-capable device`): NVIDIA's
+# CUDA on WSL guide says never to install one. A line listing such a versioned library beside
+# WSL's path (Ollama gpu.go's `Discovered GPU libraries: [...]`, ollama#1940) shows the shadowing.
+_e("wsl.linux-driver-libraries", "stale-library", 72, _S,
+   "NVIDIA CUDA on WSL User Guide (a Linux display driver must not be installed inside WSL 2); "
+   "Ollama gpu/gpu.go 0.1.x `Discovered GPU libraries: [...]`",
+   "a Linux NVIDIA driver's libraries installed inside WSL 2 are found before WSL's own and cannot "
+   "reach the GPU: remove the distribution's NVIDIA driver packages and use /usr/lib/wsl/lib",
+   r"/usr/lib/[\w-]*/?lib(?:nvidia-ml|cuda)\.so\.\d{3}\.\d+\S*.*?/usr/lib/wsl/(?:lib|drivers)/",
+   r"/usr/lib/wsl/(?:lib|drivers)/\S*.*?/usr/lib/[\w-]*/?lib(?:nvidia-ml|cuda)\.so\.\d{3}\.\d+")
 _e("ld.stale-symbol", "stale-library", 76, _D,
    "glibc ld.so `symbol lookup error`/`undefined symbol`; dyld `Symbol not found`; Windows "
    "STATUS_ENTRYPOINT_NOT_FOUND 0xC0000139 / ERROR_PROC_NOT_FOUND 127, STATUS_INVALID_IMAGE_FORMAT 0xC000007B",
@@ -1531,6 +1544,17 @@ _e("localai.worker-backend-absent", "missing-library", 75, _D,
    "after install`, `backend not found, failed to install it`), 3.x",
    "the backend package the worker runs (its rpc-server) is not installed",
    r"\b[\w.-]+ backend not found(, install it first| after install|, failed to install it)")
+# Ollama 0.1.1x-0.1.3x llm/dyn_ext_server.c (dynamic_shim.c before): LoadLibrary/dlopen of its
+# runner library (ext_server.so, ext_server.dll) failed, `Unable to load dynamic server library:
+# %s` with the loader's words after it. Those words, when readable, rank above this (a `cannot
+# open shared object file`, a DLL initialization failure); a line where they are lost (Windows'
+# message garbled in another code page, ollama#2888; a unicode path, fixed in 0.1.33) is the
+# loader refusing the runner: missing-library, as for dylib.load-failed.
+_e("ollama.runner-library-load-failed", "missing-library", 30, _S,
+   "Ollama llm/dyn_ext_server.c (`Unable to load dynamic server library: %s`) and dyn_ext_server.go "
+   "(`Unable to load dynamic library: %s`), 0.1.1x to 0.1.3x",
+   "the OS loader refused Ollama's runner library: most often a library it depends on is missing",
+   r"Unable to load dynamic server library")
 _e("wrapper.engine-library", "missing-library", 20, _W,
    "Jan's cortex.cpp engine loader (`Could not load engine: %s`, `Failed to load engine: %s`)",
    "the wrapper could not load its engine library; the loader's reason (a missing DLL, another "

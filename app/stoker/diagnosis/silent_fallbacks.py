@@ -41,6 +41,7 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     # driver`: amd_windows.go logs it at DEBUG on every Windows machine without HIP, NVIDIA's too)
     r"|kfd driver not loaded|amdgpu devices detected but permission problems block access"
     r"|version mismatch between driver and cuda driver library"
+
     # Ollama discover (2026): devices dropped before llama-server starts
     rf"|{_OLLAMA_SKIPPED_A_CARD_ITS_BUILD_LACKS}|AMD driver is too old\. Update your AMD driver"
     # koboldcpp.py: the GPU library is not in the bundle, so its CPU library runs
@@ -61,6 +62,17 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     # every GPU library is skipped
     r"|skipping available library at user'?s request\W+requested=(?P<family>\w+)"
     r"\W+libDir=\S*[/\\](?P=family)_\w+", re.IGNORECASE)
+
+
+# Ollama saying it found no usable NVIDIA GPU and runs on the CPU: gpu/gpu_info_cuda.c (0.1.1x-0.1.2x;
+# `CUDA not detected: %s`, `Unable to load CUDA management library %s: %s`), where NVML, which
+# only NVIDIA's driver installs, loaded and failed to initialize (9: the Linux driver's library
+# under WSL, ollama#1898; 999: unknown); scripts/install.sh (0.1.x to 2026), where neither
+# nvidia-smi nor lspci/lshw shows an NVIDIA or AMD device (under WSL 2 the GPU sits behind the
+# driver, ollama#4659). Ollama's Linux and Windows releases carry GPU runners, so these count when
+# no build is stated; a stated CPU build never meant to use a GPU.
+_OLLAMA_FOUND_NO_USABLE_GPU = re.compile(r"nvml vram init failure: \d+"
+                                         r"|No NVIDIA(/AMD)? GPU detected\. Ollama will run in CPU-only mode")
 
 
 # Ollama gpu/, discover/ gpu_info_nvcuda.c and gpu_info_cudart.c (0.1.3x-0.12): the driver library
@@ -157,8 +169,6 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
                                    r"|amdgpu is not supported \(supported types"
                                    rf"|{_OLLAMA_AMDGPU_NOT_SUPPORTED}"
-                                   # Ollama gpu_info_nvml.c (0.1.2x): NVML loaded, then failed
-                                   r"|nvml vram init failure: \d+"
                                    # gpu_info_nvcuda.c (0.3-0.9): a driver that lost the device
                                    # (a container's GPU gone after a suspend or a cgroup reload)
                                    r"|cuda driver library failed to get device context \d+"
@@ -169,6 +179,8 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    # Metal device is not offered and the run goes on on the CPU
                                    # (node-llama-cpp's b7836 on an M5, yoloshii/ClawMem#26)
                                    r"|ggml_metal_library_init_from_source: error compiling source", line):
+            return line
+        if backend != "cpu" and _OLLAMA_FOUND_NO_USABLE_GPU.search(line):
             return line
         if _ollama_driver_failed_to_start(line, backend):
             return line  # Ollama's discovery: the NVIDIA driver it found did not start
