@@ -41,7 +41,6 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     # driver`: amd_windows.go logs it at DEBUG on every Windows machine without HIP, NVIDIA's too)
     r"|kfd driver not loaded|amdgpu devices detected but permission problems block access"
     r"|version mismatch between driver and cuda driver library"
-
     # Ollama discover (2026): devices dropped before llama-server starts
     rf"|{_OLLAMA_SKIPPED_A_CARD_ITS_BUILD_LACKS}|AMD driver is too old\. Update your AMD driver"
     # koboldcpp.py: the GPU library is not in the bundle, so its CPU library runs
@@ -204,9 +203,9 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
             or _gpu_backend_never_loaded(lines, backend))
 
 
-# common/arg.cpp common_print_available_devices (`--list-devices`, b4000 to b11434): `Available
-# devices:`, then one `  NAME: description (N MiB, M MiB free)` line per device that is not the
-# CPU; b11434 says `  (none)` for an empty list, older builds print nothing after the heading. A
+# common/arg.cpp common_print_available_devices (`--list-devices`, b11434): `Available devices:`,
+# then one `  NAME: description (N MiB, M MiB free)` line per device that is not the CPU, or
+# `  (none)`; older builds print nothing after the heading for an empty list. A
 # GPU build listing none has no GPU to run on (llama.cpp#26996, a HIP build missing hipblas.dll;
 # #14966, an x86_64 build under Rosetta without Metal). A CPU build's empty list is normal.
 _DEVICE_LIST_HEADING = re.compile(r"^\s*Available devices:\s*$")
@@ -214,11 +213,11 @@ _LISTED_DEVICE = re.compile(r"^\s*[\w.-]+: .*\(\d+ MiB, \d+ MiB free\)\s*$")
 
 
 def _no_device_listed(lines: Iterable[str]) -> str | None:
-    lines = tuple(strip_log_prefix(raw) for raw in lines)
-    for i, line in enumerate(lines):
+    stripped = tuple(strip_log_prefix(raw) for raw in lines)
+    for i, line in enumerate(stripped):
         if _DEVICE_LIST_HEADING.match(line):
-            following = next((x for x in lines[i + 1:] if x.strip()), None)
-            if following is None or following.strip() == "(none)" or not _LISTED_DEVICE.match(following):
+            following = next((x for x in stripped[i + 1:] if x.strip()), None)
+            if following is None or not _LISTED_DEVICE.match(following):  # `(none)`, or nothing listed
                 return "Available devices: (none)"
     return None
 
