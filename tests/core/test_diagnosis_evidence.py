@@ -3749,3 +3749,16 @@ def test_a_linux_nvidia_driver_inside_wsl_shadows_wsls_own_libraries():
     # order: the shadowing library is why the device is not found; reversed, the CUDA error wins
     assert verdict(_WSL_1940).rule == "loader-before-load"
     assert verdict(_WSL_1940, flipped("loader-before-load")).kind == "gpu-error"
+
+
+def test_the_words_for_an_arithmetic_trap_and_for_the_new_loader_entries_say_what_to_do():
+    trap = diagnose("llama_model_loader: loaded meta data", signal="SIGFPE", phase="starting")
+    assert "division by zero" in trap.title and "newer engine build" in trap.advice
+    windows = diagnose("Load failed", exit_code=0xC0000094, os="windows")
+    assert "division by zero" in windows.title
+    # an abort keeps the assertion's own words
+    assert "division" not in diagnose("GGML_ASSERT(ctx) failed", signal="SIGABRT").title
+    fuse = diagnose("dlopen(): error loading libfuse.so.2")
+    assert "libfuse2" in fuse.advice and "FUSE 2" in fuse.title
+    wsl = diagnose(*_WSL_1940, backend="cuda")
+    assert "/usr/lib/wsl/lib" in wsl.title and "ldconfig" in wsl.advice

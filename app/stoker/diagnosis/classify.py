@@ -575,6 +575,16 @@ _FIXED_WORDS: dict[str, tuple[str, str]] = {
 # Words for a deciding line whose catalogue entry says more than its kind's words (title, advice):
 # read when that entry decided and the kind stands. They change what a person reads, not the kind.
 _ENTRY_WORDS: dict[str, tuple[str, str]] = {
+    "appimage.fuse-missing": (
+        "The AppImage could not start: its runtime needs FUSE 2 (libfuse.so.2), which this system "
+        "does not have.",
+        "Install FUSE 2 (Ubuntu 22.04: `sudo apt install libfuse2`; 24.04: `libfuse2t64`; Fedora: "
+        "`fuse-libs`), or start the AppImage with `--appimage-extract-and-run`."),
+    "wsl.linux-driver-libraries": (
+        "Inside WSL 2, a Linux NVIDIA driver's libraries were found before WSL's own "
+        "(/usr/lib/wsl/lib), and they cannot reach the GPU.",
+        "Remove the distribution's NVIDIA driver packages inside WSL (WSL uses the Windows driver; "
+        "install only the CUDA toolkit there, without a driver), then run `sudo ldconfig`."),
     "model.path-is-folder": (
         "The model path names a folder, not a model file: no engine loads a folder.",
         "Point the model path at the .gguf file inside it; a download of another format (a "
@@ -730,9 +740,18 @@ def _startup_timeout_words(kind: str, report: ExitReport, unsure: str | None) ->
             "start-up time, otherwise try a smaller context.")
 
 
+_ARITHMETIC_TRAPS = frozenset({0xC0000094, 0xC0000095})  # STATUS_INTEGER_DIVIDE_BY_ZERO, _OVERFLOW
+
+
 def _assertion_failed_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    return ("The engine stopped on an internal check (an assertion) "
-            + ("while starting." if report.phase == "starting" else "while serving."),
+    when = "while starting." if report.phase == "starting" else "while serving."
+    code = report.exit_code
+    if _effective_signal(report) == "SIGFPE" or (code is not None and ntstatus_of(code) in _ARITHMETIC_TRAPS):
+        return ("The engine crashed on an arithmetic fault (an integer division by zero) " + when,
+                "This is an engine bug, often on a model value it did not check (a new model's vision "
+                "projector): try a newer engine build, or the model without its projector, and report it "
+                "upstream with the model's name.")
+    return ("The engine stopped on an internal check (an assertion) " + when,
             "This is usually an engine bug or an unsupported setting: try another engine "
             "build or remove unusual options, and report the evidence line upstream.")
 
