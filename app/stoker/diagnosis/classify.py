@@ -124,16 +124,17 @@ NTSTATUS = {
     0xC000007B: ("STATUS_INVALID_IMAGE_FORMAT", "a DLL of the wrong architecture (often a 32-bit copy "
                  "found first on PATH) or a damaged one was loaded"),
 }
+# STATUS_INTEGER_DIVIDE_BY_ZERO and STATUS_INTEGER_OVERFLOW: the engine's own arithmetic trapped
+# (a divisor it read from a model field and never checked: ollama#16479, a projector's n_head of 0),
+# a defect of the engine like a failed assertion; SIGFPE is the same elsewhere.
+_ARITHMETIC_TRAPS = frozenset({0xC0000094, 0xC0000095})
 _NTSTATUS_KIND = {
     0xC000001D: "illegal-instruction", 0xC0000135: "missing-library",
     0xC0000142: "missing-library",
     # The DLL was found but lacks an entry point: another version of it shadows the build's own.
     0xC0000139: "stale-library", 0xC000007B: "stale-library",
     0xC0000017: "host-oom", 0xC000012D: "host-oom",
-    # STATUS_INTEGER_DIVIDE_BY_ZERO and STATUS_INTEGER_OVERFLOW: the engine's own arithmetic
-    # trapped (a divisor it read from a model field and never checked: ollama#16479, a projector's
-    # n_head of 0), a defect of the engine like a failed assertion; SIGFPE is the same elsewhere
-    0xC0000094: "assertion-failed", 0xC0000095: "assertion-failed",
+    **{status: "assertion-failed" for status in _ARITHMETIC_TRAPS},
 }
 # Error-severity NTSTATUS values (and 0xE06D7363, an uncaught C++ exception); the range
 # stops short of 0xFFFFFFxx so a POSIX -9 read as unsigned is never taken for one.
@@ -738,9 +739,6 @@ def _startup_timeout_words(kind: str, report: ExitReport, unsure: str | None) ->
     return ("The engine did not become ready in time and was stopped.",
             "Look at the last log lines; a very large model on a slow disk may need a longer "
             "start-up time, otherwise try a smaller context.")
-
-
-_ARITHMETIC_TRAPS = frozenset({0xC0000094, 0xC0000095})  # STATUS_INTEGER_DIVIDE_BY_ZERO, _OVERFLOW
 
 
 def _assertion_failed_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:

@@ -63,25 +63,22 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     r"\W+libDir=\S*[/\\](?P=family)_\w+", re.IGNORECASE)
 
 
-# Ollama saying it found no usable NVIDIA GPU and runs on the CPU: gpu/gpu_info_cuda.c (0.1.1x-0.1.2x;
-# `CUDA not detected: %s`, `Unable to load CUDA management library %s: %s`), where NVML, which
-# only NVIDIA's driver installs, loaded and failed to initialize (9: the Linux driver's library
-# under WSL, ollama#1898; 999: unknown); scripts/install.sh (0.1.x to 2026), where neither
-# nvidia-smi nor lspci/lshw shows an NVIDIA or AMD device (under WSL 2 the GPU sits behind the
-# driver, ollama#4659). Ollama's Linux and Windows releases carry GPU runners, so these count when
-# no build is stated; a stated CPU build never meant to use a GPU.
-_OLLAMA_FOUND_NO_USABLE_GPU = re.compile(r"nvml vram init failure: \d+"
-                                         r"|No NVIDIA(/AMD)? GPU detected\. Ollama will run in CPU-only mode")
+# Ollama's scripts/install.sh (0.1.x to 2026): neither nvidia-smi nor lspci/lshw shows an NVIDIA or
+# AMD device (under WSL 2 the GPU sits behind the driver, ollama#4659). Ollama's Linux releases
+# carry GPU runners, so it counts when no build is stated; a stated CPU build never meant to use a GPU.
+_OLLAMA_INSTALL_FOUND_NO_GPU = re.compile(r"No NVIDIA(/AMD)? GPU detected\. Ollama will run in CPU-only mode")
 
 
 # Ollama gpu/, discover/ gpu_info_nvcuda.c and gpu_info_cudart.c (0.1.3x-0.12): the driver library
-# it found failed cuInit/cudaGetDeviceCount with this number. 35 (driver older than the runtime)
+# it found failed cuInit/cudaGetDeviceCount with this number, or (gpu_info_cuda.c, 0.1.1x-0.1.2x:
+# `CUDA not detected: nvml vram init failure: 9`) NVML, which only NVIDIA's driver installs,
+# failed nvmlInit (9: the Linux driver's library under WSL, ollama#1898). 35 (driver older than the runtime)
 # is the catalogue's own. libcuda is only there with NVIDIA's driver, and the cudart Ollama ships
 # answers 35 (no driver) or 100 (no device: none, or CUDA_VISIBLE_DEVICES=-1) where there is none,
 # so any other number is a driver and GPU that failed to start (999, 802, 3: ollama#5166, #6647,
 # #9031) even when no build is stated (Ollama's Linux and Windows releases carry CUDA runners); a
 # stated CPU build stays CPU, and 100 counts only for a GPU build.
-_OLLAMA_DRIVER_INIT_FAILURE = re.compile(r"(?:cuda driver library|nvcuda|cudart) init failure: (\d+)")
+_OLLAMA_DRIVER_INIT_FAILURE = re.compile(r"(?:cuda driver library|nvcuda|cudart|nvml vram) init failure: (\d+)")
 
 
 def _ollama_driver_failed_to_start(line: str, backend: str | None) -> bool:
@@ -179,7 +176,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    # (node-llama-cpp's b7836 on an M5, yoloshii/ClawMem#26)
                                    r"|ggml_metal_library_init_from_source: error compiling source", line):
             return line
-        if backend != "cpu" and _OLLAMA_FOUND_NO_USABLE_GPU.search(line):
+        if backend != "cpu" and _OLLAMA_INSTALL_FOUND_NO_GPU.search(line):
             return line
         if _ollama_driver_failed_to_start(line, backend):
             return line  # Ollama's discovery: the NVIDIA driver it found did not start
