@@ -3762,3 +3762,103 @@ def test_the_words_for_an_arithmetic_trap_and_for_the_new_loader_entries_say_wha
     assert "libfuse2" in fuse.advice and "FUSE 2" in fuse.title
     wsl = diagnose(*_WSL_1940, backend="cuda")
     assert "/usr/lib/wsl/lib" in wsl.title and "ldconfig" in wsl.advice
+
+
+# ---- widened after batch 69 (spent): a launcher's unexpanded macro, ggml's 2023 scratch pool,
+# Ollama dropping an NVIDIA device it counted, and bash's padded job line
+
+_MACRO = 'unable to start process: start() failed: exec: "${latest-llama}": executable file not found in $PATH'
+
+
+@pytest.mark.parametrize("line", [
+    _MACRO,  # llama-swap#269
+    'msg="failed to start" error="exec: \\"${llama}\\": executable file not found in $PATH"',
+    "fork/exec $LLAMA_SERVER: no such file or directory",
+    "failed to load config: models.qwen.cmd: unknown macro '${latest-llama}'",  # llama-swap 2026
+])
+def test_a_command_still_holding_its_macro_is_a_bad_argument_not_a_missing_program(line):
+    inc = diagnose(line)
+    assert inc.kind == "bad-argument"
+    assert "never expanded" in inc.title and "macros:" in inc.advice
+
+
+def test_a_program_really_missing_stays_a_missing_program():
+    for line in ('exec: "llama-server": executable file not found in $PATH',
+                 'exec: "C:\\\\llama\\\\llama-server.exe": executable file not found in %PATH%',
+                 "fork/exec /opt/llama/llama-server: no such file or directory"):
+        assert diagnose(line).kind == "missing-library", line
+    # order: the refused command is the cause; the wrapper's stop after it is its echo, and
+    # reversed, the stop would win
+    lines = (_MACRO, "swapState() State transitioned from starting to stopping")
+    assert verdict(lines).rule == "argument-before-load" and verdict(lines).kind == "bad-argument"
+    assert verdict(lines, flipped("argument-before-load")).kind == "stopped"
+
+
+_SCRATCH = ("Processing Prompt [BLAS] (7168 / 7321 tokens)ggml_new_tensor_impl: not enough space in the scratch "
+            "memory pool (needed 1279262720, available 1197473792)")
+
+
+def test_ggmls_scratch_pool_too_small_is_the_engines_own_miscount():
+    # koboldcpp#331: the pool the engine sized for its batch overflows, assert() is compiled out,
+    # and the NULL tensor crashes next; the machine still had memory
+    inc = diagnose(_SCRATCH, "exception: access violation writing 0x0000000000000050", os="windows")
+    assert inc.kind == "assertion-failed"
+    # look-alike: ggml-alloc's measure of a real buffer is not this pool
+    assert not any(p.kind == "assertion-failed" for p in gather(
+        ("ggml_allocr_alloc: not enough space in the buffer to allocate blk.0 (needed 100, largest block "
+         "available 50)",), strip_log_prefix))
+    # order: an allocation that failed first is the cause; reversed, the miscount would win
+    lines = (CUDA_OOM, _SCRATCH)
+    assert verdict(lines).rule == "allocation-before-abort" and verdict(lines).kind == "gpu-oom"
+    assert verdict(lines, flipped("allocation-before-abort")).kind == "assertion-failed"
+
+
+@pytest.mark.parametrize("line", [
+    # ollama#4604 (0.1.38): Docker lost the device after a cgroup reload (800, CUDA_ERROR_NOT_PERMITTED)
+    'level=INFO source=gpu.go:197 msg="error looking up nvidia GPU memory" error="nvcuda failed to get primary '
+    'device context 800"',
+    "cuda driver library failed to get device context 800",  # 0.3-0.12
+    'msg="error looking up nvidia GPU memory" error="cudart device memory info lookup failure 999"',
+    'msg="error looking up nvidia GPU memory" error="cuda driver library device failed to initialize"',
+])
+def test_ollama_dropping_an_nvidia_device_it_counted_leaves_the_gpu_unused(line):
+    # no build stated: a driver library that counted a device means a GPU was there
+    assert diagnose(line).kind == "gpu-unused"
+    assert diagnose(line, backend="cuda").kind == "gpu-unused"
+    # a stated CPU build never meant to use one
+    assert diagnose(line, backend="cpu").kind != "gpu-unused"
+    # order: a failure line says more; the fallback only speaks when nothing failed
+    assert diagnose(line, CUDA_OOM, exit_code=1, backend="cuda").kind == "cuda-oom"
+
+
+def test_nvmls_refinement_of_a_kept_device_is_not_a_dropped_device():
+    # discover/gpu_info_nvml.c: NVML only refines the free memory of a device already kept
+    line = 'level=WARN msg="error looking up nvidia GPU memory" error="device memory info lookup failure GPU-4f2c: 999"'
+    assert diagnose(line).kind == "unknown"
+
+
+@pytest.mark.parametrize(("line", "signal"), [
+    # intel/ipex-llm#12844: bash pads the signal's words, then writes the command
+    ('Illegal instruction     (core dumped) LD_LIBRARY_PATH=$LD_LIBRARY_PATH:/opt/x /opt/x/llama-server-bin "$@"',
+     "SIGILL"),
+    ("Segmentation fault      (core dumped) ./llama-server -m model.gguf", "SIGSEGV"),
+    ("Killed                  ./llama-server -m model.gguf", "SIGKILL"),
+    ("Illegal instruction (core dumped)", "SIGILL"),
+])
+def test_bashs_padded_job_line_names_the_signal(line, signal):
+    assert classify.exit_from_log((line,))[1] == signal
+
+
+@pytest.mark.parametrize("line", [
+    "Killed process 1234 (llama-server) total-vm:1000kB",  # the kernel's words, one space
+    "Aborted due to user request",
+    "Illegal instruction handler installed",
+])
+def test_prose_starting_with_a_signals_words_names_no_signal(line):
+    assert classify.exit_from_log((line,))[1] is None
+
+
+def test_a_padded_job_line_is_the_exit_and_a_named_cause_still_decides():
+    assert diagnose('Illegal instruction     (core dumped) ./llama-server-bin "$@"').kind == "illegal-instruction"
+    assert diagnose(CUDA_OOM, "Aborted                 (core dumped) ./llama-server", backend="cuda").kind == \
+        "cuda-oom"

@@ -1024,6 +1024,22 @@ _e("dotnet.access-violation-in-native-call", "stale-library", 25, _W,
    "native code faulted inside a llama.cpp call the binding made: a library of another version is "
    "one cause among several (a failed load, a driver fault)",
    r"\bat LLama\.Native\.\w+\.(llama|ggml|mtmd|llava|clip)_\w+\(")
+# A launcher's command that names an unexpanded macro or variable (llama-swap's `${name}` macros,
+# config.go, expanded only when the `macros:` block parses; a shell's `$VAR` handed through
+# unexpanded by a YAML or JSON config): os/exec looks for a program literally called
+# `${latest-llama}` (llama-swap#269). The configured command is wrong, not the install.
+_e("exec.unexpanded-macro", "bad-argument", 76, _S,
+   "Go os/exec's spawn error for a program name holding `${…}` or `$NAME` (llama-swap 2025: "
+   "`unable to start process: start() failed: exec: \"${latest-llama}\": executable file not found "
+   "in $PATH`; internal/process/process_command.go later: `failed to start command '%s': %w`), and "
+   "llama-swap's own refusal of a macro its config does not define (internal/config/macros.go, "
+   "2026: `unknown macro '${%s}' found in %s`)",
+   "the wrapper's configured command still holds a macro or variable it never expanded (a "
+   "malformed or misindented config): fix the config, not the install",
+   r"exec: \\?\"[^\"]*\$(\{[^}\"]+\}|[A-Za-z_]\w*)[^\"]*\": (executable file not found in (\$PATH|%PATH%)"
+   r"|file does not exist)",
+   r"fork/exec [^\s:]*\$(\{[^}\s]+\}|[A-Za-z_]\w*)\S*: no such file or directory",
+   r"unknown macro '\$\{[^}']+\}'")
 _e("exec.program-missing", "missing-library", 75, _S,
    "the launchers' own spawn errors: Go os/exec (`exec: \"llama-server\": executable file not "
    "found in $PATH`, `%PATH%` on Windows, `file does not exist`, `fork/exec <path>: no such file or "
@@ -1712,8 +1728,12 @@ _e("abort.assert", "assertion-failed", 30, _S,
    r"(?<!Caution: )pre-allocated tensor \(.+\) in a buffer \(.+\) that cannot run the operation \(\w+\)",
    # ggml.c ggml_new_object (2023 to b11434): the context's metadata pool, sized by the engine
    # for the graph it builds, is too small: a miscount in the engine, not the machine's memory
-   # (the pool was allocated; an allocation that failed is `ctx->mem_buffer != NULL`)
-   r"not enough space in the context's memory pool",
+   # (the pool was allocated; an allocation that failed is `ctx->mem_buffer != NULL`). Its 2023
+   # twin, ggml_new_tensor_impl's scratch buffer (ggml.c until ggml-alloc replaced scratch
+   # buffers; koboldcpp's ggml.c and otherarch/ggml_v3.c keep it), prints `not enough space in
+   # the scratch memory pool (needed %zu, available %zu)`, then `assert(false)` (compiled out
+   # in a release) and returns NULL, so the crash that follows is this miscount's
+   r"not enough space in the (context's|scratch) memory pool",
    # ggml.c ggml_abort prints `<__FILE__>:<__LINE__>: <message>` for every GGML_ABORT in the
    # tree (b11434: `fatal error`, `unsupported op`, `CUDA error` ...); a message no other entry
    # names is still an abort. The path runs through the tree's own folders and ends in a

@@ -260,9 +260,13 @@ _WRAPPER_EXIT = (
     re.compile(r"code=(?:killed|dumped), status=\d+/(KILL|ABRT|SEGV|ILL|TERM|INT)"),
     re.compile(r"code=exited, status=(\d+)/"),
     # a shell: `Illegal instruction (core dumped)`, `Aborted (core dumped)`, `Killed`,
-    # `./entrypoint.sh: line 28:  7 Killed  ...`, zsh's `[1]  71063 abort  ./server`
+    # `./entrypoint.sh: line 28:  7 Killed  ...`, zsh's `[1]  71063 abort  ./server`; bash
+    # pads the signal's words to a column and then writes the command that took it
+    # (jobs.c pretty_print_job: `Illegal instruction     (core dumped) LD_LIBRARY_PATH=… ./llama-server-bin`,
+    # `Killed                  ./llama-server`), so a command may follow the core note or
+    # two spaces; one space and more words is prose (`Killed process 1234`, `Aborted due to …`)
     re.compile(r"^\s*(Illegal instruction|Aborted|Segmentation fault|Killed|Bus error)"
-               r"(?: \(core dumped\))?\s*$"),
+               r"(?:\s*$|\s+\(core dumped\)(?:\s.*)?$|\s{2,}\S.*$)"),
     re.compile(r"line \d+:\s+\d+ (Killed|Aborted|Illegal instruction|Segmentation fault)\s"),
     re.compile(r"^\[\d+\]\s+\d+ (abort|killed|segmentation fault|illegal)\w*\s"),
     # zsh's foreground job (Src/signames: `zsh: killed  ./llama-server`, `zsh: illegal hardware
@@ -618,6 +622,11 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "loaded are from different builds, so they read ggml's tensors differently.",
         "Make sure one ggml is loaded: rebuild or update the program and every library bundling its "
         "own ggml (llama.cpp and whisper.cpp bindings side by side) to matching versions."),
+    "exec.unexpanded-macro": (
+        "The wrapper tried to run a command that still holds a macro or variable it never expanded "
+        "(`${…}` or `$NAME`), so no program by that name exists.",
+        "Fix the wrapper's config: define the macro (in llama-swap, under `macros:` at the top "
+        "level, indented as its example shows) or write the engine's full path in the command."),
     "ollama.foreign-cudart": (
         "Ollama's GPU discovery used an ancient CUDA runtime found on PATH (NVIDIA PhysX's) instead of "
         "its own, misread the card and left the GPU for the CPU.",

@@ -81,7 +81,21 @@ _OLLAMA_INSTALL_FOUND_NO_GPU = re.compile(r"No NVIDIA(/AMD)? GPU detected\. Olla
 _OLLAMA_DRIVER_INIT_FAILURE = re.compile(r"(?:cuda driver library|nvcuda|cudart|nvml vram) init failure: (\d+)")
 
 
+# ... and, past the driver's start, the device it counted (gpu_info_nvcuda.c and gpu_info_cudart.c
+# `*_bootstrap`/`*_check_vram`, 0.1.3x-0.12: `nvcuda failed to get primary device context %d`,
+# later `cuda driver library failed to get device context %d`, `… device failed to initialize`,
+# `… device memory info lookup failure %d`): gpu.go logs `error looking up nvidia GPU memory` and
+# drops that device, so a driver and a card were there and the run goes on without it (800,
+# CUDA_ERROR_NOT_PERMITTED: a container's GPU gone after a cgroup reload, ollama#4604, #11373).
+# NVML's own `device memory info lookup failure %s: %d` only refines a device already kept.
+_OLLAMA_NVIDIA_DEVICE_FAILED = re.compile(
+    r"(?:nvcuda|cuda driver library|cudart) (?:failed to get (?:primary )?device context -?\d+"
+    r"|device failed to initialize|device memory info lookup failure -?\d+)")
+
+
 def _ollama_driver_failed_to_start(line: str, backend: str | None) -> bool:
+    if backend != "cpu" and _OLLAMA_NVIDIA_DEVICE_FAILED.search(line):
+        return True
     m = _OLLAMA_DRIVER_INIT_FAILURE.search(line)
     if m is None or m.group(1) == "35":
         return False
@@ -165,9 +179,6 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
                                    r"|amdgpu is not supported \(supported types"
                                    rf"|{_OLLAMA_AMDGPU_NOT_SUPPORTED}"
-                                   # gpu_info_nvcuda.c (0.3-0.9): a driver that lost the device
-                                   # (a container's GPU gone after a suspend or a cgroup reload)
-                                   r"|cuda driver library failed to get device context \d+"
                                    # ggml-vulkan.cpp (b11434): the only Vulkan device is a
                                    # software one (llvmpipe/lavapipe): no GPU driver in use
                                    r"|ggml_vulkan: Warning: Device type is CPU"
@@ -179,7 +190,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         if backend != "cpu" and _OLLAMA_INSTALL_FOUND_NO_GPU.search(line):
             return line
         if _ollama_driver_failed_to_start(line, backend):
-            return line  # Ollama's discovery: the NVIDIA driver it found did not start
+            return line  # Ollama's discovery: the NVIDIA driver or device it found did not start
         # the system-info line lists every backend that loaded (llama.cpp's llama_print_system_info:
         # `CUDA : ARCHS = … | CPU : …`, ROCm builds `ROCm : …`; Ollama 0.5's runner quotes it as
         # `system info="…"`): on a CUDA or ROCm build, one with only the CPU's means the GPU
