@@ -3862,3 +3862,49 @@ def test_a_padded_job_line_is_the_exit_and_a_named_cause_still_decides():
     assert diagnose('Illegal instruction     (core dumped) ./llama-server-bin "$@"').kind == "illegal-instruction"
     assert diagnose(CUDA_OOM, "Aborted                 (core dumped) ./llama-server", backend="cuda").kind == \
         "cuda-oom"
+
+
+# ---- read from the launchers' sources (no batch): a signal named in a launcher's words for
+# the end, and llama-cpp-python's own check of the model path
+
+@pytest.mark.parametrize(("line", "signal"), [
+    ("fish: Job 1, './llama-server -m x.gguf' terminated by signal SIGILL (Illegal instruction)", "SIGILL"),
+    ("fish: Job 1, './llama-server -m x.gguf' terminated by signal SIGSEGV (Address boundary error)", "SIGSEGV"),
+    ("[llama] llama-server exited with code null, signal SIGABRT", "SIGABRT"),
+    ("Process exited with signal: SIGKILL", "SIGKILL"),
+    ("The process was terminated by signal 4 (SIGILL)", "SIGILL"),
+    ("subprocess.CalledProcessError: Command '['./llama-server']' died with <Signals.SIGILL: 4>.", "SIGILL"),
+    ("error: process didn't exit successfully: `target/release/llama` (signal: 4, SIGILL: illegal instruction)",
+     "SIGILL"),
+    ("Command terminated by signal 4", "SIGILL"),
+])
+def test_a_signal_named_in_a_launchers_words_for_the_end_is_read(line, signal):
+    assert classify.exit_from_log((line,))[1] == signal
+
+
+@pytest.mark.parametrize("line", [
+    "srv  operator(): received signal SIGTERM",  # a signal received is no end
+    "sending signal SIGKILL to llama-server",
+    "Command terminated by signal 99",  # no such signal
+    "terminated. See the signal SIGUSR1 handler",  # another sentence
+])
+def test_a_signal_sent_or_received_names_no_end(line):
+    assert classify.exit_from_log((line,))[1] is None
+
+
+def test_a_launchers_signal_is_the_exit_and_a_named_cause_still_decides():
+    line = "fish: Job 1, './llama-server' terminated by signal SIGILL (Illegal instruction)"
+    assert diagnose(line).kind == "illegal-instruction"
+    lines = (CUDA_OOM, "llama-server exited with code null, signal SIGABRT")
+    assert diagnose(*lines, backend="cuda").kind == "cuda-oom"
+
+
+def test_llama_cpp_pythons_missing_model_path_is_the_model_file():
+    line = "ValueError: Model path does not exist: /models/llama-2-7b.Q4_K_M.gguf"
+    assert diagnose(line).kind == "bad-model"
+    # look-alike: a config file's path is not the model's
+    assert diagnose("ValueError: Config file /srv/config.json not found!").kind == "unknown"
+    # order: a model file that cannot be read beats the abort after it; reversed, the abort wins
+    lines = (line, "GGML_ASSERT(model) failed")
+    assert verdict(lines).rule == "load-error-before-abort" and verdict(lines).kind == "bad-model"
+    assert verdict(lines, flipped("load-error-before-abort")).kind == "assertion-failed"

@@ -1279,6 +1279,9 @@ _e("model.load", "bad-model", 60, _D,
    # its metadata) does not parse; the server stops (`--no-jinja` or another template helps)
    r"common_chat_templates_init: failed to initialize chat template",
    r"failed to load multimodal model", r"invalid magic",
+   # llama-cpp-python llama.py (`Model path does not exist: %s`, 0.1.x to 2026): its own check
+   # before llama.cpp opens the file, the same failure as `failed to open GGUF file` above
+   r"\bModel path does not exist: ",
    # Ollama's GGUF reader (llm/ggml.go DecodeGGML 0.1.x, fs/ggml/ggml.go to 0.33): the file's first
    # four bytes are no GGUF (a broken or HTML download), or an old GGML file it no longer takes;
    # `ollama create` and the load both stop on it (ollama#4075)

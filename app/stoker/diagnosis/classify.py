@@ -276,6 +276,17 @@ _WRAPPER_EXIT = (
     re.compile(r"^\[\d+\][+-]?\s+(Killed|Aborted|Segmentation fault|Illegal instruction|Bus error)\b"),
     # the kernel log: `traps: python3[213941] trap invalid opcode ip:...`
     re.compile(r"traps: \S+ trap (invalid opcode)"),
+    # a signal named in a launcher's own words for the end: fish (src/proc.cpp, `fish: Job 1,
+    # './llama-server' terminated by signal SIGILL (Illegal instruction)`), Node's child_process
+    # (`exit` gives (code, signal): launchers print `exited with code null, signal SIGSEGV`),
+    # CPython's subprocess (CalledProcessError: `Command '[…]' died with <Signals.SIGILL: 4>.`),
+    # cargo (`process didn't exit successfully: `…` (signal: 4, SIGILL: illegal instruction)`) and
+    # GNU time (`Command terminated by signal 4`, Linux's numbering). A signal sent or received
+    # (`sending signal SIGKILL`, `received signal SIGTERM`) is not an end and is not read.
+    re.compile(r"\b(?:terminated|killed|died|exited|crashed)\b[^.;]{0,60}?\bsignal:? ?(?:\d+ \()?(SIG[A-Z]{2,6})\b"),
+    re.compile(r"\bdied with <Signals\.(SIG[A-Z]{2,6}): \d+>"),
+    re.compile(r"\(signal: \d+, (SIG[A-Z]{2,6}): "),
+    re.compile(r"^Command (terminated by signal \d+)\s*$"),
     # CPython's faulthandler (Modules/faulthandler.c, 3.3 on; on with `-X faulthandler`,
     # PYTHONFAULTHANDLER or faulthandler.enable(), as pytest does): the fatal signal's own name,
     # printed before the Python traceback of the thread that took it; docker compose writes its
@@ -297,6 +308,10 @@ def _exit_from_words(word: str) -> tuple[int | None, str | None]:
         return int(w), None
     if w.upper() in ("KILL", "ABRT", "SEGV", "ILL", "TERM", "INT"):
         return None, "SIG" + w.upper()
+    if w.upper() in _LINUX_SIGNALS.values():
+        return None, w.upper()
+    if m := re.fullmatch(r"terminated by signal (\d+)", w):
+        return None, _LINUX_SIGNALS.get(int(m.group(1)))
     for key, sig in _SIGNAL_WORDS.items():
         if w.startswith(key):
             return None, sig
