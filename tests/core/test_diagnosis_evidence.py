@@ -3908,3 +3908,78 @@ def test_llama_cpp_pythons_missing_model_path_is_the_model_file():
     lines = (line, "GGML_ASSERT(model) failed")
     assert verdict(lines).rule == "load-error-before-abort" and verdict(lines).kind == "bad-model"
     assert verdict(lines, flipped("load-error-before-abort")).kind == "assertion-failed"
+
+
+# ---- widened after batch 70 (spent): an image reference run as a container's command, a
+# GGML-era grouped-query model loaded without its factor, ggml's scratch pool cut mid-line, and
+# Ollama finding a GPU on a CPU without AVX
+
+_IMAGE_AS_COMMAND = ("Error: crun: executable file `/quay.io/ramalama/ramalama:0.23` not found: No such file or "
+                     "directory: OCI runtime attempted to invoke a command that was not found")
+
+
+def test_an_image_reference_run_as_the_containers_command_is_a_bad_argument():
+    # containers/ramalama#2843: the podman line named the image twice; exit 127 as printed
+    inc = diagnose(_IMAGE_AS_COMMAND, exit_code=127)
+    assert inc.kind == "bad-argument" and "image's name as its command" in inc.title
+    assert diagnose('Error: exec: "quay.io/ramalama/ramalama:latest": executable file not found in $PATH').kind == \
+        "bad-argument"
+    # look-alikes: a program really missing from the image (crun's path form is read now too)
+    for line in ("crun: executable file `/usr/bin/llama-server` not found: No such file or directory",
+                 "Error: crun: executable file `llama-run` not found in $PATH: No such file or directory"):
+        assert diagnose(line, exit_code=127).kind == "missing-library", line
+    # order: the refused command is the cause; the wrapper's stop after it is its echo
+    lines = (_IMAGE_AS_COMMAND, "swapState() State transitioned from starting to stopping")
+    assert verdict(lines).rule == "argument-before-load" and verdict(lines).kind == "bad-argument"
+    assert verdict(lines, flipped("argument-before-load")).kind == "stopped"
+
+
+_GQA = ("error loading model: llama.cpp: tensor 'layers.0.attention.wk.weight' has wrong shape; "
+        "expected  8192 x  8192, got  8192 x  1024")
+
+
+def test_a_grouped_query_ggml_model_loaded_without_its_factor_is_a_bad_argument():
+    # serge-chat/serge#675: LLaMA 2 70B GGML through llama-cpp-python without n_gqa=8
+    inc = diagnose("llama_model_load_internal: n_head     = 64", _GQA, "llama_init_from_file: failed to load model")
+    assert inc.kind == "bad-argument" and "-gqa 8" in inc.advice
+    # look-alikes: a square K tensor, or another tensor's shape, is the file's
+    for line in (_GQA.replace("got  8192 x  1024", "got  8192 x  8192"),
+                 "error loading model: llama.cpp: tensor 'output.weight' has wrong shape; expected  4096 x 32000, "
+                 "got  4096 x 32001"):
+        assert diagnose(line).kind == "bad-model", line
+    # order: the refused value is the cause; the load error after it is its echo, and reversed,
+    # the load error would win
+    lines = (_GQA, "llama_model_load: error loading model: failed to load model")
+    assert verdict(lines).rule == "argument-before-load" and verdict(lines).kind == "bad-argument"
+    assert verdict(lines, flipped("argument-before-load")).kind == "bad-model"
+
+
+def test_ggmls_scratch_pool_line_cut_mid_sentence_is_still_the_miscount():
+    # koboldcpp#50: the paste ends after `scratch memory`
+    line = "Processing Prompt [BLAS] (1024 / 1301 tokens)ggml_new_tensor_impl: not enough space in the scratch memory"
+    assert diagnose(line).kind == "assertion-failed"
+    # look-alike: another program's scratch words
+    assert diagnose("warning: not enough space in the scratch directory /tmp").kind == "unknown"
+    # order: an allocation that failed first is the cause
+    assert verdict((CUDA_OOM, line)).rule == "allocation-before-abort"
+    assert verdict((CUDA_OOM, line), flipped("allocation-before-abort")).kind == "assertion-failed"
+
+
+_OLLAMA_NO_AVX = ('time=2024-02-29T11:22:11.649+08:00 level=INFO source=gpu.go:99 msg="Nvidia GPU detected"',
+                  'time=2024-02-29T11:22:11.650+08:00 level=INFO source=cpu_common.go:18 msg="CPU does not have '
+                  'vector extensions"')
+
+
+def test_ollama_finding_a_gpu_on_a_cpu_without_avx_leaves_the_gpu_unused_and_says_why():
+    # ollama#2825: the paste loses `disabling GPU support`; the card, then the CPU, are enough
+    inc = diagnose(*_OLLAMA_NO_AVX, os="windows")
+    assert inc.kind == "gpu-unused" and inc.rule == "gpu-left-for-a-cpu-without-avx"
+    assert "AVX" in inc.title and "0.5.4" in inc.advice
+    # the full warning says the same, with the same words
+    warn = 'level=WARN source=gpu.go:128 msg="CPU does not have AVX or AVX2, disabling GPU support."'
+    assert diagnose(warn, os="windows").rule == "gpu-left-for-a-cpu-without-avx"
+    # look-alikes: the CPU line alone (no GPU found) and the CPU line before the card
+    assert diagnose(_OLLAMA_NO_AVX[1]).kind == "unknown"
+    assert diagnose(_OLLAMA_NO_AVX[1], _OLLAMA_NO_AVX[0]).kind == "unknown"
+    # order: a failure line says more; the fallback only speaks when nothing failed
+    assert diagnose(*_OLLAMA_NO_AVX, CUDA_OOM, exit_code=1, backend="cuda").kind == "cuda-oom"

@@ -1060,10 +1060,25 @@ _e("exec.program-missing", "missing-library", 75, _S,
    r"'(\S*\\)?llama-[\w.]+' is not recognized as an internal or external command",
    r"The term '(\S*\\)?llama-[\w.]+' is not recognized as (the )?name of a cmdlet",
    # the container's first process: catatonit, podman's init (`failed to exec pid1: %m`, src
-   # catatonit.c since 0.1), and crun (`executable file `%s` not found in $PATH`, crun 1.x): the
-   # command the wrapper runs in its image is not in it (RamaLama's llama-run, containers/ramalama#1144)
+   # catatonit.c since 0.1), and crun (`executable file `%s` not found in $PATH`, crun 1.x; a
+   # path: `executable file `%s` not found: No such file or directory`): the command the wrapper
+   # runs in its image is not in it (RamaLama's llama-run, containers/ramalama#1144)
    r"\(catatonit:\d+\): failed to exec pid1: No such file or directory",
-   r"executable file `[^`]+` not found in \$PATH")
+   r"executable file `[^`]+` not found( in \$PATH|: No such file or directory)")
+# An image reference where the container's command goes: a wrapper's `podman run` line that names
+# the image twice (or loses an option's value) makes the runtime execute the second image name
+# (containers/ramalama#2843: `crun: executable file `/quay.io/ramalama/ramalama:0.23` not found`).
+# A registry host (a dot in it), a path and a `:tag` is no program's path: the command line the
+# wrapper built is wrong, not the image.
+_IMAGE_REFERENCE = r"/?[a-z0-9-]+(\.[a-z0-9-]+)+(:\d+)?/[\w./-]+:[\w.-]+"
+_e("container.image-as-command", "bad-argument", 76, _S,
+   "crun (`executable file `%s` not found in $PATH`, `… not found: No such file or directory`) and "
+   "runc (Go os/exec: `exec: \"%s\": executable file not found in $PATH`) naming an image "
+   "reference (`registry.host/name:tag`) as the program",
+   "the container runtime was told to run an image's name as its command: the wrapper's container "
+   "command line is malformed (an image named twice, an option without its value)",
+   rf"executable file `{_IMAGE_REFERENCE}` not found",
+   rf"exec: \\?\"{_IMAGE_REFERENCE}\\?\": executable file not found")
 _e("exec.wrong-format", "stale-library", 76, _S,
    "Go os/exec `fork/exec <path>: exec format error` (ENOEXEC), Python `[Errno 8] Exec format error`",
    "the program is built for another architecture or OS (the Linux twin of WinError 193): "
@@ -1201,6 +1216,18 @@ _e("arg.batch-zero", "bad-argument", 70, _S,
 # model must be loaded with the first split`). The shards are fine; the path handed to the engine
 # names the wrong one (docker/model-runner#672: the runner passed the last shard). A shard whose
 # own index disagrees with its name (`invalid split file idx … expected N`) is the file's.
+# llama.cpp's GGML loader of July-August 2023 (llama.cpp llama_model_loader, `-gqa N` /
+# llama-cpp-python's `n_gqa`, added for LLaMA 2 70B before GGUF stored the KV head count): a
+# grouped-query model loaded with the default of 1 expects its K and V projections square, and the
+# file's are n_embd / n_gqa wide (`tensor 'layers.0.attention.wk.weight' has wrong shape; expected
+# 8192 x 8192, got 8192 x 1024`, serge#675). The file is fine; the load was not told its GQA factor.
+_e("arg.gqa-not-set", "bad-argument", 70, _S,
+   "llama.cpp (GGML era, July-August 2023) llama_model_loader's shape check of "
+   "`layers.N.attention.wk|wv.weight` (`has wrong shape; expected %5u x %5u, got %5u x %5u`)",
+   "a grouped-query-attention GGML model (LLaMA 2 70B, Code Llama 34B) was loaded without its GQA "
+   "factor (`-gqa 8`, `n_gqa=8`)",
+   r"tensor 'layers\.\d+\.attention\.w[kv]\.weight' has wrong shape; expected\s+(\d+) x\s+\1, "
+   r"got\s+\1 x\s+(?!\1\b)\d+")
 _e("arg.split-not-first", "bad-argument", 70, _D,
    f"src/llama-model-loader.cpp llama_model_loader, {_B}: `illegal split file idx: %d (file: %s), "
    "model must be loaded with the first split`",
@@ -1735,8 +1762,9 @@ _e("abort.assert", "assertion-failed", 30, _S,
    # twin, ggml_new_tensor_impl's scratch buffer (ggml.c until ggml-alloc replaced scratch
    # buffers; koboldcpp's ggml.c and otherarch/ggml_v3.c keep it), prints `not enough space in
    # the scratch memory pool (needed %zu, available %zu)`, then `assert(false)` (compiled out
-   # in a release) and returns NULL, so the crash that follows is this miscount's
-   r"not enough space in the (context's|scratch) memory pool",
+   # in a release) and returns NULL, so the crash that follows is this miscount's (a paste
+   # may cut the line after `scratch memory`, koboldcpp#50)
+   r"not enough space in the (context's memory pool|scratch memory\b)",
    # ggml.c ggml_abort prints `<__FILE__>:<__LINE__>: <message>` for every GGML_ABORT in the
    # tree (b11434: `fatal error`, `unsupported op`, `CUDA error` ...); a message no other entry
    # names is still an abort. The path runs through the tree's own folders and ends in a

@@ -25,7 +25,11 @@ from typing import Protocol
 from stoker.diagnosis.catalogue import entry
 from stoker.diagnosis.evidence import Evidence, LoadPlace, Verdict, decide, draft_scoped, gather, load_places
 from stoker.diagnosis.log_lines import backend_from_log, strip_log_prefix, unwrapped
-from stoker.diagnosis.silent_fallbacks import gpu_unused_from_log, lacks_the_gpus_architecture
+from stoker.diagnosis.silent_fallbacks import (
+    gpu_unused_from_log,
+    lacks_the_gpus_architecture,
+    left_for_a_cpu_without_avx,
+)
 from stoker.diagnosis.wrapper_memory import host_share_over_free
 
 # Every kind classify_exit can return; the README lists them for users.
@@ -425,11 +429,29 @@ def _folder(path: str) -> str:
     return re.split(r"[\\/](?=[^\\/]*$)", path.strip().strip("'\""))[0].replace("\\", "/").lower()
 
 
-_ONE_BACKEND_TWICE_WORDS = {_ONE_BACKEND_TWICE_RULE: (
-    "The engine loaded one of its backends twice, from two installs: a library left from an earlier "
-    "install sits beside the new one and is loaded with it.",
-    "Remove the engine's library folder and install again (for Ollama: uninstall, delete the "
-    "lib/ollama folder that remains, then install), so one copy of each backend is left.")}
+_GPU_LEFT_FOR_THE_CPU_RULE = "gpu-left-for-a-cpu-without-avx"
+# Words for a rule that says more than its kind's words (title, advice).
+_RULE_WORDS = {
+    _ONE_BACKEND_TWICE_RULE: (
+        "The engine loaded one of its backends twice, from two installs: a library left from an earlier "
+        "install sits beside the new one and is loaded with it.",
+        "Remove the engine's library folder and install again (for Ollama: uninstall, delete the "
+        "lib/ollama folder that remains, then install), so one copy of each backend is left."),
+    _GPU_LEFT_FOR_THE_CPU_RULE: (
+        "The GPU was found but left unused: the wrapper's GPU runners need AVX, which this CPU does "
+        "not have, so the model runs on the CPU.",
+        "Update the wrapper (Ollama dropped this check in 0.5.4), or use an engine built for this CPU "
+        "with its GPU backend (`stoker setup` compiles llama.cpp here)."),
+}
+
+
+def _gpu_left_reading(unused: str) -> tuple[str, str]:
+    """(kind, rule) for a line saying the GPU was left unused: the wrapper may say why."""
+    if lacks_the_gpus_architecture(unused):  # its build lacks the GPU
+        return "no-kernel-image", "gpu-left-for-want-of-its-code"
+    if left_for_a_cpu_without_avx(unused):
+        return "gpu-unused", _GPU_LEFT_FOR_THE_CPU_RULE
+    return "gpu-unused", "gpu-build-on-cpu"
 
 
 def backend_loaded_twice_from_log(lines: Iterable[str]) -> str | None:
@@ -637,6 +659,17 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "loaded are from different builds, so they read ggml's tensors differently.",
         "Make sure one ggml is loaded: rebuild or update the program and every library bundling its "
         "own ggml (llama.cpp and whisper.cpp bindings side by side) to matching versions."),
+    "container.image-as-command": (
+        "The container runtime was told to run an image's name as its command: the wrapper built a "
+        "malformed container command line (an image named twice, or an option that lost its value).",
+        "Check the container options the wrapper was given (an image or option where the command "
+        "goes) and update the wrapper if it built the line itself; run the step by hand with the "
+        "image named once to confirm."),
+    "arg.gqa-not-set": (
+        "The model uses grouped-query attention and was loaded without its GQA factor, so its K and V "
+        "tensors did not have the shape the engine expected; the file is fine.",
+        "Pass the factor (`-gqa 8` for LLaMA 2 70B and Code Llama 34B GGML files, `n_gqa=8` in "
+        "llama-cpp-python), or use a GGUF build of the model, which stores it."),
     "exec.unexpanded-macro": (
         "The wrapper tried to run a command that still holds a macro or variable it never expanded "
         "(`${…}` or `$NAME`), so no program by that name exists.",
@@ -941,14 +974,13 @@ def classify_exit(report: ExitReport) -> Incident:
         # (a clean exit, `--list-devices` ending, is no fault to outweigh the line)
         if unused is not None and (kind == "stopped" or report.exit_code is None and sig is None
                                    or _ended_cleanly(report)):
-            kind, evidence, rule = "gpu-unused", unused, "gpu-build-on-cpu"
-            if lacks_the_gpus_architecture(unused):  # the wrapper says why: its build lacks the GPU
-                kind, rule = "no-kernel-image", "gpu-left-for-want-of-its-code"
+            evidence = unused
+            kind, rule = _gpu_left_reading(unused)
     kind, unsure, rule, evidence = _with_the_drafter(kind, unsure, rule, evidence, report, match, conflict,
                                                      exit_text)
 
     kind, unsure, rule, evidence = _host_by_the_estimate(kind, unsure, rule, evidence, tail)
-    title, advice = (_entry_words(match, kind, unsure) or _ONE_BACKEND_TWICE_WORDS.get(rule or "")
+    title, advice = (_entry_words(match, kind, unsure) or _RULE_WORDS.get(rule or "")
                      or _words(kind, report, unsure))
     candidates: tuple[str, ...] = ()
     open_pair = _left_open(kind, unsure, evidence)

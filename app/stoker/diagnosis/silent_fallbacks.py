@@ -114,6 +114,17 @@ _WRAPPER_BUILD_LACKS_THE_GPU = re.compile(
 _FOREIGN_CUDART = entry("ollama.foreign-cudart").pattern
 
 
+# ... and where the wrapper gives the GPU up because the CPU lacks AVX (Ollama 0.1.2x to 0.5.1: its
+# GPU runners were built with AVX, so a CPU without it got none; the check is gone from 0.5.4)
+_LEFT_FOR_A_CPU_WITHOUT_AVX = re.compile(r"CPU does not have (AVX or AVX2, disabling GPU support"
+                                         r"|minimum vector extensions, GPU inference disabled|vector extensions)")
+
+
+def left_for_a_cpu_without_avx(line: str) -> bool:
+    """Whether a wrapper's line leaving the GPU says the CPU lacks the AVX its GPU runners need."""
+    return _LEFT_FOR_A_CPU_WITHOUT_AVX.search(line) is not None
+
+
 def lacks_the_gpus_architecture(line: str) -> bool:
     """Whether a wrapper's line leaving the GPU says its build has no code for that GPU."""
     return _WRAPPER_BUILD_LACKS_THE_GPU.search(line) is not None and _FOREIGN_CUDART.search(line) is None
@@ -207,6 +218,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         return listed
     return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
             or _ollama_without_its_gpu_runners(lines) or _ollama_dropped_every_gpu(lines)
+            or _ollama_found_a_gpu_on_a_cpu_without_avx(lines)
             or _llamasharp_loaded_its_cpu_build(lines) or _weights_left_on_the_host(lines)
             or _gpu_backend_never_loaded(lines, backend))
 
@@ -345,6 +357,20 @@ def _ollama_without_its_gpu_runners(lines: Iterable[str]) -> str | None:
 # discovered either). Without a drop line, `0 B` is a machine with no GPU, and says nothing.
 _OLLAMA_DROPPED_A_GPU = re.compile(r"dropping integrated GPU; to enable, set OLLAMA_IGPU_ENABLE=1")
 _OLLAMA_NO_VRAM_KEPT = re.compile(r"msg=\"?vram-based default context\"?\s+total_vram=\"?0 B\b")
+
+
+# Ollama 0.1.2x gpu/gpu.go GetGPUInfo: it finds the card (`Nvidia GPU detected`, `Radeon GPU
+# detected`), then cpu_common.go's GetCPUVariant finds no AVX (`CPU does not have vector
+# extensions`) and, on amd64, gives the card up (`CPU does not have AVX or AVX2, disabling GPU
+# support.`, read above; its GPU runners were all built with AVX then, ollama#2187, #5035). A paste
+# that loses the second line (ollama#2825) still has the card and the CPU without AVX, in that order.
+_OLLAMA_FOUND_A_GPU = re.compile(r"msg=\W?(Nvidia|Radeon) GPU detected")
+_OLLAMA_CPU_WITHOUT_AVX = re.compile(r"msg=\W?CPU does not have vector extensions")
+
+
+def _ollama_found_a_gpu_on_a_cpu_without_avx(lines: Iterable[str]) -> str | None:
+    pair = _one_line_then_another(lines, _OLLAMA_FOUND_A_GPU, _OLLAMA_CPU_WITHOUT_AVX)
+    return None if pair is None else f"{pair[0]}, then {pair[1]}"
 
 
 def _ollama_dropped_every_gpu(lines: Iterable[str]) -> str | None:
