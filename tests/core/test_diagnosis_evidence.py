@@ -3983,3 +3983,25 @@ def test_ollama_finding_a_gpu_on_a_cpu_without_avx_leaves_the_gpu_unused_and_say
     assert diagnose(_OLLAMA_NO_AVX[1], _OLLAMA_NO_AVX[0]).kind == "unknown"
     # order: a failure line says more; the fallback only speaks when nothing failed
     assert diagnose(*_OLLAMA_NO_AVX, CUDA_OOM, exit_code=1, backend="cuda").kind == "cuda-oom"
+
+
+@pytest.mark.parametrize(("line", "signal"), [
+    # bash on macOS: the signal's words carry its number (cocktailpeanut/dalai#191)
+    ("Illegal instruction: 4", "SIGILL"),
+    ("Segmentation fault: 11", "SIGSEGV"),
+    ("Abort trap: 6", "SIGABRT"),
+    ("/bin/sh: line 1: 81234 Killed: 9  ./main -m model.bin", "SIGKILL"),
+    ("Trace/BPT trap: 5", "SIGTRAP"),
+])
+def test_macos_bashs_numbered_signal_words_name_the_signal(line, signal):
+    assert classify.exit_from_log((line,))[1] == signal
+
+
+@pytest.mark.parametrize("line", ["Killed: 3 processes", "Illegal instruction: 44", "Segmentation fault: the pointer"])
+def test_a_signals_words_with_another_number_are_prose(line):
+    assert classify.exit_from_log((line,))[1] is None
+
+
+def test_macos_bashs_signal_line_is_the_exit_and_a_named_cause_still_decides():
+    assert diagnose("Illegal instruction: 4", os="darwin").kind == "illegal-instruction"
+    assert diagnose(CUDA_OOM, "Abort trap: 6", backend="cuda").kind == "cuda-oom"

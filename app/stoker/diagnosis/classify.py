@@ -248,6 +248,7 @@ _SIGNAL_WORDS = {
     "segmentation fault": "SIGSEGV", "terminated": "SIGTERM", "term": "SIGTERM",
     "illegal instruction": "SIGILL", "bus error": "SIGBUS", "interrupt": "SIGINT",
     "int": "SIGINT", "segv": "SIGSEGV", "ill": "SIGILL", "trace/breakpoint trap": "SIGTRAP",
+    "trace/bpt trap": "SIGTRAP",
     "floating-point exception": "SIGFPE", "floating point exception": "SIGFPE",
 }
 _WRAPPER_EXIT = (
@@ -272,6 +273,13 @@ _WRAPPER_EXIT = (
     re.compile(r"^\s*(Illegal instruction|Aborted|Segmentation fault|Killed|Bus error)"
                r"(?:\s*$|\s+\(core dumped\)(?:\s.*)?$|\s{2,}\S.*$)"),
     re.compile(r"line \d+:\s+\d+ (Killed|Aborted|Illegal instruction|Segmentation fault)\s"),
+    # bash on macOS: the C library's signal words carry the number (`Illegal instruction: 4`,
+    # `Segmentation fault: 11`, `Abort trap: 6`, `Killed: 9`, `Bus error: 10`, `Trace/BPT trap: 5`),
+    # alone or in a script's `line N: PID …` report, the command after them; each word with its
+    # own number (`Killed: 3 processes` is prose)
+    re.compile(r"^\s*(?:\S+: line \d+:\s+\d+\s+)?(Illegal instruction(?=: 4\b)|Abort trap(?=: 6\b)"
+               r"|Segmentation fault(?=: 11\b)|Killed(?=: 9\b)|Bus error(?=: 10\b)"
+               r"|Floating point exception(?=: 8\b)|Trace/BPT trap(?=: 5\b))"),
     re.compile(r"^\[\d+\]\s+\d+ (abort|killed|segmentation fault|illegal)\w*\s"),
     # zsh's foreground job (Src/signames: `zsh: killed  ./llama-server`, `zsh: illegal hardware
     # instruction  ./main` on a Mac running an x86 build the CPU cannot), bash's finished
