@@ -1211,11 +1211,6 @@ _e("arg.batch-zero", "bad-argument", 70, _S,
    "the launch set a logical batch size of 0, which the parser accepts and no context can run with",
    r"--batch-size[= ]+0(\s|\\|$)", r"(^|\s)-b 0(\s|\\|$)", r"\bLLAMA_ARG_BATCH=0\b",
    r"llama_context: n_batch\s+= 0\b")
-# src/llama-model-loader.cpp, b11434 (and since split GGUFs, 2024): the file named as the model
-# is a later shard of a split model (`illegal split file idx: 3 (file: …-00004-of-00004.gguf),
-# model must be loaded with the first split`). The shards are fine; the path handed to the engine
-# names the wrong one (docker/model-runner#672: the runner passed the last shard). A shard whose
-# own index disagrees with its name (`invalid split file idx … expected N`) is the file's.
 # llama.cpp's GGML loader of July-August 2023 (llama.cpp llama_model_loader, `-gqa N` /
 # llama-cpp-python's `n_gqa`, added for LLaMA 2 70B before GGUF stored the KV head count): a
 # grouped-query model loaded with the default of 1 expects its K and V projections square, and the
@@ -1228,6 +1223,11 @@ _e("arg.gqa-not-set", "bad-argument", 70, _S,
    "factor (`-gqa 8`, `n_gqa=8`)",
    r"tensor 'layers\.\d+\.attention\.w[kv]\.weight' has wrong shape; expected\s+(\d+) x\s+\1, "
    r"got\s+\1 x\s+(?!\1\b)\d+")
+# src/llama-model-loader.cpp, b11434 (and since split GGUFs, 2024): the file named as the model
+# is a later shard of a split model (`illegal split file idx: 3 (file: …-00004-of-00004.gguf),
+# model must be loaded with the first split`). The shards are fine; the path handed to the engine
+# names the wrong one (docker/model-runner#672: the runner passed the last shard). A shard whose
+# own index disagrees with its name (`invalid split file idx … expected N`) is the file's.
 _e("arg.split-not-first", "bad-argument", 70, _D,
    f"src/llama-model-loader.cpp llama_model_loader, {_B}: `illegal split file idx: %d (file: %s), "
    "model must be loaded with the first split`",
