@@ -4005,3 +4005,88 @@ def test_a_signals_words_with_another_number_are_prose(line):
 def test_macos_bashs_signal_line_is_the_exit_and_a_named_cause_still_decides():
     assert diagnose("Illegal instruction: 4", os="darwin").kind == "illegal-instruction"
     assert diagnose(CUDA_OOM, "Abort trap: 6", backend="cuda").kind == "cuda-oom"
+
+
+# ---- widened after batch 71 (spent): dyld 4's quoted paths and Accelerate's new LAPACK,
+# llama_model_loader's own refusal of a file, a template that needs --jinja, PyInstaller's
+# bundled Python, and Ollama's client that went away mid-answer
+
+_DYLD4 = ("dyld[12166]: Symbol not found: (_cblas_sgemm$NEWLAPACK$ILP64)",
+          "  Referenced from: '/Users/me/build/bin/llama-cli'",
+          "  Expected in: '/System/Library/Frameworks/Accelerate.framework/Versions/A/Accelerate'")
+
+
+def test_a_symbol_missing_from_macos_is_an_older_macos_with_dyld_4s_quoted_paths():
+    # llama.cpp#9973: a build binding Accelerate's $NEWLAPACK symbols (macOS 13.3 on) on an older macOS
+    inc = diagnose(*_DYLD4, os="darwin")
+    assert inc.kind == "system-too-old" and "newer macOS" in inc.title
+    assert diagnose(_DYLD4[0], os="darwin").kind == "system-too-old"  # the symbol alone says it
+    # look-alikes: a symbol expected in another build's library, quoted, is that library's
+    other = (_DYLD4[0].replace("_cblas_sgemm$NEWLAPACK$ILP64", "_llama_model_load"), _DYLD4[1],
+             "  Expected in: '/opt/homebrew/lib/libllama.dylib'")
+    assert diagnose(*other, os="darwin").kind == "stale-library"
+    # order: the versioned symbol says why the library could not be opened; reversed, `cannot open` wins
+    lines = (_DYLD4[2], "dyld[1]: Library not loaded: @rpath/libggml.dylib")
+    assert verdict(lines).rule == "versioned-symbol-over-cannot-open"
+    assert verdict(lines, flipped("versioned-symbol-over-cannot-open")).kind == "missing-library"
+
+
+def test_llama_model_loaders_own_refusal_is_the_model_file_never_memory():
+    # lmstudio-bug-tracker#306: a Q4_0_4_8 file the bundled engine no longer reads, quoted by LM Studio
+    line = "llama.cpp error: 'llama_model_loader: failed to load model from C:\\models\\QwQ-32B-Q4_0_4_8.gguf"
+    assert diagnose("🥲 Failed to load the model", line, os="windows").kind == "bad-model"
+    # look-alikes: llama_model_load's own `failed to load model` follows any cause, memory too
+    assert diagnose("llama_model_load_from_file_impl: failed to load model").kind == "unknown"
+    assert diagnose("llama_model_loader: failed to load model from file pointer").kind != "bad-model"
+    # order: an allocation that failed is the cause of a load error after it
+    lines = (CUDA_OOM, line)
+    assert verdict(lines).rule == "allocation-inside-load-error"
+    assert verdict(lines, flipped("allocation-inside-load-error")).kind == "bad-model"
+
+
+_JINJA = ("terminate called after throwing an instance of 'std::runtime_error'",
+          "  what():  this custom template is not supported")
+
+
+def test_a_template_that_needs_jinja_is_a_bad_argument_over_the_abort():
+    # containers/ramalama#1212: `ramalama run` without --jinja
+    inc = diagnose(*_JINJA)
+    assert inc.kind == "bad-argument" and "--jinja" in inc.advice
+    assert diagnose("srv  init: this custom template is not supported, try using --jinja").kind == "bad-argument"
+    # look-alike: another runtime_error after terminate stays the abort
+    assert diagnose(_JINJA[0], "  what():  vector::_M_range_check").kind == "assertion-failed"
+    # order: the missing option is the cause; the abort is its echo
+    assert verdict(_JINJA).rule == "argument-before-load"
+    assert verdict(_JINJA, flipped("argument-before-load")).kind == "assertion-failed"
+
+
+_PYI = ("Error loading Python DLL 'C:\\Users\\u\\AppData\\Local\\Temp\\_MEI41082\\python39.dll'.",
+        "LoadLibrary: The specified module could not be found.")
+
+
+def test_a_bundled_python_39_windows_would_not_load_is_left_open():
+    # koboldcpp#147: Windows 7 (Python 3.9 dropped it), or a dependency missing: the log cannot tell
+    inc = diagnose(*_PYI, os="windows")
+    assert inc.kind == "unknown" and set(inc.candidates) == {"missing-library", "system-too-old"}
+    # look-alike: Python 3.8's DLL still ran on Windows 7, so a dependency is what is missing
+    assert diagnose(_PYI[0].replace("python39", "python38"), _PYI[1], os="windows").kind == "missing-library"
+    # order: a loader failure ends the start; the abort after it is its echo
+    lines = (_PYI[0], "GGML_ASSERT(ctx) failed")
+    assert verdict(lines).rule == "loader-before-load"
+    assert verdict(lines, flipped("loader-before-load")).kind == "assertion-failed"
+
+
+_CANCELLED = ('level=ERROR source=server.go:1458 msg="post predict" error="Post \\"http://127.0.0.1:40933/'
+              'completion\\": context canceled"')
+
+
+def test_ollamas_client_going_away_mid_answer_is_a_stop_not_a_fault():
+    # ollama#12291: a 5-minute client timeout on a 29k-token prompt
+    inc = diagnose(_CANCELLED)
+    assert inc.kind == "stopped" and "timeout" in inc.advice
+    # look-alike: the runner itself gone (connection refused) is no client's doing
+    refused = _CANCELLED.replace("context canceled", "dial tcp 127.0.0.1:40933: connect: connection refused")
+    assert diagnose(refused).kind != "stopped"
+    # order: a failure line says more than the stop after it (a memory error, then the cancel)
+    assert verdict((CUDA_OOM, _CANCELLED)).kind == "gpu-oom"
+    assert verdict((CUDA_OOM, _CANCELLED), flipped("allocation-inside-load-error")).kind == "stopped"

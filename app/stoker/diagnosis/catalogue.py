@@ -691,7 +691,12 @@ _e("win.entry-point-in-windows", "system-too-old", 77, _D,
    + _WINDOWS_OWN_DLL)
 _e("dyld.system-too-old", "system-too-old", 77, _D, "macOS dyld",
    "a symbol the build expects in macOS's own libraries: an older macOS",
-   r"Expected in:?\s*(<[\w-]+>\s*)?/usr/lib/", r"Expected in:?\s*(<[\w-]+>\s*)?/System/Library/",
+   # (dyld 4, macOS 12 on, quotes the paths: `Expected in: '/System/Library/Frameworks/…'`)
+   r"Expected in:?\s*(<[\w-]+>\s*)?'?/usr/lib/", r"Expected in:?\s*(<[\w-]+>\s*)?'?/System/Library/",
+   # Accelerate's new LAPACK interface (`$NEWLAPACK`, `$NEWLAPACK$ILP64` symbols, macOS 13.3 on),
+   # which ggml's Accelerate build binds to (ACCELERATE_NEW_LAPACK, ACCELERATE_LAPACK_ILP64): only
+   # an older macOS lacks them (llama.cpp#9973)
+   r"Symbol not found: \(?_\w+\$NEWLAPACK\b",
    # symbols only macOS itself provides: libc++'s std::__1 (/usr/lib/libc++.1.dylib) and the
    # Objective-C classes of its frameworks (Metal, Foundation, QuartzCore)
    r"Symbol not found: \(?__Z\w*NSt3__1", r"Symbol not found: \(?_OBJC_CLASS_\$_(MTL|NS|CA)\w+",
@@ -701,7 +706,7 @@ _e("dyld.stale-symbol", "stale-library", 76, _D,
    "macOS dyld `Symbol not found: _sym` / `Referenced from:` / `Expected in: <library>`",
    "the library dyld found lacks the symbol: outside macOS's own /usr/lib and /System it is "
    "another build's copy",
-   r"Expected in:?\s*(<[\w-]+>\s*)?(?!/usr/lib/|/System/)[/@~]\S*\.dylib")
+   r"Expected in:?\s*(<[\w-]+>\s*)?'?(?!/usr/lib/|/System/)[/@~]\S*\.dylib")
 _e("dyld.symbol-missing", "stale-library", 20, _W,
    "macOS dyld `Symbol not found: _sym` and a crash report's `DYLD, [0x4] Symbol missing`",
    "a symbol is missing: the `Expected in:` line says whether from macOS (too old) or from "
@@ -861,6 +866,15 @@ _e("net.listen-address-invalid", "bad-argument", 70, _S,
    "wrapped by net.Listen as `listen tcp: address %s: %s` (llama-swap, Ollama, Docker Model Runner)",
    "the listen address the wrapper was given is not host:port: the value is wrong, not the port taken",
    r"\blisten (tcp|tcp4|tcp6): address \S+: (missing port in address|too many colons in address)")
+# PyInstaller's bootloader on Windows (bootloader/src/pyi_pythonlib.c, 2015 to 2026: `Error loading
+# Python DLL '%s'.` then `LoadLibrary: <Windows' message>`): the Python DLL it just extracted, or one
+# of its dependencies, did not load (koboldcpp.exe, koboldcpp#147). The DLL is in the bundle, so a
+# dependency is what is missing; for Python 3.9 and later that may be Windows 8's API sets on
+# Windows 7 (classify.py leaves that open).
+_e("pyinstaller.python-dll-load-failed", "missing-library", 76, _D,
+   "PyInstaller bootloader pyi_pythonlib.c (`Error loading Python DLL '%s'.`, `LoadLibrary: %s`)",
+   "the Python DLL a PyInstaller bundle carries could not be loaded: a dependency of it is missing",
+   r"Error loading Python DLL '[^']*python3\d+\.dll'")
 _e("ld.missing", "missing-library", 75, _D,
    "glibc ld.so `error while loading shared libraries`; dlopen; dyld `Library not loaded`; "
    "Windows STATUS_DLL_NOT_FOUND 0xC0000135 / ERROR_MOD_NOT_FOUND 126, STATUS_DLL_INIT_FAILED 0xC0000142",
@@ -1140,6 +1154,17 @@ _e("metal.source-rejected", "gpu-error", 40, _S,
    "the shaders and this macOS's Metal compiler disagree: an older macOS lacking a feature they "
    "use, or an older build's shaders on a newer macOS",
    r"^\s*program_source:\d+:\d+: error: (?!static_assert failed due to requirement '__tensor_ops_detail::)")
+# Ollama llm/server.go Completion (0.9 to 0.24: `slog.Error("post predict", "error", err)`): the
+# request to the runner failed; with Go's `context canceled` the request's own context ended, i.e.
+# the client went away (its timeout ran out, or a person cancelled) while the model answered
+# (ollama#12291: a 5-minute client timeout on a 29k-token prompt). Ollama then tells the client
+# `model runner has unexpectedly stopped`, which it had not.
+_e("ollama.client-cancelled-predict", "stopped", 45, _S,
+   "Ollama llm/server.go Completion, 0.9 to 0.24 (`msg=\"post predict\" error=\"Post \\\"http://…"
+   "/completion\\\": context canceled\"`)",
+   "the client closed its request while the model was answering: the run was stopped from outside, "
+   "not by a fault",
+   r"post predict\W.{0,160}\bcontext canceled")
 _e("wrapper.llama-swap-stop", "stopped", 45, _S,
    "llama-swap proxy/process.go (2025: `swapState() State transitioned from %s to stopping`, `Process "
    "timed out waiting to stop, sending KILL signal`), internal/process (2026: `process stopped by "
@@ -1211,6 +1236,14 @@ _e("arg.batch-zero", "bad-argument", 70, _S,
    "the launch set a logical batch size of 0, which the parser accepts and no context can run with",
    r"--batch-size[= ]+0(\s|\\|$)", r"(^|\s)-b 0(\s|\\|$)", r"\bLLAMA_ARG_BATCH=0\b",
    r"llama_context: n_batch\s+= 0\b")
+# common/chat.cpp (b11434: `this custom template is not supported, try using --jinja`; common.cpp
+# of 2024 without the hint): the model's chat template is not one the built-in matcher knows, and
+# only the Jinja engine (`--jinja`) renders it. The model is fine; the launch lacked the option
+# (containers/ramalama#1212: `ramalama run` without `--jinja`, which `ramalama serve` passes).
+_e("arg.template-needs-jinja", "bad-argument", 70, _S,
+   f"common/chat.cpp, {_B}; common/common.cpp, 2024 (`this custom template is not supported`)",
+   "the model's chat template needs llama.cpp's Jinja engine, and the launch did not turn it on",
+   r"this custom template is not supported")
 # llama.cpp's GGML loader of July-August 2023 (llama.cpp llama_model_loader, `-gqa N` /
 # llama-cpp-python's `n_gqa`, added for LLaMA 2 70B before GGUF stored the KV head count): a
 # grouped-query model loaded with the default of 1 expects its K and V projections square, and the
@@ -1306,6 +1339,12 @@ _e("model.load", "bad-model", 60, _D,
    # its metadata) does not parse; the server stops (`--no-jinja` or another template helps)
    r"common_chat_templates_init: failed to initialize chat template",
    r"failed to load multimodal model", r"invalid magic",
+   # src/llama-model-loader.cpp llama_model_loader (2024 to b11434): gguf_init_from_file returned
+   # NULL (the file is missing, not GGUF, or holds a type or field this build does not read, as
+   # the Q4_0_4_8 files after online repacking replaced them). Thrown before any buffer is
+   # allocated, so unlike llama_model_load's own `failed to load model` it is never memory.
+   # Wrappers quote it without llama.cpp's `error loading model:` (LM Studio's `llama.cpp error:`)
+   r"\bllama_model_loader: failed to load model from (?!file pointer)\S",
    # llama-cpp-python llama.py (`Model path does not exist: %s`, 0.1.x to 2026): its own check
    # before llama.cpp opens the file, the same failure as `failed to open GGUF file` above
    r"\bModel path does not exist: ",

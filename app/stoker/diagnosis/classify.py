@@ -678,6 +678,23 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "tensors did not have the shape the engine expected; the file is fine.",
         "Pass the factor (`-gqa 8` for LLaMA 2 70B and Code Llama 34B GGML files, `n_gqa=8` in "
         "llama-cpp-python), or use a GGUF build of the model, which stores it."),
+    "ollama.client-cancelled-predict": (
+        "The client closed its request while the model was still answering (its own time limit ran "
+        "out, or it was cancelled): the engine did not fail, though Ollama reports that the runner "
+        "stopped.",
+        "Raise the client's timeout for long prompts (a large context on a model partly in system "
+        "memory is slow to start answering), or shorten the prompt or context."),
+    "arg.template-needs-jinja": (
+        "The model's chat template is one the engine's built-in templates do not know; only its "
+        "Jinja engine can render it, and the launch did not turn that on.",
+        "Start the engine with `--jinja` (in RamaLama: `--runtime-args=\"--jinja\"`; recent llama.cpp "
+        "builds, b11434 (Stoker's) among them, turn it on by default), or give a chat template the built-in "
+        "list knows."),
+    "dyld.system-too-old": (
+        "The engine build needs a newer macOS than this one: a function it uses is missing from "
+        "macOS's own libraries.",
+        "Use a build compiled on this Mac (`stoker setup` builds one) or a release made for this "
+        "macOS version, or update macOS."),
     "exec.unexpanded-macro": (
         "The wrapper tried to run a command that still holds a macro or variable it never expanded "
         "(`${…}` or `$NAME`), so no program by that name exists.",
@@ -1076,6 +1093,7 @@ _LOAD_WITH_DRAFT = re.compile(r"\(with draft model: ", re.IGNORECASE)
 # ggml-cuda/vendors/hip.h's VMM pool out of memory (catalogue hip.vmm-oom): the GPU's memory
 # or ROCm's VMM failing with memory free (llama.cpp#11405, koboldcpp-rocm#105).
 _HIP_VMM_OOM = re.compile(r"HipVMM Failure: (out of memory|hipErrorOutOfMemory)\b", re.IGNORECASE)
+_PYTHON_39_DLL_NOT_LOADED = re.compile(r"Error loading Python DLL '[^']*python3(9|1\d)\.dll'")
 # LLamaSharp's RuntimeError over any DllNotFoundException, the loader's reason dropped
 # (catalogue llamasharp.native-load-failed; LLamaSharp#285: a glibc too old).
 _LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly loaded\.|Failed to load the native "
@@ -1257,6 +1275,13 @@ _OPEN_BY_LINE = (
               "LLamaSharp could not load its native library ({line}) and did not keep the loader's "
               "reason: a library or dependency may be missing, or the library may need a newer system "
               "(glibc) than this one; Stoker does not guess.", "native-load-failed-reason-dropped"),
+    # PyInstaller's bundled Python 3.9 or later that Windows would not load: a dependency missing,
+    # or Windows 7 (Python 3.9 dropped it; its DLL needs Windows 8's api-ms-win-core-path, koboldcpp#147)
+    _OpenLine("missing-library", _PYTHON_39_DLL_NOT_LOADED, ("missing-library", "system-too-old"),
+              "The program's bundled Python could not be loaded ({line}): a DLL it needs may be missing "
+              "(an antivirus may have removed it), or Windows may be older than that Python supports "
+              "(Python 3.9 and later need Windows 8.1 or newer); Stoker does not guess.",
+              "bundled-python-not-loaded"),
     # A bundle's part of glibc (its libpthread, libdl...) needing a version the system's libc
     # lacks (catalogue ld.glibc-part-bundled): an old system or an incomplete bundle.
     _OpenLine("system-too-old", entry("ld.glibc-part-bundled").pattern, ("system-too-old", "stale-library"),
