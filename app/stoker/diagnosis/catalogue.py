@@ -1038,6 +1038,21 @@ _e("dotnet.access-violation-in-native-call", "stale-library", 25, _W,
    "native code faulted inside a llama.cpp call the binding made: a library of another version is "
    "one cause among several (a failed load, a driver fault)",
    r"\bat LLama\.Native\.\w+\.(llama|ggml|mtmd|llava|clip)_\w+\(")
+
+
+def _go_exec_not_found(program: str) -> str:
+    """Go os/exec's spawn error for a program name matching `program`: `exec: "<name>": executable
+    file not found in $PATH` (`%PATH%` on Windows, lp_windows.go), or `file does not exist` for a
+    named path (fs.ErrNotExist); structured logs quote it a second time (`exec: \\"<name>\\": …`)."""
+    return rf'exec: \\?"{program}\\?": (executable file not found in (\$PATH|%PATH%)|file does not exist)'
+
+
+def _crun_not_found(program: str) -> str:
+    """crun's error for a container command matching `program` that is not there (crun 1.x:
+    `executable file `%s` not found in $PATH`, and for a path `… not found: No such file or directory`)."""
+    return rf"executable file `{program}` not found( in \$PATH|: No such file or directory)"
+
+
 # A launcher's command that names an unexpanded macro or variable (llama-swap's `${name}` macros,
 # config.go, expanded only when the `macros:` block parses; a shell's `$VAR` handed through
 # unexpanded by a YAML or JSON config): os/exec looks for a program literally called
@@ -1050,8 +1065,7 @@ _e("exec.unexpanded-macro", "bad-argument", 76, _S,
    "2026: `unknown macro '${%s}' found in %s`)",
    "the wrapper's configured command still holds a macro or variable it never expanded (a "
    "malformed or misindented config): fix the config, not the install",
-   r"exec: \\?\"[^\"]*\$(\{[^}\"]+\}|[A-Za-z_]\w*)[^\"]*\": (executable file not found in (\$PATH|%PATH%)"
-   r"|file does not exist)",
+   _go_exec_not_found(r'[^"]*\$(\{[^}"]+\}|[A-Za-z_]\w*)[^"]*'),
    r"fork/exec [^\s:]*\$(\{[^}\s]+\}|[A-Za-z_]\w*)\S*: no such file or directory",
    r"unknown macro '\$\{[^}']+\}'")
 _e("exec.program-missing", "missing-library", 75, _S,
@@ -1063,10 +1077,7 @@ _e("exec.program-missing", "missing-library", 75, _S,
    "in a container, catatonit and crun",
    "the program the wrapper launches is not there (or, for fork/exec, its ELF interpreter is "
    "not): the engine never ran",
-   # os/exec's ErrNotFound reads `$PATH` on Unix and `%PATH%` on Windows (lp_windows.go), and a
-   # named path that is not there is fs.ErrNotExist (`file does not exist`) there
-   # (Go's structured logs quote the error a second time: `exec: \"llama-server\": …`)
-   r"exec: \\?\"[^\"]+\": (executable file not found in (\$PATH|%PATH%)|file does not exist)",
+   _go_exec_not_found(r'[^"]+'),
    r"fork/exec \S+: no such file or directory",
    r"\bspawn \S+ ENOENT\b", r"No such file or directory: '[^']*llama-server(\.exe)?'",
    # the shells, for llama.cpp's own programs only: zsh, bash, cmd.exe and PowerShell
@@ -1078,7 +1089,7 @@ _e("exec.program-missing", "missing-library", 75, _S,
    # path: `executable file `%s` not found: No such file or directory`): the command the wrapper
    # runs in its image is not in it (RamaLama's llama-run, containers/ramalama#1144)
    r"\(catatonit:\d+\): failed to exec pid1: No such file or directory",
-   r"executable file `[^`]+` not found( in \$PATH|: No such file or directory)")
+   _crun_not_found(r"[^`]+"))
 # An image reference where the container's command goes: a wrapper's `podman run` line that names
 # the image twice (or loses an option's value) makes the runtime execute the second image name
 # (containers/ramalama#2843: `crun: executable file `/quay.io/ramalama/ramalama:0.23` not found`).
@@ -1091,8 +1102,7 @@ _e("container.image-as-command", "bad-argument", 76, _S,
    "reference (`registry.host/name:tag`) as the program",
    "the container runtime was told to run an image's name as its command: the wrapper's container "
    "command line is malformed (an image named twice, an option without its value)",
-   rf"executable file `{_IMAGE_REFERENCE}` not found",
-   rf"exec: \\?\"{_IMAGE_REFERENCE}\\?\": executable file not found")
+   _crun_not_found(_IMAGE_REFERENCE), _go_exec_not_found(_IMAGE_REFERENCE))
 _e("exec.wrong-format", "stale-library", 76, _S,
    "Go os/exec `fork/exec <path>: exec format error` (ENOEXEC), Python `[Errno 8] Exec format error`",
    "the program is built for another architecture or OS (the Linux twin of WinError 193): "

@@ -26,6 +26,13 @@ GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "op
 _OLLAMA_SKIPPED_A_CARD_ITS_BUILD_LACKS = (r"skipping CUDA device . compute capability not in compiled architectures"
                                           r"|dropping ROCm device . no rocblas support for gfx target")
 _OLLAMA_AMDGPU_NOT_SUPPORTED = r"amdgpu \[\d+\] gfx\w+ is not supported by "
+# Ollama's words for giving a found GPU up because the CPU lacks AVX (0.1.3x-0.5.1 gpu/gpu.go,
+# discover/gpu.go: its GPU runners were built with AVX; the check is gone from 0.5.4), and 0.1.2x
+# cpu_common.go's word just before that (`CPU does not have vector extensions`), which a cut paste
+# may keep alone (_ollama_found_a_gpu_on_a_cpu_without_avx)
+_OLLAMA_GAVE_THE_GPU_UP_FOR_NO_AVX = (r"CPU does not have AVX or AVX2, disabling GPU support"
+                                      r"|CPU does not have minimum vector extensions, GPU inference disabled")
+_OLLAMA_CPU_WITHOUT_AVX = re.compile(r"msg=\W?CPU does not have vector extensions")
 
 # A wrapper saying in its own words that it found a GPU and will run on the CPU, so these count
 # whatever the build the log shows (the wrapper carries GPU libraries the log may not name).
@@ -34,8 +41,7 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     r"CUDA GPU is too old\. Falling back to CPU|falling back to CPU mode|no suitable rocm found, falling back to CPU"
     r"|all detected amdgpus are skipped, falling back to CPU|amdgpu detected, but no compatible rocm library found"
     # Ollama 0.1.3x-0.5 gpu/gpu.go: a CPU without AVX gets no GPU runner
-    r"|CPU does not have AVX or AVX2, disabling GPU support"
-    r"|CPU does not have minimum vector extensions, GPU inference disabled"
+    rf"|{_OLLAMA_GAVE_THE_GPU_UP_FOR_NO_AVX}"
     # Ollama 0.3-0.12 gpu/, discover/: the AMD device cannot be opened, the CUDA library and the driver disagree
     # (not its `unable to load amdhip64_6.dll, please make sure to upgrade to the latest amd
     # driver`: amd_windows.go logs it at DEBUG on every Windows machine without HIP, NVIDIA's too)
@@ -93,7 +99,7 @@ _OLLAMA_NVIDIA_DEVICE_FAILED = re.compile(
     r"|device failed to initialize|device memory info lookup failure -?\d+)")
 
 
-def _ollama_driver_failed_to_start(line: str, backend: str | None) -> bool:
+def _ollama_nvidia_discovery_failed(line: str, backend: str | None) -> bool:
     if backend != "cpu" and _OLLAMA_NVIDIA_DEVICE_FAILED.search(line):
         return True
     m = _OLLAMA_DRIVER_INIT_FAILURE.search(line)
@@ -114,10 +120,8 @@ _WRAPPER_BUILD_LACKS_THE_GPU = re.compile(
 _FOREIGN_CUDART = entry("ollama.foreign-cudart").pattern
 
 
-# ... and where the wrapper gives the GPU up because the CPU lacks AVX (Ollama 0.1.2x to 0.5.1: its
-# GPU runners were built with AVX, so a CPU without it got none; the check is gone from 0.5.4)
-_LEFT_FOR_A_CPU_WITHOUT_AVX = re.compile(r"CPU does not have (AVX or AVX2, disabling GPU support"
-                                         r"|minimum vector extensions, GPU inference disabled|vector extensions)")
+# ... and where the wrapper gives the GPU up because the CPU lacks AVX
+_LEFT_FOR_A_CPU_WITHOUT_AVX = re.compile(rf"{_OLLAMA_GAVE_THE_GPU_UP_FOR_NO_AVX}|{_OLLAMA_CPU_WITHOUT_AVX.pattern}")
 
 
 def left_for_a_cpu_without_avx(line: str) -> bool:
@@ -200,7 +204,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
             return line
         if backend != "cpu" and _OLLAMA_INSTALL_FOUND_NO_GPU.search(line):
             return line
-        if _ollama_driver_failed_to_start(line, backend):
+        if _ollama_nvidia_discovery_failed(line, backend):
             return line  # Ollama's discovery: the NVIDIA driver or device it found did not start
         # the system-info line lists every backend that loaded (llama.cpp's llama_print_system_info:
         # `CUDA : ARCHS = … | CPU : …`, ROCm builds `ROCm : …`; Ollama 0.5's runner quotes it as
@@ -365,7 +369,6 @@ _OLLAMA_NO_VRAM_KEPT = re.compile(r"msg=\"?vram-based default context\"?\s+total
 # support.`, read above; its GPU runners were all built with AVX then, ollama#2187, #5035). A paste
 # that loses the second line (ollama#2825) still has the card and the CPU without AVX, in that order.
 _OLLAMA_FOUND_A_GPU = re.compile(r"msg=\W?(Nvidia|Radeon) GPU detected")
-_OLLAMA_CPU_WITHOUT_AVX = re.compile(r"msg=\W?CPU does not have vector extensions")
 
 
 def _ollama_found_a_gpu_on_a_cpu_without_avx(lines: Iterable[str]) -> str | None:
