@@ -4090,3 +4090,186 @@ def test_ollamas_client_going_away_mid_answer_is_a_stop_not_a_fault():
     # order: a failure line says more than the stop after it (a memory error, then the cancel)
     assert verdict((CUDA_OOM, _CANCELLED)).kind == "gpu-oom"
     assert verdict((CUDA_OOM, _CANCELLED), flipped("allocation-inside-load-error")).kind == "stopped"
+
+
+_DYLD2_LOAD_COMMAND = "dyld: cannot load 'gpt4all-lora-quantized-OSX-intel' (load command 0x80000034 is unknown)"
+
+
+def test_a_load_command_older_dyld_does_not_know_is_an_older_macos():
+    # gpt4all#70 and #1160: LC_DYLD_CHAINED_FIXUPS on OS X 10.13 and 10.14
+    assert diagnose(_DYLD2_LOAD_COMMAND, "Abort trap: 6", os="darwin").kind == "system-too-old"
+    wrapped = ("\t/venv/lib/libllmodel.dylib: cannot load 'libllmodel.dylib' (load command 0x80000034 "
+               "is unknown)")
+    assert diagnose(wrapped, os="darwin").kind == "system-too-old"
+    # look-alike: dyld refusing a binary of another architecture is no older macOS
+    other = "dyld: cannot load 'llama-server' (mach-o, but wrong architecture)"
+    assert diagnose(other, os="darwin").kind != "system-too-old"
+    # order: a binary this system cannot load ends the start; the abort after it is its echo
+    lines = (_DYLD2_LOAD_COMMAND, "GGML_ASSERT(ctx) failed")
+    assert verdict(lines).rule == "loader-before-load"
+    assert verdict(lines, flipped("loader-before-load")).kind == "assertion-failed"
+
+
+_RAMALAMA_NO_ENGINE = ('Error: RamaLama requires the "llama-run" command to be installed on the host when '
+                       'running with --nocontainer.')
+
+
+def test_ramalamas_engine_program_not_installed_is_the_missing_program():
+    # containers/ramalama#626: no container engine found, so RamaLama execs llama-run on a bare Mac
+    inc = diagnose(_RAMALAMA_NO_ENGINE, "[Errno 2] No such file or directory", os="darwin")
+    assert inc.kind == "missing-library"
+    inside = 'RamaLama requires the "llama-server" command to be installed inside of the container.'
+    assert diagnose(inside).kind == "missing-library"
+    # look-alike: RamaLama's words about a container engine are not the engine program
+    assert diagnose("Error: RamaLama requires a container engine (podman or docker)").kind != "missing-library"
+    # order: the program that is not there ends the start; a wrapper's load error after it is its echo
+    lines = (_RAMALAMA_NO_ENGINE, "llama_model_load: error loading model: failed to open GGUF file")
+    assert verdict(lines).rule == "loader-before-load"
+    assert verdict(lines, flipped("loader-before-load")).kind == "bad-model"
+
+
+_SD_UNKNOWN_FORMAT = (
+    "[INFO ] stable-diffusion.cpp:255  - loading diffusion model from 'models\\z_image_turbo-Q3_K.gguf'",
+    "[WARN ] model.cpp:379  - unknown format models\\z_image_turbo-Q3_K.gguf",
+    "[ERROR] stable-diffusion.cpp:326  - get sd version from file failed: ''",
+    "[INFO ] main.cpp:575  - new_sd_ctx_t failed")
+
+
+@pytest.mark.parametrize("line", [
+    "[WARN ] model.cpp:379  - unknown format models\\flux.bin",
+    "[WARN ] model_loader.cpp:254  - file /models/sd3.safetensors not found",
+    "[ERROR] stable-diffusion.cpp:715  - init model loader from file failed: '/models/x.ckpt'",
+    "[ERROR] stable-diffusion.cpp:905  - get sd version from file failed: '/models/x.gguf'",
+])
+def test_stable_diffusion_cpps_loader_refusals_are_the_model_file(line):
+    assert diagnose(line).kind == "bad-model"
+
+
+def test_an_image_model_stable_diffusion_cpp_cannot_read_is_the_model_file():
+    # leejet/stable-diffusion.cpp#1144: a GGUF the loader does not recognise
+    assert diagnose(*_SD_UNKNOWN_FORMAT, os="windows").kind == "bad-model"
+    # look-alikes: another program's `unknown format` is not stable-diffusion.cpp's loader
+    assert diagnose("ValueError: unknown format code 'd' for object of type 'str'").kind != "bad-model"
+    assert diagnose("[INFO ] model.cpp:373  - load models\\ae.safetensors using safetensors format").kind == "unknown"
+    # order: an allocation that failed is the cause of a load error after it
+    lines = (CUDA_OOM, _SD_UNKNOWN_FORMAT[2])
+    assert verdict(lines).rule == "allocation-inside-load-error"
+    assert verdict(lines, flipped("allocation-inside-load-error")).kind == "bad-model"
+
+
+_RPC_CLIENT_BACKTRACE = (
+    "#0  0x00007f341743a3c7 in wait4 () from /lib64/libc.so.6",
+    "#1  0x00007f341795ead8 in ggml_abort () from /tmp/build/ggml/src/libggml.so",
+    "#2  0x00007f3417adda9c in ggml_backend_rpc_graph_compute(ggml_backend*, ggml_cgraph*) () from "
+    "/tmp/build/ggml/src/libggml.so")
+
+
+def test_an_abort_under_the_rpc_clients_calls_is_the_worker_lost():
+    # llama.cpp#9850: the client's side of an rpc-server that crashed
+    assert diagnose(*_RPC_CLIENT_BACKTRACE).kind == "rpc-worker-lost"
+    symbols = "./libggml-rpc.so(ggml_backend_rpc_get_tensor+0x5c) [0x7f0a1c2d3e4f]"
+    assert diagnose("GGML_ABORT", symbols).kind == "rpc-worker-lost"
+    # look-alike: an abort with no RPC frame stays the engine's own check
+    assert diagnose(*_RPC_CLIENT_BACKTRACE[:2]).kind == "assertion-failed"
+    # order: once the worker is lost every failure is its echo, the abort included
+    assert verdict(_RPC_CLIENT_BACKTRACE).rule == "lost-worker-first"
+    assert verdict(_RPC_CLIENT_BACKTRACE, flipped("lost-worker-first")).kind == "assertion-failed"
+
+
+_SAMPLER_BACKTRACE = (
+    "#5  0x00007f1e9874ca5e in llama_sampler_softmax_impl(llama_token_data_array*) () from libllama.so",
+    "#8  0x00000000005e1ea2 in common_sampler_sample(common_sampler*, llama_context*, int, bool) ()",
+    "#9  0x0000000000492993 in server_context::update_slots() ()",
+    "Aborted (core dumped)")
+
+
+def test_an_abort_inside_the_sampler_is_the_engines_own_check():
+    # llama.cpp#13461: GGML_ASSERT(cur_p->size > 0), the assert line above the pasted frames
+    assert diagnose(*_SAMPLER_BACKTRACE).kind == "assertion-failed"
+    # look-alike: the server's own frames say nothing of which check (or which memory) failed
+    assert diagnose(*_SAMPLER_BACKTRACE[2:]).kind == "unknown"
+    # order: a failing allocation before the abort is the cause
+    lines = (CUDA_OOM,) + _SAMPLER_BACKTRACE
+    assert verdict(lines).rule == "allocation-before-abort"
+    assert verdict(lines, flipped("allocation-before-abort")).kind == "assertion-failed"
+
+
+@pytest.mark.parametrize("line", [
+    ".ape-1.10(75705,0x1e2481000) malloc: *** error for object 0x1000806df750: pointer being freed was not "
+    "allocated",
+    "llama-server(8812,0x16f9f3000) malloc: *** error for object 0x600003a1c000: incorrect checksum for freed "
+    "object - object was probably modified after being freed.",
+    "free(): invalid pointer",
+    "double free or corruption (!prev)",
+    "munmap_chunk(): invalid pointer",
+    "corrupted size vs. prev_size",
+])
+def test_the_c_librarys_heap_checks_are_the_engines_own_fault(line):
+    # llamafile#206: a free() of memory the process did not own (the maintainer's fix in #191)
+    assert diagnose(line, signal="SIGABRT").kind == "assertion-failed"
+
+
+def test_a_heap_check_after_a_failed_allocation_is_its_echo():
+    line = "double free or corruption (out)"
+    assert diagnose(CUDA_OOM, line).kind == "cuda-oom"
+    # look-alike: prose about a double free is no heap check
+    assert diagnose("fixed a double free in the RPC server").kind != "assertion-failed"
+    assert verdict((CUDA_OOM, line)).rule == "allocation-before-abort"
+    assert verdict((CUDA_OOM, line), flipped("allocation-before-abort")).kind == "assertion-failed"
+
+
+_CUDA_UNKNOWN_FROM_A_KERNEL = (
+    "ggml_cuda_compute_forward: MUL_MAT_ID failed",
+    "CUDA error: unknown error",
+    "  current device: 0, in function ggml_cuda_compute_forward at D:\\a\\llama.cpp\\ggml\\src\\ggml-cuda\\"
+    "ggml-cuda.cu:2267",
+    "  err",
+    "D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml-cuda\\ggml-cuda.cu:104: CUDA error")
+
+
+def test_cudas_unknown_error_from_an_ops_kernel_is_a_gpu_fault():
+    # llama.cpp#25721: MUL_MAT_ID's kernel read out of bounds on the first decode
+    inc = diagnose(*_CUDA_UNKNOWN_FROM_A_KERNEL, os="windows")
+    assert inc.kind == "gpu-error" and not inc.candidates
+    # look-alike: the same error at the first call leaves the driver open (streamlit-llama#2)
+    first_call = ("WARNING: failed to allocate 0.09 MB of pinned memory: unknown error",
+                  "CUDA error 999 at /ctransformers/models/ggml/ggml-cuda.cu:5067: unknown error")
+    open_inc = diagnose(*first_call)
+    assert open_inc.kind == "unknown" and set(open_inc.candidates) == {"gpu-error", "cuda-driver-too-old"}
+    # order: ggml's CUDA_CHECK prints the error, then aborts
+    lines = (_CUDA_UNKNOWN_FROM_A_KERNEL[1], "GGML_ASSERT(ok) failed")
+    assert verdict(lines).rule == "gpu-error-before-its-abort"
+    assert verdict(lines, flipped("gpu-error-before-its-abort")).kind == "assertion-failed"
+
+
+_OLLAMA_UNLOAD = ("2023/11/27 22:28:29 llama.go:435: signal: killed",
+                  "2023/11/27 22:28:29 llama.go:509: llama runner stopped successfully")
+
+
+def test_ollama_killing_its_own_runner_is_a_stop_not_the_oom_killer():
+    # ollama#1290: the idle model unloaded a few minutes after use
+    inc = diagnose(*_OLLAMA_UNLOAD)
+    assert inc.kind == "stopped" and inc.rule == "wrapper-killed-its-runner"
+    assert "OLLAMA_KEEP_ALIVE" in inc.advice
+    # 0.3 on: the stop is asked for (debug level) before the kill it causes
+    asked = ('time=2024-08-01T10:00:00.000Z level=DEBUG source=server.go:1039 msg="stopping llama server"',
+             'time=2024-08-01T10:00:00.010Z level=DEBUG source=server.go:423 msg="llama runner terminated" '
+             'error="signal: killed"')
+    assert diagnose(*asked).kind == "stopped"
+    # look-alikes: a runner the kernel killed is unloaded later, not in the same second ...
+    later = (_OLLAMA_UNLOAD[0], _OLLAMA_UNLOAD[1].replace("22:28:29", "22:33:29"))
+    assert diagnose(*later).kind == "host-oom"
+    assert diagnose(_OLLAMA_UNLOAD[0]).kind == "host-oom"
+    # ... and a stop asked for an earlier runner is not this one's
+    started = ('time=2024-08-01T10:00:05.000Z level=INFO source=server.go:383 msg="starting llama server" '
+               'cmd="/usr/bin/ollama_llama_server --model /m"')
+    assert diagnose(asked[0], started, asked[1]).kind == "host-oom"
+    # order: a failure the log names still decides over the kill
+    assert diagnose(CUDA_OOM, *_OLLAMA_UNLOAD).kind == "cuda-oom"
+
+
+def test_wrapper_killed_its_runner_reads_only_the_kill_and_the_stop():
+    assert classify.wrapper_killed_its_runner(_OLLAMA_UNLOAD) == _OLLAMA_UNLOAD[1]
+    assert classify.wrapper_killed_its_runner(_OLLAMA_UNLOAD[::-1]) is None
+    assert classify.wrapper_killed_its_runner(("signal: killed", "llama runner stopped successfully")) is None
+    assert classify.wrapper_killed_its_runner(()) is None

@@ -344,7 +344,13 @@ _e("rpc.lost", "rpc-worker-lost", 88, _D, f"ggml/src/ggml-rpc/ggml-rpc.cpp, {_B}
    # (the worker crashed, restarted or dropped the connection); older ggml.c printed it as
    # `GGML_ASSERT: <file>:<line>: status`. `GGML_ASSERT(status == GGML_STATUS_SUCCESS && ...)`
    # is a graph the worker could not compute, not a lost worker, and is not matched.
-   r"ggml-rpc\.cpp:\d+: GGML_ASSERT\(status\) failed", r"GGML_ASSERT: \S*ggml-rpc\.cpp:\d+: status\s*$")
+   r"ggml-rpc\.cpp:\d+: GGML_ASSERT\(status\) failed", r"GGML_ASSERT: \S*ggml-rpc\.cpp:\d+: status\s*$",
+   # ... and the same abort seen only in a backtrace (gdb's `#2 0x… in
+   # ggml_backend_rpc_graph_compute(…) ()`, backtrace_symbols' `(ggml_backend_rpc_get_tensor+0x…)`):
+   # every ggml_backend_rpc_* function on the client only sends a command and checks that the
+   # socket answered (RPC_STATUS_ASSERT, GGML_ASSERT(status) before it), so an abort under one of
+   # them is the worker gone (llama.cpp#9850, the client's side of a crashed rpc-server)
+   r"#\d+\s+0x[0-9a-fA-F]+ in ggml_backend_rpc_\w+", r"\(ggml_backend_rpc_\w+\+0x[0-9a-fA-F]+\)")
 _e("drafter.load", "drafter-failure", 85, _D,
    f"common/speculative.cpp, tools/server/server-context.cpp, {_B}; older server.cpp "
    "(`unable to load draft model`), speculative example (`failed to load draft model`)",
@@ -701,7 +707,12 @@ _e("dyld.system-too-old", "system-too-old", 77, _D, "macOS dyld",
    # Objective-C classes of its frameworks (Metal, Foundation, QuartzCore)
    r"Symbol not found: \(?__Z\w*NSt3__1", r"Symbol not found: \(?_OBJC_CLASS_\$_(MTL|NS|CA)\w+",
    r"built for (newer )?macOS( version)? [\d.]+ which is newer than running OS",
-   r"was built for newer macOS version")
+   r"was built for newer macOS version",
+   # dyld 2 (ImageLoaderMachO.cpp, macOS 10.14 and before: `load command 0x%08X is unknown`): the
+   # binary carries a Mach-O load command newer than this dyld, such as LC_DYLD_CHAINED_FIXUPS
+   # (0x80000034) that linkers emit for newer deployment targets; only a newer macOS loads it
+   # (nomic-ai/gpt4all PR #1511 raised the wheels' minimum macOS for it)
+   r"\(load command 0x[0-9a-fA-F]+ is unknown\)")
 _e("dyld.stale-symbol", "stale-library", 76, _D,
    "macOS dyld `Symbol not found: _sym` / `Referenced from:` / `Expected in: <library>`",
    "the library dyld found lacks the symbol: outside macOS's own /usr/lib and /System it is "
@@ -1089,7 +1100,12 @@ _e("exec.program-missing", "missing-library", 75, _S,
    # path: `executable file `%s` not found: No such file or directory`): the command the wrapper
    # runs in its image is not in it (RamaLama's llama-run, containers/ramalama#1144)
    r"\(catatonit:\d+\): failed to exec pid1: No such file or directory",
-   _crun_not_found(r"[^`]+"))
+   _crun_not_found(r"[^`]+"),
+   # RamaLama's own words for the same FileNotFoundError (ramalama/model.py 0.5 to 0.10,
+   # transports/base.py 2026: `RamaLama requires the "%(cmd)s" command to be installed on the host
+   # when running with --nocontainer.`, and `... inside of the container.`): the engine program it
+   # execs (llama-run, llama-server) is not where it runs it
+   r"RamaLama requires the \"[^\"]+\" command to be installed (on the host|inside of the container)")
 # An image reference where the container's command goes: a wrapper's `podman run` line that names
 # the image twice (or loses an option's value) makes the runtime execute the second image name
 # (containers/ramalama#2843: `crun: executable file `/quay.io/ramalama/ramalama:0.23` not found`).
@@ -1439,6 +1455,19 @@ _e("model.load", "bad-model", 60, _D,
    # Jan tauri-plugin-llamacpp error.rs: said only on llama.cpp's `error loading model architecture`
    r"The model's architecture is not supported by this version of the backend",
    r"code: ModelArchNotSupported")
+# stable-diffusion.cpp's loader (src/model_loader.cpp ModelLoader::init_from_file, model.cpp before
+# 2026; src/stable-diffusion.cpp init_model_loader and new_sd_ctx): a file that exists but is no
+# GGUF, safetensors, diffusers folder or torch checkpoint (`unknown format %s`), a path with no file
+# (`file %s not found`), and the tensors that match no model family it knows (`get sd version from
+# file failed`). sd-server and sd-cli stop on them before any buffer is allocated.
+_e("sd.model-load", "bad-model", 60, _D,
+   "stable-diffusion.cpp src/model_loader.cpp (`unknown format %s`, `file %s not found`) and "
+   "src/stable-diffusion.cpp (`init model loader from file failed: '%s'`, `get sd version from file "
+   "failed: '%s'`), 2023 to 2026",
+   "the image model file is not one stable-diffusion.cpp can read: another format, damaged, or a "
+   "model family this build does not know",
+   r"\bmodel(_loader)?\.cpp:\d+\s+- (unknown format|file .+ not found$)",
+   r"init model loader from file failed: '", r"get sd version from file failed: '")
 
 # llama.cpp's BPE tokenizer of late 2023 (llm_tokenizer_bpe::tokenize in llama.cpp, before the
 # pre-tokenizer types of spring 2024): a symbol with no token falls back to its single bytes, and a byte
@@ -1800,6 +1829,21 @@ _e("abort.assert", "assertion-failed", 30, _S,
    # llama.cpp's own assert macro before GGML_ASSERT took over (llama-util.h, spring 2023:
    # `LLAMA_ASSERT: %s:%d: %s`), and whisper.cpp's twin in the bindings that bundle both
    r"\b(LLAMA|WHISPER)_ASSERT: \S+:\d+: ",
+   # the C libraries' heap checks (glibc malloc.c malloc_printerr: `free(): invalid pointer`,
+   # `double free or corruption (…)`, `munmap_chunk(): invalid pointer`, `corrupted size vs.
+   # prev_size`; macOS libmalloc: `pointer being freed was not allocated`, `incorrect checksum for
+   # freed object`): the process freed memory it did not own and the library aborted it. The
+   # engine's own bookkeeping broke (llamafile#206 and #191: a free() in a logging function); after
+   # a failed allocation the allocation's line is in the log too and outranks this one
+   r"\bfree\(\): invalid (pointer|size)", r"\bdouble free or corruption\b",
+   r"\bmunmap_chunk\(\): invalid pointer", r"\bcorrupted size vs\. prev_size",
+   r"malloc: \*\*\* error for object 0x[0-9a-fA-F]+: (pointer being freed was not allocated"
+   r"|incorrect checksum for freed object)",
+   # a backtrace inside the sampler (gdb's `#5 0x… in llama_sampler_softmax_impl(…)`, or common's
+   # `common_sampler_sample`): it runs on the CPU over logits the decode already produced and
+   # allocates nothing of size, so an abort there is one of its own checks (llama.cpp#13461:
+   # `GGML_ASSERT(cur_p->size > 0)`, an empty candidate list after an engine change)
+   r"#\d+\s+0x[0-9a-fA-F]+ in (llama_sampler_\w+|common_sampler_sample\w*)\b",
    # ggml-backend.cpp ggml_backend_sched_backend_id_from_cur (b11434 line 1081, GGML_ABORT):
    # a tensor placed in a buffer whose backend has no kernel for its op (a fork's cache type
    # on Vulkan, llama.cpp#13684). Quoted without the `file:line:` the abort prints, it is still

@@ -412,6 +412,38 @@ def metal_failure_without_its_error(lines: Iterable[str]) -> tuple[str, str] | N
 _WRAPPER_STOP = re.compile(r"initiating graceful stop of upstream process|stopping upstream process",
                            re.IGNORECASE)
 
+# Ollama kills its own runner to unload a model (idle keep-alive, a swap, shutdown): exec.CommandContext's
+# cancel, later Process.Kill, both SIGKILL. 0.1.x (llm/llama.go Close) logs the runner's wait error
+# (`signal: killed`) and at once `llama runner stopped successfully`, in the same second; a runner the
+# kernel killed gets that line too, but only when Ollama unloads it later (ollama#1290 is the first).
+# 0.3 on (llm/server.go Close, debug level) logs `stopping llama server` before the kill it causes.
+_GO_LOG_STAMP = re.compile(r"^\s*(\d{4}/\d\d/\d\d \d\d:\d\d:\d\d)\b")
+_RUNNER_KILLED = re.compile(r"\bsignal: killed\b")
+_OLLAMA_RUNNER_STOPPED = re.compile(r"\bllama runner stopped successfully\b")
+_OLLAMA_STOPPING_SERVER = re.compile(r"\bmsg=\"?stopping llama server\b")
+_OLLAMA_STARTING_SERVER = re.compile(r"\bmsg=\"?starting llama server\b")
+_STOPPED_BY_ITS_WRAPPER_RULE = "wrapper-killed-its-runner"
+
+
+def wrapper_killed_its_runner(lines: Iterable[str]) -> str | None:
+    """The line in which Ollama says it stopped the runner whose `signal: killed` the log shows,
+    when the stop is Ollama's own (said in the same second as the kill, or before it), else None."""
+    stripped = [x.strip() for x in lines if x.strip()]
+    for i, line in enumerate(stripped):
+        if not _RUNNER_KILLED.search(line):
+            continue
+        # the last stop or start before the kill: a stop asked for an earlier runner is not this one's
+        last = next((x for x in reversed(stripped[:i])
+                     if _OLLAMA_STOPPING_SERVER.search(x) or _OLLAMA_STARTING_SERVER.search(x)), None)
+        if last is not None and _OLLAMA_STOPPING_SERVER.search(last):
+            return last
+        after = stripped[i + 1] if i + 1 < len(stripped) else ""
+        stamp, stamp_after = _GO_LOG_STAMP.match(line), _GO_LOG_STAMP.match(after)
+        if (_OLLAMA_RUNNER_STOPPED.search(after) and stamp is not None and stamp_after is not None
+                and stamp.group(1) == stamp_after.group(1)):
+            return after
+    return None
+
 
 def start_timeout_from_log(lines: Iterable[str]) -> str | None:
     """The line in which a wrapper says it gave up waiting for the engine to start, else None.
@@ -440,6 +472,11 @@ def _folder(path: str) -> str:
 _GPU_LEFT_FOR_THE_CPU_RULE = "gpu-left-for-a-cpu-without-avx"
 # Words for a rule that says more than its kind's words (title, advice).
 _RULE_WORDS = {
+    _STOPPED_BY_ITS_WRAPPER_RULE: (
+        "The wrapper stopped its own engine (it unloaded the model, as it does when the model sits "
+        "idle or another one is loaded): the kill was its own, not a fault.",
+        "Nothing to do; to keep a model loaded longer, raise the wrapper's keep-alive (Ollama: "
+        "OLLAMA_KEEP_ALIVE, or `keep_alive` in the request)."),
     _ONE_BACKEND_TWICE_RULE: (
         "The engine loaded one of its backends twice, from two installs: a library left from an earlier "
         "install sits beside the new one and is loaded with it.",
@@ -912,6 +949,9 @@ def _kind_from_exit(report: ExitReport, sig: str | None) -> tuple[str, str | Non
     if report.signalled_by_us:
         return "stopped", None
     if sig == "SIGKILL" and report.oom_killed is None:
+        stop = wrapper_killed_its_runner(report.log_tail)
+        if stop is not None:
+            return "stopped", stop
         # A SIGKILL nobody here sent, with nothing in the log: on Linux almost always
         # the kernel's OOM killer (it writes no line into the engine's log).
         return "host-oom", "killed by SIGKILL from outside Stoker with no error in the log " \
@@ -962,7 +1002,7 @@ def classify_exit(report: ExitReport) -> Incident:
             kind, evidence = "host-oom", "the kernel's out-of-memory killer ended the process"
     else:
         kind, evidence = _kind_from_exit(report, sig)
-        rule = "exit"
+        rule = _STOPPED_BY_ITS_WRAPPER_RULE if kind == "stopped" and evidence is not None else "exit"
         if kind == "host-oom" and not report.oom_killed:
             unsure = _UNSURE_SIGKILL
         # A KV/compute allocation failure line without a device line: the backend decides.
@@ -1008,7 +1048,7 @@ def classify_exit(report: ExitReport) -> Incident:
     title, advice = (_entry_words(match, kind, unsure) or _RULE_WORDS.get(rule or "")
                      or _words(kind, report, unsure))
     candidates: tuple[str, ...] = ()
-    open_pair = _left_open(kind, unsure, evidence)
+    open_pair = _left_open(kind, unsure, evidence, tail)
     if open_pair is not None:
         candidates, title, open_rule = open_pair
         kind, rule = "unknown", rule if kind == "unknown" else open_rule
@@ -1178,13 +1218,15 @@ def _host_by_the_estimate(kind: str, unsure: str | None, rule: str | None, evide
 @dataclass(frozen=True)
 class _OpenLine:
     """A deciding line that follows either of two causes: read as `kind`, left open between
-    `candidates` with `title` ({line} is the line) under `rule`."""
+    `candidates` with `title` ({line} is the line) under `rule`, unless a line of the log
+    matches `settled_by`, which rules out every cause but `kind`."""
 
     kind: str
     pattern: re.Pattern[str]
     candidates: tuple[str, str]
     title: str
     rule: str
+    settled_by: re.Pattern[str] | None = None
 
 
 # llama-server's `couldn't bind HTTP server socket, hostname: H, port: P` (tools/server, b11434
@@ -1207,6 +1249,13 @@ _INVALID_KERNEL_IMAGE = entry("gpu.invalid-kernel-image").pattern
 # for a fault on the device.
 _CUDA_UNKNOWN_ERROR = re.compile(r"CUDA error:? 999\b|\bcudaErrorUnknown\b|\bCUDA_ERROR_UNKNOWN\b"
                                  r"|CUDA error: unknown error")
+# ... unless the error came back from an op's kernel (ggml-cuda.cu ggml_cuda_compute_forward, b11434:
+# `%s: %s failed` after cudaGetLastError, then ggml_cuda_error's `in function
+# ggml_cuda_compute_forward`): the runtime had found the device and run the graph's earlier kernels
+# with this driver, so a driver it cannot talk to is ruled out and the fault is on the GPU
+# (llama.cpp#25721: MUL_MAT_ID's kernel reading out of bounds).
+_CUDA_ERROR_FROM_A_KERNEL = re.compile(r"\bggml_cuda_compute_forward: \S+ failed\b"
+                                       r"|in function ggml_cuda_compute_forward\b")
 
 # A load that failed on the model path `unknown`: the default of llama.cpp's `model_alias` in
 # common's gpt_params (2023 to 2024, `std::string model_alias = "unknown"`), not a path anyone types.
@@ -1235,7 +1284,8 @@ _OPEN_BY_LINE = (
     _OpenLine("gpu-error", _CUDA_UNKNOWN_ERROR, ("gpu-error", "cuda-driver-too-old"),
               "CUDA reported an error it cannot name ({line}): a fault on the GPU, or a driver that does "
               "not match the CUDA runtime (older than it, or updated without a reboot); Stoker does not "
-              "guess. Update the driver and restart the machine first.", "cuda-unknown-error"),
+              "guess. Update the driver and restart the machine first.", "cuda-unknown-error",
+              settled_by=_CUDA_ERROR_FROM_A_KERNEL),
     _OpenLine("port-in-use", _BIND_ON_OTHER_HOST, ("port-in-use", "bad-argument"),
               "The engine could not listen ({line}) on a host address that is neither loopback nor all "
               "addresses: the port may be taken, or this machine may not have that address (check "
@@ -1312,8 +1362,8 @@ _OPEN_BY_UNSURE: dict[str, tuple[tuple[str, str], str, str]] = {
 }
 
 
-def _left_open(kind: str, unsure: str | None,
-               evidence: str | None) -> tuple[tuple[str, str], str, str] | None:
+def _left_open(kind: str, unsure: str | None, evidence: str | None,
+               tail: tuple[str, ...]) -> tuple[tuple[str, str], str, str] | None:
     """(the two candidates, the title, the rule) when the deciding line follows either of two causes
     and the log has nothing to choose between them, else None: the answer is then `unknown`
     with both, since a confident wrong kind sends the user the wrong way."""
@@ -1329,6 +1379,9 @@ def _left_open(kind: str, unsure: str | None,
                 "allocation-on-an-unnamed-device")
     for open_line in _OPEN_BY_LINE:
         if kind == open_line.kind and open_line.pattern.search(evidence or ""):
+            settled = open_line.settled_by
+            if settled is not None and any(settled.search(raw) for raw in tail):
+                return None
             return open_line.candidates, open_line.title.format(line=line), open_line.rule
     by_unsure = _OPEN_BY_UNSURE.get(unsure) if unsure is not None else None
     if by_unsure is not None:
