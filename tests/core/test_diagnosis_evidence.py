@@ -4273,3 +4273,18 @@ def test_wrapper_killed_its_runner_reads_only_the_kill_and_the_stop():
     assert classify.wrapper_killed_its_runner(_OLLAMA_UNLOAD[::-1]) is None
     assert classify.wrapper_killed_its_runner(("signal: killed", "llama runner stopped successfully")) is None
     assert classify.wrapper_killed_its_runner(()) is None
+
+
+_LLAMASHARP_GGML = "LoadWeightsFailedException: Failed to load model '<PATH>\\wizardLM-7B.ggmlv3.q4_1.bin'"
+
+
+def test_llamasharps_refusal_of_a_ggml_era_file_is_its_format():
+    # LLamaSharp#999: a GGML v3 .bin in 2024, when every backend LLamaSharp ships reads GGUF only
+    assert diagnose(_LLAMASHARP_GGML, os="windows").kind == "bad-model"
+    # look-alike: the same refusal of a GGUF file may be memory as much as the file
+    gguf = _LLAMASHARP_GGML.replace(".ggmlv3.q4_1.bin", ".Q4_K_M.gguf")
+    assert diagnose(gguf, os="windows").kind != "bad-model"
+    # order: a failing allocation before the refusal is the cause
+    lines = (CUDA_OOM, _LLAMASHARP_GGML)
+    assert verdict(lines).rule == "allocation-inside-load-error"
+    assert verdict(lines, flipped("allocation-inside-load-error")).kind == "bad-model"

@@ -1613,18 +1613,24 @@ _e("wrapper.runner-ended", "assertion-failed", 20, _W,
    # Jan tauri-plugin-llamacpp commands.rs and error.rs
    r"llama\.cpp (failed early|exited) with (error )?code", r"llama\.cpp exited successfully but without ready signal",
    r"The model process encountered an unexpected error", r"code: LlamaCppProcessError")
-# LangChain's LlamaCpp (langchain/llms/llamacpp.py, 2023: `Could not load Llama model from path:
-# %s. Received error %s`) over llama-cpp-python, which raises when llama.cpp's loader returns no
-# model. A `.bin` file is a GGML-era model: llama.cpp refused the older GGML revisions from May 2023
-# (`this format is no longer supported`) and every GGML file from August 2023 (GGUF), and a crash
-# or a memory failure of that loader leaves its own line, so a load refused with no other line is
-# the file's format (llama.cpp#3183, private-gpt#113 and #1029). Strong, ranked below the
-# engine's own lines, which name the cause when the log has them.
-_e("langchain.ggml-file-refused", "bad-model", 22, _S,
+# A binding that refused a GGML-era file. LangChain's LlamaCpp (langchain/llms/llamacpp.py, 2023:
+# `Could not load Llama model from path: %s. Received error %s`) over llama-cpp-python, which raises
+# when llama.cpp's loader returns no model. A `.bin` file is a GGML-era model: llama.cpp refused
+# the older GGML revisions from May 2023 (`this format is no longer supported`) and every GGML file
+# from August 2023 (GGUF), and a crash or a memory failure of that loader leaves its own line, so
+# a load refused with no other line is the file's format (llama.cpp#3183, private-gpt#113 and
+# #1029). Strong, ranked below the engine's own lines, which name the cause when the log has them.
+_e("binding.ggml-file-refused", "bad-model", 22, _S,
    "LangChain langchain/llms/llamacpp.py validate_environment (2023) over llama-cpp-python's "
-   "Llama(); llama.cpp's GGML (.bin) formats, dropped in May and August 2023",
+   "Llama(), and LLamaSharp's LoadWeightsFailedException (0.10 on, GGUF-only backends); llama.cpp's "
+   "GGML (.bin) formats, dropped in May and August 2023",
    "the loader refused a GGML-era (.bin) model file, a format the engine no longer reads",
-   r"Could not load Llama model from path: \S*\.bin\b")
+   r"Could not load Llama model from path: \S*\.bin\b",
+   # LLamaSharp's own refusal (LLama/Exceptions/RuntimeError.cs LoadWeightsFailedException, 0.10 of
+   # February 2024 on: `Failed to load model '%s'`, thrown when llama_model_load_from_file returns
+   # no model): every backend it ships since 0.5 (September 2023) reads GGUF only, so a `.bin`
+   # GGML-era file is refused for its format (LLamaSharp#999: wizardLM-7B.ggmlv3.q4_1.bin)
+   r"LoadWeightsFailedException: Failed to load model '[^']*\.bin'")
 _e("wrapper.start-guess", "bad-model", 20, _W,
    "Unsloth Studio studio/backend core/inference (2026): `llama-server failed to start. Check that "
    "the GGUF file is valid and you have enough memory.`, said of any start that failed, also when "
