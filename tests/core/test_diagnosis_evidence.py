@@ -4288,3 +4288,69 @@ def test_llamasharps_refusal_of_a_ggml_era_file_is_its_format():
     lines = (CUDA_OOM, _LLAMASHARP_GGML)
     assert verdict(lines).rule == "allocation-inside-load-error"
     assert verdict(lines, flipped("allocation-inside-load-error")).kind == "bad-model"
+
+
+# Unsloth Studio's own explanations of a start that failed (studio/backend/core/inference/llama_cpp.py,
+# 2026), as it raises them; read from its source, no batch.
+_UNSLOTH_SAYS = "RuntimeError: "
+
+
+@pytest.mark.parametrize("said, kind", [
+    ("llama-server could not start: libggml-cuda.so is part of Unsloth's own llama.cpp runtime and is "
+     "missing from the install. Run `unsloth studio update` to reinstall it, then load the model again.",
+     "missing-library"),
+    ("llama-server could not start: the system library libgomp.so.1 is missing. Install it with your "
+     "package manager, then load the model again.", "missing-library"),
+    ("llama-server could not start: libllama.so is missing from that exact location. Restore it, then "
+     "load the model again.", "missing-library"),
+    ("llama-server exited immediately (status 127): either the llama-server executable could not be found "
+     "or run, or one of the shared libraries it needs could not be loaded.", "missing-library"),
+    ("llama-server could not start: bundled libamdhip64.so.6 looked up hipMemGetInfo in a different ROCm "
+     "than it was built against. That is a HIP/ROCR version mix", "stale-library"),
+    ("llama-server could not start: the executable was built for a different CPU architecture than this "
+     "Mac", "stale-library"),
+    ("llama-server does not recognise the argument '--foo'. Check it in this model's extra arguments",
+     "bad-argument"),
+    ("llama-server rejected the value for '--ctx-size': the value is not a number.", "bad-argument"),
+    ("Tensor parallelism is not supported for this model's architecture. Turn off Tensor Parallelism in "
+     "the model settings and reload.", "bad-argument"),
+    ("llama-server opened a file that is not a GGUF, loading m.gguf: it does not start with the GGUF magic.",
+     "bad-model"),
+    ("llama.cpp does not support this GGUF's model architecture ('foo'). The file is valid", "bad-model"),
+    ("'flux' is a diffusion (image-generation) GGUF, which llama-server cannot run as a chat/completion "
+     "model.", "bad-model"),
+    ("Vision projector incompatible with this llama.cpp build, and the text-only retry also failed: x",
+     "bad-model"),
+    ("llama-server crashed at startup on both the vision and text-only attempts -- a GPU driver/runtime "
+     "initialization crash, not a model or vision-projector problem.", "gpu-error"),
+    ("llama-server was terminated (signal 15) before it became healthy. If you cancelled or unloaded the "
+     "model this is expected", "stopped"),
+    ("llama-server started but never became healthy on its local /health endpoint.", "startup-timeout"),
+    ("llama-server was stopped by the operating system (signal 9), most likely out of memory.", "host-oom"),
+])
+def test_unsloth_studios_own_diagnosis_names_its_kind(said, kind):
+    assert diagnose(_UNSLOTH_SAYS + said).kind == kind
+
+
+@pytest.mark.parametrize("said", [
+    # its macOS signal-9 guess names a refused code signature beside memory
+    "llama-server was stopped by macOS (signal 9) before it started. This is most often out of memory",
+    # the warnings before its own retries: the retry ends the start, not these
+    "llama-server failed to start with speculative drafter (ngram-mod); retrying without it.",
+    "llama-server crashed with a HIP kernel-image error on GPU(s) 1 -- the llama.cpp build has no kernels "
+    "for that arch. Retrying on GPU(s) 0.",
+    # a library it found and could not load, for a reason it passes on (too short, no permission)
+    "llama-server could not start: libcudart.so.12, part of Unsloth's own llama.cpp runtime, could not be "
+    "loaded (file too short). The install is incomplete or mismatched.",
+])
+def test_unsloth_studios_guesses_and_retries_are_not_read(said):
+    assert diagnose(_UNSLOTH_SAYS + said).kind == "unknown"
+
+
+def test_the_servers_own_lines_decide_over_unsloth_studios_sentence():
+    model = _UNSLOTH_SAYS + "llama.cpp does not support this GGUF's model architecture ('foo')."
+    assert verdict((CUDA_OOM, model)).rule == "allocation-inside-load-error"
+    assert verdict((CUDA_OOM, model), flipped("allocation-inside-load-error")).kind == "bad-model"
+    argument = _UNSLOTH_SAYS + "llama-server does not recognise the argument '--foo'."
+    assert verdict((argument, "GGML_ASSERT(ctx) failed")).rule == "argument-before-load"
+    assert verdict((argument, "GGML_ASSERT(ctx) failed"), flipped("argument-before-load")).kind == "assertion-failed"

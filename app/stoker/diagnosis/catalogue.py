@@ -1637,6 +1637,63 @@ _e("wrapper.start-guess", "bad-model", 20, _W,
    "the program itself is missing (unsloth#8184)",
    "the wrapper's own guess at a failed start",
    r"llama-server failed to start\. Check that the GGUF file is valid")
+# Unsloth Studio's own diagnoses of a llama-server that would not start (studio/backend/core/inference
+# llama_cpp.py, 2026: the explanation it builds from the server's output and exit status, shown in
+# the app and raised as RuntimeError): each names the cause it read, so a user's paste of only that
+# sentence still tells it. Strong, not decisive: when the paste carries the server's own lines,
+# those are read too and the order decides between them. Its last-resort guess (`Check that the
+# GGUF file is valid and you have enough memory`) is wrapper.start-guess, weak. Not read: the
+# warnings before its own retries (`failed to start with speculative drafter …`, `a HIP kernel-image
+# error on GPU(s) … Retrying on GPU(s) …`), since the retry's outcome, not the first try's, ends
+# the start.
+_UNSLOTH = "Unsloth Studio studio/backend/core/inference/llama_cpp.py (2026)"
+_e("unsloth.library-missing", "missing-library", 75, _S,
+   f"{_UNSLOTH}: _missing_library_message (`cannot open shared object file`), and exit 127",
+   "the wrapper found a library its llama-server needs missing, or the program itself",
+   r"llama-server could not start: the system library \S+ is missing",
+   r"llama-server could not start: \S+ is part of (Unsloth's own llama\.cpp runtime and is missing"
+   r"|the llama\.cpp runtime that the llama-server binary in use was built with\. That binary)",
+   r"llama-server could not start: \S+ is missing from that exact location",
+   r"llama-server exited immediately \(status 127\): either the llama-server executable could not be found")
+_e("unsloth.library-mix", "stale-library", 76, _S,
+   f"{_UNSLOTH}: a bundled HIP library resolving a symbol in the system's ROCm; a macOS binary "
+   "built for the other CPU architecture",
+   "the wrapper found libraries or a binary from another build than the one it runs",
+   r"looked up \S+ in a different ROCm than it was built against",
+   r"llama-server could not start: the executable was built for a different CPU architecture")
+_e("unsloth.argument", "bad-argument", 70, _S,
+   f"{_UNSLOTH}: llama-server's `invalid argument` and `error while handling argument` in its "
+   "words, and tensor parallelism asked for an architecture without it",
+   "an argument the wrapper passed (often from the model's extra arguments) was refused",
+   r"llama-server does not recognise the argument '", r"llama-server rejected the value for '",
+   r"Tensor parallelism is not supported for this model's architecture")
+_e("unsloth.model", "bad-model", 60, _S,
+   f"{_UNSLOTH}: `invalid magic characters`, `unknown model architecture`, a projector refused",
+   "the wrapper read llama-server's refusal of the model file: not a GGUF, an architecture this "
+   "build does not run (an image or video model among them), or a projector it cannot load",
+   r"llama-server opened a file that is not a GGUF", r"llama\.cpp does not support this GGUF's model architecture",
+   r"is an? (diffusion \(image-generation\)|text-to-video|image / video generation) GGUF, "
+   r"which llama-server cannot run",
+   r"Vision projector incompatible with this llama\.cpp build")
+_e("unsloth.gpu-init", "gpu-error", 40, _S,
+   f"{_UNSLOTH}: a crash at start-up with and without the vision projector",
+   "the wrapper found the GPU runtime crashing as it started, whatever the model",
+   r"a GPU driver/runtime initialization crash, not a model or vision-projector problem")
+_e("unsloth.stopped", "stopped", 45, _S,
+   f"{_UNSLOTH}: exit status -15 before /health answered",
+   "the server was asked to stop (SIGTERM) before it was ready: an unload, a cancel or a supervisor",
+   r"llama-server was terminated \(signal 15\) before it became healthy")
+_e("unsloth.never-healthy", "startup-timeout", 50, _S,
+   f"{_UNSLOTH}: `health check timed out`",
+   "the server ran but never answered its /health check in the wrapper's time",
+   r"llama-server started but never became healthy on its local /health endpoint")
+# ... and its guess after a SIGKILL with no output, which Stoker's own reading of a bare SIGKILL
+# shares (the kernel's out-of-memory killer, said as unsure); on macOS it names a refused code
+# signature too, which is not read
+_e("unsloth.killed", "host-oom", 20, _S,
+   f"{_UNSLOTH}: exit status -9 with no output, outside macOS",
+   "the wrapper's guess at a SIGKILL with nothing in the log: most often the out-of-memory killer",
+   r"llama-server was stopped by the operating system \(signal 9\), most likely out of memory")
 _e("wrapper.crash-guess", "host-oom", 20, _W,
    "gpt4all chat (`Previous attempt to load model resulted in crash ... most likely due to out "
    "of memory`): its guess after any crash on load, also a CPU without AVX",
