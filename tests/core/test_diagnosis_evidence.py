@@ -4354,3 +4354,14 @@ def test_the_servers_own_lines_decide_over_unsloth_studios_sentence():
     argument = _UNSLOTH_SAYS + "llama-server does not recognise the argument '--foo'."
     assert verdict((argument, "GGML_ASSERT(ctx) failed")).rule == "argument-before-load"
     assert verdict((argument, "GGML_ASSERT(ctx) failed"), flipped("argument-before-load")).kind == "assertion-failed"
+
+
+def test_lemonades_missing_gguf_for_a_checkpoint_is_the_model_file():
+    # read from Lemonade's llamacpp_server.cpp (2025-2026), no batch: the GGUF its checkpoint names is absent
+    line = "[Error] (Router) Failed to load model: GGUF file not found for checkpoint: unsloth/Qwen3-8B-GGUF:Q4_K_M"
+    assert diagnose(line).kind == "bad-model"
+    # look-alike: its generic start failure names no cause
+    assert diagnose("[Error] (Router) Failed to load model: llama-server failed to start").kind == "unknown"
+    # order: a failing allocation before it is the cause
+    assert verdict((CUDA_OOM, line)).rule == "allocation-inside-load-error"
+    assert verdict((CUDA_OOM, line), flipped("allocation-inside-load-error")).kind == "bad-model"

@@ -1374,6 +1374,10 @@ _e("model.load", "bad-model", 60, _D,
    # llama-cpp-python llama.py (`Model path does not exist: %s`, 0.1.x to 2026): its own check
    # before llama.cpp opens the file, the same failure as `failed to open GGUF file` above
    r"\bModel path does not exist: ",
+   # Lemonade's llama.cpp backend (src/cpp/server/backends/llamacpp/llamacpp_server.cpp, October 2025
+   # on): the model's GGUF is not where its checkpoint should have put it (a download never made or
+   # since removed), before llama-server is started
+   r"\bGGUF file not found for checkpoint: \S",
    # Ollama's GGUF reader (llm/ggml.go DecodeGGML 0.1.x, fs/ggml/ggml.go to 0.33): the file's first
    # four bytes are no GGUF (a broken or HTML download), or an old GGML file it no longer takes;
    # `ollama create` and the load both stop on it (ollama#4075)
