@@ -4365,3 +4365,33 @@ def test_lemonades_missing_gguf_for_a_checkpoint_is_the_model_file():
     # order: a failing allocation before it is the cause
     assert verdict((CUDA_OOM, line)).rule == "allocation-inside-load-error"
     assert verdict((CUDA_OOM, line), flipped("allocation-inside-load-error")).kind == "bad-model"
+
+
+@pytest.mark.parametrize("line", [
+    "unable to load runner: invalid runtime flags: Unterminated double-quoted string",
+    'runtime flag "--rpc" is not allowed for backend "llama.cpp"',
+    'invalid runtime flag "--model=/etc/passwd": paths are not allowed (contains \'/\' or \'\\\\\')',
+    'invalid flag "--temp=-x": value cannot start with \'-\' unless followed by a digit',
+])
+def test_docker_model_runners_refused_runtime_flags_are_a_bad_argument(line):
+    # read from docker/model-runner's scheduler.go and runtime_flags.go (2025-2026), no batch
+    assert diagnose(line).kind == "bad-argument"
+
+
+def test_a_runner_flag_refusal_ends_the_start_before_the_load():
+    line = 'runtime flag "--rpc" is not allowed for backend "llama.cpp"'
+    # look-alike: the runner's own start failure names no flag
+    assert diagnose("unable to load runner: error waiting for runner to be ready: inference backend quit "
+                    "unexpectedly").kind == "unknown"
+    assert verdict((line, "error loading model: failed to open GGUF file")).rule == "argument-before-load"
+    assert verdict((line, "error loading model: failed to open GGUF file"),
+                   flipped("argument-before-load")).kind == "bad-model"
+
+
+@pytest.mark.parametrize("line", [
+    "getting model(ai/qwen3-vllm): model(ai/qwen3-vllm) has no GGUF layer",
+    "failed to get args for llama.cpp: GGUF file required by llama.cpp backend",
+])
+def test_docker_model_runners_model_without_a_gguf_is_the_model(line):
+    # read from docker/model-runner's llama.cpp backend (2025-2026), no batch
+    assert diagnose(line).kind == "bad-model"

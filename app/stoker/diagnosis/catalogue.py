@@ -1298,6 +1298,17 @@ _e("arg.wrapper-api", "bad-argument", 70, _S,
    "take an option the caller passes (an option renamed, removed or not yet added)",
    "the caller passed an option the installed wrapper or binding does not accept",
    r"got an unexpected keyword argument '\w+'", r"extra fields not permitted \(type=value_error\.extra\)")
+# Docker Model Runner's check of the engine flags a user set for a model (`docker model configure
+# --runtime-flags`, pkg/inference/scheduling/scheduler.go and pkg/inference/runtime_flags.go, November
+# 2025 on): a string that does not split into words, a flag not on the backend's allowlist, a path,
+# a value that looks like another flag. The runner is never started with them.
+_e("arg.runner-flags", "bad-argument", 70, _S,
+   "docker/model-runner pkg/inference/scheduling/scheduler.go (`invalid runtime flags: %w`) and "
+   "pkg/inference/runtime_flags.go ValidateRuntimeFlags, 2025-2026",
+   "the engine flags configured for the model were refused before the engine started",
+   r"\binvalid runtime flags: ", r"\bruntime flag \"[^\"]+\" is not allowed for backend \"",
+   r"\binvalid runtime flag \"[^\"]+\": paths are not allowed",
+   r"\binvalid flag \"[^\"]+\": value cannot start with '-'")
 _e("arg.wrapper-origins", "bad-argument", 70, _D,
    "gin-contrib/cors config.go (`bad origin: origins must contain '*' or include <schemes>`), "
    "which Ollama's server builds from OLLAMA_ORIGINS (server/routes.go, 0.1.2x to 2026)",
@@ -1378,6 +1389,9 @@ _e("model.load", "bad-model", 60, _D,
    # on): the model's GGUF is not where its checkpoint should have put it (a download never made or
    # since removed), before llama-server is started
    r"\bGGUF file not found for checkpoint: \S",
+   # Docker Model Runner's llama.cpp backend (pkg/inference/backends/llamacpp, 2025-2026): the model
+   # artifact it was asked to run carries no GGUF (a safetensors or other packaging)
+   r"\bmodel\([^)]+\) has no GGUF layer", r"\bGGUF file required by llama\.cpp backend",
    # Ollama's GGUF reader (llm/ggml.go DecodeGGML 0.1.x, fs/ggml/ggml.go to 0.33): the file's first
    # four bytes are no GGUF (a broken or HTML download), or an old GGML file it no longer takes;
    # `ollama create` and the load both stop on it (ollama#4075)
