@@ -1002,6 +1002,7 @@ def classify_exit(report: ExitReport) -> Incident:
             kind, evidence = "host-oom", "the kernel's out-of-memory killer ended the process"
     else:
         kind, evidence = _kind_from_exit(report, sig)
+        # (the wrapper's own kill is the one stop _kind_from_exit returns a line for)
         rule = _STOPPED_BY_ITS_WRAPPER_RULE if kind == "stopped" and evidence is not None else "exit"
         if kind == "host-oom" and not report.oom_killed:
             unsure = _UNSURE_SIGKILL
