@@ -4395,3 +4395,21 @@ def test_a_runner_flag_refusal_ends_the_start_before_the_load():
 def test_docker_model_runners_model_without_a_gguf_is_the_model(line):
     # read from docker/model-runner's llama.cpp backend (2025-2026), no batch
     assert diagnose(line).kind == "bad-model"
+
+
+def test_node_llama_cpps_own_estimate_and_missing_binary_are_read():
+    # read from node-llama-cpp's sources (2024-2026), no batch
+    ram = "InsufficientMemoryError: A context size of 131072 is too large for the available RAM (including swap)"
+    assert diagnose(ram).kind == "host-oom"
+    assert diagnose("NoBinaryFoundError: NoBinaryFoundError").kind == "missing-library"
+    # look-alikes: its VRAM forms name no one memory here, nor does `VRAM and RAM`
+    both = "InsufficientMemoryError: A context size of 4096 is too large for the available VRAM and RAM"
+    assert diagnose(both).kind != "host-oom"
+    assert diagnose("InsufficientMemoryError: A context size of 4096 is too large for the available "
+                    "VRAM").kind != "host-oom"
+    # order: the named memory is the cause of the wrapper's load error after it
+    lines = (ram, "Error: Failed to load model")
+    assert verdict((ram, "error loading model: failed to open GGUF file")).rule == "allocation-inside-load-error"
+    assert verdict((ram, "error loading model: failed to open GGUF file"),
+                   flipped("allocation-inside-load-error")).kind == "bad-model"
+    assert diagnose(*lines).kind == "host-oom"

@@ -579,7 +579,12 @@ _e("wrapper.host-too-small", "host-oom", 78, _S,
    "Ollama llm/server.go (0.12 to 0.20: `model is too large for system memory`): its estimate of "
    "the model against the system memory, before the engine starts",
    "the wrapper found the model larger than the system memory it could use",
-   r"model is too large for system memory")
+   r"model is too large for system memory",
+   # node-llama-cpp's own estimate before it creates a context (src/gguf/insights/utils/
+   # resolveContextContextSizeOption.ts, 2024-2026: InsufficientMemoryError `A context size of N is
+   # too large for the available RAM`); its VRAM and `VRAM and RAM` forms name no one memory here
+   r"InsufficientMemoryError: A context size of \d+( with \d+ sequences)? is too large for the "
+   r"available RAM\b")
 _e("wrapper.oom-guess", "device-oom", 65, _S,
    "Ollama llm/server.go (2026, llama-server runner: `llama-server reported out-of-memory during "
    "startup: %s`, from llm/status.go's memory substrings); Jan tauri-plugin-llamacpp error.rs "
@@ -949,7 +954,10 @@ _e("ld.missing", "missing-library", 75, _D,
    # (`the built-in runtime (llama-server) is not installed`, `llama.cpp (llama-server) is not
    # installed`): the program the wrapper launches is not on disk (unsloth#8184: an antivirus
    # had removed it)
-   r"\(llama-server\) is not installed", r"\bLlamaServerNotFoundError\b")
+   r"\(llama-server\) is not installed", r"\bLlamaServerNotFoundError\b",
+   # node-llama-cpp src/bindings/getLlama.ts (2024-2026): no prebuilt binary fits this machine and
+   # none could be built (NoBinaryFoundError, its default message the class name)
+   r"\bNoBinaryFoundError\b")
 # A program whose ELF interpreter (its PT_INTERP, glibc's /lib64/ld-linux-x86-64.so.2) is absent:
 # execve fails with ENOENT on a file that exists. bash 5.2 (execute_cmd.c) says `cannot execute:
 # required file not found`; older shells and kernels `bad ELF interpreter: No such file or
