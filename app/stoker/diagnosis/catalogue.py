@@ -576,9 +576,10 @@ _e("wrapper.cuda-malloc-seen", "cuda-oom", 80, _S,
    "the wrapper saw the engine's cudaMalloc fail: the GPU's memory ran out",
    r"CUDA memory allocation error detected")
 _e("wrapper.host-too-small", "host-oom", 78, _S,
-   "Ollama llm/server.go (0.12 to 0.20: `model is too large for system memory`): its estimate of "
-   "the model against the system memory, before the engine starts",
-   "the wrapper found the model larger than the system memory it could use",
+   "Ollama llm/server.go (0.12 to 0.20: `model is too large for system memory`) and node-llama-cpp "
+   "resolveContextContextSizeOption.ts (InsufficientMemoryError, `… too large for the available "
+   "RAM`): the wrapper's estimate against the system memory, before the engine starts",
+   "the wrapper found the model (or its context) larger than the system memory it could use",
    r"model is too large for system memory",
    # node-llama-cpp's own estimate before it creates a context (src/gguf/insights/utils/
    # resolveContextContextSizeOption.ts, 2024-2026: InsufficientMemoryError `A context size of N is
