@@ -17,7 +17,7 @@ import pytest
 from stoker.diagnosis import catalogue, classify, evidence, silent_fallbacks
 from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log
 from stoker.diagnosis.evidence import ORDER, LoadPlace, decide, draft_scoped, gather, rule_between
-from stoker.diagnosis.log_lines import strip_log_prefix
+from stoker.diagnosis.log_lines import backend_from_log, strip_log_prefix
 
 
 def verdict(lines, order=ORDER):
@@ -4240,6 +4240,64 @@ def test_cudas_unknown_error_from_an_ops_kernel_is_a_gpu_fault():
     lines = (_CUDA_UNKNOWN_FROM_A_KERNEL[1], "GGML_ASSERT(ok) failed")
     assert verdict(lines).rule == "gpu-error-before-its-abort"
     assert verdict(lines, flipped("gpu-error-before-its-abort")).kind == "assertion-failed"
+
+
+_CUDA_UNKNOWN_IN_A_DEVICE_COPY = (
+    "[NITRO]::Error: CUDA error: unknown error",
+    "  current device: 2, in function ggml_backend_cuda_buffer_cpy_tensor at C:\\actions-runner\\_work\\nitro"
+    "\\nitro\\llama.cpp\\ggml-cuda.cu:10951")
+
+
+@pytest.mark.parametrize("function, settled", [
+    ("ggml_backend_cuda_buffer_cpy_tensor", True),
+    ("ggml_backend_cuda_cpy_tensor_async", True),
+    # look-alikes: the first calls a driver the runtime cannot talk to fails in
+    ("ggml_cuda_init", False),
+    ("ggml_cuda_host_malloc", False),
+])
+def test_cudas_unknown_error_in_a_copy_between_cuda_buffers_is_a_gpu_fault(function, settled):
+    # jan#2707: a tensor copy between GPU buffers failed after the first request was answered;
+    # both buffers were allocated on the device, so the driver and the runtime talk
+    lines = (_CUDA_UNKNOWN_IN_A_DEVICE_COPY[0],
+             _CUDA_UNKNOWN_IN_A_DEVICE_COPY[1].replace("ggml_backend_cuda_buffer_cpy_tensor", function))
+    inc = diagnose(*lines, os="windows")
+    if settled:
+        assert inc.kind == "gpu-error" and not inc.candidates
+    else:
+        assert inc.kind == "unknown" and set(inc.candidates) == {"gpu-error", "cuda-driver-too-old"}
+
+
+_ADRENO_RPC_SERVER = (
+    "ggml_opencl: using kernels optimized for Adreno (GGML_OPENCL_USE_ADRENO_KERNELS)",
+    "version: 4727 (c2ea16f2)",
+    "Starting RPC server on 127.0.0.1:8880, backend memory: 15160 MB",
+    "create_backend: using CPU backend")
+
+
+def test_an_rpc_server_of_a_gpu_build_serving_from_the_cpu_leaves_the_gpu_unused():
+    # llama.cpp#11957: rpc-server's create_backend had no OpenCL branch, so it served from the CPU
+    assert backend_from_log(_ADRENO_RPC_SERVER) == "opencl"
+    assert silent_fallbacks.gpu_unused_from_log(_ADRENO_RPC_SERVER, "opencl", False) == _ADRENO_RPC_SERVER[-1]
+    assert diagnose(*_ADRENO_RPC_SERVER).kind == "gpu-unused"
+    # negative: a CPU build's rpc-server serves from the CPU by design
+    cpu_only = _ADRENO_RPC_SERVER[1:]
+    assert backend_from_log(cpu_only) is None
+    assert diagnose(*cpu_only).kind == "unknown"
+    # negative: another ggml program's own CPU choice (clip's mmproj kept off the GPU) is not the server's
+    clip = (_ADRENO_RPC_SERVER[0], "clip_ctx: using CPU backend")
+    assert silent_fallbacks.gpu_unused_from_log(clip, "opencl", False) is None
+
+
+@pytest.mark.parametrize("line, backend", [
+    ("ggml_opencl: selecting platform: 'NVIDIA CUDA'", "opencl"),
+    ("load_backend: loaded OpenCL backend from /opt/llama/libggml-opencl.so", "opencl"),
+    ("ggml_init_sycl: GGML_SYCL_F16: no", "sycl"),
+    ("Found 1 SYCL devices:", "sycl"),
+    # negative: a SYCL function named in a message is no sign of the build
+    ("the sycl build is not supported here", None),
+])
+def test_the_opencl_and_sycl_builds_are_read_from_their_own_lines(line, backend):
+    assert backend_from_log((line,)) == backend
 
 
 _OLLAMA_UNLOAD = ("2023/11/27 22:28:29 llama.go:435: signal: killed",

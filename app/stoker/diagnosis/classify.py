@@ -1250,13 +1250,18 @@ _INVALID_KERNEL_IMAGE = entry("gpu.invalid-kernel-image").pattern
 # for a fault on the device.
 _CUDA_UNKNOWN_ERROR = re.compile(r"CUDA error:? 999\b|\bcudaErrorUnknown\b|\bCUDA_ERROR_UNKNOWN\b"
                                  r"|CUDA error: unknown error")
-# ... unless the error came back from an op's kernel (ggml-cuda.cu ggml_cuda_compute_forward, b11434:
-# `%s: %s failed` after cudaGetLastError, then ggml_cuda_error's `in function
-# ggml_cuda_compute_forward`): the runtime had found the device and run the graph's earlier kernels
-# with this driver, so a driver it cannot talk to is ruled out and the fault is on the GPU
-# (llama.cpp#25721: MUL_MAT_ID's kernel reading out of bounds).
+# ... unless the error came back from work on the device's own memory, which the runtime reaches only
+# after it found the device and allocated on it with this driver, so a driver it cannot talk to is
+# ruled out and the fault is on the GPU: an op's kernel (ggml-cuda.cu ggml_cuda_compute_forward,
+# b11434: `%s: %s failed` after cudaGetLastError, then ggml_cuda_error's `in function
+# ggml_cuda_compute_forward`; llama.cpp#25721, MUL_MAT_ID's kernel reading out of bounds), or a
+# copy from one CUDA buffer to another (ggml_backend_cuda_buffer_cpy_tensor and
+# ggml_backend_cuda_cpy_tensor_async, both only when source and destination are CUDA buffers:
+# cudaMemcpyAsync device to device or cudaMemcpyPeerAsync between two GPUs; jan#2707, after the
+# first request had been answered).
 _CUDA_ERROR_FROM_A_KERNEL = re.compile(r"\bggml_cuda_compute_forward: \S+ failed\b"
-                                       r"|in function ggml_cuda_compute_forward\b")
+                                       r"|in function (ggml_cuda_compute_forward"
+                                       r"|ggml_backend_cuda_buffer_cpy_tensor|ggml_backend_cuda_cpy_tensor_async)\b")
 
 # A load that failed on the model path `unknown`: the default of llama.cpp's `model_alias` in
 # common's gpt_params (2023 to 2024, `std::string model_alias = "unknown"`), not a path anyone types.

@@ -37,6 +37,13 @@ def backend_from_log(lines: Iterable[str]) -> str | None:
             return "vulkan"
         if re.search(r"ggml_metal|loaded Metal backend|MTL\d+:", line):
             return "metal"
+        # ggml-opencl.cpp's `ggml_opencl: ...` (the Adreno/Intel backend of 2024 on, and the
+        # CLBlast one of 2023 before it), and ggml-sycl's init and device count (`ggml_init_sycl:` in
+        # 2024, `Found %d SYCL devices:` in b11434)
+        if re.search(r"\bggml_opencl:|loaded OpenCL backend", line):
+            return "opencl"
+        if re.search(r"\bggml_(sycl_init|init_sycl)\b|[Ff]ound \d+ SYCL devices|loaded SYCL backend", line):
+            return "sycl"
     return None
 
 

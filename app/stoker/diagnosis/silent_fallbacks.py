@@ -200,7 +200,12 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    # ggml-metal-device.m (2026): the shaders did not compile, so the
                                    # Metal device is not offered and the run goes on on the CPU
                                    # (node-llama-cpp's b7836 on an M5, yoloshii/ClawMem#26)
-                                   r"|ggml_metal_library_init_from_source: error compiling source", line):
+                                   r"|ggml_metal_library_init_from_source: error compiling source"
+                                   # rpc-server's create_backend (examples/rpc, 2024 to early
+                                   # 2025) tried the one GPU backend it had a branch for and
+                                   # fell back: that backend failed, or (OpenCL) had no branch
+                                   # (llama.cpp#11957: an Adreno build serving from the CPU)
+                                   r"|^create_backend: using CPU backend", line):
             return line
         if backend != "cpu" and _OLLAMA_INSTALL_FOUND_NO_GPU.search(line):
             return line
