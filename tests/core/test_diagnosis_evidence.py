@@ -4300,6 +4300,62 @@ def test_the_opencl_and_sycl_builds_are_read_from_their_own_lines(line, backend)
     assert backend_from_log((line,)) == backend
 
 
+_CANN_ABORT = "/usr/local/llama.cpp/ggml/src/ggml-cann/ggml-cann.cpp:67: CANN error"
+
+
+def test_canns_error_is_the_npus_and_a_chip_it_has_no_implementation_for_is_no_kernel():
+    # llama.cpp#18133: the toolkit has no implementation for the NPU the runtime found
+    unsupported = ("CANN error: EZ9903: [PID: 71888] 2025-12-17-18:13:01.238.630 support for Ascend910 "
+                   "is not implemented")
+    assert diagnose(_CANN_ABORT, unsupported).kind == "no-kernel-image"
+    # order: no code for the device outranks the runtime error it is reported as
+    assert verdict((_CANN_ABORT, unsupported)).rule == "build-fault-first"
+    assert verdict((_CANN_ABORT, unsupported), flipped("build-fault-first")).kind == "gpu-error"
+    # look-alike: another CANN error is the runtime's, not the abort's own check
+    inner = diagnose(_CANN_ABORT, "CANN error: EE9999: Inner Error! aclnnAdd failed")
+    assert inner.kind == "gpu-error"
+
+
+@pytest.mark.parametrize("line, kind", [
+    # lemonade-sdk/llamacpp-rocm#44: the build's stub for ROCm's code-object manager found no library
+    ("implib-gen: libamd_comgr.so.3: failed to load library 'libamd_comgr.so.3' via callback "
+     "'amd_comgr_stub_dlopen'", "missing-library"),
+    ("implib-gen: libamd_comgr.so.3: failed to load library 'libamd_comgr.so.3' via dlopen: libamd_comgr.so.3: "
+     "cannot open shared object file: No such file or directory", "missing-library"),
+    # look-alike: the library loaded but lacks a symbol the stub resolves: another version of it
+    ("implib-gen: libamd_comgr.so.3: failed to resolve symbol 'amd_comgr_get_data' via dlsym: "
+     "/opt/rocm/lib/libamd_comgr.so.3: undefined symbol: amd_comgr_get_data", "stale-library"),
+])
+def test_implib_sos_stub_not_loading_its_library_is_a_missing_library(line, kind):
+    assert diagnose(line).kind == kind
+
+
+@pytest.mark.parametrize("line, illegal", [
+    # stable-diffusion.cpp#1483: a Windows build with AVX-512 code run under Wine on a CPU without it
+    ("wine: Unhandled illegal instruction at address 00006FFFF6628515 (thread 012c), starting debugger...", True),
+    # look-alikes: Wine's other unhandled exceptions, and prose
+    ("wine: Unhandled page fault on read access to 0000000000000000 at address 00006FFFF6628515 (thread 012c), "
+     "starting debugger...", False),
+    ("wine: Unhandled privileged instruction at address 00006FFFF6628515 (thread 012c), starting debugger...", False),
+])
+def test_wines_unhandled_illegal_instruction_is_the_cpu_lacking_it(line, illegal):
+    assert (diagnose(line).kind == "illegal-instruction") is illegal
+
+
+@pytest.mark.parametrize("lines, kind", [
+    # llama-cpp-python#127: IPython's traceback, cut inside ctypes' lookup of a function the library lacks
+    (("--> 419 _lib.llama_sample_top_p_top_k.argtypes = [",
+      "File C:\\Python39\\lib\\ctypes\\__init__.py:387, in CDLL.__getattr__(self, name)"), "stale-library"),
+    (('  File "/app/llama_cpp/llama_cpp.py", line 419, in <module>',
+      '  File "/usr/lib/python3.10/ctypes/__init__.py", line 387, in __getattr__'), "stale-library"),
+    # look-alike: ctypes failing to open the library at all is a missing one
+    (('  File "/usr/lib/python3.10/ctypes/__init__.py", line 374, in __init__',
+      "OSError: libllama.so: cannot open shared object file: No such file or directory"), "missing-library"),
+])
+def test_a_traceback_inside_ctypes_function_lookup_is_a_library_of_another_version(lines, kind):
+    assert diagnose(*lines).kind == kind
+
+
 _OLLAMA_UNLOAD = ("2023/11/27 22:28:29 llama.go:435: signal: killed",
                   "2023/11/27 22:28:29 llama.go:509: llama runner stopped successfully")
 

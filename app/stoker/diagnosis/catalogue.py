@@ -275,6 +275,15 @@ _e("hip.no-code-object-for-isa", "no-kernel-image", 90, _D,
 # code object was found for the device but would not load. Threads show it after a build for
 # another gfx (lemonade-sdk/llamacpp-rocm#92, #108), a preview runtime's broken code objects and a
 # fully supported GPU alike, so classify.py leaves it open between this and gpu-error.
+# Huawei's CANN runtime (the Ascend NPUs' toolkit; ggml-cann.cpp ggml_cann_error, b11434: `CANN error:
+# %s` with aclGetRecentErrMsg()) saying the NPU it found is one its installed operator packages have
+# no implementation for (`EZ9903: ... support for Ascend910 is not implemented`, llama.cpp#18133: a
+# build and toolkit for the 910B on a chip the runtime names Ascend910): no code for this device.
+_e("cann.soc-not-supported", "no-kernel-image", 90, _S,
+   "Huawei CANN's error message as ggml-cann.cpp ggml_cann_error prints it (`CANN error: EZ9903: "
+   "... support for <SoC> is not implemented`), b4xxx to b11434",
+   "the Ascend toolkit installed has no implementation for the NPU this process runs on",
+   r"CANN error: .{0,200}\bsupport for Ascend\w* is not implemented")
 _e("gpu.invalid-kernel-image", "no-kernel-image", 90, _S,
    "hipErrorInvalidImage (200) and cudaErrorInvalidKernelImage (200), as ggml's CUDA_CHECK prints "
    "their strings (`ROCm error: device kernel image is invalid`)",
@@ -296,7 +305,12 @@ _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
    # HotSpot's fatal error report (vmError.cpp print_error_report: `#  SIGILL (0x4) at pc=…`) when
    # the Java bindings' native library (java-llama.cpp's libjllama) faults; the JVM then aborts, so
    # the exit says SIGABRT
-   r"^#\s+SIGILL \(0x4\) at pc=")
+   r"^#\s+SIGILL \(0x4\) at pc=",
+   # Wine's report of an unhandled EXCEPTION_ILLEGAL_INSTRUCTION (dlls/kernelbase/debug.c
+   # format_exception_msg: `Unhandled illegal instruction at address %p (thread %04x), starting
+   # debugger...`), a Windows build run under Wine (stable-diffusion.cpp#1483: AVX-512 code on a
+   # CPU without it)
+   r"\bUnhandled illegal instruction at address\b")
 
 # The LLVM/Intel OpenMP runtime (kmp_runtime.cpp __kmp_check_mic_type … `OMP: Error #15:
 # Initializing %s, but found %s already initialized.`): a second OpenMP runtime was loaded into a
@@ -925,6 +939,10 @@ _e("ld.missing", "missing-library", 75, _D,
    r"(vcruntime140|msvcp140|libomp)\w*\.(dll|dylib).{0,60}(not found|missing|could not be (found|loaded))",
    r"(missing|not find|not found|cannot find|could not load).{0,60}\b(vcruntime140|msvcp140|libomp)\w*\.(dll|dylib)",
    r"Failed to load shared library '[^']+'",
+   # Implib.so's lazy-loading stubs (arch/common/init.c.tpl, 2022 to 2026: `implib-gen: <lib>:
+   # failed to load library '<lib>' via callback '<fn>'` or `via dlopen: <dlerror>`), which
+   # lemonade-sdk/llamacpp-rocm's builds use for ROCm's libraries (llamacpp-rocm#44: libamd_comgr.so.3)
+   r"implib-gen: \S+: failed to load library '[^']+' via (callback|dlopen)",
    # Android's bionic linker (linker/linker.cpp), quoted by dlerror: `dlopen failed: library
    # "%s" not found` (Termux, the mobile bindings)
    r"dlopen failed: library \"[^\"]+\" not found",
@@ -1027,7 +1045,13 @@ _e("python.ctypes-missing-export", "stale-library", 76, _D,
    r"AttributeError: function '(llama|ggml|gguf|mtmd|llava|clip|whisper)_\w+' not found",
    # macOS: ctypes raises AttributeError with dlerror's own words, `dlsym(<handle>, <name>):
    # symbol not found` (libdyld), where Linux's dlerror says `undefined symbol`
-   r"dlsym\(0x[0-9a-fA-F]+, _?(llama|ggml|gguf|mtmd|llava|clip|whisper)_\w+\): symbol not found")
+   r"dlsym\(0x[0-9a-fA-F]+, _?(llama|ggml|gguf|mtmd|llava|clip|whisper)_\w+\): symbol not found",
+   # a traceback cut before that last line, still inside ctypes' CDLL.__getattr__ (Lib/ctypes/
+   # __init__.py): it runs only for a name not yet bound, and a traceback passes through it only
+   # when the library had no such export; IPython's frame (`…\ctypes\__init__.py:387, in
+   # CDLL.__getattr__(self, name)`) and Python's (`…ctypes/__init__.py", line 387, in __getattr__`)
+   # (llama-cpp-python#127)
+   r"ctypes[/\\]__init__\.py(\"?, line |:)\d+, in (CDLL\.)?__getattr__\b")
 # The CLR's TypeLoadException IDS_CLASSLOAD_MISSINGMETHODRVA (`Could not load type 'T' from
 # assembly 'A' because the method 'M' has no implementation (no RVA).`, dotnet/runtime
 # src/coreclr/dlls/mscorrc/mscorrc.rc, .NET Framework 4.x and .NET 5 to 9): thrown while the
@@ -1863,7 +1887,8 @@ _e("gpu.device-lost", "gpu-error", 41, _S,
 _e("gpu.error", "gpu-error", 40, _S,
    f"ggml-cuda/common.cuh CUDA_CHECK (`CUDA error`), ggml-vulkan (vk::), ggml-metal "
    f"(`command buffer %d failed with status %d`), ggml-sycl (`Exception caught at file`), {_B}",
-   "the GPU runtime reported an error", r"\b(CUDA|ROCm|MUSA|HIP) error\b", r"vk::\w+.*Error",
+   # (CANN: ggml-cann.cpp ggml_cann_error, b11434, `CANN error: %s` then GGML_ABORT("CANN error"))
+   "the GPU runtime reported an error", r"\b(CUDA|ROCm|MUSA|HIP|CANN) error\b", r"vk::\w+.*Error",
    r"ggml_metal_synchronize: error", r"Exception caught at file", r"an illegal memory access was encountered",
    # ggml-vulkan.cpp (b11434): the driver could not build a shader or pipeline
    r"ggml_vulkan: (compute pipeline|pipeline layout|shader module) creation failed for",
