@@ -271,19 +271,19 @@ _e("hip.no-code-object-for-isa", "no-kernel-image", 90, _D,
    r"Cannot find CO in the bundle",
    # Lemonade: no llama.cpp ROCm build exists for this gfx target, so none is installed
    r"Unsupported GPU: gfx[0-9a-f]+\b")
+# Huawei's CANN runtime (the Ascend NPUs' toolkit; ggml-cann.cpp ggml_cann_error, b11434: `CANN error:
+# %s` with aclGetRecentErrMsg()) saying the NPU it found is one its installed operator packages have
+# no implementation for (`EZ9903: ... support for Ascend910 is not implemented`, llama.cpp#18133, on a
+# card its reporter calls a 910B): no code for this device.
+_e("cann.soc-not-supported", "no-kernel-image", 90, _S,
+   "Huawei CANN's error message as ggml-cann.cpp ggml_cann_error prints it (`CANN error: EZ9903: "
+   "... support for <SoC> is not implemented`), ggml-cann from 2024 to b11434",
+   "the Ascend toolkit installed has no implementation for the NPU this process runs on",
+   r"CANN error: .{0,200}\bsupport for Ascend\w* is not implemented")
 # hipErrorInvalidImage / cudaErrorInvalidKernelImage (200), `device kernel image is invalid`: a
 # code object was found for the device but would not load. Threads show it after a build for
 # another gfx (lemonade-sdk/llamacpp-rocm#92, #108), a preview runtime's broken code objects and a
 # fully supported GPU alike, so classify.py leaves it open between this and gpu-error.
-# Huawei's CANN runtime (the Ascend NPUs' toolkit; ggml-cann.cpp ggml_cann_error, b11434: `CANN error:
-# %s` with aclGetRecentErrMsg()) saying the NPU it found is one its installed operator packages have
-# no implementation for (`EZ9903: ... support for Ascend910 is not implemented`, llama.cpp#18133: a
-# build and toolkit for the 910B on a chip the runtime names Ascend910): no code for this device.
-_e("cann.soc-not-supported", "no-kernel-image", 90, _S,
-   "Huawei CANN's error message as ggml-cann.cpp ggml_cann_error prints it (`CANN error: EZ9903: "
-   "... support for <SoC> is not implemented`), b4xxx to b11434",
-   "the Ascend toolkit installed has no implementation for the NPU this process runs on",
-   r"CANN error: .{0,200}\bsupport for Ascend\w* is not implemented")
 _e("gpu.invalid-kernel-image", "no-kernel-image", 90, _S,
    "hipErrorInvalidImage (200) and cudaErrorInvalidKernelImage (200), as ggml's CUDA_CHECK prints "
    "their strings (`ROCm error: device kernel image is invalid`)",
