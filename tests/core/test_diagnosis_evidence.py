@@ -4356,6 +4356,35 @@ def test_a_traceback_inside_ctypes_function_lookup_is_a_library_of_another_versi
     assert diagnose(*lines).kind == kind
 
 
+_CL_CHECK = ("ggml_opencl: clEnqueueNDRangeKernel(queue, kernel, 3, NULL, global_work_size, local_work_size, 0, "
+             "NULL, NULL) error -5 at /llama.cpp/ggml/src/ggml-opencl/ggml-opencl.cpp:4432")
+
+
+@pytest.mark.parametrize("line, gpu_error", [
+    # ggml-opencl.cpp CL_CHECK (2023 to b11434): the OpenCL runtime refused a call
+    (_CL_CHECK, True),
+    # ggml-webgpu.cpp (b11434): the device's error callback and its device loss
+    ("ggml_webgpu: Device error! Reason: 1, Message: validation error in the bind group", True),
+    ("ggml_webgpu: Device lost! Reason: 2, Message: the GPU process crashed", True),
+    # ggml-hexagon.cpp (b11434): the DSP session's error on a sync
+    ("ggml-hex: HTP0 synchronize failed : dsp-error HTP_STATUS_INTERNAL_ERR", True),
+    # look-alikes: the backends' own progress lines
+    ("ggml_opencl: selecting platform: 'NVIDIA CUDA'", False),
+    ("ggml_opencl: transient compile failure (err=-11) - clFinish + retry (1/3)", False),
+    ("ggml-hex: HTP0 synchronize", False),
+])
+def test_the_opencl_webgpu_and_hexagon_backends_runtime_errors_are_the_devices(line, gpu_error):
+    assert (diagnose(line).kind == "gpu-error") is gpu_error
+
+
+def test_an_opencl_runtime_error_before_its_assert_is_the_runtimes():
+    # b11434's CL_CHECK asserts right after the error line; the assert is its echo
+    abort = "/llama.cpp/ggml/src/ggml-opencl/ggml-opencl.cpp:4432: GGML_ASSERT(0) failed"
+    assert diagnose(_CL_CHECK, abort, signal="SIGABRT").kind == "gpu-error"
+    assert verdict((_CL_CHECK, abort)).rule == "gpu-error-before-its-abort"
+    assert verdict((_CL_CHECK, abort), flipped("gpu-error-before-its-abort")).kind == "assertion-failed"
+
+
 _OLLAMA_UNLOAD = ("2023/11/27 22:28:29 llama.go:435: signal: killed",
                   "2023/11/27 22:28:29 llama.go:509: llama runner stopped successfully")
 

@@ -1881,12 +1881,15 @@ _e("gpu.device-lost", "gpu-error", 41, _S,
    r"The CS has been cancelled because the context is lost",
    # ggml-vulkan.cpp (b11434) after a device loss, from VK_EXT_device_fault
    r"ggml_vulkan: device fault on",
+   # ggml-webgpu.cpp (b11434) DeviceLostCallback: `ggml_webgpu: Device lost! Reason: %d, Message: %s`
+   r"ggml_webgpu: Device lost!",
    # Mesa's Venus driver (src/virtio/vulkan/vn_ring.c), Vulkan forwarded to the host's GPU in a
    # VM (krunkit, crosvm): the host side set the ring's fatal bit, and the driver aborts
    r"vn_ring_submit abort on fatal")
 _e("gpu.error", "gpu-error", 40, _S,
    f"ggml-cuda/common.cuh CUDA_CHECK (`CUDA error`), ggml-vulkan (vk::), ggml-metal "
-   f"(`command buffer %d failed with status %d`), ggml-sycl (`Exception caught at file`), {_B}",
+   f"(`command buffer %d failed with status %d`), ggml-sycl (`Exception caught at file`), ggml-cann "
+   f"(`CANN error`), ggml-opencl CL_CHECK, ggml-webgpu and ggml-hexagon, {_B}",
    # (CANN: ggml-cann.cpp ggml_cann_error, b11434, `CANN error: %s` then GGML_ABORT("CANN error"))
    "the GPU runtime reported an error", r"\b(CUDA|ROCm|MUSA|HIP|CANN) error\b", r"vk::\w+.*Error",
    r"ggml_metal_synchronize: error", r"Exception caught at file", r"an illegal memory access was encountered",
@@ -1908,6 +1911,14 @@ _e("gpu.error", "gpu-error", 40, _S,
    # status): the GPU faulted on an address the process's page tables do not allow
    r"amdgpu: \[(gfxhub|mmhub)\w*\] page fault", r"GCVM_L2_PROTECTION_FAULT_STATUS",
    r"HSA_STATUS_ERROR_(MEMORY_APERTURE_VIOLATION|MEMORY_FAULT|EXCEPTION|ILLEGAL_INSTRUCTION)\b",
+   # ggml-opencl.cpp CL_CHECK (CLBlast's of 2023, which exits, to b11434's, which asserts next:
+   # `ggml_opencl: <call> error <cl_int> at <file>:<line>`): the OpenCL runtime refused a call
+   r"ggml_opencl: \S.* error -?\d+ at \S+:\d+\s*$",
+   # ggml-webgpu.cpp (b11434): the device's error callback and a failed wait aborting
+   # (`ggml_webgpu: Device error! Reason: %d`, `... failed with status %d: %s`)
+   r"ggml_webgpu: (Device error! Reason|\S.* failed with status -?\d+)",
+   # ggml-hexagon.cpp (b11434): Qualcomm's DSP session reporting an error on a sync or a copy
+   r"ggml-hex: \S+ [\w-]+ failed : dsp-error\b",
    r"kIOGPUCommandBufferCallbackError(Timeout|PageFault|InvalidResource)", r"SYCL error:",
    # ggml-cuda.cu's CUDA_CHECK before 2024 printed `CUDA error %d at %s:%d: %s`; a quoted
    # tail keeps only `ggml-cuda.cu:<line>: <cudaGetErrorString>` (llama.cpp#3930)
