@@ -1259,9 +1259,10 @@ _CUDA_UNKNOWN_ERROR = re.compile(r"CUDA error:? 999\b|\bcudaErrorUnknown\b|\bCUD
 # ggml_backend_cuda_cpy_tensor_async, both only when source and destination are CUDA buffers:
 # cudaMemcpyAsync device to device or cudaMemcpyPeerAsync between two GPUs; jan#2707, after the
 # first request had been answered).
-_CUDA_ERROR_FROM_A_KERNEL = re.compile(r"\bggml_cuda_compute_forward: \S+ failed\b"
-                                       r"|in function (ggml_cuda_compute_forward"
-                                       r"|ggml_backend_cuda_buffer_cpy_tensor|ggml_backend_cuda_cpy_tensor_async)\b")
+_CUDA_ERROR_FROM_WORK_ON_THE_DEVICE = re.compile(
+    r"\bggml_cuda_compute_forward: \S+ failed\b"
+    r"|in function (ggml_cuda_compute_forward"
+    r"|ggml_backend_cuda_buffer_cpy_tensor|ggml_backend_cuda_cpy_tensor_async)\b")
 
 # A load that failed on the model path `unknown`: the default of llama.cpp's `model_alias` in
 # common's gpt_params (2023 to 2024, `std::string model_alias = "unknown"`), not a path anyone types.
@@ -1291,7 +1292,7 @@ _OPEN_BY_LINE = (
               "CUDA reported an error it cannot name ({line}): a fault on the GPU, or a driver that does "
               "not match the CUDA runtime (older than it, or updated without a reboot); Stoker does not "
               "guess. Update the driver and restart the machine first.", "cuda-unknown-error",
-              settled_by=_CUDA_ERROR_FROM_A_KERNEL),
+              settled_by=_CUDA_ERROR_FROM_WORK_ON_THE_DEVICE),
     _OpenLine("port-in-use", _BIND_ON_OTHER_HOST, ("port-in-use", "bad-argument"),
               "The engine could not listen ({line}) on a host address that is neither loopback nor all "
               "addresses: the port may be taken, or this machine may not have that address (check "
