@@ -4385,6 +4385,59 @@ def test_an_opencl_runtime_error_before_its_assert_is_the_runtimes():
     assert verdict((_CL_CHECK, abort), flipped("gpu-error-before-its-abort")).kind == "assertion-failed"
 
 
+# ---- widened after batch 77 (spent): a library of macOS's own missing, the container toolkit's
+# requirement check, a wrapper's stamp on the device list
+
+@pytest.mark.parametrize("lines, kind", [
+    # unslothai/unsloth#9843: a prebuilt linked on macOS 26, whose /usr/lib/librdma.dylib macOS 15 lacks
+    (("dyld[41694]: Library not loaded: /usr/lib/librdma.dylib",
+      "  Referenced from: .../llama.cpp/build/bin/libggml-rpc.0.dylib",
+      "  Reason: tried: '/usr/lib/librdma.dylib' (no such file) ..."), "system-too-old"),
+    (("dyld[7]: Library not loaded: '/System/Library/Frameworks/MetalPerformancePrimitives.framework/"
+      "Versions/A/MetalPerformancePrimitives'",), "system-too-old"),
+    # look-alikes: a library the program brings (or Homebrew's) is missing, not macOS too old
+    (("dyld[1]: Library not loaded: /usr/local/opt/libomp/lib/libomp.dylib",), "missing-library"),
+    (("dyld[1]: Library not loaded: @rpath/libggml.dylib",), "missing-library"),
+    (("dyld[1]: Library not loaded: /opt/homebrew/opt/openssl@3/lib/libssl.3.dylib",), "missing-library"),
+])
+def test_a_library_of_macos_own_that_is_not_there_is_an_older_macos(lines, kind):
+    inc = diagnose(*lines, os="darwin")
+    assert inc.kind == kind
+    if kind == "system-too-old":
+        assert "library of macOS's own" in inc.title
+
+
+_OCI_REQUIREMENTS = ("failed to create shim task: OCI runtime create failed: could not apply required modification "
+                     "to OCI specification: error modifying OCI spec: requirements not met:")
+
+
+@pytest.mark.parametrize("line, kind", [
+    # docker/model-runner#978: the paste ends where the image's `cuda>=13.3||…` condition began
+    (f"unable to initialize standalone model runner: {_OCI_REQUIREMENTS} ", "cuda-driver-too-old"),
+    (f"{_OCI_REQUIREMENTS} unsatisfied condition: cuda>=12.8 (cuda=12.4)", "cuda-driver-too-old"),
+    # look-alikes: a condition on the GPU's architecture is not the driver's age, nor is prose
+    (f"{_OCI_REQUIREMENTS} unsatisfied condition: arch>=8.0 (arch=7.5)", "unknown"),
+    ("Password requirements not met:", "unknown"),
+])
+def test_the_container_toolkits_cuda_requirement_not_met_is_a_driver_too_old(line, kind):
+    assert diagnose(line).kind == kind
+
+
+_ATOMIC_CHAT_LIST = ('[03:30:12] INFO Getting devices from server at path: "C:\\Users\\me\\AppData\\Roaming\\'
+                     'Atomic Chat\\data\\llamacpp\\backends\\b8892\\win-cuda-13-common_cpus-x64\\build\\bin\\'
+                     'llama-server.exe"', "[03:30:13] INFO Device list output:", "[23:36:10] INFO Available devices:")
+
+
+def test_a_wrappers_stamp_on_the_device_list_is_read_through():
+    # AtomicBot-ai/Atomic-Chat#14: the app logs `--list-devices` line by line; the CUDA DLLs were not shipped
+    empty = (*_ATOMIC_CHAT_LIST, "[23:36:10] INFO ", "[03:30:13] WARN No devices found in output")
+    inc = diagnose(*empty, backend="cuda", os="windows", phase="starting")
+    assert inc.kind == "gpu-unused" and inc.evidence == "Available devices: (none)"
+    # look-alike: a device listed under the same stamp is a GPU found
+    listed = (*_ATOMIC_CHAT_LIST, "[23:36:10] INFO   CUDA0: NVIDIA GeForce RTX 4070 (12281 MiB, 11037 MiB free)")
+    assert diagnose(*listed, backend="cuda", os="windows", phase="starting").kind == "unknown"
+
+
 _OLLAMA_UNLOAD = ("2023/11/27 22:28:29 llama.go:435: signal: killed",
                   "2023/11/27 22:28:29 llama.go:509: llama runner stopped successfully")
 

@@ -224,6 +224,14 @@ _e("wrapper.cuda-driver-old", "cuda-driver-too-old", 90, _D,
    # image's NVIDIA_REQUIRE_CUDA asks for a CUDA the host driver does not reach (RamaLama's
    # CUDA image, ramalama#1234). Other unsatisfied conditions (brand, arch) are not this.
    r"requirement error: unsatisfied condition: cuda\s*>=?\s*\d",
+   # ... and the NVIDIA Container Toolkit's own check of the same NVIDIA_REQUIRE_* variables
+   # (internal/modifier/csv.go, 2022 to 2026: `requirements not met: %v`, wrapped by the OCI
+   # runtime as `error modifying OCI spec: requirements not met: …`). The CUDA images' requirement
+   # is `cuda>=X brand=…,driver>=…`, every alternative a driver version; a condition on `arch` (the
+   # GPU's compute capability) is not this, so the line counts when it names cuda or stops there
+   # (a paste that cut the condition, docker/model-runner#978)
+   r"OCI spec: requirements not met:\s*(unsatisfied condition:\s*)?(cuda\s*>=?\s*\d|$)",
+   r"requirements not met: unsatisfied condition: cuda\s*>=?\s*\d",
    # libcuda.so IS the installed driver: a driver API entry point it lacks (Ollama's
    # discover/gpu_info_nvcuda.c dlsyms cuCtxCreate_v3, cuDeviceGetUuid_v2 … and logs
    # `symbol lookup for %s failed: <dlerror>`) is one that driver predates
@@ -733,6 +741,16 @@ _e("dyld.system-too-old", "system-too-old", 77, _D, "macOS dyld",
    # (0x80000034) that linkers emit for newer deployment targets; only a newer macOS loads it
    # (nomic-ai/gpt4all PR #1511 raised the wheels' minimum macOS for it)
    r"\(load command 0x[0-9a-fA-F]+ is unknown\)")
+# A library of macOS's own that this macOS does not have (`Library not loaded: /usr/lib/…`, `Reason:
+# tried: '/usr/lib/…' (no such file)`): nothing installs into /usr/lib or /System/Library but macOS,
+# so the build was linked against a newer one (libggml-rpc linked to macOS 26's
+# /usr/lib/librdma.dylib, unslothai/unsloth#9843, llama.cpp PR #27815). Its rank over ld.missing's
+# makes it the reading. A library a newer macOS dropped would read the same; none is known in the
+# corpus or the engines' histories.
+_e("dyld.system-library-missing", "system-too-old", 77, _D,
+   "macOS dyld `Library not loaded: <path>` for a path under /usr/lib or /System/Library",
+   "a library of macOS's own that the build links to is not in this macOS: an older macOS",
+   r"Library not loaded:\s*'?/usr/lib/", r"Library not loaded:\s*'?/System/Library/")
 _e("dyld.stale-symbol", "stale-library", 76, _D,
    "macOS dyld `Symbol not found: _sym` / `Referenced from:` / `Expected in: <library>`",
    "the library dyld found lacks the symbol: outside macOS's own /usr/lib and /System it is "

@@ -732,6 +732,11 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "macOS's own libraries.",
         "Use a build compiled on this Mac (`stoker setup` builds one) or a release made for this "
         "macOS version, or update macOS."),
+    "dyld.system-library-missing": (
+        "The engine build needs a newer macOS than this one: it links to a library of macOS's own "
+        "that this macOS does not have.",
+        "Use a build compiled on this Mac (`stoker setup` builds one) or a release made for this "
+        "macOS version, or update macOS."),
     "exec.unexpanded-macro": (
         "The wrapper tried to run a command that still holds a macro or variable it never expanded "
         "(`${…}` or `$NAME`), so no program by that name exists.",
