@@ -4386,7 +4386,7 @@ def test_an_opencl_runtime_error_before_its_assert_is_the_runtimes():
 
 
 # ---- widened after batch 77 (spent): a library of macOS's own missing, the container toolkit's
-# requirement check, a wrapper's stamp on the device list
+# requirement check, a wrapper's stamp on the device list; and b11434's speculative set-up errors
 
 @pytest.mark.parametrize("lines, kind", [
     # unslothai/unsloth#9843: a prebuilt linked on macOS 26, whose /usr/lib/librdma.dylib macOS 15 lacks
@@ -4436,6 +4436,34 @@ def test_a_wrappers_stamp_on_the_device_list_is_read_through():
     # look-alike: a device listed under the same stamp is a GPU found
     listed = (*_ATOMIC_CHAT_LIST, "[23:36:10] INFO   CUDA0: NVIDIA GeForce RTX 4070 (12281 MiB, 11037 MiB free)")
     assert diagnose(*listed, backend="cuda", os="windows", phase="starting").kind == "unknown"
+
+
+@pytest.mark.parametrize("line, drafter", [
+    # tools/server/server-context.cpp load_model (b11434) quoting what common_speculative_init threw
+    ("srv  load_model: failed to initialize speculative decoding context: DSpark draft has no confidence "
+     "head: please set --spec-draft-p-min 0", True),
+    ("srv  load_model: synthetic acceptance requires an initialized speculative decoding context", True),
+    ("spec common_specul: the target and draft vocabs are not compatible", True),
+    # ... and the same throws reaching another program bare
+    ("terminate called after throwing an instance of 'std::runtime_error'\n  what():  draft model is not eagle3 "
+     "(expected 3 extract layers, got 1)", True),
+    ("what():  the draft model number of sequences is incompatible with the speculative n_seq", True),
+    # look-alike: the speculative context initialised, nothing failed
+    ("srv  load_model: speculative decoding context initialized", False),
+])
+def test_b11434s_speculative_set_up_errors_are_the_drafter(line, drafter):
+    assert (diagnose(line, exit_code=1).kind == "drafter-failure") is drafter
+
+
+def test_a_drafter_the_server_dropped_and_loaded_on_without_is_not_a_later_failures_cause():
+    # server-context.cpp load_model (b11434) goes on without the drafter after this line
+    dropped = ("srv  load_model: failed to initialize speculative decoding context: draft model vocab type "
+               "must match target model to use speculation")
+    listening = "main: server is listening on http://127.0.0.1:8080"
+    assert diagnose(dropped, listening, CUDA_OOM, exit_code=1).kind == "cuda-oom"
+    assert diagnose(dropped, listening, signal="SIGSEGV").kind == "unknown"
+    # look-alike: a launch that ends before the load is over ended on the drafter's line
+    assert diagnose(dropped, exit_code=1).kind == "drafter-failure"
 
 
 _OLLAMA_UNLOAD = ("2023/11/27 22:28:29 llama.go:435: signal: killed",

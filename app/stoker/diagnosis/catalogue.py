@@ -380,7 +380,15 @@ _e("drafter.load", "drafter-failure", 85, _D,
    r"failed to load draft model", r"unable to load draft model", r"failed to create MTP context",
    r"common_speculative_init\w*: failed", r"failed to (create|initialize) (the )?draft (model )?context",
    r"error loading draft model", r"draft model .{0,40}failed to load", r"failed to load the draft",
-   r"Failed to create draft context", r"loading draft model failed")
+   r"Failed to create draft context", r"loading draft model failed",
+   # server-context.cpp load_model (b11434) catches what common_speculative_init threw and says
+   # `failed to initialize speculative decoding context: <what>`, then serves without the drafter
+   # (or stops, `synthetic acceptance requires an initialized speculative decoding context`); the
+   # implementations' own throws (common/speculative.cpp) reach other programs bare
+   r"failed to initiali[sz]e speculative decoding context",
+   r"synthetic acceptance requires an initiali[sz]ed speculative decoding context",
+   r"draft-simple requires a draft context", r"DSpark draft has no confidence head",
+   r"draft model is not eagle3", r"draft model number of sequences is incompatible")
 # KoboldCpp's speculative_decoding_setup (gpttype_adapter.cpp; in use by 1.82, koboldcpp#1330,
 # and still so at 0027a47): after `Attempting to load draft model for speculative decoding.`
 # it loads the draft with llama_model_load_from_file and, when that (or its context) returns NULL, prints `Error: failed
@@ -401,7 +409,9 @@ _e("drafter.vocab", "drafter-failure", 85, _D,
    r"draft model vocab (type )?must match target model", r"draft vocab vocab must match",
    r"draft model .{0,60}(is )?not compatible with (the )?target model",
    r"(tgt|target) vocab size .{0,40}(dft|draft) vocab size", r"draft model .{0,30}special tokens must match",
-   r"the draft model '[^']*' is not compatible")
+   r"the draft model '[^']*' is not compatible",
+   # common/speculative.cpp draft-simple (b11434): SPC_ERR's line before its throw
+   r"the target and draft vocabs are not compatible")
 _e("drafter.batch", "drafter-failure", 85, _D, f"tools/server/server-context.cpp, {_B}",
    "the drafter failed while decoding", r"failed to process speculative batch",
    r"llama_process\(ctx_dft\) failed", r"llama_decode\(ctx_dft\) failed",

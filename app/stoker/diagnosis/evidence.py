@@ -299,13 +299,24 @@ def _with_figures(lines: tuple[str, ...], pieces: tuple[Evidence, ...],
     return tuple(sorted(pieces + tuple(added), key=lambda p: p.index)) if added else pieces
 
 
+# llama-server's load_model (server-context.cpp, b11434) catches what common_speculative_init
+# threw, says `failed to initialize speculative decoding context: <what>`, drops the drafter and
+# goes on loading: a failure after the load is over is not the drafter's, which is no longer there.
+_DRAFTER_DROPPED = re.compile(r"failed to initiali[sz]e speculative decoding context", re.IGNORECASE)
+
+
 def draft_scoped(lines: Iterable[str], pieces: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
     """The pieces with a model-load failure that happened while the DRAFT model loaded read
-    as a drafter failure: `error loading model:` after `loading draft model` is the drafter's."""
+    as a drafter failure: `error loading model:` after `loading draft model` is the drafter's.
+    A drafter the server dropped and loaded on without is no evidence once the load is over."""
+    lines = tuple(lines)
     places = load_places(lines)
+    over = [i for i, raw in enumerate(lines) if _LOAD_OVER.search(raw) and not re.search("draft", raw, re.IGNORECASE)]
     return tuple(Evidence(p.index, p.line, _DRAFT_ENTRY)
                  if p.kind == "bad-model" and p.index < len(places) and places[p.index] is LoadPlace.DRAFT else p
-                 for p in pieces)
+                 for p in pieces
+                 if not (p.kind == "drafter-failure" and _DRAFTER_DROPPED.search(p.line)
+                         and any(i > p.index for i in over)))
 
 
 _DRAFT_ENTRY = Entry("drafter.load-error", "drafter-failure", 85, Strength.STRONG,
