@@ -4466,6 +4466,54 @@ def test_a_drafter_the_server_dropped_and_loaded_on_without_is_not_a_later_failu
     assert diagnose(dropped, exit_code=1).kind == "drafter-failure"
 
 
+# ---- widened after batch 78 (spent): the 2024 cache-type refusal, the drafter-only architectures,
+# Python's missing module
+
+@pytest.mark.parametrize("line, kind", [
+    # ggml-org/llama.cpp#7639: `-ctk q6_k` on a 2024 build, thrown past main
+    ("libc++abi: terminating due to uncaught exception of type std::runtime_error: Invalid cache type: q6_k",
+     "bad-argument"),
+    # look-alike: a prompt-cache file the engine could not read is no option refused
+    ("prompt cache: invalid cache file", "unknown"),
+])
+def test_the_2024_cache_type_refusal_is_a_bad_argument(line, kind):
+    assert diagnose(line, exit_code=1).kind == kind
+
+
+@pytest.mark.parametrize("line, drafter", [
+    # ggml-org/llama.cpp#25116: a DFlash draft converted before the architecture needed target_layers
+    ("error loading model hyperparameters: DFlash model requires 'target_layers' in GGUF metadata", True),
+    ("error loading model hyperparameters: EAGLE3 model requires 'extract_layers' in GGUF metadata", True),
+    ("error loading model: EAGLE3 requires exactly 3 entries in 'extract_layers'", True),
+    ('GGML_ASSERT(model_other->tok_embd != nullptr && "EAGLE3 decoder requires token embeddings (own or from '
+     'target model)") failed', True),
+    # look-alike: the architecture's own progress line is no failure
+    ("llm_build_dflash: DFlash extract_layers = [1, 12, 23]", False),
+])
+def test_a_load_failing_on_a_drafter_only_architecture_is_the_drafter(line, drafter):
+    inc = diagnose(line, exit_code=1)
+    assert (inc.kind == "drafter-failure") is drafter
+    # order: the drafter's line outranks the load error and the abort it is reported in
+    if drafter:
+        assert diagnose(line, "llama_model_load_from_file_impl: failed to load model", exit_code=1).kind == \
+            "drafter-failure"
+
+
+@pytest.mark.parametrize("line, missing", [
+    # containers/ramalama#1362: the image's Python was not the one its packages were installed for
+    ("ModuleNotFoundError: No module named 'ramalama'", True),
+    ("ImportError: No module named llama_cpp", True),  # Python 2's wording
+    # look-alikes: a name the installed package lacks is another version, not a missing one; prose
+    ("ImportError: cannot import name 'Llama' from 'llama_cpp'", False),
+    ("Warning: No module named 'flash_attn', falling back", False),
+])
+def test_pythons_missing_module_is_a_missing_library(line, missing):
+    inc = diagnose(line, exit_code=1)
+    assert (inc.kind == "missing-library") is missing
+    if missing:
+        assert "Python package" in inc.title
+
+
 _OLLAMA_UNLOAD = ("2023/11/27 22:28:29 llama.go:435: signal: killed",
                   "2023/11/27 22:28:29 llama.go:509: llama runner stopped successfully")
 

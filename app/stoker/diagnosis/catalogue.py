@@ -403,6 +403,16 @@ _e("koboldcpp.draft", "drafter-failure", 85, _D,
    r"failed to load speculative decoding draft model",
    r"Draft model vocab of \(\d+\) is too different from base vocab",
    r"Speculative decoding cannot be used with Recurrent draft models")
+# Architectures that exist only as drafters (src/models/dflash.cpp, eagle3.cpp, b11434): their
+# hyperparameter and decoder checks name the architecture, so a load that fails on them is the
+# draft's whatever the log says of whose load it was (llama.cpp#25116: `error loading model
+# hyperparameters: DFlash model requires 'target_layers' in GGUF metadata`).
+_e("drafter.architecture", "drafter-failure", 85, _D, f"src/models/dflash.cpp, src/models/eagle3.cpp, {_B}",
+   "the draft model (a DFlash or EAGLE3 head) lacks what its architecture needs: a conversion "
+   "for another build, or no draft model at all",
+   r"DFlash model requires '\w+' in GGUF metadata", r"unsupported DFlash hidden activation",
+   r"EAGLE3 model requires '\w+' in GGUF metadata", r"EAGLE3 requires exactly \d+ entries in '\w+'",
+   r"EAGLE3 decoder requires (token embeddings|an output projection)")
 _e("drafter.vocab", "drafter-failure", 85, _D,
    f"common/speculative.cpp common_speculative_are_compatible, {_B}; older examples/speculative",
    "the draft model does not fit the target (vocabulary differs)",
@@ -934,6 +944,15 @@ _e("pyinstaller.python-dll-load-failed", "missing-library", 76, _D,
    "PyInstaller bootloader pyi_pythonlib.c (`Error loading Python DLL '%s'.`, `LoadLibrary: %s`)",
    "the Python DLL a PyInstaller bundle carries could not be loaded: a dependency of it is missing",
    r"Error loading Python DLL '[^']*python3\d+\.dll'")
+# Python's import system (Lib/importlib/_bootstrap.py, 3.6 on: `ModuleNotFoundError: No module
+# named '%s'`; Python 2's `ImportError: No module named %s`): a package the program imports is not
+# installed where this interpreter looks (containers/ramalama#1362: the image's Python was another
+# version than the one its packages were installed for). Only the exception's own line, not a
+# program's prose about an optional module.
+_e("python.module-missing", "missing-library", 72, _D,
+   "CPython importlib (`ModuleNotFoundError: No module named '%s'`), Python 2 (`ImportError: No module named %s`)",
+   "a Python package the program imports is not installed for the interpreter that runs it",
+   r"ModuleNotFoundError: No module named '[^']+'", r"ImportError: No module named '?[\w.]+")
 _e("ld.missing", "missing-library", 75, _D,
    "glibc ld.so `error while loading shared libraries`; dlopen; dyld `Library not loaded`; "
    "Windows STATUS_DLL_NOT_FOUND 0xC0000135 / ERROR_MOD_NOT_FOUND 126, STATUS_DLL_INIT_FAILED 0xC0000142",
@@ -1274,6 +1293,9 @@ _e("arg.invalid", "bad-argument", 70, _D,
    r"error: invalid argument:", r"error while handling argument", r"unknown argument",
    r"error: unrecognized arguments?:", r"error while handling environment variable",
    r"Unsupported cache type", r"unknown speculative type", r"invalid parameter for argument",
+   # common.cpp kv_cache_type_from_str before it said `Unsupported` (2024: `Invalid cache type: %s`,
+   # thrown and printed by the C++ runtime's terminate handler, llama.cpp#7639)
+   r"Invalid cache type: \S",
    r"unk?nown value for --", r"quantized V cache requires flash_attn",
    # llama.cpp mid-2024 to early 2025 (src/llama.cpp llama_new_context_with_model, after the
    # quantized V cache came in): the same refusal in its first words

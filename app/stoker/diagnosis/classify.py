@@ -737,6 +737,12 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "that this macOS does not have.",
         "Use a build compiled on this Mac (`stoker setup` builds one) or a release made for this "
         "macOS version, or update macOS."),
+    "python.module-missing": (
+        "The program could not start: a Python package it imports is not installed for the Python "
+        "that runs it.",
+        "Install the package the evidence names for that interpreter (`python -m pip install …` with "
+        "the same python), or reinstall the program; in a container, the image's Python and the "
+        "version its packages were installed for must be the same."),
     "exec.unexpanded-macro": (
         "The wrapper tried to run a command that still holds a macro or variable it never expanded "
         "(`${…}` or `$NAME`), so no program by that name exists.",
