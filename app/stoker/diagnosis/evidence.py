@@ -311,7 +311,8 @@ def draft_scoped(lines: Iterable[str], pieces: tuple[Evidence, ...]) -> tuple[Ev
     A drafter the server dropped and loaded on without is no evidence once the load is over."""
     lines = tuple(lines)
     places = load_places(lines)
-    over = [i for i, raw in enumerate(lines) if _LOAD_OVER.search(raw) and not re.search("draft", raw, re.IGNORECASE)]
+    over = [i for i, raw in enumerate(lines)
+            if _LOAD_OVER.search(raw) and not re.search("draft", raw, re.IGNORECASE)]
     return tuple(Evidence(p.index, p.line, _DRAFT_ENTRY)
                  if p.kind == "bad-model" and p.index < len(places) and places[p.index] is LoadPlace.DRAFT else p
                  for p in pieces

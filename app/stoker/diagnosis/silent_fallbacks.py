@@ -238,9 +238,9 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
 # GPU build listing none has no GPU to run on (llama.cpp#26996, a HIP build missing hipblas.dll;
 # #14966, an x86_64 build under Rosetta without Metal). A CPU build's empty list is normal.
 # A wrapper that runs `--list-devices` and logs its answer line by line puts its own stamp in
-# front of each line (Atomic Chat, a Jan fork: `[03:30:13] INFO Available devices:`, AtomicBot-ai/
-# Atomic-Chat#14): bracketed times or tags, then a level word. Taken off the heading and the lines
-# after it alike, so a listed device still reads as one.
+# front of each line (Atomic Chat's Tauri app: `[03:30:13] INFO Available devices:`,
+# AtomicBot-ai/Atomic-Chat#14): bracketed times or tags, then a level word. Taken off the
+# heading and the lines after it alike, so a listed device still reads as one.
 _WRAPPER_STAMP = re.compile(r"^\s*(?:\[[^\]]*\]\s*)+(?:(?:TRACE|DEBUG|INFO|WARN|WARNING|ERROR)\b:?\s*)?")
 _DEVICE_LIST_HEADING = re.compile(r"^\s*Available devices:\s*$")
 _LISTED_DEVICE = re.compile(r"^\s*[\w.-]+: .*\(\d+ MiB, \d+ MiB free\)\s*$")
