@@ -373,6 +373,10 @@ _e("rpc.lost", "rpc-worker-lost", 88, _D, f"ggml/src/ggml-rpc/ggml-rpc.cpp, {_B}
    # socket answered (RPC_STATUS_ASSERT, GGML_ASSERT(status) before it), so an abort under one of
    # them is the worker gone (llama.cpp#9850, the client's side of a crashed rpc-server)
    r"#\d+\s+0x[0-9a-fA-F]+ in ggml_backend_rpc_\w+", r"\(ggml_backend_rpc_\w+\+0x[0-9a-fA-F]+\)")
+# The line llama-server's load_model (server-context.cpp, b11434) prints when common_speculative_init
+# threw: it drops the drafter and loads on without it. Read by silent_fallbacks (a ready engine serving
+# without its drafter) and by evidence.draft_scoped (a later failure is not the dropped drafter's).
+DRAFTER_DROPPED = re.compile(r"failed to initialize speculative decoding context:?\s*(.*)")
 _e("drafter.load", "drafter-failure", 85, _D,
    f"common/speculative.cpp, tools/server/server-context.cpp, {_B}; older server.cpp "
    "(`unable to load draft model`), speculative example (`failed to load draft model`)",

@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from stoker.diagnosis.catalogue import Entry, Strength, entry, matches
+from stoker.diagnosis.catalogue import DRAFTER_DROPPED, Entry, Strength, entry, matches
 from stoker.diagnosis.crash_reports import old_msvc_runtime_faulted
 from stoker.diagnosis.wrapper_memory import host_share_near_free, lmstudio_ram_exhausted, size_in_bytes
 
@@ -134,6 +134,11 @@ def _file_name(path: str) -> str:
     return re.split(r"[\\/]", path.strip().strip("'\""))[-1].lower()
 
 
+def _load_is_over(raw: str) -> bool:
+    """Whether the line says the server is up (a line naming the draft is the draft's own)."""
+    return bool(_LOAD_OVER.search(raw)) and not re.search("draft", raw, re.IGNORECASE)
+
+
 class LoadPlace(Enum):
     """Whose model load a log line falls in."""
 
@@ -157,7 +162,7 @@ def load_places(lines: Iterable[str]) -> tuple[LoadPlace | None, ...]:
             draft_file = _file_name(quoted.group(1)) if quoted else None
         elif _TARGET_LOAD.search(raw) and not re.search("draft", raw, re.IGNORECASE):
             place, draft_file = LoadPlace.TARGET, None
-        elif _LOAD_OVER.search(raw) and not re.search("draft", raw, re.IGNORECASE):
+        elif _load_is_over(raw):
             place, draft_file = None, None
         else:
             loader = _LOADER_FILE.search(raw)
@@ -299,25 +304,19 @@ def _with_figures(lines: tuple[str, ...], pieces: tuple[Evidence, ...],
     return tuple(sorted(pieces + tuple(added), key=lambda p: p.index)) if added else pieces
 
 
-# llama-server's load_model (server-context.cpp, b11434) catches what common_speculative_init
-# threw, says `failed to initialize speculative decoding context: <what>`, drops the drafter and
-# goes on loading: a failure after the load is over is not the drafter's, which is no longer there.
-_DRAFTER_DROPPED = re.compile(r"failed to initiali[sz]e speculative decoding context", re.IGNORECASE)
-
-
 def draft_scoped(lines: Iterable[str], pieces: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
     """The pieces with a model-load failure that happened while the DRAFT model loaded read
     as a drafter failure: `error loading model:` after `loading draft model` is the drafter's.
     A drafter the server dropped and loaded on without is no evidence once the load is over."""
     lines = tuple(lines)
     places = load_places(lines)
-    over = [i for i, raw in enumerate(lines)
-            if _LOAD_OVER.search(raw) and not re.search("draft", raw, re.IGNORECASE)]
+    # llama-server drops a drafter it could not set up and loads on (catalogue.DRAFTER_DROPPED): a
+    # failure after the load is over is not that drafter's, which is no longer there
+    last_over = max((i for i, raw in enumerate(lines) if _load_is_over(raw)), default=-1)
     return tuple(Evidence(p.index, p.line, _DRAFT_ENTRY)
                  if p.kind == "bad-model" and p.index < len(places) and places[p.index] is LoadPlace.DRAFT else p
                  for p in pieces
-                 if not (p.kind == "drafter-failure" and _DRAFTER_DROPPED.search(p.line)
-                         and any(i > p.index for i in over)))
+                 if not (p.kind == "drafter-failure" and p.index < last_over and DRAFTER_DROPPED.search(p.line)))
 
 
 _DRAFT_ENTRY = Entry("drafter.load-error", "drafter-failure", 85, Strength.STRONG,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from stoker.diagnosis.catalogue import entry
+from stoker.diagnosis.catalogue import DRAFTER_DROPPED, entry
 from stoker.diagnosis.log_lines import HOST, device_of_buffer, strip_log_prefix, unwrapped
 
 GPU_BACKENDS = frozenset({"cuda", "rocm", "vulkan", "metal", "sycl", "musa", "opencl"})
@@ -436,7 +436,7 @@ def drafter_dropped_from_log(lines: Iterable[str]) -> str | None:
     drafter is in while every token is decoded without it.
     """
     for raw in lines:
-        m = re.search(r"failed to initialize speculative decoding context:?\s*(.*)", strip_log_prefix(raw))
+        m = DRAFTER_DROPPED.search(strip_log_prefix(raw))
         if m:
             return m.group(1).strip() or "the engine did not say why"
     return None
