@@ -4514,6 +4514,120 @@ def test_pythons_missing_module_is_a_missing_library(line, missing):
         assert "Python package" in inc.title
 
 
+# ---- widened after batch 79 (spent): SYCL's missing kernel, the Metal pipeline that did not compile,
+# RamaLama's CUDA check, LocalAI's all-in-one image and Ollama's runner without VRAM
+
+_SYCL_NO_KERNEL = ("No kernel named _ZTSZZL17rms_norm_f32_syclPKfPfiifPN4sycl3_V15queueEENKUlRNS3_7handlerEE0_"
+                   "clES7_EUlNS3_7nd_itemILi3EEEE_ was found -46 (PI_ERROR_INVALID_KERNEL_NAME)Exception caught "
+                   "at file:/home/u/ollama/llm/llama.cpp/ggml-sycl.cpp, line:12708")
+
+
+@pytest.mark.parametrize("line, kind", [
+    # ollama#2458: a SYCL build compiled without -fsycl's device code
+    (_SYCL_NO_KERNEL, "no-kernel-image"),
+    # the Unified Runtime's name for the same error (oneAPI 2024.1 on), with no wording around it
+    ("Native API failed. Native API returns: 48 (UR_RESULT_ERROR_INVALID_KERNEL_NAME)", "no-kernel-image"),
+    # look-alikes: the SYCL runtime's other failures are not a missing kernel
+    ("Native API failed. Native API returns: -30 (PI_ERROR_INVALID_VALUE) -30 (PI_ERROR_INVALID_VALUE)"
+     "Exception caught at file:/ggml-sycl.cpp, line:3021", "gpu-error"),
+    ("No kernel name provided without -fsycl-unnamed-lambda enabled!", "unknown"),  # a compile error
+])
+def test_a_sycl_kernel_the_binary_lacks_is_no_kernel_image(line, kind):
+    assert diagnose(line, exit_code=1, backend="sycl").kind == kind
+
+
+def test_a_sycl_kernel_missing_outranks_the_exception_and_abort_around_it():
+    # order: the missing kernel is the root; the abort the exception ends in is its echo
+    inc = diagnose(_SYCL_NO_KERNEL, "/ggml-sycl.cpp:12708: SYCL error", signal="SIGABRT", backend="sycl")
+    assert inc.kind == "no-kernel-image" and "No kernel named" in inc.evidence
+
+
+_METAL_PIPELINE = ("ggml_metal_init: loaded kernel_mul_mm_f32_f32                         0x0 | th_max =    0 | "
+                   "th_width =    0",
+                   "ggml_metal_init: error: load pipeline error(2, CompilerError): SC compilation failure",
+                   "There is a call to an undefined label",
+                   "llama_new_context_with_model: ggml_metal_init() failed")
+_CONTEXT = ("llama_init_from_gpt_params: error: failed to create context with model 'models/llama-2-7b.Q4_K_M.gguf'",
+            "main: error: unable to load model")
+
+
+def test_a_context_that_failed_after_metals_pipelines_did_not_compile_is_not_read_as_memory():
+    # llama.cpp#3423 (an Intel Mac's AMD GPU): nothing was allocated when the context failed
+    inc = diagnose(*_METAL_PIPELINE, *_CONTEXT, os="darwin", backend="metal")
+    assert inc.kind == "unknown" and "system-too-old" in inc.candidates
+    # b11434's wording of one pipeline that did not compile reads the same way
+    b11434 = ("ggml_metal_library_compile_pipeline: failed to compile pipeline: base = 'kernel_mul_mm_f16_f32', "
+              "name = 'kernel_mul_mm_f16_f32_bci=0_bco=1'")
+    assert diagnose(b11434, *_CONTEXT, os="darwin", backend="metal").kind == "unknown"
+    # the negative: the same context failure with nothing about Metal's start is read as the
+    # build's device memory, as before
+    assert diagnose(*_CONTEXT, os="darwin", backend="metal").kind == "metal-oom"
+
+
+_RAMALAMA_CUDA = ("WARNING:ramalama:CUDA version (11, 4) is not supported. Minimum required version is 12.4.: "
+                  "Falling back to default image.")
+
+
+@pytest.mark.parametrize("line, kind", [
+    # containers/ramalama#2078: nvidia-smi reports CUDA 11.4, under the CUDA image's 12.4
+    (_RAMALAMA_CUDA, "cuda-driver-too-old"),
+    # look-alike: (0, 0) is RamaLama's reading when nvidia-smi is missing, no driver age
+    ("WARNING:ramalama:CUDA version (0, 0) is not supported. Minimum required version is 12.4.: "
+     "Falling back to default image.", "unknown"),
+])
+def test_ramalamas_cuda_below_its_minimum_is_the_drivers_age(line, kind):
+    assert diagnose(line, backend="cuda").kind == kind
+
+
+def test_a_failure_after_ramalamas_cuda_fallback_is_that_failure():
+    # order: the warning is low in the order, so the engine's own failure in the fallback image wins
+    inc = diagnose(_RAMALAMA_CUDA, "llama_model_load: error loading model: tensor 'blk.0.attn_q.weight' data is "
+                   "not within the file bounds, model is corrupted or incomplete", exit_code=1, backend="cuda")
+    assert inc.kind == "bad-model"
+
+
+_LOCALAI_AIO = ("===> LocalAI All-in-One (AIO) container starting...",
+                "NVIDIA GPU detected",
+                "/aio/entrypoint.sh: line 52: nvidia-smi: command not found",
+                "NVIDIA GPU detected, but nvidia-smi is not installed. GPU acceleration will not be available.",
+                "GPU acceleration is not enabled or supported. Defaulting to CPU.",
+                "10:27AM INF LocalAI API is listening! Please connect to the endpoint for API documentation. "
+                "endpoint=http://0.0.0.0:8080")
+
+
+def test_localais_image_finding_a_gpu_without_its_runtime_is_the_gpu_unused():
+    # mudler/LocalAI#2394: the container was started without --gpus
+    inc = diagnose(*_LOCALAI_AIO, backend="cuda")
+    assert inc.kind == "gpu-unused" and "nvidia-smi is not installed" in inc.evidence
+    assert diagnose("AMD GPU detected, but ROCm is not installed. GPU acceleration will not be available.",
+                    backend="rocm").kind == "gpu-unused"
+    # the negative: on a machine with no GPU the image says only its closing line, no fault
+    no_gpu = tuple(x for x in _LOCALAI_AIO if "GPU detected" not in x and "nvidia-smi" not in x)
+    assert diagnose(*no_gpu, backend="cuda").kind == "unknown"
+    # order: a failure the log names outranks the fallback that came before it
+    assert diagnose(*_LOCALAI_AIO, "llama_model_load: error loading model: unknown model architecture: 'x'",
+                    exit_code=1, backend="cuda").kind == "bad-model"
+
+
+def _ollama_runner(inference, vram, size='"7.9 GiB"'):
+    return ('time=2025-08-15T16:00:57.524Z level=DEBUG source=sched.go:359 msg="after processing request finished '
+            f'event" runner.name=registry.ollama.ai/library/deepseek-r1:8b runner.inference={inference} '
+            f'runner.devices=1 runner.size={size} runner.vram={vram} runner.parallel=1 runner.pid=62')
+
+
+@pytest.mark.parametrize("inference, vram, size, unused", [
+    ("vulkan", '"0 B"', '"7.9 GiB"', True),  # MooreThreads/ollama-musa#22
+    ('"[{ID:0 Library:CUDA}]"', '"0 B"', '"4.1 GiB"', True),  # 0.12 on: the devices listed
+    # look-alikes: a CPU-only machine's runner, a runner with some VRAM, an empty runner
+    ("cpu", '"0 B"', '"7.9 GiB"', False),
+    ("vulkan", '"7.9 GiB"', '"7.9 GiB"', False),
+    ("cuda", '"0 B"', '"0 B"', False),
+])
+def test_an_ollama_gpu_runner_holding_nothing_in_vram_is_the_gpu_unused(inference, vram, size, unused):
+    inc = diagnose(_ollama_runner(inference, vram, size), backend="vulkan")
+    assert (inc.kind == "gpu-unused") is unused
+
+
 _OLLAMA_UNLOAD = ("2023/11/27 22:28:29 llama.go:435: signal: killed",
                   "2023/11/27 22:28:29 llama.go:509: llama runner stopped successfully")
 

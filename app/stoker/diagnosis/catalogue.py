@@ -185,6 +185,11 @@ SYCL_ERRORS = {  # Level Zero / SYCL runtime names ggml-sycl surfaces
     "PI_ERROR_OUT_OF_RESOURCES": "device-oom",
     "ZE_RESULT_ERROR_DEVICE_LOST": "gpu-error",
     "PI_ERROR_DEVICE_NOT_FOUND": "gpu-unused",
+    # OpenCL's CL_INVALID_KERNEL_NAME (-46), kept by SYCL's plugin interface and renamed by the
+    # Unified Runtime: the device program has no kernel of that name (DPC++'s program manager
+    # throws `No kernel named <mangled name> was found`): the binary carries no device code for it
+    "PI_ERROR_INVALID_KERNEL_NAME": "no-kernel-image",
+    "UR_RESULT_ERROR_INVALID_KERNEL_NAME": "no-kernel-image",
 }
 
 # ---------------------------------------------------------------------------- build faults
@@ -297,6 +302,14 @@ _e("gpu.invalid-kernel-image", "no-kernel-image", 90, _S,
    "their strings (`ROCm error: device kernel image is invalid`)",
    "the build's GPU code for this device would not load",
    r"device kernel image is invalid", r"\b(hipErrorInvalidImage|cudaErrorInvalidKernelImage)\b")
+# DPC++'s program manager (sycl/source/detail/program_manager, 2020 to 2026) when the kernel a SYCL
+# call launches is in none of the device images the binary carries: a build compiled without SYCL's
+# device code (`-fsycl` missing from the compile, ollama#2458) or for other devices only.
+_e("sycl.no-kernel-named", "no-kernel-image", 90, _S,
+   "DPC++ SYCL runtime program manager (`No kernel named %s was found`, with PI_ERROR_INVALID_KERNEL_NAME "
+   "-46 or UR_RESULT_ERROR_INVALID_KERNEL_NAME), as ggml-sycl's `Exception caught at file` prints it",
+   "the SYCL binary carries no device code for a kernel it launches",
+   r"No kernel named \S+ was found")
 _e("cpu.illegal-instruction", "illegal-instruction", 89, _D,
    "the kernel (SIGILL, traps: invalid opcode); Windows STATUS_ILLEGAL_INSTRUCTION 0xC000001D",
    "the build uses an instruction this CPU lacks",
@@ -1244,7 +1257,12 @@ _e("metal.library-compile", "system-too-old", 20, _W,
    r"kernel not found in any metal library", r"failed to create Metal library from source",
    # ggml-metal.m of 2023-2024: `ggml_metal_init: load pipeline error: Error Domain=AGXMetal...`,
    # and llama.cpp's `failed to initialize Metal backend` after it
-   r"ggml_metal_init: load pipeline error", r"failed to initialize Metal backend")
+   # (`ggml_metal_init: error: load pipeline error(2, CompilerError): SC compilation failure` as the
+   # 2023 kernel loop printed it, llama.cpp#3423), and llama.cpp's `failed to initialize Metal backend`
+   r"ggml_metal_init: (error: )?load pipeline error", r"failed to initialize Metal backend",
+   # ggml-metal-device.m (b11434) ggml_metal_library_compile_pipeline: one kernel's function or
+   # pipeline state did not compile for this device
+   r"failed to (compile pipeline|create pipeline state): base = ")
 _e("metal.shader-rejected", "gpu-error", 40, _S,
    "ggml-metal's shaders compiled at start (ggml_metal_library_init, b11434) against Apple's "
    "MetalPerformancePrimitives tensor ops (Metal 4): its `static_assert` that the operand types "

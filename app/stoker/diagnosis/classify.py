@@ -29,6 +29,7 @@ from stoker.diagnosis.silent_fallbacks import (
     gpu_unused_from_log,
     lacks_the_gpus_architecture,
     left_for_a_cpu_without_avx,
+    left_for_an_old_driver,
 )
 from stoker.diagnosis.wrapper_memory import host_share_over_free
 
@@ -371,6 +372,14 @@ _KV_FAIL = re.compile(r"failed to allocate buffer for kv cache|failed to allocat
 # llama.cpp that is nearly always an allocation that failed, so it is read as memory on the
 # build's device, and the title says it is a reading, not a certainty.
 _CONTEXT_FAIL = re.compile(r"failed to create context with model", re.IGNORECASE)
+# ... unless the log says the GPU backend itself did not start: the Metal shaders or a kernel's
+# pipeline did not compile for this GPU (ggml_metal_init's `load pipeline error`, llama.cpp#3423 on
+# an Intel Mac's AMD GPU), so the context failed for that, with nothing allocated yet.
+_BACKEND_DID_NOT_START = frozenset({"metal.library-compile"})
+
+
+def _backend_started(verdict: Verdict) -> bool:
+    return not any(p.entry.name in _BACKEND_DID_NOT_START for p in verdict.pieces)
 
 
 # While the engine is still starting, a wrapper's own words for giving up on it: a timeout
@@ -494,6 +503,8 @@ def _gpu_left_reading(unused: str) -> tuple[str, str]:
     """(kind, rule) for a line saying the GPU was left unused: the wrapper may say why."""
     if lacks_the_gpus_architecture(unused):  # its build lacks the GPU
         return "no-kernel-image", "gpu-left-for-want-of-its-code"
+    if left_for_an_old_driver(unused):  # the driver is too old for its CUDA build
+        return "cuda-driver-too-old", "gpu-left-for-an-old-driver"
     if left_for_a_cpu_without_avx(unused):
         return "gpu-unused", _GPU_LEFT_FOR_THE_CPU_RULE
     return "gpu-unused", "gpu-build-on-cpu"
@@ -1018,7 +1029,7 @@ def classify_exit(report: ExitReport) -> Incident:
         if kind == "host-oom" and not report.oom_killed:
             unsure = _UNSURE_SIGKILL
         # A KV/compute allocation failure line without a device line: the backend decides.
-        if kind in ("unknown", "stopped") and not report.signalled_by_us:
+        if kind in ("unknown", "stopped") and not report.signalled_by_us and _backend_started(verdict):
             for raw in tail:
                 line = strip_log_prefix(raw)
                 kv, context = _KV_FAIL.search(line), _CONTEXT_FAIL.search(line)

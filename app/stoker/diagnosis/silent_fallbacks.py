@@ -34,6 +34,14 @@ _OLLAMA_GAVE_THE_GPU_UP_FOR_NO_AVX = (r"CPU does not have AVX or AVX2, disabling
                                       r"|CPU does not have minimum vector extensions, GPU inference disabled")
 _OLLAMA_CPU_WITHOUT_AVX = re.compile(r"msg=\W?CPU does not have vector extensions")
 
+# RamaLama ramalama/common.py select_cuda_image (April 2025, 3d880487, to February 2026, cf5d4eb2):
+# the CUDA version nvidia-smi reports (the newest the installed driver supports) under 12.4 raised
+# `CUDA version (11, 4) is not supported. Minimum required version is 12.4.`, logged as a warning
+# with `: Falling back to default image.`, so the engine runs from the image without CUDA: the GPU
+# goes unused because the driver is too old. (0, 0) is its reading when nvidia-smi is missing or
+# unparsable, no driver age, so it is not read.
+_RAMALAMA_CUDA_BELOW_MINIMUM = r"CUDA version \([1-9]\d*, \d+\) is not supported\. Minimum required version is \d"
+
 # A wrapper saying in its own words that it found a GPU and will run on the CPU, so these count
 # whatever the build the log shows (the wrapper carries GPU libraries the log may not name).
 _WRAPPER_LEFT_THE_GPU = re.compile(
@@ -66,7 +74,14 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
     # a family (`cuda`) where the bundle's folders are versioned (`cuda_v12`, `cuda_v13`), so
     # every GPU library is skipped
     r"|skipping available library at user'?s request\W+requested=(?P<family>\w+)"
-    r"\W+libDir=\S*[/\\](?P=family)_\w+", re.IGNORECASE)
+    r"\W+libDir=\S*[/\\](?P=family)_\w+"
+    # LocalAI's all-in-one image, aio/entrypoint.sh (March 2024 to March 2026): lspci shows the
+    # vendor's card but the container lacks its runtime (nvidia-smi without `--gpus`, /opt/rocm,
+    # /opt/intel), so it picks the CPU profile (mudler/LocalAI#2394). Its closing `GPU acceleration
+    # is not enabled or supported. Defaulting to CPU.` is said on a machine with no GPU too: not read.
+    r"|(NVIDIA|AMD|Intel) GPU detected( via WSL2)?, but .{1,60} (is|are) not installed\. "
+    r"GPU acceleration will not be available"
+    rf"|{_RAMALAMA_CUDA_BELOW_MINIMUM}", re.IGNORECASE)
 
 
 # Ollama's scripts/install.sh (0.1.x to 2026): neither nvidia-smi nor lspci/lshw shows an NVIDIA or
@@ -122,6 +137,11 @@ _FOREIGN_CUDART = entry("ollama.foreign-cudart").pattern
 
 # ... and where the wrapper gives the GPU up because the CPU lacks AVX
 _LEFT_FOR_A_CPU_WITHOUT_AVX = re.compile(rf"{_OLLAMA_GAVE_THE_GPU_UP_FOR_NO_AVX}|{_OLLAMA_CPU_WITHOUT_AVX.pattern}")
+
+
+def left_for_an_old_driver(line: str) -> bool:
+    """Whether a wrapper's line leaving the GPU says the NVIDIA driver is older than its CUDA build needs."""
+    return re.search(_RAMALAMA_CUDA_BELOW_MINIMUM, line) is not None
 
 
 def left_for_a_cpu_without_avx(line: str) -> bool:
@@ -223,6 +243,8 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         m = re.search(r"offloaded 0/(\d+) layers to GPU", line)
         if m and (plan_wanted_gpu or gpu_build):
             return line
+        if _ollama_scheduled_no_vram(line):
+            return line
     if gpu_build and (listed := _no_device_listed(lines)) is not None:
         return listed
     return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
@@ -314,6 +336,23 @@ def _llamasharp_loaded_its_cpu_build(lines: Iterable[str]) -> str | None:
 # maintainer's reading of ollama#10798 (the GPU libraries missing after an upgrade).
 _OLLAMA_OFFLOAD = re.compile(r"msg=\"?offload\b.*\blibrary=(cuda|rocm|vulkan)\b.*\blayers\.offload=([1-9]\d*)")
 _OLLAMA_SYSTEM = re.compile(r"msg=\"?system\"?\s+((?:\w+\.\d+\.\w+=\S*\s*)+)")
+
+
+# Ollama's scheduler describes each runner it starts or keeps (server/sched.go runnerRef.LogValue,
+# 0.6.8 on, 76ea735aa): `runner.inference=<GPU library>` (from 0.12, bc8909fb3, the devices as
+# `"[{ID:… Library:Vulkan}]"`; absent or `cpu` on a CPU-only machine) with `runner.vram=`, its
+# estimate of the bytes it placed on those GPUs. A GPU runner holding a model of some size with
+# `runner.vram="0 B"` put every layer on the CPU (MooreThreads/ollama-musa#22: a Vulkan build whose
+# VRAM probe read the iGPU's memory as none).
+_OLLAMA_RUNNER_INFERENCE = re.compile(r"\brunner\.inference=(\"[^\"]*\"|\S+)")
+_OLLAMA_RUNNER_NO_VRAM = re.compile(r"\brunner\.vram=\"?0 B\b")
+_OLLAMA_RUNNER_NO_SIZE = re.compile(r"\brunner\.size=\"?0 B\b")
+
+
+def _ollama_scheduled_no_vram(line: str) -> bool:
+    m = _OLLAMA_RUNNER_INFERENCE.search(line)
+    return (m is not None and m.group(1).strip('"').lower() not in ("cpu", "", "[]")
+            and _OLLAMA_RUNNER_NO_VRAM.search(line) is not None and _OLLAMA_RUNNER_NO_SIZE.search(line) is None)
 
 
 def _ollama_runner_without_its_gpu(lines: Iterable[str]) -> str | None:
