@@ -139,9 +139,12 @@ _FOREIGN_CUDART = entry("ollama.foreign-cudart").pattern
 _LEFT_FOR_A_CPU_WITHOUT_AVX = re.compile(rf"{_OLLAMA_GAVE_THE_GPU_UP_FOR_NO_AVX}|{_OLLAMA_CPU_WITHOUT_AVX.pattern}")
 
 
+_LEFT_FOR_AN_OLD_DRIVER = re.compile(_RAMALAMA_CUDA_BELOW_MINIMUM)
+
+
 def left_for_an_old_driver(line: str) -> bool:
     """Whether a wrapper's line leaving the GPU says the NVIDIA driver is older than its CUDA build needs."""
-    return re.search(_RAMALAMA_CUDA_BELOW_MINIMUM, line) is not None
+    return _LEFT_FOR_AN_OLD_DRIVER.search(line) is not None
 
 
 def left_for_a_cpu_without_avx(line: str) -> bool:
