@@ -4580,7 +4580,8 @@ def test_ramalamas_cuda_below_its_minimum_is_the_drivers_age(line, kind):
 
 
 def test_a_failure_after_ramalamas_cuda_fallback_is_that_failure():
-    # order: the warning is low in the order, so the engine's own failure in the fallback image wins
+    # order: the warning is read only when nothing failed, so the engine's own failure in the
+    # fallback image wins
     inc = diagnose(_RAMALAMA_CUDA, "llama_model_load: error loading model: tensor 'blk.0.attn_q.weight' data is "
                    "not within the file bounds, model is corrupted or incomplete", exit_code=1, backend="cuda")
     assert inc.kind == "bad-model"

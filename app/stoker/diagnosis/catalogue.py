@@ -185,9 +185,7 @@ SYCL_ERRORS = {  # Level Zero / SYCL runtime names ggml-sycl surfaces
     "PI_ERROR_OUT_OF_RESOURCES": "device-oom",
     "ZE_RESULT_ERROR_DEVICE_LOST": "gpu-error",
     "PI_ERROR_DEVICE_NOT_FOUND": "gpu-unused",
-    # OpenCL's CL_INVALID_KERNEL_NAME (-46), kept by SYCL's plugin interface and renamed by the
-    # Unified Runtime: the device program has no kernel of that name (DPC++'s program manager
-    # throws `No kernel named <mangled name> was found`): the binary carries no device code for it
+    # OpenCL's CL_INVALID_KERNEL_NAME (-46) under SYCL's two names for it (sycl.no-kernel-named)
     "PI_ERROR_INVALID_KERNEL_NAME": "no-kernel-image",
     "UR_RESULT_ERROR_INVALID_KERNEL_NAME": "no-kernel-image",
 }
@@ -1255,10 +1253,9 @@ _e("metal.library-compile", "system-too-old", 20, _W,
    r"MTLLibraryErrorDomain", r"failed to initialize the Metal library",
    r"ggml_metal\w*: error: failed to create library",
    r"kernel not found in any metal library", r"failed to create Metal library from source",
-   # ggml-metal.m of 2023-2024: `ggml_metal_init: load pipeline error: Error Domain=AGXMetal...`,
-   # and llama.cpp's `failed to initialize Metal backend` after it
-   # (`ggml_metal_init: error: load pipeline error(2, CompilerError): SC compilation failure` as the
-   # 2023 kernel loop printed it, llama.cpp#3423), and llama.cpp's `failed to initialize Metal backend`
+   # ggml-metal.m of 2023-2024: `ggml_metal_init: load pipeline error: Error Domain=AGXMetal...`
+   # (`ggml_metal_init: error: load pipeline error(2, CompilerError): …` in its 2023 kernel loop,
+   # llama.cpp#3423), and llama.cpp's `failed to initialize Metal backend` after it
    r"ggml_metal_init: (error: )?load pipeline error", r"failed to initialize Metal backend",
    # ggml-metal-device.m (b11434) ggml_metal_library_compile_pipeline: one kernel's function or
    # pipeline state did not compile for this device
