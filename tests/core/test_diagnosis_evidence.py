@@ -2146,11 +2146,10 @@ def test_a_look_alike_of_a_batch_32_wording_is_not_that_kind(line, not_kind):
 
 
 @pytest.mark.parametrize("line", [
-    "ROCm error: device kernel image is invalid",
-    "CUDA error: hipErrorInvalidImage",
+    "CUDA error: device kernel image is invalid",
     "CUDA error 200 at ggml-cuda.cu:100: cudaErrorInvalidKernelImage",
 ])
-def test_an_invalid_gpu_code_object_is_left_open(line):
+def test_an_invalid_cuda_code_object_is_left_open(line):
     inc = diagnose(line, "  current device: 0, in function ggml_cuda_compute_forward", signal="SIGABRT")
     assert inc.kind == "unknown" and inc.candidates == ("no-kernel-image", "gpu-error")
     assert inc.rule == "kernel-image-invalid"
@@ -4800,3 +4799,149 @@ def test_node_llama_cpps_own_estimate_and_missing_binary_are_read():
     assert verdict((ram, "error loading model: failed to open GGUF file"),
                    flipped("allocation-inside-load-error")).kind == "bad-model"
     assert diagnose(*lines).kind == "host-oom"
+
+
+# ---- widened after batches 80 to 82 (spent): HIP's invalid image at a launch, Ollama's discovery
+# that found only the CPU, llama-server's `Loading model` answer in a client's error, and SYCL's
+# failed build of the device code
+
+_HIP_LAUNCH = ("/home/runner/work/llama.cpp/ggml/src/ggml-cuda/ggml-cuda.cu:103: ROCm error",
+               "ROCm error: device kernel image is invalid",
+               "  current device: 0, in function ggml_cuda_kernel_launch at ggml/src/ggml-cuda/common.cuh:1639",
+               "  hipGetLastError()")
+
+
+@pytest.mark.parametrize("line", ["ROCm error: device kernel image is invalid",
+                                  "CUDA error: hipErrorInvalidImage"])
+def test_hips_invalid_image_at_a_launch_is_a_build_without_this_gfx(line):
+    # HIP returns it when it holds no function for the device's ISA (inference-snaps#337: gfx1103)
+    inc = diagnose(line, "  current device: 0, in function ggml_cuda_compute_forward", signal="SIGABRT")
+    assert inc.kind == "no-kernel-image" and inc.candidates == ()
+
+
+def test_hips_invalid_image_outranks_the_abort_it_ends_in():
+    # order: ggml's abort and backtrace follow the launch error; the error is the root
+    inc = diagnose(*_HIP_LAUNCH, "libggml-base.so.0(ggml_abort+0x15b)[0x7956f08dc79b]",
+                   "Error: signal: aborted (core dumped)", signal="SIGABRT", backend="rocm")
+    assert inc.kind == "no-kernel-image" and "device kernel image is invalid" in inc.evidence
+    # negative: the same launch error worded by CUDA stays open, whatever follows it
+    cuda = tuple(x.replace("ROCm error", "CUDA error").replace("hipGetLastError", "cudaGetLastError")
+                 for x in _HIP_LAUNCH)
+    assert diagnose(*cuda, signal="SIGABRT", backend="cuda").kind == "unknown"
+    # negative: another ROCm error at the same launch is the GPU's fault, not the build's
+    fault = tuple(x.replace("device kernel image is invalid", "an illegal memory access was encountered")
+                  for x in _HIP_LAUNCH)
+    assert diagnose(*fault, signal="SIGABRT", backend="rocm").kind == "gpu-error"
+
+
+def _ollama_inference_compute(library, ident="cpu"):
+    return (f'time=2026-04-30T10:00:00.000Z level=INFO source=types.go:60 msg="inference compute" id={ident} '
+            f'library={library} compute="" name={library} description={library} libdirs=ollama driver="" '
+            'pci_id="" type="" total="31.0 GiB" available="26.8 GiB"')
+
+
+@pytest.mark.parametrize("line, backend, unused", [
+    # ollama#15964: 0.23.0 with two NVIDIA GPUs found none and listed only the CPU
+    (_ollama_inference_compute("cpu"), "cuda", True),
+    (_ollama_inference_compute("cpu", ident="0"), "rocm", True),  # after 0.5's `no compatible GPUs`
+    # look-alikes: a GPU it found, and the CPU line on a machine run without a GPU build
+    (_ollama_inference_compute("cuda", ident="GPU-5d3b"), "cuda", False),
+    (_ollama_inference_compute("cpu"), "cpu", False),
+    (_ollama_inference_compute("cpu"), None, False),
+])
+def test_ollama_discovery_that_found_only_the_cpu_is_the_gpu_unused(line, backend, unused):
+    inc = diagnose('level=WARN source=runner.go:536 msg="user overrode visible devices" CUDA_VISIBLE_DEVICES=0,1',
+                   line, backend=backend)
+    assert (inc.kind == "gpu-unused") is unused
+
+
+def test_a_failure_after_ollamas_cpu_only_discovery_is_that_failure():
+    # order: the fallback is read only when nothing failed
+    inc = diagnose(_ollama_inference_compute("cpu"), "llama_model_load: error loading model: error loading "
+                   "model architecture: unknown model architecture: 'qwen35moe'", exit_code=1, backend="cuda")
+    assert inc.kind == "bad-model"
+
+
+_LOADING_REPLY = ('Error: GET "http://localhost:8330/v1/models": 503 Service Unavailable '
+                  '{"message":"Loading model","type":"unavailable_error","code":503}')
+
+
+@pytest.mark.parametrize("line, kind", [
+    # canonical/inference-snaps#234: the snap's chat command asked while the model loaded
+    (_LOADING_REPLY, "startup-timeout"),
+    # b11434's own key order, as a client that prints the body raw shows it
+    ('requests.exceptions.HTTPError: 503: {"error":{"code":503,"message":"Loading model",'
+     '"type":"unavailable_error"}}', "startup-timeout"),
+    # look-alikes: another 503 of the server, and the loading line of a normal start
+    ('503 Service Unavailable {"error":{"code":503,"message":"Service Unavailable","type":"unavailable_error"}}',
+     "unknown"),
+    ("srv  load_model: loading model '/models/nemotron.gguf'", "unknown"),
+])
+def test_a_client_that_ended_on_the_servers_loading_answer_gave_up_waiting(line, kind):
+    assert diagnose(line, exit_code=1).kind == kind
+
+
+def test_a_crash_during_the_load_outranks_the_loading_answer_before_it():
+    # order: the client's early 503 does not explain a load that then died on memory
+    inc = diagnose(_LOADING_REPLY, "ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on "
+                   "device 0: cudaMalloc failed: out of memory", "llama_model_load: error loading model: unable "
+                   "to allocate CUDA0 buffer", exit_code=1, backend="cuda")
+    assert inc.kind == "cuda-oom"
+
+
+_SYCL_BUILD = ("The program was built for 1 devices",
+               "Build program log for 'Intel(R) Arc(TM) A770 Graphics':",
+               "Exception caught at file:/home/intel/llama-cpp/ggml/src/ggml-sycl/common.cpp, line:99")
+
+
+def test_a_failed_sycl_build_of_the_device_code_is_left_open():
+    # intel/ipex-llm#13065: the driver's compiler or the code, and the log holds no build output
+    inc = diagnose(*_SYCL_BUILD, backend="sycl")
+    assert inc.kind == "unknown" and inc.candidates == ("gpu-error", "no-kernel-image")
+    assert inc.rule == "sycl-program-build-failed"
+    assert "driver" in inc.advice
+    assert diagnose("Native API failed. Native API returns: -11 (PI_ERROR_BUILD_PROGRAM_FAILURE)",
+                    backend="sycl").rule == "sycl-program-build-failed"
+    # negative: the exception alone is the SYCL runtime's error, read as before
+    assert diagnose(_SYCL_BUILD[-1], backend="sycl").kind == "gpu-error"
+
+
+def test_a_kernel_the_sycl_binary_lacks_outranks_the_failed_build_around_it():
+    # order: a kernel named as missing is the build's lack, whatever the exception's text around it
+    inc = diagnose(*_SYCL_BUILD[:2], _SYCL_NO_KERNEL, backend="sycl")
+    assert inc.kind == "no-kernel-image" and "No kernel named" in inc.evidence
+
+
+_NON_ASCII_BLOB = "C:\\Users\\Пользователь\\.ollama\\models\\blobs\\sha256-667b0c1932bc6ffc593ed1d03"
+
+
+@pytest.mark.parametrize("line", [
+    f"error loading model: llama_model_loader: failed to load model from {_NON_ASCII_BLOB}",
+    # continuedev/continue#12713: the user name already garbled to U+FFFD, the backslashes JSON-doubled
+    '"llama-server process has terminated: exit status 1: error loading model: llama_model_loader: failed to '
+    'load model from C:\\\\Users\\\\\ufffd\ufffd\ufffd\ufffd '
+    '\ufffd\ufffd\ufffd\ufffd\ufffd\ufffd\\\\.ollama\\\\models"',
+    # llama.cpp#5802's engine, where gguf's own reason is kept: the file never opened
+    "gguf_init_from_file: failed to open GGUF file 'C:\\Users\\Željko\\mistral-7b-instruct-v0.2.Q4_K_S.gguf'",
+])
+def test_a_load_that_failed_on_a_non_ascii_windows_path_is_left_open(line):
+    inc = diagnose(line, exit_code=1, os="windows")
+    assert inc.kind == "unknown" and inc.candidates == ("bad-model", "bad-argument")
+    assert inc.rule == "model-on-a-non-ascii-path" and "ASCII" in inc.advice
+
+
+@pytest.mark.parametrize("line", [
+    # look-alikes: a plain ASCII Windows path, and a non-ASCII path outside Windows
+    "error loading model: llama_model_loader: failed to load model from C:\\Users\\bob\\.ollama\\models\\blobs\\sha",
+    "error loading model: llama_model_loader: failed to load model from /home/Željko/models/m.gguf",
+])
+def test_a_load_that_failed_elsewhere_is_still_the_model(line):
+    assert diagnose(line, exit_code=1, os="windows").kind == "bad-model"
+
+
+def test_ggufs_own_reason_outranks_the_non_ascii_path_of_the_load():
+    # order: gguf said why it refused the file, so the path is not in question
+    inc = diagnose("gguf_init_from_file_impl: invalid magic characters: 'tjgg', expected 'GGUF'",
+                   f"error loading model: llama_model_loader: failed to load model from {_NON_ASCII_BLOB}",
+                   exit_code=1, os="windows")
+    assert inc.kind == "bad-model" and "invalid magic" in inc.evidence

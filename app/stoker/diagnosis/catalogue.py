@@ -291,10 +291,11 @@ _e("cann.soc-not-supported", "no-kernel-image", 90, _S,
    "... support for <SoC> is not implemented`), ggml-cann from 2024 to b11434",
    "the Ascend toolkit installed has no implementation for the NPU this process runs on",
    r"CANN error: .{0,200}\bsupport for Ascend\w* is not implemented")
-# hipErrorInvalidImage / cudaErrorInvalidKernelImage (200), `device kernel image is invalid`: a
-# code object was found for the device but would not load. Threads show it after a build for
-# another gfx (lemonade-sdk/llamacpp-rocm#92, #108), a preview runtime's broken code objects and a
-# fully supported GPU alike, so classify.py leaves it open between this and gpu-error.
+# hipErrorInvalidImage / cudaErrorInvalidKernelImage (200), `device kernel image is invalid`: the
+# runtime holds no loadable code for the device. From HIP it is a launch with no function for the
+# device's ISA (no code object for it in the fat binary); from CUDA a build without this GPU's
+# code or a driver that cannot read the code objects, so classify.py leaves CUDA's open between
+# this and gpu-error.
 _e("gpu.invalid-kernel-image", "no-kernel-image", 90, _S,
    "hipErrorInvalidImage (200) and cudaErrorInvalidKernelImage (200), as ggml's CUDA_CHECK prints "
    "their strings (`ROCm error: device kernel image is invalid`)",
@@ -542,6 +543,20 @@ _e("sycl.no-device", "gpu-error", 65, _S,
    "the SYCL runtime has no usable device for the context it was asked to make (a GPU driver "
    "it cannot use, or none): the runtime's failure, not the model file's",
    r"DeviceList is empty")
+# DPC++'s program manager (sycl/source/detail/program_manager, 2020 to 2026) when the GPU driver's
+# compiler could not build the binary's device code for this device at run time: the exception's
+# text opens `The program was built for N devices` and `Build program log for '<device>':` with
+# the driver compiler's log (PI_ERROR_BUILD_PROGRAM_FAILURE -11, UR_RESULT_ERROR_PROGRAM_BUILD_FAILURE).
+# The driver's compiler failing, or code this device cannot take (double precision on Arc): which,
+# only the build log tells, so classify.py leaves it open (intel/ipex-llm#13065: an empty log, the
+# maintainers found no cause).
+_e("sycl.program-build-failed", "gpu-error", 45, _S,
+   "DPC++ SYCL runtime program manager (`The program was built for %d devices`, `Build program log "
+   "for '%s':`; PI_ERROR_BUILD_PROGRAM_FAILURE, UR_RESULT_ERROR_PROGRAM_BUILD_FAILURE), as ggml-sycl's "
+   "`Exception caught at file` follows it",
+   "the GPU driver could not compile the binary's device code for this device at run time",
+   r"The program was built for \d+ devices?\b", r"Build program log for '",
+   r"\b(PI_ERROR_BUILD_PROGRAM_FAILURE|UR_RESULT_ERROR_PROGRAM_BUILD_FAILURE)\b")
 _e("sycl.oom", "device-oom", 80, _D, f"ggml/src/ggml-sycl/ggml-sycl.cpp, {_B}; Level Zero",
    "a SYCL device allocation failed (read as the device memory of the build)",
    r"ZE_RESULT_ERROR_OUT_OF_DEVICE_MEMORY", r"UR_RESULT_ERROR_OUT_OF_DEVICE_MEMORY",
@@ -1887,6 +1902,16 @@ _e("lemonade.load-reply-lost", "startup-timeout", 50, _S,
    "lemonade-sdk/lemonade src/cpp/cli/lemonade_client.cpp (2026); cpp-httplib Error::Read",
    "the wrapper's client stopped waiting for the model load it had asked for",
    r"Error loading model: Could not connect to Lemonade server \(Failed to read connection\)")
+# llama-server's answer to any request before its model is loaded (tools/server/server-http.cpp
+# middleware_server_state, b11434: status 503 with `{"error": {"code": 503, "message": "Loading
+# model", "type": "unavailable_error"}}`), printed by a client as its error: the client asked
+# while the engine was still loading and ended there instead of waiting (canonical/inference-snaps
+# #234, the snap's chat command). Strong, not decisive: a crash line in the same log is the reason
+# the load never finished.
+_e("server.loading-model-reply", "startup-timeout", 48, _S,
+   "llama-server tools/server/server-http.cpp (503 `Loading model`, `unavailable_error`), b11434",
+   "a client got the engine's `still loading` answer and gave up instead of waiting for the load",
+   r"\"Loading model\".{0,40}\bunavailable_error\b|\bunavailable_error\b.{0,60}\"Loading model\"")
 _e("wrapper.start-timeout", "startup-timeout", 50, _D,
    "llama-swap proxy/process.go; Ollama llm/server.go; systemd; Kubernetes",
    "the wrapper gave up waiting for the engine to become ready",

@@ -1163,6 +1163,13 @@ _LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly lo
                                      r"library\. Please check the log", re.IGNORECASE)
 # What to do when a line is left open between two kinds and each wants another remedy.
 _OPEN_ADVICE = {
+    "model-on-a-non-ascii-path": (
+        "Put the model in a folder whose whole path is plain ASCII (for Ollama, set OLLAMA_MODELS to "
+        "such a folder, e.g. C:\\ollama-models) and load it again; if it still fails there, the file "
+        "itself is at fault: download it again."),
+    "sycl-program-build-failed": (
+        "Update the Intel GPU driver (its compiler builds the device code), then try a build of the "
+        "engine made for this GPU; the lines under `Build program log` name what the compiler refused."),
     "client-left-the-load": (
         "Let the first request wait for the load (a cold start of a large model takes minutes): "
         "raise the client's timeout, or load the model before the app asks, and do not cancel "
@@ -1263,9 +1270,18 @@ _BIND_ON_OTHER_HOST = re.compile(
     # ... and Lemonade's wording, `Failed to bind IPv4 HTTP server to <host>:<port>`
     rf"|Failed to bind (?:IPv4 |IPv6 )?HTTP server to (?!{_LOOPBACK_OR_ANY}:\d)\S+")
 
-# A GPU code object that would not load (catalogue gpu.invalid-kernel-image): a build for another
-# gfx, or broken code objects or a runtime fault on a supported GPU; the log does not say which.
+# A GPU code object that would not load (catalogue gpu.invalid-kernel-image). From CUDA it is left
+# open: cudaErrorInvalidKernelImage follows a build without this GPU's code and a driver that cannot
+# read the build's code objects alike (ollama#16533, a 535 driver), and the log does not say which.
 _INVALID_KERNEL_IMAGE = entry("gpu.invalid-kernel-image").pattern
+# ... but HIP (ROCm clr hipamd/src/hip_platform.cpp ihipLaunchKernel_validate, 2023 to 2026) returns
+# hipErrorInvalidImage at a launch when it holds no function for the device: the fat binary had no
+# code object for its ISA (hip_fatbin.cpp's `Cannot find CO in the bundle`). ggml loads no module
+# files (hipModuleLoad's empty-file case), so from ggml's HIP build the error is the build lacking
+# this gfx (lemonade-sdk/llamacpp-rocm#92 and #108: gfx1035 under a gfx103X build; unsloth#7669: a
+# gfx1036 iGPU under a gfx110X build; inference-snaps#337: gfx1103 outside the snap's targets).
+_HIP_INVALID_IMAGE = re.compile(r"ROCm error:? device kernel image is invalid|\bhipErrorInvalidImage\b",
+                                re.IGNORECASE)
 # cudaErrorUnknown (999; CUDA_ERROR_UNKNOWN in the driver API): CUDA's word for a fault it cannot
 # name, and what its first call says when the driver and the runtime disagree (a driver older than
 # the runtime in a container or wheel, or one updated without a reboot: streamlit-llama#2) as much as
@@ -1293,6 +1309,17 @@ _CUDA_ERROR_FROM_WORK_ON_THE_DEVICE = re.compile(
 # java-llama.cpp#12), or when that program passed none; the file is not what failed.
 _MODEL_PATH_IS_THE_ALIAS_DEFAULT = re.compile(r"failed to (open|load model) '?unknown'?(:|\s|$)")
 
+# A load that failed on a Windows path holding characters outside ASCII (a user name in Cyrillic,
+# Chinese or with accents, shown as is or already garbled to U+FFFD): a program that hands the path
+# on in the system's code page, or an engine that reads its argv that way, cannot open the file at
+# all (llama.cpp#5802 until ggml_fopen's wide-character open, PR 6248; ollama#3120 and #5329 in 2024,
+# #16493 in 0.30.4 of 2026; LM Studio's %TEMP% in lmstudio-bug-tracker#2231). llama.cpp's own
+# reason (gguf's `failed to open GGUF file`) is lost where a wrapper keeps only the loader's throw,
+# so the path and a damaged file end the same way.
+_MODEL_ON_A_NON_ASCII_WINDOWS_PATH = re.compile(
+    r"(failed to load model from|failed to open GGUF file|failed to load model) '?[A-Za-z]:[\\/]"
+    r"[^\n]{0,160}?[^\x00-\x7F]")
+
 # Ollama's load abandoned because the request's context ended (llm/server.go WaitUntilRunning:
 # `client connection closed before server finished loading, aborting load`, and the scheduler's
 # `timed out waiting for llama runner to start: context canceled`): the engine did not time out, the
@@ -1305,6 +1332,9 @@ _CLIENT_LEFT_THE_LOAD = re.compile(r"client connection closed before server fini
 # old for a feature the shaders use, or shaders this newer compiler rejects.
 _METAL_SOURCE_ERROR = entry("metal.source-rejected").pattern
 
+# The SYCL runtime's build of the device code for this GPU failed (catalogue sycl.program-build-failed).
+_SYCL_PROGRAM_BUILD_FAILED = entry("sycl.program-build-failed").pattern
+
 _OPEN_BY_LINE = (
     _OpenLine("gpu-error", _METAL_SOURCE_ERROR, ("gpu-error", "system-too-old"),
               "The Metal compiler rejected the engine's shaders ({line}): this macOS may be too old for a "
@@ -1315,6 +1345,10 @@ _OPEN_BY_LINE = (
               "not match the CUDA runtime (older than it, or updated without a reboot); Stoker does not "
               "guess. Update the driver and restart the machine first.", "cuda-unknown-error",
               settled_by=_CUDA_ERROR_FROM_WORK_ON_THE_DEVICE),
+    _OpenLine("gpu-error", _SYCL_PROGRAM_BUILD_FAILED, ("gpu-error", "no-kernel-image"),
+              "The GPU driver could not compile the engine's device code for this GPU ({line}): the "
+              "driver's compiler may be at fault, or the code may use what this device lacks; the "
+              "build log under that line names which, and Stoker does not guess.", "sycl-program-build-failed"),
     _OpenLine("port-in-use", _BIND_ON_OTHER_HOST, ("port-in-use", "bad-argument"),
               "The engine could not listen ({line}) on a host address that is neither loopback nor all "
               "addresses: the port may be taken, or this machine may not have that address (check "
@@ -1330,6 +1364,11 @@ _OPEN_BY_LINE = (
               "builds that lay out their parameters differently, or no model path was passed; Stoker "
               "does not guess.",
               "model-path-is-the-alias-default"),
+    _OpenLine("bad-model", _MODEL_ON_A_NON_ASCII_WINDOWS_PATH, ("bad-model", "bad-argument"),
+              "The model could not be loaded from a Windows path with characters outside ASCII ({line}): "
+              "a program that passes such a path in the system's code page cannot open the file, or the "
+              "file itself may be damaged or unsupported; Stoker does not guess. Loading it from a folder "
+              "whose path is plain ASCII tells (for Ollama, OLLAMA_MODELS).", "model-on-a-non-ascii-path"),
     # LocalAI pkg/model reports one load error for the model and its draft together
     # (`Failed to load model: X (with draft model: Y). Error: ...`): either file's
     _OpenLine("bad-model", _LOAD_WITH_DRAFT, ("bad-model", "drafter-failure"),
@@ -1348,8 +1387,10 @@ _OPEN_BY_LINE = (
     # glibc than this system's (LLamaSharp#285).
     _OpenLine("no-kernel-image", _INVALID_KERNEL_IMAGE, ("no-kernel-image", "gpu-error"),
               "The GPU runtime could not load the build's code for this device ({line}): the build may "
-              "lack this GPU's architecture, or its code objects or the runtime may be at fault on a "
-              "supported GPU; Stoker does not guess.", "kernel-image-invalid"),
+              "lack this GPU's architecture, or its code objects, the runtime or the driver may be at "
+              "fault on a supported GPU; Stoker does not guess. A driver update, then a build made for "
+              "this GPU, tells.", "kernel-image-invalid",
+              settled_by=_HIP_INVALID_IMAGE),
     _OpenLine("missing-library", _LLAMASHARP_LOAD_FAILED, ("missing-library", "system-too-old"),
               "LLamaSharp could not load its native library ({line}) and did not keep the loader's "
               "reason: a library or dependency may be missing, or the library may need a newer system "

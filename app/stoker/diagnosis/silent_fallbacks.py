@@ -216,6 +216,10 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
                                    r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
                                    r"|amdgpu is not supported \(supported types"
+                                   # Ollama discover/types.go (2025 to 2026) logs the CPU as its one
+                                   # `inference compute` only when discovery found no GPU device
+                                   # (`id=cpu`; `id=0` after 0.5's `no compatible GPUs were discovered`)
+                                   r"|msg=\"?inference compute\"? id=\S+ library=cpu\b"
                                    rf"|{_OLLAMA_AMDGPU_NOT_SUPPORTED}"
                                    # ggml-vulkan.cpp (b11434): the only Vulkan device is a
                                    # software one (llvmpipe/lavapipe): no GPU driver in use
