@@ -4945,3 +4945,30 @@ def test_ggufs_own_reason_outranks_the_non_ascii_path_of_the_load():
                    f"error loading model: llama_model_loader: failed to load model from {_NON_ASCII_BLOB}",
                    exit_code=1, os="windows")
     assert inc.kind == "bad-model" and "invalid magic" in inc.evidence
+
+
+# ---- widened after batch 83 (spent): OpenCL's loader that found no driver
+
+_OPENCL_NO_PLATFORM = ("ggml_opencl: clGetPlatformIDs(NPLAT, platform_ids, &n_platforms) error -1001 at "
+                       "/home/user/llama.cpp/ggml-opencl.cpp:784")
+
+
+@pytest.mark.parametrize("line, kind", [
+    # llama.cpp#1561, #1979: a CLBlast build on a machine with no OpenCL driver (ICD)
+    (_OPENCL_NO_PLATFORM, "missing-library"),
+    ("clGetPlatformIDs failed: CL_PLATFORM_NOT_FOUND_KHR", "missing-library"),
+    # look-alikes: OpenCL refusing another call, or the same call with another error, is the runtime's
+    ("ggml_opencl: clCreateContext(properties, 1, &device, NULL, NULL, &err) error -6 at ggml-opencl.cpp:905",
+     "gpu-error"),
+    ("ggml_opencl: clGetPlatformIDs(NPLAT, platform_ids, &n_platforms) error -30 at ggml-opencl.cpp:784",
+     "gpu-error"),
+])
+def test_opencls_loader_finding_no_driver_is_a_missing_library(line, kind):
+    assert diagnose(line, exit_code=1).kind == kind
+
+
+def test_opencls_missing_driver_outranks_the_crash_after_it():
+    # order: what follows the refused platform query (an abort, a segfault) is its echo
+    inc = diagnose(_OPENCL_NO_PLATFORM, "GGML_ASSERT(0) failed", "Segmentation fault (core dumped)",
+                   signal="SIGSEGV")
+    assert inc.kind == "missing-library" and "-1001" in inc.evidence

@@ -1253,6 +1253,17 @@ _e("vulkan.no-driver", "missing-library", 75, _S,
    "the Vulkan loader found no driver (ICD) it can use: a Vulkan build without a Vulkan driver "
    "(none installed, MoltenVK absent, a container without the graphics capability)",
    r"vk::createInstance: ErrorIncompatibleDriver", r"vkCreateInstance.{0,40}VK_ERROR_INCOMPATIBLE_DRIVER")
+# The OpenCL counterpart: the Khronos ICD loader (OpenCL-ICD-Loader icd_dispatch.c, and the
+# vendors' loaders after it) answers clGetPlatformIDs with CL_PLATFORM_NOT_FOUND_KHR (-1001,
+# cl_khr_icd) when it loaded no vendor driver: no /etc/OpenCL/vendors/*.icd, or libraries they
+# name that are not there. ggml-opencl's CL_CHECK (CLBlast's of 2023, ggml-opencl.c/.cpp) prints it
+# as `ggml_opencl: clGetPlatformIDs(...) error -1001 at <file>:<line>` and stops
+# (llama.cpp#1561, #1979).
+_e("opencl.no-platform", "missing-library", 75, _S,
+   "CL_PLATFORM_NOT_FOUND_KHR (-1001) from clGetPlatformIDs, the Khronos OpenCL ICD loader, as "
+   "ggml-opencl's CL_CHECK prints it (2023; b11434 CL_CHECK)",
+   "the OpenCL loader found no driver (ICD) to load: an OpenCL build without an OpenCL driver",
+   r"clGetPlatformIDs\b.{0,80}\berror -1001\b", r"\bCL_PLATFORM_NOT_FOUND_KHR\b")
 _e("metal.library-missing", "missing-library", 75, _S,
    "older ggml-metal.m ggml_metal_init (2023-2024): `ggml-metal.metal` or `default.metallib` not "
    "found beside the program (NSCocoaErrorDomain Code=260)",
