@@ -781,7 +781,7 @@ def test_unsloths_failed_start_is_a_guess_and_the_missing_runtime_decides():
 
 
 # Widened from spent batch 15: llama.cpp's closing line, and the CLR's TypeLoadException and
-# AccessViolationException over a binding, are signs only (catalogue.py says why, from each
+# AccessViolationException over a binding, are signs only (the catalogue's wordings say why, from each
 # wording's source). Each test has its negative: the same lines in the other order, or with
 # the sign made decisive, must give another answer.
 _CLOSING = "llama_model_load_from_file_impl: failed to load model"
@@ -841,7 +841,7 @@ def test_a_batch_15_sign_never_outweighs_the_cause_in_either_order(lines, kind):
 
 # Widened from spent batch 16: ggml_init's check of its own malloc (`ctx->mem_buffer != NULL`)
 # is the host's allocation failing, and an `undefined symbol` that is glibc's own function is a
-# system too old for the build (catalogue.py says why, from ggml.c and glibc's Versions files).
+# system too old for the build (the catalogue's wordings say why, from ggml.c and glibc's Versions files).
 _MEM_BUFFER_OLD = "GGML_ASSERT: /home/ci/gpt4all-backend/llama.cpp-230511/ggml.c:4411: ctx->mem_buffer != NULL"
 _MEM_BUFFER_NEW = "D:/a/x/ggml/src/ggml.c:1685: GGML_ASSERT(ctx->mem_buffer != NULL) failed"
 _GETCPU = "OSError: /tmp/_MEIUwJ6Ds/koboldcpp_cublas.so: undefined symbol: getcpu"
@@ -1027,7 +1027,7 @@ def test_ollamas_tight_estimate_never_outweighs_a_failing_line_in_either_order()
 # memory and ROCm's VMM failing with memory free (koboldcpp-rocm#105, llama.cpp#11405), any
 # other HipVMM error is a GPU runtime error, and LLamaSharp's RuntimeError, which drops the
 # loader's reason, is open between a missing library and a system too old (LLamaSharp#285);
-# catalogue.py says why, from vendors/hip.h, llama.cpp#11420 and LLamaSharp's NativeApi.
+# the catalogue's wordings say why, from vendors/hip.h, llama.cpp#11420 and LLamaSharp's NativeApi.
 # Jan's engine.dll failure whose reason FormatMessage lost (janhq/jan#4149) stays a sign.
 _HIP_VMM_OOM = "ggml/src/ggml-cuda/ggml-cuda.cu:444: HipVMM Failure: out of memory"  # koboldcpp-rocm#105
 _HIP_MALLOC_OOM = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 9000.00 MiB on device 0: "

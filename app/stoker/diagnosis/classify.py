@@ -353,7 +353,7 @@ def exit_from_log(lines: Iterable[str]) -> tuple[int | None, str | None, str | N
 
 
 # The wordings, their kinds and their root-cause order live in the catalogue
-# (stoker/diagnosis/catalogue.py) and the verdict (stoker/diagnosis/evidence.py). Their ranks
+# (stoker/diagnosis/wordings/, joined by catalogue.py) and the verdict (stoker/diagnosis/evidence.py). Their ranks
 # keep this module's earlier priorities: 90 the build cannot run here (driver older than the
 # toolkit, no kernel for this architecture), 88 a lost RPC worker, 85 the drafter, 80 a device
 # ran out of memory, 79 the kernel's OOM killer, 78 system memory, 77 the C/C++ runtime too
