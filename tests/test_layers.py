@@ -39,6 +39,7 @@ PURE = frozenset({
     "stoker.diagnosis.catalogue",
     "stoker.diagnosis.classify",
     "stoker.diagnosis.evidence",
+    "stoker.diagnosis.exit_codes",
     "stoker.diagnosis.log_lines",
     "stoker.diagnosis.silent_fallbacks",
     "stoker.diagnosis.wrapper_memory",

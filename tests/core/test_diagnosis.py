@@ -12,10 +12,9 @@ from stoker.diagnosis.classify import (
     ExitReport,
     Incident,
     classify_exit,
-    describe_exit_code,
-    ntstatus_of,
     report_from_engine_exit,
 )
+from stoker.diagnosis.exit_codes import describe_exit_code, ntstatus_of
 from stoker.diagnosis.log_lines import strip_log_prefix
 from stoker.diagnosis.silent_fallbacks import gpu_unused_from_log
 from stoker.engines.engine_exit import EngineExit

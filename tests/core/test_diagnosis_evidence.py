@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.diagnosis import catalogue, classify, evidence, silent_fallbacks
+from stoker.diagnosis import catalogue, classify, evidence, exit_codes, silent_fallbacks
 from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log
 from stoker.diagnosis.evidence import ORDER, LoadPlace, decide, draft_scoped, gather, rule_between
 from stoker.diagnosis.log_lines import backend_from_log, strip_log_prefix
@@ -3164,12 +3164,12 @@ def test_pythons_faulthandler_names_the_signal_that_ended_the_process():
     # spending batch 57: LibrePhotos#1499, llama-cpp-python's library loaded in a container on a CPU
     # without the instructions the prebuilt used
     line = "backend   | Fatal Python error: Illegal instruction"
-    assert classify.exit_from_log(["backend   | ", line])[:2] == (None, "SIGILL")
+    assert exit_codes.exit_from_log(["backend   | ", line])[:2] == (None, "SIGILL")
     assert diagnose(line, "backend   | Current thread 0x00007f56f8595080 (most recent call first):").kind \
         == "illegal-instruction"
-    assert classify.exit_from_log(["Fatal Python error: Segmentation fault"])[1] == "SIGSEGV"
+    assert exit_codes.exit_from_log(["Fatal Python error: Segmentation fault"])[1] == "SIGSEGV"
     # look-alike: the interpreter's own start-up failure names no signal
-    assert classify.exit_from_log(["Fatal Python error: init_fs_encoding: failed to get the Python "
+    assert exit_codes.exit_from_log(["Fatal Python error: init_fs_encoding: failed to get the Python "
                                    "codec of the filesystem encoding"]) == (None, None, None)
     # order: a line naming its cause outranks the signal the crash then took
     assert diagnose("OSError: libcuda.so.1: cannot open shared object file: No such file or directory",
@@ -3845,7 +3845,7 @@ def test_nvmls_refinement_of_a_kept_device_is_not_a_dropped_device():
     ("Illegal instruction (core dumped)", "SIGILL"),
 ])
 def test_bashs_padded_job_line_names_the_signal(line, signal):
-    assert classify.exit_from_log((line,))[1] == signal
+    assert exit_codes.exit_from_log((line,))[1] == signal
 
 
 @pytest.mark.parametrize("line", [
@@ -3854,7 +3854,7 @@ def test_bashs_padded_job_line_names_the_signal(line, signal):
     "Illegal instruction handler installed",
 ])
 def test_prose_starting_with_a_signals_words_names_no_signal(line):
-    assert classify.exit_from_log((line,))[1] is None
+    assert exit_codes.exit_from_log((line,))[1] is None
 
 
 def test_a_padded_job_line_is_the_exit_and_a_named_cause_still_decides():
@@ -3878,7 +3878,7 @@ def test_a_padded_job_line_is_the_exit_and_a_named_cause_still_decides():
     ("Command terminated by signal 4", "SIGILL"),
 ])
 def test_a_signal_named_in_a_launchers_words_for_the_end_is_read(line, signal):
-    assert classify.exit_from_log((line,))[1] == signal
+    assert exit_codes.exit_from_log((line,))[1] == signal
 
 
 @pytest.mark.parametrize("line", [
@@ -3888,7 +3888,7 @@ def test_a_signal_named_in_a_launchers_words_for_the_end_is_read(line, signal):
     "terminated. See the signal SIGUSR1 handler",  # another sentence
 ])
 def test_a_signal_sent_or_received_names_no_end(line):
-    assert classify.exit_from_log((line,))[1] is None
+    assert exit_codes.exit_from_log((line,))[1] is None
 
 
 def test_a_launchers_signal_is_the_exit_and_a_named_cause_still_decides():
@@ -3993,12 +3993,12 @@ def test_ollama_finding_a_gpu_on_a_cpu_without_avx_leaves_the_gpu_unused_and_say
     ("Trace/BPT trap: 5", "SIGTRAP"),
 ])
 def test_macos_bashs_numbered_signal_words_name_the_signal(line, signal):
-    assert classify.exit_from_log((line,))[1] == signal
+    assert exit_codes.exit_from_log((line,))[1] == signal
 
 
 @pytest.mark.parametrize("line", ["Killed: 3 processes", "Illegal instruction: 44", "Segmentation fault: the pointer"])
 def test_a_signals_words_with_another_number_are_prose(line):
-    assert classify.exit_from_log((line,))[1] is None
+    assert exit_codes.exit_from_log((line,))[1] is None
 
 
 def test_macos_bashs_signal_line_is_the_exit_and_a_named_cause_still_decides():

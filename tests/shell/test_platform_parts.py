@@ -21,7 +21,7 @@ import time
 import psutil
 import pytest
 
-from stoker.diagnosis.classify import signal_name
+from stoker.diagnosis.exit_codes import signal_name
 from stoker.engines import process
 from stoker.engines.process import (
     JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,

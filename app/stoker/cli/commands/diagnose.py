@@ -13,8 +13,9 @@ import json
 import sys
 from pathlib import Path
 
-from stoker.diagnosis.classify import classify_exit, report_from_log, signal_name
+from stoker.diagnosis.classify import classify_exit, report_from_log
 from stoker.diagnosis.evidence import draft_scoped, gather
+from stoker.diagnosis.exit_codes import signal_name
 from stoker.diagnosis.log_lines import strip_log_prefix
 from stoker.errors import UserError
 
