@@ -4878,7 +4878,10 @@ _LOADING_REPLY = ('Error: GET "http://localhost:8330/v1/models": 503 Service Una
     ("srv  load_model: loading model '/models/nemotron.gguf'", "unknown"),
 ])
 def test_a_client_that_ended_on_the_servers_loading_answer_gave_up_waiting(line, kind):
-    assert diagnose(line, exit_code=1).kind == kind
+    inc = diagnose(line, exit_code=1)
+    assert inc.kind == kind
+    if kind == "startup-timeout":
+        assert "/health" in inc.advice
 
 
 def test_a_crash_during_the_load_outranks_the_loading_answer_before_it():
@@ -4964,7 +4967,10 @@ _OPENCL_NO_PLATFORM = ("ggml_opencl: clGetPlatformIDs(NPLAT, platform_ids, &n_pl
      "gpu-error"),
 ])
 def test_opencls_loader_finding_no_driver_is_a_missing_library(line, kind):
-    assert diagnose(line, exit_code=1).kind == kind
+    inc = diagnose(line, exit_code=1)
+    assert inc.kind == kind
+    if kind == "missing-library":
+        assert "clinfo" in inc.advice  # the OpenCL driver to install, not the engine's libraries
 
 
 def test_opencls_missing_driver_outranks_the_crash_after_it():

@@ -445,6 +445,17 @@ _FIXED_WORDS: dict[str, tuple[str, str]] = {
 # Words for a deciding line whose catalogue entry says more than its kind's words (title, advice):
 # read when that entry decided and the kind stands. They change what a person reads, not the kind.
 _ENTRY_WORDS: dict[str, tuple[str, str]] = {
+    "opencl.no-platform": (
+        "The OpenCL build found no OpenCL driver: the OpenCL loader had no platform (ICD) to load "
+        "(CL_PLATFORM_NOT_FOUND_KHR, -1001).",
+        "Install the GPU vendor's OpenCL driver (on Linux its ICD file under /etc/OpenCL/vendors and the "
+        "library it names, e.g. intel-opencl-icd or mesa-opencl-icd) and check that `clinfo` lists the "
+        "GPU, or run a build for another backend or the CPU."),
+    "server.loading-model-reply": (
+        "A client asked the engine before its model had loaded, got its 503 `Loading model` answer and "
+        "gave up instead of waiting.",
+        "Let the client wait for the load: poll /health until it answers 200 (llama-server answers 503 "
+        "while it loads), or raise the client's timeout; a large model can take minutes to load."),
     "appimage.fuse-missing": (
         "The AppImage could not start: its runtime needs FUSE 2 (libfuse.so.2), which this system "
         "does not have.",
