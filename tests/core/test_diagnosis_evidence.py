@@ -18,6 +18,7 @@ from stoker.diagnosis import catalogue, classify, evidence, exit_codes, silent_f
 from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log
 from stoker.diagnosis.evidence import ORDER, LoadPlace, decide, draft_scoped, gather, rule_between
 from stoker.diagnosis.log_lines import backend_from_log, strip_log_prefix
+from stoker.diagnosis.wordings import runtime_tables
 
 
 def verdict(lines, order=ORDER):
@@ -155,8 +156,8 @@ def test_the_catalogue_is_well_formed():
         assert e.kind in known, e.name
         assert e.source and e.proves, e.name
     assert rule_between("system-too-old", "missing-library").name == "versioned-symbol-over-cannot-open"
-    assert catalogue.CUDA_ERRORS["cudaErrorInsufficientDriver"] == (35, "cuda-driver-too-old")
-    assert catalogue.VK_RESULTS["VK_ERROR_DEVICE_LOST"][0] == -4
+    assert runtime_tables.CUDA_ERRORS["cudaErrorInsufficientDriver"] == (35, "cuda-driver-too-old")
+    assert runtime_tables.VK_RESULTS["VK_ERROR_DEVICE_LOST"][0] == -4
 
 
 # ------------------------------------------------------------- the misreadings

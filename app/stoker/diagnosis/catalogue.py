@@ -41,16 +41,6 @@ from stoker.diagnosis.wordings import (
 )
 from stoker.diagnosis.wordings.build_faults import DRAFTER_DROPPED
 from stoker.diagnosis.wordings.entry import Entry, Strength
-from stoker.diagnosis.wordings.runtime_tables import (
-    CUDA_DRIVER_ERRORS,
-    CUDA_ERROR_STRINGS,
-    CUDA_ERRORS,
-    HIP_ERRORS,
-    KIND_RANK,
-    METAL_ERRORS,
-    SYCL_ERRORS,
-    VK_RESULTS,
-)
 
 if TYPE_CHECKING:  # typeshed stubs these modules under their old public names only
     import sre_constants as _sre
@@ -59,8 +49,7 @@ else:
     import re._constants as _sre  # the parsed-pattern opcodes, to find each pattern's literals
     import re._parser as _sre_parse
 
-__all__ = ["CUDA_DRIVER_ERRORS", "CUDA_ERRORS", "CUDA_ERROR_STRINGS", "DRAFTER_DROPPED", "ENTRIES", "HIP_ERRORS",
-           "KIND_RANK", "METAL_ERRORS", "SYCL_ERRORS", "VK_RESULTS", "Entry", "Strength", "entry", "matches"]
+__all__ = ["DRAFTER_DROPPED", "ENTRIES", "Entry", "Strength", "entry", "matches"]
 
 # The families in the order the root-cause ranks were written in; matching sorts by rank and
 # name, so the order only fixes ENTRIES' own.

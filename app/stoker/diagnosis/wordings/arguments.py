@@ -9,7 +9,7 @@ from __future__ import annotations
 from stoker.diagnosis.wordings.entry import B11434 as _B
 from stoker.diagnosis.wordings.entry import Strength, Wordings
 
-_D, _S, _W = Strength.DECISIVE, Strength.STRONG, Strength.WEAK
+_D, _S = Strength.DECISIVE, Strength.STRONG
 _wordings = Wordings()
 _e = _wordings.add
 

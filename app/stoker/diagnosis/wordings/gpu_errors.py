@@ -13,7 +13,7 @@ from stoker.diagnosis.wordings.entry import B11434 as _B
 from stoker.diagnosis.wordings.entry import Strength, Wordings
 from stoker.diagnosis.wordings.runtime_tables import CUDA_ERROR_STRINGS
 
-_D, _S, _W = Strength.DECISIVE, Strength.STRONG, Strength.WEAK
+_D, _S = Strength.DECISIVE, Strength.STRONG
 _wordings = Wordings()
 _e = _wordings.add
 

@@ -11,7 +11,7 @@ import re
 
 from stoker.diagnosis.wordings.entry import Strength, Wordings
 
-_D, _S, _W = Strength.DECISIVE, Strength.STRONG, Strength.WEAK
+_D, _S = Strength.DECISIVE, Strength.STRONG
 _wordings = Wordings()
 _e = _wordings.add
 
