@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.diagnosis import catalogue, classify, evidence, exit_codes, silent_fallbacks
+from stoker.diagnosis import catalogue, classify, crash_reports, evidence, exit_codes, silent_fallbacks
 from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log
 from stoker.diagnosis.evidence import ORDER, LoadPlace, decide, draft_scoped, gather, rule_between
 from stoker.diagnosis.log_lines import backend_from_log, strip_log_prefix
@@ -4552,8 +4552,14 @@ _CONTEXT = ("llama_init_from_gpt_params: error: failed to create context with mo
 
 
 def test_a_context_that_failed_after_metals_pipelines_did_not_compile_is_not_read_as_memory():
-    # llama.cpp#3423 (an Intel Mac's AMD GPU): nothing was allocated when the context failed
+    # llama.cpp#3423 (an Intel Mac's AMD GPU): nothing was allocated when the context failed; the AMD
+    # driver's shader compiler failing on a kernel is a build without a kernel for this GPU (since
+    # batch 84), and a pipeline error without those words stays open
     inc = diagnose(*_METAL_PIPELINE, *_CONTEXT, os="darwin", backend="metal")
+    assert inc.kind == "no-kernel-image"
+    unsaid = tuple(x.replace("SC compilation failure", "Compiler encountered an internal error")
+                   for x in _METAL_PIPELINE)
+    inc = diagnose(*unsaid, *_CONTEXT, os="darwin", backend="metal")
     assert inc.kind == "unknown" and "system-too-old" in inc.candidates
     # b11434's wording of one pipeline that did not compile reads the same way
     b11434 = ("ggml_metal_library_compile_pipeline: failed to compile pipeline: base = 'kernel_mul_mm_f16_f32', "
@@ -4979,3 +4985,132 @@ def test_opencls_missing_driver_outranks_the_crash_after_it():
     inc = diagnose(_OPENCL_NO_PLATFORM, "GGML_ASSERT(0) failed", "Segmentation fault (core dumped)",
                    signal="SIGSEGV")
     assert inc.kind == "missing-library" and "-1001" in inc.evidence
+
+
+# ---- widened after batch 84 (spent): Ollama refusing an AMD card, LocalAI's relayed lines, a crash
+# inside the GPU driver, Metal kernels an AMD Mac cannot compile, and a GGML-era model file
+
+_OLLAMA_REFUSES_GFX1031 = (
+    'time=2025-01-29T21:15:25.522-03:00 level=WARN source=amd_linux.go:378 msg="amdgpu is not supported '
+    '(supported types:[gfx1030 gfx1100 gfx900 gfx906])" gpu_type=gfx1031 gpu=0 library=/opt/rocm/lib')
+
+
+@pytest.mark.parametrize("line, kind", [
+    (_OLLAMA_REFUSES_GFX1031, "gpu-unused"),
+    # Ollama 0.1.3x's wording of the same refusal, which names the build as lacking the card's code
+    ('time=2024-04-01T10:00:00.000Z level=WARN source=amd_linux.go:296 msg="amdgpu [0] gfx1031 is not supported '
+     'by /opt/rocm/lib [gfx1030 gfx1100]"', "no-kernel-image"),
+])
+def test_ollama_refusing_an_amd_card_is_read_whatever_build_the_log_shows(line, kind):
+    # ollama#8679: the log names no backend, and the card found and refused still goes unused
+    tail = (line, 'time=2025-01-29T21:15:25.522-03:00 level=INFO source=gpu.go:392 msg="no compatible GPUs '
+            'were discovered"')
+    assert diagnose(*tail).kind == kind
+    # look-alike: a stated CPU build never meant to use the card
+    assert diagnose(*tail, backend="cpu").kind == "unknown"
+
+
+def test_localais_relay_of_its_backends_line_is_read_as_the_engines_line():
+    relayed = ("2023-09-27 07:04:22 12:04AM DBG GRPC(open-llama-3b-q4_0.bin-127.0.0.1:34155): stderr "
+               "SIGILL: illegal instruction")
+    assert strip_log_prefix(relayed) == "SIGILL: illegal instruction"
+    # mudler/LocalAI#1108: the Go runtime's banner, relayed, is the CPU lacking AVX2
+    assert diagnose(relayed, "PC=0x89fedc m=3 sigcode=2", "signal arrived during cgo execution").kind \
+        == "illegal-instruction"
+    # look-alikes: LocalAI's own words about the process are not relayed lines
+    own = "12:04AM DBG GRPC Service for open-llama-3b-q4_0.bin will be running at: '127.0.0.1:34155'"
+    assert strip_log_prefix(own) == own
+    assert diagnose("12:04AM ERR server error SIGILL: illegal instruction").kind != "illegal-instruction"
+
+
+_GDB_IN_AMDVLK = ("Thread 1 received signal SIGSEGV, Segmentation fault.", "0x00007ffdc5fe5232 in ?? ()",
+                  r"   from C:\WINDOWS\System32\DriverStore\FileRepository\u0413647.inf_amd64\amdvlk64.dll",
+                  "(gdb) bt",
+                  r"#1  0x00007ffdfcdc83e3 in ?? () from C:\Program Files (x86)\FPS Monitor\tools\fpsmonvk64.dll")
+
+
+@pytest.mark.parametrize("lines", [
+    _GDB_IN_AMDVLK,  # llama.cpp#8828: an overlay's Vulkan layer crashing AMD's driver
+    ("Program received signal SIGSEGV, Segmentation fault.",
+     "0x00007fffe1a2b3c4 in ?? () from /lib/x86_64-linux-gnu/libcuda.so.1"),
+    ("Faulting application name: llama-server.exe, version: 0.0.0.0, time stamp: 0x674fb3c7",
+     "Faulting module name: nvcuda64.dll, version: 32.0.15.6094, time stamp: 0x66f5a1c4",
+     "Exception code: 0xc0000005"),
+])
+def test_a_crash_report_inside_the_gpu_driver_is_a_gpu_error(lines):
+    inc = diagnose(*lines, os="windows")
+    assert inc.kind == "gpu-error" and inc.rule == "sole-evidence"
+    assert "driver" in inc.title
+
+
+@pytest.mark.parametrize("lines", [
+    # the first frame in the C library or in the engine's own GPU backend: the engine's crash
+    ("Thread 1 received signal SIGSEGV, Segmentation fault.",
+     "0x00007ffff7a3c5f0 in ?? () from /lib/x86_64-linux-gnu/libc.so.6"),
+    ("Thread 1 received signal SIGSEGV, Segmentation fault.",
+     r"0x00007ffdc5fe5232 in ggml_vk_build_graph () from C:\llama\ggml-vulkan.dll"),
+    # the driver only further down the backtrace, past a frame of the engine's
+    ("Thread 1 received signal SIGSEGV, Segmentation fault.",
+     "0x0000555555a1b2c3 in llama_decode_impl (lctx=...) at src/llama.cpp:17000",
+     "#1  0x00007fffe1a2b3c4 in ?? () from /lib/x86_64-linux-gnu/libcuda.so.1"),
+    ("Faulting module name: ggml-cuda.dll, version: 0.0.0.0, time stamp: 0x674fb3c7",),
+])
+def test_a_crash_report_outside_the_gpu_driver_is_not_read_as_one(lines):
+    assert crash_reports.crashed_inside_a_gpu_driver(lines) is None
+    assert diagnose(*lines, os="windows").kind != "gpu-error"
+
+
+def test_memory_running_out_outranks_the_driver_crash_after_it():
+    oom = "ggml_vulkan: Device memory allocation of size 2147483648 failed."
+    lines = (oom, "ggml_vulkan: vk::Device::allocateMemory: ErrorOutOfDeviceMemory") + _GDB_IN_AMDVLK
+    assert diagnose(*lines, os="windows", backend="vulkan").kind == "vulkan-oom"
+    # order: the report is read like a figure, so the stated allocation failure outranks it, and
+    # so does the memory-before-the-device-error rule; with both reversed the crash would win
+    pieces = draft_scoped(lines, gather(lines, strip_log_prefix))
+    assert decide(pieces, ORDER, reason_over_figure=False).kind == "vulkan-oom"
+    assert decide(pieces, flipped("device-lost-is-the-allocation"), reason_over_figure=False).kind == "gpu-error"
+
+
+_METAL_SC_FAILURE = ("ggml_metal_init: loaded kernel_mul_mm_f16_f32                         0x0 | th_max =    0 | "
+                     "th_width =    0",
+                     'ggml_metal_init: load pipeline error: Error Domain=CompilerError Code=2 "SC compilation '
+                     'failure',
+                     "There is a call to an undefined label\" UserInfo={NSLocalizedDescription=SC compilation failure",
+                     "llama_new_context_with_model: ggml_metal_init() failed",
+                     "llama_init_from_gpt_params: error: failed to create context with model './m.gguf'")
+
+
+def test_a_metal_kernel_an_amd_macs_gpu_cannot_compile_is_no_kernel_image():
+    # llama.cpp#1730, #3423: AMD GPUs of Intel Macs and 2023's simdgroup-matrix kernels
+    inc = diagnose(*_METAL_SC_FAILURE, os="darwin")
+    assert inc.kind == "no-kernel-image" and "SC compilation failure" in inc.evidence
+    assert "Vulkan" in inc.advice
+    # look-alike: a pipeline error on Apple's own GPU without the AMD compiler's words stays a sign
+    apple = ('ggml_metal_init: load pipeline error: Error Domain=AGXMetalG13X Code=3 "Compiler encountered '
+             'an internal error"', "llama_new_context_with_model: ggml_metal_init() failed")
+    assert diagnose(*apple, os="darwin").kind != "no-kernel-image"
+    # the line's own weaker reading (a Metal library that did not compile: an older macOS) loses
+    # to the compiler's words on the same line
+    assert [e.name for e in catalogue.matches(_METAL_SC_FAILURE[1])][:2] == [
+        "metal.kernel-not-for-this-gpu", "metal.library-compile"]
+
+
+_BINDING_ASSERT = ('  File "C:\\Python311\\Lib\\site-packages\\llama_cpp\\llama.py", line 323, in __init__',
+                   "    assert self.model is not None", "AssertionError")
+
+
+def test_a_ggml_era_model_file_that_failed_to_load_is_the_model():
+    # llama2-webui#67: a ggmlv3 .bin under a GGUF-era llama-cpp-python, which only asserts
+    named = ("Use default llama.cpp model path: ./models/llama-2-7b-chat.ggmlv3.q4_0.bin",) + _BINDING_ASSERT
+    inc = diagnose(*named, os="windows")
+    assert inc.kind == "bad-model" and "ggmlv3" in inc.evidence and "GGUF" in inc.advice
+    assert diagnose("loading model from ./models/7B/ggml-model-q4_0.bin", *_BINDING_ASSERT).kind == "bad-model"
+    # look-alikes: a GGUF file, or no file named, leaves the binding's assert a sign only
+    gguf = ("Use default llama.cpp model path: ./models/llama-2-7b-chat.Q4_0.gguf",) + _BINDING_ASSERT
+    assert diagnose(*gguf, os="windows").kind == "unknown"
+    assert diagnose(*_BINDING_ASSERT, os="windows").kind == "unknown"
+    # a GGML file beside a stated cause is that cause's
+    oom = ("loading model from ./models/llama-2-7b.ggmlv3.q4_0.bin",
+           "ggml_cuda_host_malloc: failed to allocate 4096.00 MiB of pinned memory: out of memory",
+           "CUDA error 2 at ggml-cuda.cu:6000: out of memory") + _BINDING_ASSERT
+    assert diagnose(*oom, backend="cuda").kind == "cuda-oom"

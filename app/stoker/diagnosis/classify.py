@@ -250,6 +250,23 @@ def _folder(path: str) -> str:
     return re.split(r"[\\/](?=[^\\/]*$)", path.strip().strip("'\""))[0].replace("\\", "/").lower()
 
 
+# A model file named as GGML's own formats were (`llama-2-7b-chat.ggmlv3.q4_0.bin`, the uploads of
+# 2023; `ggml-model-q4_0.bin`, convert.py's default): GGUF replaced them in August 2023 (llama.cpp#2398,
+# merged on 21 August, the bindings within days), and llama.cpp has not read them since (koboldcpp
+# alone kept a legacy loader). A load that failed with nothing but a wrapper's generic words
+# (llama-cpp-python's `assert self.model is not None`) then failed on the file's format
+# (llama2-webui#67, where the maintainer pinned the last GGML-era binding).
+_GGML_ERA_FILE = re.compile(r"\.ggmlv[1-3]\.[\w.-]*\.bin\b|\bggml-model-[\w.-]*\.bin\b", re.IGNORECASE)
+_GGML_ERA_FILE_RULE = "a-ggml-era-model-file-that-failed-to-load"
+
+
+def _ggml_era_file_failed(weak: tuple[Evidence, ...], lines: tuple[str, ...]) -> str | None:
+    """The line naming a GGML-era model file, when the log's only signs are a generic load failure."""
+    if [p.kind for p in weak] != ["bad-model"]:
+        return None
+    return next((strip_log_prefix(raw).strip() for raw in lines if _GGML_ERA_FILE.search(raw)), None)
+
+
 _GPU_LEFT_FOR_THE_CPU_RULE = "gpu-left-for-a-cpu-without-avx"
 # Words for a rule that says more than its kind's words (title, advice).
 _RULE_WORDS = {
@@ -263,6 +280,11 @@ _RULE_WORDS = {
         "install sits beside the new one and is loaded with it.",
         "Remove the engine's library folder and install again (for Ollama: uninstall, delete the "
         "lib/ollama folder that remains, then install), so one copy of each backend is left."),
+    _GGML_ERA_FILE_RULE: (
+        "The model file is in GGML's old format (a .bin from before GGUF), which this engine no longer "
+        "reads, and its load failed.",
+        "Download the model as a .gguf file (the same model is almost always published in GGUF), or "
+        "convert it with llama.cpp's convert_llama_ggml_to_gguf.py."),
     _GPU_LEFT_FOR_THE_CPU_RULE: (
         "The GPU was found but left unused: the wrapper's GPU runners need AVX, which this CPU does "
         "not have, so the model runs on the CPU.",
@@ -316,6 +338,13 @@ def _scan(lines: tuple[str, ...]) -> tuple[_Match | None, Verdict]:
     if verdict.winner is None or verdict.kind is None:
         return None, verdict
     return _Match(verdict.kind, verdict.winner.line, verdict.winner.rank, verdict), verdict
+
+
+def _signs_title(weak: tuple[Evidence, ...]) -> str:
+    """Only signs that follow many causes (a wrapper's "Failed to load model"): shown as candidates,
+    never named, since a confident wrong kind sends the user the wrong way."""
+    signs = "; ".join(f"{p.kind} ({_short(p.line, 120)})" for p in weak)
+    return f"The log shows only signs that follow many causes: {signs}; Stoker does not name a kind from them."
 
 
 def _weak_candidates(verdict: Verdict) -> tuple[Evidence, ...]:
@@ -445,6 +474,17 @@ _FIXED_WORDS: dict[str, tuple[str, str]] = {
 # Words for a deciding line whose catalogue entry says more than its kind's words (title, advice):
 # read when that entry decided and the kind stands. They change what a person reads, not the kind.
 _ENTRY_WORDS: dict[str, tuple[str, str]] = {
+    "metal.kernel-not-for-this-gpu": (
+        "This Mac's GPU (an AMD or Intel GPU, not Apple's own) cannot compile one of the engine's Metal "
+        "kernels, so the Metal backend could not start.",
+        "Update the engine (newer builds skip the kernels this GPU cannot run), or run without the GPU "
+        "(0 GPU layers) or with a Vulkan (MoltenVK) build."),
+    "gpu.driver-crash-report": (
+        "The engine crashed inside the GPU driver's own library (the crash report names it), not in "
+        "the engine's code.",
+        "Update or reinstall the GPU driver. A program that hooks into the GPU (an overlay, an FPS "
+        "monitor, a screen recorder) loads its own layer into the driver: close or uninstall it and "
+        "try again; if it repeats, run a build for another backend or the CPU."),
     "opencl.no-platform": (
         "The OpenCL build found no OpenCL driver: the OpenCL loader had no platform (ICD) to load "
         "(CL_PLATFORM_NOT_FOUND_KHR, -1001).",
@@ -877,14 +917,11 @@ def classify_exit(report: ExitReport) -> Incident:
                      "reason: an out-of-memory and a GPU fault end the same way; Stoker does not guess.")
             advice = _words(kind, report, None)[1]
     weak = _weak_candidates(verdict) if kind == "unknown" and not candidates else ()
+    if (ggml_file := _ggml_era_file_failed(weak, tail)) is not None:
+        kind, evidence, rule, weak, (title, advice) = ("bad-model", ggml_file, _GGML_ERA_FILE_RULE, (),
+                                                        _RULE_WORDS[_GGML_ERA_FILE_RULE])
     if weak:
-        # Only signs that follow many causes (a wrapper's "Failed to load model"): shown as
-        # candidates, never named, since a confident wrong kind sends the user the wrong way.
-        candidates = tuple(p.kind for p in weak)
-        signs = "; ".join(f"{p.kind} ({_short(p.line, 120)})" for p in weak)
-        title = (f"The log shows only signs that follow many causes: {signs}; Stoker does not "
-                 f"name a kind from them.")
-        evidence = evidence or weak[0].line
+        candidates, title, evidence = tuple(p.kind for p in weak), _signs_title(weak), evidence or weak[0].line
     counts = (kind in BUILD_FAULT_KINDS
               or (kind in STARTUP_CRASH_KINDS and report.phase == "starting"
                   and not report.signalled_by_us))

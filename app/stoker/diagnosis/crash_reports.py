@@ -1,10 +1,11 @@
-"""Windows' own crash reports, read for fields that only mean something together.
+"""Crash reports, Windows' own and a debugger's, read for fields that only mean something together.
 
 When a program faults, Windows Error Reporting writes an APPCRASH signature (`Sig[3].Value=` the
 faulting module, `Sig[4].Value=` its version, `Sig[6].Value=` the exception code) and the
 Application log an event 1000 (`Faulting module name: X, version: V` / `Exception code: 0x…` as
 text, or `<Data>` fields in that order as XML). Users paste these when an engine dies without a
-word of its own (a Windows llama-box or llama-server that only exits).
+word of its own (a Windows llama-box or llama-server that only exits). gdb's stop report names
+the signal on one line and the frame it stopped in, with that frame's library, on the next.
 
 Pure: log lines in, the index of the line a reading rests on (or None) out. It must not decide a
 kind; the catalogue entry cited with it (evidence.py) says what it proves.
@@ -41,5 +42,54 @@ def old_msvc_runtime_faulted(lines: Iterable[str]) -> int | None:
         version = next((m for m in map(_VERSION.search, after[:3]) if m is not None), None)
         if (version is not None and int(version.group(1)) < FIRST_RUNTIME_OF_THE_NEW_STL
                 and any(_ACCESS_VIOLATION.search(x) for x in after)):
+            return i
+    return None
+
+
+# A GPU vendor's driver or runtime library, by file name: NVIDIA's CUDA driver, OpenGL/Vulkan and D3D
+# user-mode drivers; AMD's Vulkan driver (AMDVLK), HIP runtime, HSA runtime, code-object compiler,
+# OpenCL and D3D/OpenGL drivers; Intel's Vulkan and OpenCL drivers, graphics compiler and Level Zero
+# driver; Mesa's Vulkan drivers. Not the engine's own GPU backend (ggml-cuda.dll), whose crash is ggml's.
+_GPU_DRIVER_MODULE = re.compile(
+    r"(?:^|[\\/])(?:nvcuda(?:64)?\.dll|nvoglv(?:32|64)\.dll|nvwgf2umx(?:_cfg)?\.dll|libcuda\.so[.\d]*"
+    r"|libnvidia-[\w-]+\.so[.\d]*|amdvlk(?:32|64)\.(?:dll|so)|amdhip64(?:_\d+)?\.dll|libamdhip64\.so[.\d]*"
+    r"|libhsa-runtime64\.so[.\d]*|amd_comgr\w*\.dll|libamd_comgr\.so[.\d]*|amdxc(?:32|64)\.dll"
+    r"|atig6pxx\.dll|atiumd\w*\.dll|amdocl\w*\.dll|libamdocl\w*\.so|igvk(?:32|64)\.dll|igc(?:32|64)\.dll"
+    r"|igdrcl\w*\.dll|ze_intel_gpu\w*\.dll|libze_intel_gpu\.so[.\d]*|libigc\.so[.\d]*"
+    r"|libvulkan_(?:radeon|intel|nouveau)\.so)$", re.IGNORECASE)
+# gdb's stop on a fault (`Thread 1 received signal SIGSEGV, Segmentation fault.`, `Program received
+# signal SIGBUS, …`), then the frame it stopped in: `0x… in ?? () from <library>`, or with `#0 ` as a
+# backtrace's first line; gdb writes ` from <library>` on a line of its own when the frame is long
+# (llama.cpp#8828: amdvlk64.dll under an overlay's Vulkan layer).
+_DEBUGGER_STOP = re.compile(r"\breceived signal SIG(?:SEGV|BUS|ILL|FPE)\b")
+_FIRST_FRAME = re.compile(r"^\s*(?:#0\s+)?0x[0-9a-f]+ in ", re.IGNORECASE)
+_FRAME_LIBRARY = re.compile(r"(?:^|\s)from\s+(.+?)\s*$")
+_LINES_TO_THE_FRAME = 4
+# The faulting module in Windows' report, as text or as WER's signature.
+_REPORTED_MODULE = re.compile(r"(?:Faulting module name:|Sig\[3\]\.Value=)\s*([^\s,]+)", re.IGNORECASE)
+
+
+def _stopped_in(lines: tuple[str, ...], stop: int) -> tuple[int, str] | None:
+    """The line naming the library of the first frame after a debugger's stop line, and that
+    library; else None."""
+    for j in range(stop + 1, min(stop + 1 + _LINES_TO_THE_FRAME, len(lines))):
+        if _FIRST_FRAME.search(lines[j]):
+            here = _FRAME_LIBRARY.search(lines[j])
+            if here is None and j + 1 < len(lines) and lines[j + 1].lstrip().startswith("from "):
+                j, here = j + 1, _FRAME_LIBRARY.search(lines[j + 1])
+            return (j, here.group(1)) if here is not None else None
+    return None
+
+
+def crashed_inside_a_gpu_driver(lines: Iterable[str]) -> int | None:
+    """The line of a crash report (the frame gdb stopped in, Windows' faulting module) that puts
+    the fault in a GPU vendor's driver or runtime library, else None."""
+    lines = tuple(lines)
+    for i, line in enumerate(lines):
+        if _DEBUGGER_STOP.search(line):
+            frame = _stopped_in(lines, i)
+            if frame is not None and _GPU_DRIVER_MODULE.search(frame[1]):
+                return frame[0]
+        elif (m := _REPORTED_MODULE.search(line)) is not None and _GPU_DRIVER_MODULE.search(m.group(1)):
             return i
     return None

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from enum import Enum
 
 from stoker.diagnosis.catalogue import DRAFTER_DROPPED, Entry, Strength, entry, matches
-from stoker.diagnosis.crash_reports import old_msvc_runtime_faulted
+from stoker.diagnosis.crash_reports import crashed_inside_a_gpu_driver, old_msvc_runtime_faulted
 from stoker.diagnosis.wrapper_memory import host_share_near_free, lmstudio_ram_exhausted, size_in_bytes
 
 MEMORY = frozenset({"gpu-oom", "device-oom", "cuda-oom", "rocm-oom", "vulkan-oom", "metal-oom", "host-oom"})
@@ -273,6 +273,7 @@ _FIGURES: tuple[tuple[Callable[[Iterable[str]], int | None], str], ...] = (
     (host_share_near_free, "ollama.estimate-host-tight"),
     # (not a wrapper's: Windows' crash report, whose fields are read together the same way)
     (old_msvc_runtime_faulted, "windows.msvc-runtime-too-old"),
+    (crashed_inside_a_gpu_driver, "gpu.driver-crash-report"),
 )
 
 

@@ -14,12 +14,15 @@ import re
 from collections.abc import Iterable, Iterator
 
 _PREFIX = re.compile(r"^\s*(?:\[\d+\]\s+)?\d+\.\d+\.\d+\.\d+\s+[IWED]\s+")
+# LocalAI (pkg/model, 2023 to 2026) tails its gRPC backend's stderr and stdout and logs each line as
+# `GRPC(<model>-<address>): stderr <line>` after its own time and level: the engine's line, relayed.
+_LOCALAI_RELAY = re.compile(r"^.*?\bGRPC\(.*?\): std(?:err|out) ")
 
 
 def strip_log_prefix(line: str) -> str:
     """`0.00.204.629 E msg` -> `msg` (llama-server's time-since-start and level; a router
-    child's `[pid] ` in front of it too)."""
-    return _PREFIX.sub("", line.rstrip("\r\n"))
+    child's `[pid] ` in front of it too); LocalAI's relay of its backend's line likewise."""
+    return _PREFIX.sub("", _LOCALAI_RELAY.sub("", line.rstrip("\r\n"), count=1))
 
 
 def backend_from_log(lines: Iterable[str]) -> str | None:

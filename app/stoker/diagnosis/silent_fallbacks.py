@@ -88,6 +88,11 @@ _WRAPPER_LEFT_THE_GPU = re.compile(
 # AMD device (under WSL 2 the GPU sits behind the driver, ollama#4659). Ollama's Linux releases
 # carry GPU runners, so it counts when no build is stated; a stated CPU build never meant to use a GPU.
 _OLLAMA_INSTALL_FOUND_NO_GPU = re.compile(r"No NVIDIA(/AMD)? GPU detected\. Ollama will run in CPU-only mode")
+# Ollama's AMD discovery (gpu/amd_linux.go, amd_windows.go 0.1.3x-0.5; discover/ after) names a card
+# it found and refuses, against the gfx list of the ROCm libraries it ships: the card exists and
+# goes unused whatever build the log shows (ollama#8679, an install whose log names no backend). As
+# with the installer's line, a stated CPU build never meant to use it.
+_OLLAMA_REFUSED_AN_AMD_CARD = re.compile(rf"amdgpu is not supported \(supported types|{_OLLAMA_AMDGPU_NOT_SUPPORTED}")
 
 
 # Ollama gpu/, discover/ gpu_info_nvcuda.c and gpu_info_cudart.c (0.1.3x-0.12): the driver library
@@ -215,12 +220,10 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
         if gpu_build and re.search(r"no usable GPU found|failed to initialize CUDA"
                                    r"|failed to initialize (ROCm|HIP)|no CUDA devices found"
                                    r"|ggml_vulkan: No devices found|no compatible GPUs were discovered"
-                                   r"|amdgpu is not supported \(supported types"
                                    # Ollama discover/types.go (2025 to 2026) logs the CPU as its one
                                    # `inference compute` only when discovery found no GPU device
                                    # (`id=cpu`; `id=0` after 0.5's `no compatible GPUs were discovered`)
                                    r"|msg=\"?inference compute\"? id=\S+ library=cpu\b"
-                                   rf"|{_OLLAMA_AMDGPU_NOT_SUPPORTED}"
                                    # ggml-vulkan.cpp (b11434): the only Vulkan device is a
                                    # software one (llvmpipe/lavapipe): no GPU driver in use
                                    r"|ggml_vulkan: Warning: Device type is CPU"
@@ -234,7 +237,7 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
                                    # (llama.cpp#11957: an Adreno build serving from the CPU)
                                    r"|^create_backend: using CPU backend", line):
             return line
-        if backend != "cpu" and _OLLAMA_INSTALL_FOUND_NO_GPU.search(line):
+        if backend != "cpu" and (_OLLAMA_INSTALL_FOUND_NO_GPU.search(line) or _OLLAMA_REFUSED_AN_AMD_CARD.search(line)):
             return line
         if _ollama_nvidia_discovery_failed(line, backend):
             return line  # Ollama's discovery: the NVIDIA driver or device it found did not start

@@ -38,6 +38,15 @@ _e("gpu.runtime-segfault", "gpu-error", 40, _S,
    "the process crashed inside the GPU vendor's runtime or driver library",
    r"segfault at \S+ ip \S+ (sp \S+ )?error \d+ in (libamd_comgr|libamdhip64|libhsa-runtime64"
    r"|libcuda|libnvidia-\w+|libcudart|libcublas(Lt)?|libvulkan_\w+|libamdvlk\w*|libze_\w+|libigc)\b")
+# The same fault in the reports a user pastes when the engine said nothing: gdb's stop in a frame of
+# the driver's library, Windows' faulting module (crash_reports.crashed_inside_a_gpu_driver reads
+# the two lines together; llama.cpp#8828, a SIGSEGV in amdvlk64.dll).
+_e("gpu.driver-crash-report", "gpu-error", 40, _S,
+   "gdb's stop report (`received signal SIGSEGV`, then the frame's ` from <library>`); Windows Error "
+   "Reporting and the Application log's event 1000 (`Faulting module name`, `Sig[3].Value`); the GPU "
+   "vendors' driver library names",
+   "the process crashed inside the GPU vendor's driver or runtime library",
+   r"(?!)")
 _e("gpu.device-lost", "gpu-error", 41, _S,
    f"ggml/src/ggml-vulkan/ggml-vulkan.cpp, {_B} (`device lost`); VK_ERROR_DEVICE_LOST (-4); "
    "Level Zero ZE_RESULT_ERROR_DEVICE_LOST",
