@@ -127,9 +127,6 @@ _e("gpu.invalid-kernel-image", "no-kernel-image", 90, _S,
    "their strings (`ROCm error: device kernel image is invalid`)",
    "the build's GPU code for this device would not load",
    r"device kernel image is invalid", r"\b(hipErrorInvalidImage|cudaErrorInvalidKernelImage)\b")
-# DPC++'s program manager (sycl/source/detail/program_manager, 2020 to 2026) when the kernel a SYCL
-# call launches is in none of the device images the binary carries: a build compiled without SYCL's
-# device code (`-fsycl` missing from the compile, ollama#2458) or for other devices only.
 # The Metal driver of a Mac's AMD (or Intel) GPU compiles each of ggml's kernels for it at start;
 # its shader compiler (`SC`) fails on the simdgroup-matrix kernels (kernel_mul_mm_*), which only
 # Apple's own GPUs run: ggml-metal.m of 2023 loaded them for every device, printed the kernel with a
@@ -140,6 +137,9 @@ _e("metal.kernel-not-for-this-gpu", "no-kernel-image", 90, _S,
    "ggml-metal.m's ggml_metal_init (2023) prints it after `load pipeline error`",
    "one of ggml's Metal kernels cannot be compiled for this (non-Apple) GPU",
    r"\bSC compilation failure\b")
+# DPC++'s program manager (sycl/source/detail/program_manager, 2020 to 2026) when the kernel a SYCL
+# call launches is in none of the device images the binary carries: a build compiled without SYCL's
+# device code (`-fsycl` missing from the compile, ollama#2458) or for other devices only.
 _e("sycl.no-kernel-named", "no-kernel-image", 90, _S,
    "DPC++ SYCL runtime program manager (`No kernel named %s was found`, with PI_ERROR_INVALID_KERNEL_NAME "
    "-46 or UR_RESULT_ERROR_INVALID_KERNEL_NAME), as ggml-sycl's `Exception caught at file` prints it",
