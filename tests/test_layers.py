@@ -44,6 +44,8 @@ PURE = frozenset({
     "stoker.diagnosis.silent_fallbacks",
     "stoker.diagnosis.wrapper_memory",
     "stoker.diagnosis.crash_reports",
+    "stoker.diagnosis.exit_report",
+    "stoker.diagnosis.incident_words",
     "stoker.diagnosis.views",
     "stoker.diagnosis.wordings",
     "stoker.diagnosis.wordings.entry",

@@ -13,7 +13,8 @@ from stoker.diagnosis.blockers import (
     rocm_visible_devices,
     windows_vc_runtime_missing,
 )
-from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.diagnosis.classify import classify_exit
+from stoker.diagnosis.exit_report import ExitReport
 from stoker.diagnosis.views import BlockerView
 
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.diagnosis.classify import classify_exit
+from stoker.diagnosis.exit_report import ExitReport
 from stoker.engines.builds import EngineBuild
 from stoker.fleet.quarantine import (
     Ledger,

@@ -8,7 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from stoker.base.overrides import ModelOverrides
-from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.diagnosis.classify import classify_exit
+from stoker.diagnosis.exit_report import ExitReport
 from stoker.fleet.recovery import MAX_ATTEMPTS, RecoveryInputs, next_recovery_step
 from stoker.planning.plan import DrafterChoice, LaunchPlan
 from stoker.planning.planner import PlanPolicy

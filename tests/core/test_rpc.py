@@ -8,7 +8,8 @@ import pytest
 
 from stoker.base.overrides import ModelOverrides
 from stoker.base.rpc_address import RpcWorker, parse_worker, parse_workers
-from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.diagnosis.classify import classify_exit
+from stoker.diagnosis.exit_report import ExitReport
 from stoker.engines.argv import build_launch_spec
 from stoker.engines.engine_exit import EngineExit
 from stoker.engines.rpc import allocated_bytes, remaining_workers, rpc_argument, worker_of_device

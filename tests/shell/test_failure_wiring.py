@@ -130,7 +130,7 @@ def test_three_sigill_starts_quarantine_the_build_and_the_next_one_serves(engine
 
 
 def test_a_failure_that_is_not_the_builds_never_counts_as_a_strike(engine_dir, demo_model, stoker_home):
-    from stoker.diagnosis.classify import Incident
+    from stoker.diagnosis.exit_report import Incident
     from stoker.engines.engine_exit import EngineExit
     from stoker.engines.launch import AttemptContext
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 
-from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.diagnosis.classify import classify_exit
+from stoker.diagnosis.exit_report import ExitReport
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.engines.identity import binary_identity
 from stoker.fleet.ledger import LedgerStore

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from stoker.diagnosis.classify import ExitReport, classify_exit
+from stoker.diagnosis.classify import classify_exit
+from stoker.diagnosis.exit_report import ExitReport
 from tests.shell import real_failures as rf
 
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from stoker.diagnosis.classify import Incident
+from stoker.diagnosis.exit_report import Incident
+from stoker.diagnosis.incident_words import VC_REDIST_URL
 from stoker.diagnosis.views import BlockerView
 
-VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
 VC_RUNTIME_DLLS = ("vcruntime140.dll", "vcruntime140_1.dll", "msvcp140.dll")
 
 

@@ -11,6 +11,9 @@ HIP builds speaking CUDA's words, loader messages, and the exit and OOM lines th
 LM Studio, llama-swap, docker, systemd and shells write around the engine. When the caller
 does not know how the process ended, such a wrapper line stands in for the exit.
 
+The facts in and the reading out (ExitReport, Incident) live in exit_report.py, and the sentences
+a person reads for each kind in incident_words.py: this module decides, those word it.
+
 Pure: no files, no clock, no processes. The shell gathers the facts (including whether the
 kernel's OOM killer fired, from cgroup memory.events or the kernel log) and passes them in.
 """
@@ -18,21 +21,32 @@ kernel's OOM killer fired, from cgroup memory.events or the kernel log) and pass
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Protocol
 
 from stoker.diagnosis.catalogue import entry
 from stoker.diagnosis.evidence import Evidence, LoadPlace, Verdict, decide, draft_scoped, gather, load_places
 from stoker.diagnosis.exit_codes import (
-    ARITHMETIC_TRAPS,
-    NO_EXIT_CODE,
     NTSTATUS_KIND,
-    SIGNAL_MEANING,
-    describe_exit_code,
     exit_from_log,
     ntstatus_of,
     signal_name,
+)
+from stoker.diagnosis.exit_report import ExitReport, Incident, describe_exit, effective_signal
+from stoker.diagnosis.incident_words import (
+    GPU_OF_OOM,
+    OPEN_ASSERT_OR_DRAFTER,
+    OPEN_GPU_ERROR_OR_DRAFTER,
+    OPEN_LOAD_ERROR_OR_DRAFTER,
+    UNSURE_CONTEXT,
+    UNSURE_DEVICE,
+    UNSURE_GPU_OR_HOST,
+    UNSURE_GPU_VENDOR,
+    UNSURE_SIGKILL,
+    UNSURE_STOPPED_STARTING,
+    entry_words,
+    words,
 )
 from stoker.diagnosis.log_lines import backend_from_log, strip_log_prefix, unwrapped
 from stoker.diagnosis.silent_fallbacks import (
@@ -59,69 +73,6 @@ BUILD_FAULT_KINDS = frozenset({"cuda-driver-too-old", "no-kernel-image", "missin
 # Crashes that count as a strike only when they happen while starting.
 STARTUP_CRASH_KINDS = frozenset({"assertion-failed", "gpu-error", "unknown"})
 PHASES = ("starting", "ready", "stopping")
-
-VC_REDIST_URL = "https://aka.ms/vs/17/release/vc_redist.x64.exe"
-
-
-@dataclass(frozen=True)
-class ExitReport:
-    exit_code: int | None  # the process's exit status; None when a signal ended it or unknown
-    signal: str | None  # "SIGKILL" …; None when it exited by itself or unknown
-    signalled_by_us: bool
-    phase: str  # starting | ready | stopping
-    uptime_s: float | None
-    log_tail: tuple[str, ...]
-    backend: str | None  # cuda | rocm | vulkan | metal | cpu; None when unknown
-    plan_wanted_gpu: bool = False
-    has_drafter: bool = False
-    drafter_forced: bool = False  # the user chose the drafter, not the catalog
-    os: str = "linux"  # linux | darwin | windows
-    oom_killed: bool | None = None  # the kernel OOM killer fired for it; None when unknown
-    timed_out: bool = False  # we killed it because it never became ready in time
-
-
-@dataclass(frozen=True)
-class Incident:
-    kind: str  # one of KINDS
-    title: str  # one sentence
-    evidence: str  # the log line that shows it, or the exit description
-    advice: str  # what a person can do
-    counts_as_strike: bool
-    recoverable_by: str | None  # smaller-plan | drop-drafter | next-build | None
-    exit_description: str | None  # None when no process ended (a start-up timeout, a refused start)
-    # How it was decided (stoker diagnose --json shows these): the order rule or exit rule
-    # that decided, every log line read as evidence, and on a conflict the two kinds in it.
-    rule: str | None = None
-    evidence_lines: tuple[str, ...] = ()
-    candidates: tuple[str, ...] = ()
-
-
-def describe_exit(report: ExitReport) -> str:
-    if report.signal:
-        meaning = SIGNAL_MEANING.get(report.signal)
-        who = " sent by Stoker" if report.signalled_by_us else ""
-        text = f"ended by {report.signal}{who}" + (f" ({meaning})" if meaning else "")
-    else:
-        text = describe_exit_code(report.exit_code, report.os)
-    when = {"starting": "while starting", "ready": "while serving",
-            "stopping": "while stopping"}.get(report.phase, "")
-    if report.uptime_s is not None:
-        when += f" after {report.uptime_s:.1f} s"
-    return f"{text} {when}".strip()
-
-
-def _effective_signal(report: ExitReport) -> str | None:
-    if report.signal:
-        return report.signal
-    code = report.exit_code
-    if code is None or report.os == "windows":
-        return None
-    if code < 0 and code != NO_EXIT_CODE and ntstatus_of(code) is None:
-        return signal_name(-code, report.os)
-    if 128 < code < 160:
-        return signal_name(code - 128, report.os)  # a shell's or docker's way (137 = SIGKILL)
-    return None
-
 
 
 # The wordings, their kinds and their root-cause order live in the catalogue
@@ -340,6 +291,14 @@ def _scan(lines: tuple[str, ...]) -> tuple[_Match | None, Verdict]:
     return _Match(verdict.kind, verdict.winner.line, verdict.winner.rank, verdict), verdict
 
 
+def _entry_words(match: _Match | None, kind: str, unsure: str | None) -> tuple[str, str] | None:
+    """The deciding entry's own words, when it decided this kind with nothing left unsure."""
+    winner = match.verdict.winner if match is not None else None
+    if winner is None or unsure is not None or winner.kind != kind:
+        return None
+    return entry_words(winner.entry.name)
+
+
 def _signs_title(weak: tuple[Evidence, ...]) -> str:
     """Only signs that follow many causes (a wrapper's "Failed to load model"): shown as candidates,
     never named, since a confident wrong kind sends the user the wrong way."""
@@ -392,7 +351,7 @@ def _device_oom_kind(line: str, lines: tuple[str, ...], backend: str | None) -> 
         return "host-oom", None
     if re.match(r"(CUDA|MUSA)\d", name):
         kind, vendor_open = _gpu_oom_kind(lines, backend)
-        return kind, _UNSURE_GPU_VENDOR if vendor_open else None
+        return kind, UNSURE_GPU_VENDOR if vendor_open else None
     by_name = {"ROCm": "rocm-oom", "Vulkan": "vulkan-oom", "Metal": "metal-oom", "MTL": "metal-oom"}
     for prefix, kind in by_name.items():
         if name.startswith(prefix):
@@ -402,365 +361,18 @@ def _device_oom_kind(line: str, lines: tuple[str, ...], backend: str | None) -> 
         # A discrete GPU's build also allocates host buffers (layers left on the CPU): a
         # failure that names no buffer is most often the GPU's, and the title says so.
         kind, _vendor_open = _gpu_oom_kind(lines, b)
-        return kind, _UNSURE_GPU_OR_HOST
+        return kind, UNSURE_GPU_OR_HOST
     if b in ("vulkan", "metal"):
         return f"{b}-oom", None
     if b == "cpu":
         return "host-oom", None
-    return "host-oom", _UNSURE_DEVICE
+    return "host-oom", UNSURE_DEVICE
 
 
 def _short(text: str, limit: int = 300) -> str:
     text = text.strip()
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
-
-
-# ------------------------------------------------------------------------ the sentences
-
-# What made a title less than certain; the title says so rather than guessing.
-_UNSURE_SIGKILL = "sigkill-only"   # host-oom read from a bare SIGKILL
-_UNSURE_GPU_VENDOR = "gpu-vendor"  # ggml-cuda's words without saying CUDA or HIP
-_UNSURE_CONTEXT = "context-failed"  # the context could not be created, no reason given
-_UNSURE_DEVICE = "device-unnamed"  # an allocation failed, on a device the log does not name
-_UNSURE_GPU_OR_HOST = "gpu-or-host"  # ... on a discrete-GPU build: most often its GPU
-_UNSURE_STOPPED_STARTING = "stopped-starting"  # a wrapper stopped it before it was ready
-_OPEN_GPU_ERROR_OR_DRAFTER = "gpu-error-or-drafter"  # a GPU runtime error with a drafter loaded
-_OPEN_ASSERT_OR_DRAFTER = "assert-or-drafter"  # a GGML_ASSERT with a drafter loaded
-_OPEN_LOAD_ERROR_OR_DRAFTER = "load-error-or-drafter"  # a load error the log places in no load
-
-# The kinds whose title and advice depend on nothing but the kind: (title, advice).
-_FIXED_WORDS: dict[str, tuple[str, str]] = {
-    "cuda-driver-too-old": (
-        "The NVIDIA driver is too old for this CUDA build of the engine (the build was made "
-        "with a newer CUDA toolkit than the driver supports).",
-        "Update the NVIDIA driver; until then Stoker uses the next build in line "
-        "(Vulkan or CPU)."),
-    "system-too-old": (
-        "The engine build needs a newer C/C++ runtime (glibc or libstdc++) than this "
-        "system has.",
-        "Use a build compiled on this machine (`stoker setup` builds one) or a release "
-        "made for older systems; Stoker falls back to the next build in line."),
-    "illegal-instruction": (
-        "The engine build uses instructions this CPU (or its GPU library) cannot run.",
-        "Use a build made for this machine (`stoker setup` compiles one here); Stoker "
-        "falls back to the next build in line."),
-    "bad-model": (
-        "The model file could not be loaded: it is damaged, incomplete or not supported "
-        "by this engine build.",
-        "Download the model again (check its size and checksum), or update the engine if "
-        "the model's architecture is newer than the build."),
-    "port-in-use": (
-        "The engine could not listen on its address: another program already uses the "
-        "port (or the host address is not one of this machine's).",
-        "Stop the other program or choose another port; this does not count against the "
-        "engine build."),
-    "bad-argument": (
-        "The engine refused its command line: an option or value is not valid for this "
-        "build (an older build may not know a newer option).",
-        "Remove or correct the option in this model's extra arguments or overrides (the "
-        "evidence line names it), or update the engine build."),
-    "gpu-unused": (
-        "The GPU engine build is running without its GPU, on the CPU (slower).",
-        "Check that the GPU driver is installed and working (nvidia-smi / rocminfo / "
-        "vulkaninfo), then restart the engine."),
-    "gpu-error": (
-        "The GPU reported an error and the engine stopped.",
-        "Update the GPU driver; if it repeats, lower the GPU load (fewer layers) or use "
-        "the next build in line."),
-}
-
-
-# Words for a deciding line whose catalogue entry says more than its kind's words (title, advice):
-# read when that entry decided and the kind stands. They change what a person reads, not the kind.
-_ENTRY_WORDS: dict[str, tuple[str, str]] = {
-    "metal.kernel-not-for-this-gpu": (
-        "This Mac's GPU (an AMD or Intel GPU, not Apple's own) cannot compile one of the engine's Metal "
-        "kernels, so the Metal backend could not start.",
-        "Update the engine (newer builds skip the kernels this GPU cannot run), or run without the GPU "
-        "(0 GPU layers) or with a Vulkan (MoltenVK) build."),
-    "gpu.driver-crash-report": (
-        "The engine crashed inside the GPU driver's own library (the crash report names it), not in "
-        "the engine's code.",
-        "Update or reinstall the GPU driver. A program that hooks into the GPU (an overlay, an FPS "
-        "monitor, a screen recorder) loads its own layer into the driver: close or uninstall it and "
-        "try again; if it repeats, run a build for another backend or the CPU."),
-    "opencl.no-platform": (
-        "The OpenCL build found no OpenCL driver: the OpenCL loader had no platform (ICD) to load "
-        "(CL_PLATFORM_NOT_FOUND_KHR, -1001).",
-        "Install the GPU vendor's OpenCL driver (on Linux its ICD file under /etc/OpenCL/vendors and the "
-        "library it names, e.g. intel-opencl-icd or mesa-opencl-icd) and check that `clinfo` lists the "
-        "GPU, or run a build for another backend or the CPU."),
-    "server.loading-model-reply": (
-        "A client asked the engine before its model had loaded, got its 503 `Loading model` answer and "
-        "gave up instead of waiting.",
-        "Let the client wait for the load: poll /health until it answers 200 (llama-server answers 503 "
-        "while it loads), or raise the client's timeout; a large model can take minutes to load."),
-    "appimage.fuse-missing": (
-        "The AppImage could not start: its runtime needs FUSE 2 (libfuse.so.2), which this system "
-        "does not have.",
-        "Install FUSE 2 (Ubuntu 22.04: `sudo apt install libfuse2`; 24.04: `libfuse2t64`; Fedora: "
-        "`fuse-libs`), or start the AppImage with `--appimage-extract-and-run`."),
-    "wsl.linux-driver-libraries": (
-        "Inside WSL 2, a Linux NVIDIA driver's libraries were found before WSL's own "
-        "(/usr/lib/wsl/lib), and they cannot reach the GPU.",
-        "Remove the distribution's NVIDIA driver packages inside WSL (WSL uses the Windows driver; "
-        "install only the CUDA toolkit there, without a driver), then run `sudo ldconfig`."),
-    "model.path-is-folder": (
-        "The model path names a folder, not a model file: no engine loads a folder.",
-        "Point the model path at the .gguf file inside it; a download of another format (a "
-        "PyTorch or safetensors checkpoint) needs a GGUF build of the model, or converting."),
-    "win.dll-init-failed": (
-        "Windows could not start the engine library: its start-up code failed inside the loader, "
-        "most often because the build uses instructions (AVX, AVX2) this CPU lacks or has switched "
-        "off.",
-        "Use a build made for this CPU (`stoker setup` compiles one here; in koboldcpp, --failsafe or "
-        "its _oldcpu build), or turn AVX2 back on in the BIOS if it was switched off."),
-    "ld.interpreter-missing": (
-        "The program could not start because its loader is missing: it was built for glibc, and "
-        "this system has no glibc loader (ld-linux) for it.",
-        "Use a build made for this system (`stoker setup` compiles llama-server here): a musl "
-        "system such as Alpine or Void musl has no glibc loader, and a 32-bit program needs the "
-        "32-bit one installed."),
-    "omp.duplicate-runtime": (
-        "Two OpenMP runtimes were loaded into one process: another program's library (Intel's "
-        "libiomp5md from PyTorch or MKL) clashes with the engine's.",
-        "Run the engine in a process of its own, or load it before the library that brings the "
-        "other OpenMP runtime; KMP_DUPLICATE_LIB_OK=TRUE only hides the check and may give wrong "
-        "results."),
-    "alloc.impossible-size": (
-        "The engine asked for more memory than any computer can address: a size it computed wrongly "
-        "(an overflow or a bad dimension), not memory running out.",
-        "Try another engine build, or undo the setting that set the size (image size, context, "
-        "batch); more memory will not help. Report the line upstream."),
-    "ggml.tensor-name-empty": (
-        "The engine looked up a model tensor with no name: the program and the ggml library it "
-        "loaded are from different builds, so they read ggml's tensors differently.",
-        "Make sure one ggml is loaded: rebuild or update the program and every library bundling its "
-        "own ggml (llama.cpp and whisper.cpp bindings side by side) to matching versions."),
-    "container.image-as-command": (
-        "The container runtime was told to run an image's name as its command: the wrapper built a "
-        "malformed container command line (an image named twice, or an option that lost its value).",
-        "Check the container options the wrapper was given (an image or option where the command "
-        "goes) and update the wrapper if it built the line itself; run the step by hand with the "
-        "image named once to confirm."),
-    "arg.gqa-not-set": (
-        "The model uses grouped-query attention and was loaded without its GQA factor, so its K and V "
-        "tensors did not have the shape the engine expected; the file is fine.",
-        "Pass the factor (`-gqa 8` for LLaMA 2 70B and Code Llama 34B GGML files, `n_gqa=8` in "
-        "llama-cpp-python), or use a GGUF build of the model, which stores it."),
-    "ollama.client-cancelled-predict": (
-        "The client closed its request while the model was still answering (its own time limit ran "
-        "out, or it was cancelled): the engine did not fail, though Ollama reports that the runner "
-        "stopped.",
-        "Raise the client's timeout for long prompts (a large context on a model partly in system "
-        "memory is slow to start answering), or shorten the prompt or context."),
-    "arg.template-needs-jinja": (
-        "The model's chat template is one the engine's built-in templates do not know; only its "
-        "Jinja engine can render it, and the launch did not turn that on.",
-        "Start the engine with `--jinja` (in RamaLama: `--runtime-args=\"--jinja\"`; recent llama.cpp "
-        "builds, b11434 (Stoker's) among them, turn it on by default), or give a chat template the built-in "
-        "list knows."),
-    "dyld.system-too-old": (
-        "The engine build needs a newer macOS than this one: a function it uses is missing from "
-        "macOS's own libraries.",
-        "Use a build compiled on this Mac (`stoker setup` builds one) or a release made for this "
-        "macOS version, or update macOS."),
-    "dyld.system-library-missing": (
-        "The engine build needs a newer macOS than this one: it links to a library of macOS's own "
-        "that this macOS does not have.",
-        "Use a build compiled on this Mac (`stoker setup` builds one) or a release made for this "
-        "macOS version, or update macOS."),
-    "python.module-missing": (
-        "The program could not start: a Python package it imports is not installed for the Python "
-        "that runs it.",
-        "Install the package the evidence names for that interpreter (`python -m pip install …` with "
-        "the same python), or reinstall the program; in a container, the image's Python and the "
-        "version its packages were installed for must be the same."),
-    "exec.unexpanded-macro": (
-        "The wrapper tried to run a command that still holds a macro or variable it never expanded "
-        "(`${…}` or `$NAME`), so no program by that name exists.",
-        "Fix the wrapper's config: define the macro (in llama-swap, under `macros:` at the top "
-        "level, indented as its example shows) or write the engine's full path in the command."),
-    "ollama.foreign-cudart": (
-        "Ollama's GPU discovery used an ancient CUDA runtime found on PATH (NVIDIA PhysX's) instead of "
-        "its own, misread the card and left the GPU for the CPU.",
-        "Update Ollama (its later releases load the CUDA runtime they ship first), or take the PhysX folder "
-        "(C:\\Program Files (x86)\\NVIDIA Corporation\\PhysX\\Common) off PATH."),
-}
-
-
-def _entry_words(match: _Match | None, kind: str, unsure: str | None) -> tuple[str, str] | None:
-    """The deciding entry's own words, when it decided this kind with nothing left unsure."""
-    winner = match.verdict.winner if match is not None else None
-    if winner is None or unsure is not None or winner.kind != kind:
-        return None
-    return _ENTRY_WORDS.get(winner.entry.name)
-
-
-def _when(report: ExitReport) -> str:
-    return "while loading the model" if report.phase == "starting" else "while serving"
-
-
-def _rpc_worker_lost_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    return (f"An RPC worker the engine was using went away or stopped answering {_when(report)}.",
-            "Check that `stoker worker` still runs on that machine (and its SSH tunnel, if any); "
-            "Stoker re-plans without it and restarts, and offers to use it again once it is back.")
-
-
-def _host_oom_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    if unsure == _UNSURE_CONTEXT:
-        title = ("The engine could not create its context and the log does not say why; most "
-                 "likely the system memory (RAM) ran out.")
-    elif unsure == _UNSURE_DEVICE:
-        title = ("The engine could not allocate a memory buffer and the log does not say on "
-                 "which device; with no GPU build named, most likely the system memory (RAM).")
-    elif unsure == _UNSURE_SIGKILL:
-        title = (f"The engine was killed from outside (SIGKILL) {_when(report)}, with no error in its "
-                 "log; most likely the system ran out of memory (RAM) and the kernel's "
-                 "out-of-memory killer ended it.")
-    elif report.phase == "starting":
-        title = "The engine ran out of system memory (RAM) while loading the model."
-    else:
-        title = "The engine was stopped for lack of system memory (RAM) while serving."
-    return title, ("Close other memory-hungry programs, or give this model a smaller context or a "
-                   "cheaper KV cache type (q8_0); Stoker retries with a plan that leaves more room.")
-
-
-_GPU_OF_OOM = {"cuda-oom": "NVIDIA (CUDA)", "rocm-oom": "AMD (ROCm)", "vulkan-oom": "Vulkan",
-               "metal-oom": "Apple (Metal)"}
-
-
-def _gpu_oom_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    gpu = _GPU_OF_OOM[kind]
-    if unsure == _UNSURE_GPU_VENDOR:
-        gpu = "NVIDIA (CUDA) or AMD (ROCm): the log does not say which,"
-    when = _when(report)
-    if unsure == _UNSURE_GPU_OR_HOST:
-        return (f"The engine could not allocate a memory buffer {when} and the log does not say on "
-                f"which device; on this {gpu} build most likely the GPU ran out of graphics "
-                "memory, but it may be the system memory (RAM).",
-                "Put fewer layers on the GPU or lower the context, and check the free system "
-                "memory; Stoker retries with a smaller plan.")
-    if unsure == _UNSURE_CONTEXT:
-        return (f"The engine could not create its context and the log does not say why; most "
-                f"likely the {gpu} GPU ran out of graphics memory.",
-                "Lower the context, use a cheaper KV cache type or put fewer layers on the GPU; "
-                "Stoker retries with a smaller plan.")
-    return (f"The {gpu} GPU ran out of graphics memory {when}.",
-            "Close other programs using the GPU, or lower the context, use a cheaper KV cache "
-            "type or put fewer layers on the GPU; Stoker retries with a smaller plan.")
-
-
-def _no_kernel_image_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    gpu = "AMD" if report.backend == "rocm" else "GPU"
-    return (f"This engine build has no code for this {gpu}'s architecture.",
-            "Use a build compiled for this GPU (Stoker falls back to the next build in line: "
-            "Vulkan, then CPU), or rebuild with this GPU's architecture included.")
-
-
-def _missing_library_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    if report.os == "windows":
-        advice = ("Install the Microsoft Visual C++ Redistributable (" + VC_REDIST_URL + ") and "
-                  "keep the build's DLLs next to llama-server.exe, then start again.")
-    else:
-        advice = ("Reinstall the engine build with all its libraries next to the binary "
-                  "(`stoker setup`), or install the runtime it names.")
-    return "The engine could not start because a library it needs is missing.", advice
-
-
-def _stale_library_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    if report.os == "windows":
-        advice = ("Another program's DLL of the same name is found before the build's own (on "
-                  "PATH or in System32): keep the build's DLLs next to llama-server.exe and "
-                  "remove or rename the other copy, then start again.")
-    else:
-        advice = ("Remove or move the older copy (often in /usr/local/lib or a directory on "
-                  "LD_LIBRARY_PATH; `ldd llama-server` shows which file is loaded), or keep "
-                  "the build's own libraries next to the binary.")
-    return ("The engine could not start because a library from another llama.cpp build or another program was "
-            "loaded in place of its own (an older libllama or ggml, or a same-named DLL found first)."), advice
-
-
-def _drafter_failure_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    if report.drafter_forced:
-        return ("The speculative drafter you chose broke the launch.",
-                "Choose another draft model (formats change between engine releases) or turn "
-                "speculative decoding off for this model.")
-    return ("The speculative drafter broke the launch, so Stoker leaves it out with this "
-            "engine build.",
-            "Nothing to do: the model runs without the drafter. A drafter made for this "
-            "engine release brings the speed-up back.")
-
-
-def _startup_timeout_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    if unsure == _UNSURE_STOPPED_STARTING:
-        return ("The program running the engine stopped it before it became ready, with no "
-                "error in the log; most likely its start-up (health check) timeout ran out, "
-                "though a model swap or an idle unload ends it the same way.",
-                "Give the wrapper a longer start-up timeout (llama-swap: healthCheckTimeout) "
-                "if the model loads slowly, e.g. from a network disk.")
-    return ("The engine did not become ready in time and was stopped.",
-            "Look at the last log lines; a very large model on a slow disk may need a longer "
-            "start-up time, otherwise try a smaller context.")
-
-
-def _assertion_failed_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    when = "while starting." if report.phase == "starting" else "while serving."
-    code = report.exit_code
-    if _effective_signal(report) == "SIGFPE" or (code is not None and ntstatus_of(code) in ARITHMETIC_TRAPS):
-        return ("The engine crashed on an arithmetic fault (an integer division by zero) " + when,
-                "This is an engine bug, often on a model value it did not check (a new model's vision "
-                "projector): try a newer engine build, or the model without its projector, and report it "
-                "upstream with the model's name.")
-    return ("The engine stopped on an internal check (an assertion) " + when,
-            "This is usually an engine bug or an unsupported setting: try another engine "
-            "build or remove unusual options, and report the evidence line upstream.")
-
-
-def _stopped_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    who = ("Stoker stopped the engine." if report.signalled_by_us else
-           "The engine was stopped by something other than Stoker.")
-    return who, "Nothing to do unless this was unexpected."
-
-
-def _unknown_words(kind: str, report: ExitReport, unsure: str | None) -> tuple[str, str]:
-    if report.exit_code is None and report.signal is None and not report.oom_killed:
-        return ("The log shows no failure, and how the engine ended is not known.",
-                "If it did stop, give the exit code or signal (`stoker diagnose LOG --exit-code N`); "
-                "a log that ends mid-load may also mean it was killed.")
-    return ("The engine stopped unexpectedly and the log does not say why.",
-            "Look at the log around the end; if it repeats, try another engine build or a "
-            "smaller plan.")
-
-
-_WordsOf = Callable[[str, ExitReport, str | None], tuple[str, str]]
-
-# The kinds whose words depend on the report (the phase, the OS, who stopped it) or on what
-# made the reading unsure. A kind in neither table (`unknown`) gets `_unknown_words`.
-_WORDS_BY_FACTS: dict[str, _WordsOf] = {
-    "rpc-worker-lost": _rpc_worker_lost_words,
-    "host-oom": _host_oom_words,
-    "cuda-oom": _gpu_oom_words,
-    "rocm-oom": _gpu_oom_words,
-    "vulkan-oom": _gpu_oom_words,
-    "metal-oom": _gpu_oom_words,
-    "no-kernel-image": _no_kernel_image_words,
-    "missing-library": _missing_library_words,
-    "stale-library": _stale_library_words,
-    "drafter-failure": _drafter_failure_words,
-    "startup-timeout": _startup_timeout_words,
-    "assertion-failed": _assertion_failed_words,
-    "stopped": _stopped_words,
-}
-
-
-def _words(kind: str, report: ExitReport, unsure: str | None = None) -> tuple[str, str]:
-    """(title, advice) a person reads for an incident of `kind`."""
-    fixed = _FIXED_WORDS.get(kind)
-    if fixed is not None:
-        return fixed
-    return _WORDS_BY_FACTS.get(kind, _unknown_words)(kind, report, unsure)
 
 
 # --------------------------------------------------------------------------- classify
@@ -827,7 +439,7 @@ def _with_exit_from_log(report: ExitReport) -> tuple[ExitReport, str | None]:
 def classify_exit(report: ExitReport) -> Incident:
     """The kind of failure, its evidence, the advice, and what it means for the build."""
     report, exit_line = _with_exit_from_log(report)
-    sig = _effective_signal(report)
+    sig = effective_signal(report)
     exit_text = describe_exit(report)
     tail = tuple(report.log_tail)
     match, verdict = _scan(tail)
@@ -840,7 +452,7 @@ def classify_exit(report: ExitReport) -> Incident:
         kind, evidence, rule = match.kind, match.line, match.verdict.rule
         if kind == "gpu-oom":
             kind, vendor_open = _gpu_oom_kind(tail, report.backend)
-            unsure = _UNSURE_GPU_VENDOR if vendor_open else None
+            unsure = UNSURE_GPU_VENDOR if vendor_open else None
         elif kind == "device-oom":
             kind, unsure = _device_oom_kind(evidence, tail, report.backend)
         if kind == "assertion-failed" and report.oom_killed:
@@ -850,7 +462,7 @@ def classify_exit(report: ExitReport) -> Incident:
         # (the wrapper's own kill is the one stop _kind_from_exit returns a line for)
         rule = _STOPPED_BY_ITS_WRAPPER_RULE if kind == "stopped" and evidence is not None else "exit"
         if kind == "host-oom" and not report.oom_killed:
-            unsure = _UNSURE_SIGKILL
+            unsure = UNSURE_SIGKILL
         # A KV/compute allocation failure line without a device line: the backend decides.
         if kind in ("unknown", "stopped") and not report.signalled_by_us and _backend_started(verdict):
             for raw in tail:
@@ -861,7 +473,7 @@ def classify_exit(report: ExitReport) -> Incident:
                     kind = {"cuda": "cuda-oom", "rocm": "rocm-oom", "vulkan": "vulkan-oom",
                             "metal": "metal-oom"}.get(b or "", "host-oom")
                     evidence = line
-                    unsure = None if kv else _UNSURE_CONTEXT
+                    unsure = None if kv else UNSURE_CONTEXT
                     rule = "allocation-on-the-build's-device"
                     break
         if evidence is None and exit_line is not None and kind != "unknown":
@@ -877,7 +489,7 @@ def classify_exit(report: ExitReport) -> Incident:
         if waited is not None and not conflict:
             kind, evidence, unsure, rule = "startup-timeout", waited, None, "wrapper-gave-up-waiting"
         elif stop is not None and match is None and kind in ("unknown", "stopped"):
-            kind, evidence, unsure = "startup-timeout", stop, _UNSURE_STOPPED_STARTING
+            kind, evidence, unsure = "startup-timeout", stop, UNSURE_STOPPED_STARTING
             rule = "wrapper-stopped-it-starting"
     if kind in ("stopped", "unknown") and match is None:
         unused = gpu_unused_from_log(tail, report.backend or backend_from_log(tail),
@@ -892,7 +504,7 @@ def classify_exit(report: ExitReport) -> Incident:
 
     kind, unsure, rule, evidence = _host_by_the_estimate(kind, unsure, rule, evidence, tail)
     title, advice = (_entry_words(match, kind, unsure) or _RULE_WORDS.get(rule or "")
-                     or _words(kind, report, unsure))
+                     or words(kind, report, unsure))
     candidates: tuple[str, ...] = ()
     open_pair = _left_open(kind, unsure, evidence, tail)
     if open_pair is not None:
@@ -910,12 +522,12 @@ def classify_exit(report: ExitReport) -> Incident:
         kind, evidence = metal
         if kind == "metal-oom":
             rule, unsure = "metal-failure-over-working-set", None
-            title, advice = _words(kind, report, None)
+            title, advice = words(kind, report, None)
         else:
             rule, candidates = "metal-failure-without-its-error", ("metal-oom", "gpu-error")
             title = (f"A Metal command buffer failed ({_short(evidence, 120)}) in a build that prints no "
                      "reason: an out-of-memory and a GPU fault end the same way; Stoker does not guess.")
-            advice = _words(kind, report, None)[1]
+            advice = words(kind, report, None)[1]
     weak = _weak_candidates(verdict) if kind == "unknown" and not candidates else ()
     if (ggml_file := _ggml_era_file_failed(weak, tail)) is not None:
         kind, evidence, rule, weak, (title, advice) = ("bad-model", ggml_file, _GGML_ERA_FILE_RULE, (),
@@ -1031,7 +643,7 @@ def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence:
         kind, rule = "drafter-failure", "crash-starting-with-a-catalog-drafter"
         evidence = evidence or f"the engine crashed while starting with a drafter loaded ({exit_text})"
         if match is not None and match.kind == "gpu-error":
-            kind, unsure, rule = "unknown", _OPEN_GPU_ERROR_OR_DRAFTER, "gpu-error-with-a-drafter"
+            kind, unsure, rule = "unknown", OPEN_GPU_ERROR_OR_DRAFTER, "gpu-error-with-a-drafter"
         elif match is not None and match.kind == "assertion-failed" and _MTP_HEAD_ASSERT.search(match.line):
             rule, evidence = "assertion-on-the-mtp-head", match.line  # the draft head's own check
         elif (match is not None and match.kind == "assertion-failed"
@@ -1040,7 +652,7 @@ def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence:
             # ggml-backend.cpp's GGML_ASSERT(buffer) (a tensor with no buffer reached
             # ggml_backend_buffer_*) fired under an MTP launch (llama.cpp#23260, bisected to
             # 3e12fbd) and in llama-bench with no drafter at all (llama.cpp#23285, b9204).
-            kind, unsure, rule = "unknown", _OPEN_ASSERT_OR_DRAFTER, "assertion-with-a-drafter"
+            kind, unsure, rule = "unknown", OPEN_ASSERT_OR_DRAFTER, "assertion-with-a-drafter"
     if (kind == "bad-model" and report.has_drafter and match is not None
             and match.verdict.winner is not None
             and load_places(report.log_tail)[match.verdict.winner.index] is not LoadPlace.TARGET):
@@ -1050,7 +662,7 @@ def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence:
         # the drafter's): llama.cpp's `error loading model:` and common_init_from_params'
         # `failed to load model '%s'` are printed alike for both (lmstudio-bug-tracker#441:
         # the draft's). Left open (classify._left_open).
-        unsure = _OPEN_LOAD_ERROR_OR_DRAFTER
+        unsure = OPEN_LOAD_ERROR_OR_DRAFTER
     return kind, unsure, rule, evidence
 
 
@@ -1231,12 +843,12 @@ _OPEN_BY_LINE = (
 )
 # The same, where what leaves it open is not the line but the launch (a drafter was loaded).
 _OPEN_BY_UNSURE: dict[str, tuple[tuple[str, str], str, str]] = {
-    _OPEN_ASSERT_OR_DRAFTER: (
+    OPEN_ASSERT_OR_DRAFTER: (
         ("assertion-failed", "drafter-failure"),
         "The engine aborted on a failed check ({line}) while a speculative drafter was loaded: the "
         "check does not say whether the drafter or the model itself tripped it; Stoker does not guess, "
         "and retries without the drafter to tell.", "assertion-with-a-drafter"),
-    _OPEN_LOAD_ERROR_OR_DRAFTER: (
+    OPEN_LOAD_ERROR_OR_DRAFTER: (
         ("bad-model", "drafter-failure"),
         "A model failed to load ({line}) and the log does not say whether it was the model or its "
         "draft model: llama.cpp prints the same load error for both; Stoker does not guess, and "
@@ -1244,7 +856,7 @@ _OPEN_BY_UNSURE: dict[str, tuple[tuple[str, str], str, str]] = {
     # A GPU runtime error (an illegal memory access, a launch failure) while a drafter is
     # loaded: the drafter's graph or the target's may have faulted (llama.cpp#27750: a
     # fault on the target's second GPU, the draft pinned to the first).
-    _OPEN_GPU_ERROR_OR_DRAFTER: (
+    OPEN_GPU_ERROR_OR_DRAFTER: (
         ("gpu-error", "drafter-failure"),
         "The GPU reported an error ({line}) while a speculative drafter was loaded: the drafter or "
         "the model itself may have caused it; Stoker does not guess, and retries without the drafter "
@@ -1264,7 +876,7 @@ def _left_open(kind: str, unsure: str | None, evidence: str | None,
         # failing buffer is either's (ollama#5764: a 40 GB model on an 8 GB GPU ran out of RAM)
         return ((kind, "host-oom"),
                 f"An allocation failed ({line}) and the log does not say on which device: the "
-                f"{_GPU_OF_OOM[kind]} GPU's memory or the system memory (RAM); Stoker does not "
+                f"{GPU_OF_OOM[kind]} GPU's memory or the system memory (RAM); Stoker does not "
                 "guess. Both are memory: Stoker retries with a smaller plan.",
                 "allocation-on-an-unnamed-device")
     for open_line in _OPEN_BY_LINE:
@@ -1300,7 +912,7 @@ def incident_of_kind(kind: str, report: ExitReport, evidence: str) -> Incident:
     """An incident whose kind another engine's own table found (core/engine_kind.failure_of_line
     for ds4 and sd-server): the same words as llama-server's, no strike and no recovery step
     (those belong to llama-server's builds and plans)."""
-    title, advice = _words(kind, report, None)
+    title, advice = words(kind, report, None)
     return Incident(kind=kind, title=title, evidence=_short(evidence), advice=advice,
                     counts_as_strike=False, recoverable_by=None, exit_description=describe_exit(report))
 

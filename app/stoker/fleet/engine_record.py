@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 
-from stoker.diagnosis.classify import Incident
+from stoker.diagnosis.exit_report import Incident
 from stoker.diagnosis.views import BlockerView
 from stoker.engines.engine_exit import EngineExit
 from stoker.engines.launch import ExitDecision, PreparationRefused, PreparedLaunch

@@ -16,7 +16,7 @@ from pathlib import Path
 from stoker.base.paths import storage_sentence
 from stoker.diagnosis import classify as diagnosis
 from stoker.diagnosis.blockers import blocker_from_incident, gpu_unused_blocker
-from stoker.diagnosis.classify import Incident
+from stoker.diagnosis.exit_report import Incident
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.diagnosis.silent_fallbacks import drafter_dropped_from_log, gpu_unused_from_log
 from stoker.diagnosis.views import BlockerView, IncidentView

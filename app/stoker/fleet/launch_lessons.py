@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from stoker.base.paths import stoker_paths, storage_sentence
-from stoker.diagnosis.classify import Incident
+from stoker.diagnosis.exit_report import Incident
 from stoker.engines.drivers import driver_for
 from stoker.engines.engine_exit import EngineExit
 from stoker.engines.launch import ExitDecision, PreparedLaunch

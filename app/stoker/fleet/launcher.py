@@ -24,7 +24,7 @@ from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths, storage_sentence
 from stoker.base.rpc_address import RpcWorker
 from stoker.base.store import OverridesStore, SettingsStore, moved_aside_problems
-from stoker.diagnosis.classify import Incident
+from stoker.diagnosis.exit_report import Incident
 from stoker.engines.argv import API_KEY_ENV, PER_LAUNCH_KEY
 from stoker.engines.builds import EngineBuild
 from stoker.engines.drivers import driver_for

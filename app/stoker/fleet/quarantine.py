@@ -17,7 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from stoker.diagnosis.classify import Incident
+from stoker.diagnosis.exit_report import Incident
 
 _B = TypeVar("_B")  # a build value: `.id` (or `.build_id`) and `.backend`
 _E = TypeVar("_E", "Strike", "QuarantineEntry", "BrokenDrafter")

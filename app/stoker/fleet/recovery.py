@@ -16,7 +16,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from stoker.base.overrides import ModelOverrides
-from stoker.diagnosis.classify import OOM_KINDS, Incident
+from stoker.diagnosis.classify import OOM_KINDS
+from stoker.diagnosis.exit_report import Incident
 from stoker.planning.plan import LaunchPlan
 from stoker.planning.planner import GIB, PlanPolicy
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from stoker.base.paths import stoker_paths
 from stoker.base.rpc_address import RpcWorker
-from stoker.diagnosis.classify import Incident
+from stoker.diagnosis.exit_report import Incident
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.diagnosis.views import IncidentView
 from stoker.engines.engine_exit import EngineExit

@@ -63,7 +63,7 @@ from typing import Protocol, assert_never, runtime_checkable
 from stoker.base.heap import return_freed_heap
 from stoker.base.overrides import ModelOverrides
 from stoker.base.paths import stoker_paths, storage_sentence
-from stoker.diagnosis.classify import Incident
+from stoker.diagnosis.exit_report import Incident
 from stoker.diagnosis.incidents import IncidentLog
 from stoker.engines.drivers import driver_for
 from stoker.engines.engine_exit import EngineExit
