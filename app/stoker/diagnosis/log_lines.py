@@ -22,7 +22,10 @@ _LOCALAI_RELAY = re.compile(r"^.*?\bGRPC\(.*?\): std(?:err|out) ")
 def strip_log_prefix(line: str) -> str:
     """`0.00.204.629 E msg` -> `msg` (llama-server's time-since-start and level; a router
     child's `[pid] ` in front of it too); LocalAI's relay of its backend's line likewise."""
-    return _PREFIX.sub("", _LOCALAI_RELAY.sub("", line.rstrip("\r\n"), count=1))
+    line = line.rstrip("\r\n")
+    if "GRPC(" in line:  # the relay's search scans the whole line: only where it can match
+        line = _LOCALAI_RELAY.sub("", line, count=1)
+    return _PREFIX.sub("", line)
 
 
 def backend_from_log(lines: Iterable[str]) -> str | None:
