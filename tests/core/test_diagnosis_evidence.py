@@ -5114,3 +5114,98 @@ def test_a_ggml_era_model_file_that_failed_to_load_is_the_model():
            "ggml_cuda_host_malloc: failed to allocate 4096.00 MiB of pinned memory: out of memory",
            "CUDA error 2 at ggml-cuda.cu:6000: out of memory") + _BINDING_ASSERT
     assert diagnose(*oom, backend="cuda").kind == "cuda-oom"
+
+
+_LEMONADE_REFUSED = ("Failed to load model: Failed to load model 'user.Qwen3-30B-A3B-GGUF': 'llamacpp.backend' "
+                     "must be one of: auto, vulkan, cpu")
+
+
+@pytest.mark.parametrize("line", [
+    _LEMONADE_REFUSED,  # lemonade#1614: a forced `rocm` on a machine Lemonade offers no ROCm on
+    "[Server] Failed to load model: 'llamacpp.rocm_bin' path does not exist: /opt/llama/bin/llama-server",
+    "Error: 'max_loaded_models' must be -1 (unlimited) or a positive integer",
+    "Error: 'ctx_size' must be >= -1",
+    "Error: 'port' must be between 1 and 65535",
+])
+def test_a_setting_lemonade_refuses_is_a_bad_argument(line):
+    inc = diagnose(line, os="linux")
+    assert inc.kind == "bad-argument" and inc.evidence == line
+    assert "Lemonade" in inc.title and "config.json" in inc.advice
+
+
+@pytest.mark.parametrize("line", [
+    # look-alikes: Python's own quoted names, a sentence that only says `must be`
+    "TypeError: 'NoneType' object is not subscriptable",
+    "ValueError: 'Model' must be loaded before generating",
+    "warning: the 'context' must be set in the UI",
+])
+def test_other_quoted_must_be_lines_are_not_lemonade_settings(line):
+    assert "lemonade.config-value" not in [e.name for e in catalogue.matches(line)]
+
+
+def test_a_refused_setting_outranks_the_load_failure_it_causes():
+    # order: the refusal ends the start before any model is read; reversed, the load error wins
+    lines = (_LEMONADE_REFUSED, "llama_model_load: error loading model: failed to open ./m.gguf: No such file")
+    assert diagnose(*lines).kind == "bad-argument"
+    pieces = draft_scoped(lines, gather(lines, strip_log_prefix))
+    assert decide(pieces, ORDER, reason_over_figure=False).kind == "bad-argument"
+    assert decide(pieces, flipped("argument-before-load"), reason_over_figure=False).kind == "bad-model"
+
+
+_ROUTER_KILLED_A_LOADING_MODEL = (
+    "[tauri_plugin_llamacpp::router] load:   sentence-transformer-mini",
+    "[tauri_plugin_llamacpp::router] unload: stopping model instance name=sentence-transformer-mini",
+    "[tauri_plugin_llamacpp::router] unload: model name=sentence-transformer-mini is still loading, force-killing")
+
+
+@pytest.mark.parametrize("lines", [
+    _ROUTER_KILLED_A_LOADING_MODEL,  # jan#8667: Jan unloaded its embedding model while it loaded
+    # b11434's router evicting for --models-max, then killing a model that did not stop in time
+    ("srv  ensure_model: model name=coder is not loaded, loading...",
+     "srv    unload_lru: models_max limit reached, removing LRU name=fast",
+     "srv    operator(): force-killing model instance name=fast after timeout"),
+])
+def test_llama_server_s_router_stopping_an_instance_is_a_stop(lines):
+    inc = diagnose(*lines)
+    assert inc.kind == "stopped" and inc.rule == "sole-evidence"
+    assert "router" in inc.title and "--models-max" in inc.advice
+
+
+def test_an_instance_the_router_only_saw_exit_is_not_a_stop():
+    # the router reports a child that died by itself (jan#8244: an access violation) without stopping it
+    lines = ("[tauri_plugin_llamacpp::router][INFO] [llamacpp-router] 0.42.562.871 I srv   operator (): "
+             "instance name=sentence-transformer-mini exited with status -1073741819",)
+    assert diagnose(*lines, os="windows").kind != "stopped"
+
+
+def test_memory_that_ran_out_while_loading_outranks_the_router_s_stop_after_it():
+    lines = ("ggml_backend_cuda_buffer_type_alloc_buffer: allocating 20480.00 MiB on device 0: cudaMalloc "
+             "failed: out of memory",
+             "llama_model_load: error loading model: unable to allocate CUDA0 buffer",
+             "srv        unload: stopping model instance name=big",
+             "srv        unload: model name=big is still loading, force-killing")
+    assert diagnose(*lines, backend="cuda").kind == "cuda-oom"
+    # order: the allocation is the cause and the stop an echo; reversed, the stop would win
+    pieces = draft_scoped(lines, gather(lines, strip_log_prefix))
+    assert decide(pieces, ORDER, reason_over_figure=False).kind == "gpu-oom"  # the backend names the GPU later
+    assert decide(pieces, flipped("allocation-inside-load-error"), reason_over_figure=False).kind == "stopped"
+
+
+@pytest.mark.parametrize("lines, os", [
+    # one list of the GPU vendors' libraries for the kernel's segfault line and the crash reports:
+    # the CUDA runtime's cuBLAS, which the kernel's reading had and the reports' lacked ...
+    (("Faulting module name: cublasLt64_12.dll, version: 12.4.5.8, time stamp: 0x65f1a2b3",
+      "Exception code: 0xc0000005"), "windows"),
+    # ... and AMD's Vulkan driver by its Linux file name, which the reports had and the kernel's lacked
+    (("llama-server[4242]: segfault at 10 ip 00007f3a sp 00007ffc error 4 in amdvlk64.so[7f3a0000+2000000]",),
+     "linux"),
+    (("llama-server[4242]: segfault at 0 ip 00007f3a sp 00007ffc error 4 in libcuda.so.550.54.14[7f3a+1000]",),
+     "linux"),
+])
+def test_a_fault_inside_a_gpu_vendor_library_is_a_gpu_error_whichever_report_names_it(lines, os):
+    assert diagnose(*lines, os=os).kind == "gpu-error"
+
+
+def test_a_kernel_segfault_in_the_engine_s_own_gpu_backend_is_not_the_driver_s():
+    line = "llama-server[4242]: segfault at 0 ip 00007f3a sp 00007ffc error 4 in libggml-cuda.so[7f3a+1000]"
+    assert "gpu.runtime-segfault" not in [e.name for e in catalogue.matches(line)]

@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+from stoker.diagnosis.wordings.runtime_tables import GPU_RUNTIME_LIBRARY
+
 # The faulting module's field, in the three forms of the report.
 _MODULE_FIELD = re.compile(r"(?:Faulting module name:|Sig\[3\]\.Value=|<Data>)\s*msvcp140\.dll\b", re.IGNORECASE)
 # The module's version: the event text puts it on the same line, the XML on the next, WER on the
@@ -46,17 +48,9 @@ def old_msvc_runtime_faulted(lines: Iterable[str]) -> int | None:
     return None
 
 
-# A GPU vendor's driver or runtime library, by file name: NVIDIA's CUDA driver, OpenGL/Vulkan and D3D
-# user-mode drivers; AMD's Vulkan driver (AMDVLK), HIP runtime, HSA runtime, code-object compiler,
-# OpenCL and D3D/OpenGL drivers; Intel's Vulkan and OpenCL drivers, graphics compiler and Level Zero
-# driver; Mesa's Vulkan drivers. Not the engine's own GPU backend (ggml-cuda.dll), whose crash is ggml's.
-_GPU_DRIVER_MODULE = re.compile(
-    r"(?:^|[\\/])(?:nvcuda(?:64)?\.dll|nvoglv(?:32|64)\.dll|nvwgf2umx(?:_cfg)?\.dll|libcuda\.so[.\d]*"
-    r"|libnvidia-[\w-]+\.so[.\d]*|amdvlk(?:32|64)\.(?:dll|so)|amdhip64(?:_\d+)?\.dll|libamdhip64\.so[.\d]*"
-    r"|libhsa-runtime64\.so[.\d]*|amd_comgr\w*\.dll|libamd_comgr\.so[.\d]*|amdxc(?:32|64)\.dll"
-    r"|atig6pxx\.dll|atiumd\w*\.dll|amdocl\w*\.dll|libamdocl\w*\.so|igvk(?:32|64)\.dll|igc(?:32|64)\.dll"
-    r"|igdrcl\w*\.dll|ze_intel_gpu\w*\.dll|libze_intel_gpu\.so[.\d]*|libigc\.so[.\d]*"
-    r"|libvulkan_(?:radeon|intel|nouveau)\.so)$", re.IGNORECASE)
+# A GPU vendor's driver or runtime library, as a whole file name at the end of a path (the list, and
+# why the engine's own GPU backend is not on it, is in wordings/runtime_tables.py).
+_GPU_DRIVER_MODULE = re.compile(rf"(?:^|[\\/]){GPU_RUNTIME_LIBRARY}$", re.IGNORECASE)
 # gdb's stop on a fault (`Thread 1 received signal SIGSEGV, Segmentation fault.`, `Program received
 # signal SIGBUS, …`), then the frame it stopped in: `0x… in ?? () from <library>`, or with `#0 ` as a
 # backtrace's first line; gdb writes ` from <library>` on a line of its own when the frame is long

@@ -153,6 +153,18 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "stopped.",
         "Raise the client's timeout for long prompts (a large context on a model partly in system "
         "memory is slow to start answering), or shorten the prompt or context."),
+    "lemonade.config-value": (
+        "Lemonade refused one of its settings before it started the engine: the value is not one "
+        "it takes here (a backend this machine does not offer, a wrong type or range, or a path that "
+        "is not there).",
+        "Set the value the evidence line names to one it lists (`auto` picks the backend for you), in "
+        "Lemonade's config.json or its settings, or remove the override."),
+    "server.router-stopped-the-instance": (
+        "llama-server's router stopped this model's instance on purpose (an unload, an eviction to "
+        "make room for another model, or a reload), killing it if it was still loading: the engine "
+        "did not fail.",
+        "Nothing to do if another model was asked for; if the model must stay loaded, raise the "
+        "router's model limit (--models-max) or do not unload it while it loads."),
     "arg.template-needs-jinja": (
         "The model's chat template is one the engine's built-in templates do not know; only its "
         "Jinja engine can render it, and the launch did not turn that on.",

@@ -120,6 +120,19 @@ _e("arg.runner-flags", "bad-argument", 70, _S,
    r"\binvalid runtime flags: ", r"\bruntime flag \"[^\"]+\" is not allowed for backend \"",
    r"\binvalid runtime flag \"[^\"]+\": paths are not allowed",
    r"\binvalid flag \"[^\"]+\": value cannot start with '-'")
+# Lemonade's C++ server (src/cpp/server/runtime_config.cpp, config.json since March-April 2026)
+# checks each setting before it loads a model: a value outside the choices (`'llamacpp.backend'
+# must be one of: auto, vulkan, cpu`: the backends this machine offers, lemonade#1614 after a
+# forced `rocm`), of the wrong type or range, or a path that is not there. The engine is never run.
+_e("lemonade.config-value", "bad-argument", 70, _S,
+   "lemonade-sdk/lemonade src/cpp/server/runtime_config.cpp (RuntimeConfig validate_backend_choice, "
+   "validate_path and the per-key checks: `'%s.backend' must be one of: %s`, `'%s' must be a "
+   "boolean`, `'%s.%s' path does not exist: %s`), 2026",
+   "a Lemonade setting holds a value Lemonade refuses (a backend this machine does not offer, a "
+   "wrong type or range, a path that is not there)",
+   r"'[a-z][a-z0-9_]*(\.[a-z][a-z0-9_]*)?' (must be (one of: |either '|a (boolean|number|string)\b|"
+   r"an integer\b|positive\b|between -?[\d.]+ and |>= -?\d|\"auto\" or |-1 \(unlimited\) or )|"
+   r"path does not exist: |does not have a selectable backend)")
 _e("arg.wrapper-origins", "bad-argument", 70, _D,
    "gin-contrib/cors config.go (`bad origin: origins must contain '*' or include <schemes>`), "
    "which Ollama's server builds from OLLAMA_ORIGINS (server/routes.go, 0.1.2x to 2026)",

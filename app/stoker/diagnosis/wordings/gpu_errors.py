@@ -11,7 +11,7 @@ import re
 
 from stoker.diagnosis.wordings.entry import B11434 as _B
 from stoker.diagnosis.wordings.entry import Strength, Wordings
-from stoker.diagnosis.wordings.runtime_tables import CUDA_ERROR_STRINGS
+from stoker.diagnosis.wordings.runtime_tables import CUDA_ERROR_STRINGS, GPU_RUNTIME_LIBRARY
 
 _D, _S = Strength.DECISIVE, Strength.STRONG
 _wordings = Wordings()
@@ -36,8 +36,7 @@ _e("ollama.runners-missing", "missing-library", 75, _D,
 _e("gpu.runtime-segfault", "gpu-error", 40, _S,
    "the Linux kernel (show_signal_msg + print_vma_addr); the GPU runtimes' library names",
    "the process crashed inside the GPU vendor's runtime or driver library",
-   r"segfault at \S+ ip \S+ (sp \S+ )?error \d+ in (libamd_comgr|libamdhip64|libhsa-runtime64"
-   r"|libcuda|libnvidia-\w+|libcudart|libcublas(Lt)?|libvulkan_\w+|libamdvlk\w*|libze_\w+|libigc)\b")
+   rf"segfault at \S+ ip \S+ (sp \S+ )?error \d+ in {GPU_RUNTIME_LIBRARY}(\[|\s|$)")
 # The same fault in the reports a user pastes when the engine said nothing: gdb's stop in a frame of
 # the driver's library, Windows' faulting module (crash_reports.crashed_inside_a_gpu_driver reads
 # the two lines together; llama.cpp#8828, a SIGSEGV in amdvlk64.dll).

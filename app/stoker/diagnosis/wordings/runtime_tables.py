@@ -15,6 +15,23 @@ _D, _S = Strength.DECISIVE, Strength.STRONG
 _wordings = Wordings()
 _e = _wordings.add
 
+# ------------------------------------------------------------- GPU runtime libraries
+# The GPU vendors' driver and runtime libraries by file name, Linux and Windows: NVIDIA's driver
+# (libcuda, libnvidia-*, nvcuda, its OpenGL/D3D drivers) and CUDA runtime and cuBLAS; AMD's HIP and
+# HSA runtimes, code-object compiler, Vulkan (AMDVLK), OpenCL and D3D/OpenGL drivers; Intel's
+# Vulkan, OpenCL and Level Zero drivers and graphics compiler; Mesa's Vulkan drivers. A process that
+# faults inside one crashed in the vendor's code. Not the engine's own GPU backend
+# (libggml-cuda.so, ggml-cuda.dll), whose crash is ggml's. One list, so the kernel's segfault line
+# (gpu_errors.py) and the debugger's and Windows' crash reports (crash_reports.py) agree.
+GPU_RUNTIME_LIBRARY = (
+    r"(?:nvcuda(?:64)?\.dll|nvoglv(?:32|64)\.dll|nvwgf2umx(?:_cfg)?\.dll|libcuda\.so[.\d]*"
+    r"|libnvidia-[\w-]+\.so[.\d]*|cudart64_\d+\.dll|libcudart\.so[.\d]*|cublas(?:Lt)?64_\d+\.dll"
+    r"|libcublas(?:Lt)?\.so[.\d]*|(?:lib)?amdvlk(?:32|64)?\.(?:dll|so)|amdhip64(?:_\d+)?\.dll"
+    r"|libamdhip64\.so[.\d]*|libhsa-runtime64\.so[.\d]*|amd_comgr\w*\.dll|libamd_comgr\.so[.\d]*"
+    r"|amdxc(?:32|64)\.dll|atig6pxx\.dll|atiumd\w*\.dll|amdocl\w*\.dll|libamdocl\w*\.so[.\d]*"
+    r"|igvk(?:32|64)\.dll|igc(?:32|64)\.dll|igdrcl\w*\.dll|ze_intel_gpu\w*\.dll|libze_\w+\.so[.\d]*"
+    r"|libigc\.so[.\d]*|libvulkan_\w+\.so)")
+
 # ----------------------------------------------------------------- GPU runtime tables
 # The error names and numbers each GPU runtime reports, with the kind they prove. ggml's
 # backends print them as `CUDA error: <cudaGetErrorString>` (ggml-cuda/common.cuh), with

@@ -297,6 +297,21 @@ _e("llama-swap.check-endpoint-not-served", "startup-timeout", 48, _S,
    "error on %s, %v (normal during startup)` with `status code: %d`)",
    "the upstream answered without the check endpoint, so the wrapper's ready check could not pass",
    r"Health check error( on \S+,|:) status code: 404\b")
+# llama-server's router mode (tools/server/server-models.cpp, b11434; Jan 0.8's
+# tauri-plugin-llamacpp runs it): the router stops a model instance on purpose, on an unload
+# request, to make room under --models-max, for an idle model a queued request needs the slot of,
+# or when the model's source changed. One still loading is killed at once (jan#8667: Jan unloaded
+# its embedding model while it loaded), one that does not stop in time after the stop timeout.
+_e("server.router-stopped-the-instance", "stopped", 45, _S,
+   f"tools/server/server-models.cpp server_models::unload, unload_lru and the instance monitor, {_B} "
+   "(`stopping model instance name=%s`, `model name=%s is still loading, force-killing`, "
+   "`force-killing model instance name=%s after timeout`)",
+   "llama-server's router stopped the model's instance on purpose (an unload, an eviction to make "
+   "room, a reload), killing it if it was still loading or did not stop in time",
+   r"\bstopping model instance name=\S", r"\bmodel name=\S+ is still loading, force-killing",
+   r"\bforce-killing model instance name=\S+ after (\d+ seconds )?timeout",
+   r"\bmodels_max limit reached, removing LRU name=", r"\bevicting idle LRU name=\S+ for a queued request",
+   r"\(reload\) unloading model name=\S+ \(source updated or removed\)")
 _e("wrapper.ttl-unload", "stopped", 45, _D, "llama-swap proxy/process.go (TTL)",
    "the wrapper unloaded the model on purpose", r"Unloading model, TTL of \d+s? reached")
 
