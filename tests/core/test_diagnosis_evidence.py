@@ -5209,3 +5209,22 @@ def test_a_fault_inside_a_gpu_vendor_library_is_a_gpu_error_whichever_report_nam
 def test_a_kernel_segfault_in_the_engine_s_own_gpu_backend_is_not_the_driver_s():
     line = "llama-server[4242]: segfault at 0 ip 00007f3a sp 00007ffc error 4 in libggml-cuda.so[7f3a+1000]"
     assert "gpu.runtime-segfault" not in [e.name for e in catalogue.matches(line)]
+
+
+@pytest.mark.parametrize("line, code", [
+    # llama-server's router mode reports its child's end; Jan 0.8 relays it (jan#8244)
+    ("[llamacpp-router] 0.42.562.871 I srv   operator (): instance name=sentence-transformer-mini exited "
+     "with status -1073741819", -1073741819),
+    ("srv    operator(): instance name=coder exited with status 1", 1),
+])
+def test_the_router_s_report_of_its_instance_s_end_is_the_exit(line, code):
+    assert exit_codes.exit_from_log((line,))[:2] == (code, None)
+    # the child's words are not the router's: a status in prose is not read
+    assert exit_codes.exit_from_log(("the instance exited with status 1 earlier",))[:2] == (None, None)
+
+
+def test_a_stop_the_router_reports_with_the_instance_s_end_is_still_a_stop():
+    # the router's own stop comes before the status it then reports; the status says nothing new
+    lines = _ROUTER_KILLED_A_LOADING_MODEL + (
+        "srv    operator(): instance name=sentence-transformer-mini exited with status 1",)
+    assert diagnose(*lines, os="darwin").kind == "stopped"

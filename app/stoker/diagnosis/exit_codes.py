@@ -158,6 +158,9 @@ _WRAPPER_EXIT = (
                r"|bus error|interrupt|trace/breakpoint trap|floating point exception)", re.IGNORECASE),
     # older Ollama: `llama runner process no longer running: 3221226505`
     re.compile(r"process no longer running: (-?\d+)"),
+    # llama-server's router mode (tools/server/server-models.cpp, b11434; Jan 0.8 runs it): its
+    # child instance's end, `instance name=%s exited with status %d` (a Windows status signed)
+    re.compile(r"\binstance name=\S+ exited with status (-?\d+)"),
     # LM Studio: `(Exit code: 18446744072635812000)`; launchers: `exited with code 137`,
     # `Process exited with code 1`, tabby: `exited with status code -1`
     re.compile(r"\bexit(?:ed)? (?:with )?(?:status )?code:? (-?\d+)", re.IGNORECASE),
