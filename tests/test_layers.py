@@ -44,6 +44,7 @@ PURE = frozenset({
     "stoker.diagnosis.silent_fallbacks",
     "stoker.diagnosis.wrapper_memory",
     "stoker.diagnosis.crash_reports",
+    "stoker.diagnosis.open_readings",
     "stoker.diagnosis.exit_report",
     "stoker.diagnosis.incident_words",
     "stoker.diagnosis.views",

@@ -14,7 +14,15 @@ from dataclasses import replace
 
 import pytest
 
-from stoker.diagnosis import catalogue, classify, crash_reports, evidence, exit_codes, silent_fallbacks
+from stoker.diagnosis import (
+    catalogue,
+    classify,
+    crash_reports,
+    evidence,
+    exit_codes,
+    open_readings,
+    silent_fallbacks,
+)
 from stoker.diagnosis.classify import KINDS, classify_exit, report_from_log
 from stoker.diagnosis.evidence import ORDER, LoadPlace, decide, draft_scoped, gather, rule_between
 from stoker.diagnosis.log_lines import backend_from_log, strip_log_prefix
@@ -1064,8 +1072,8 @@ def test_rocms_vmm_pool_out_of_memory_is_open_between_its_memory_and_a_rocm_faul
 
 def test_without_the_opening_the_vmm_pool_failure_would_be_named_rocm_oom(monkeypatch):
     # negative: with the line not left open, koboldcpp-rocm#105's log is named rocm-oom, the miss
-    monkeypatch.setattr(classify, "_OPEN_BY_LINE",
-                        tuple(o for o in classify._OPEN_BY_LINE if o.rule != "hip-vmm-out-of-memory"))
+    monkeypatch.setattr(open_readings, "OPEN_BY_LINE",
+                        tuple(o for o in open_readings.OPEN_BY_LINE if o.rule != "hip-vmm-out-of-memory"))
     inc = classify_exit(report_from_log((_HIP_VMM_OOM,), backend="rocm"))
     assert inc.kind == "rocm-oom" and not inc.candidates
 
@@ -1151,8 +1159,8 @@ def test_llamasharps_load_failure_without_its_reason_is_open_between_missing_and
 def test_without_the_opening_llamasharps_failure_would_be_named_missing_library(monkeypatch):
     # negative: with the line not left open (the reading before batch 19, which read it as the
     # DllNotFoundException it wraps) LLamaSharp#285's log is named missing-library, the miss
-    monkeypatch.setattr(classify, "_OPEN_BY_LINE",
-                        tuple(o for o in classify._OPEN_BY_LINE if o.rule != "native-load-failed-reason-dropped"))
+    monkeypatch.setattr(open_readings, "OPEN_BY_LINE",
+                        tuple(o for o in open_readings.OPEN_BY_LINE if o.rule != "native-load-failed-reason-dropped"))
     inc = classify_exit(report_from_log(_LLAMASHARP_285))
     assert inc.kind == "missing-library" and not inc.candidates
 

@@ -28,6 +28,12 @@ def strip_log_prefix(line: str) -> str:
     return _PREFIX.sub("", line)
 
 
+def shortened(text: str, limit: int = 300) -> str:
+    """The text without its outer blanks, cut to `limit` characters with an ellipsis."""
+    text = text.strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def backend_from_log(lines: Iterable[str]) -> str | None:
     """The GPU backend a log shows was built in, else None (CPU build or unknown)."""
     lines = [strip_log_prefix(raw) for raw in lines]

@@ -72,7 +72,7 @@ _e("ld.glibc-own-requirer", "stale-library", 79, _D,
 # The reverse mix: a bundle carries part of glibc (its libpthread, libdl...) and the system's
 # libc lacks a version it needs. The system is older than the bundle's glibc, or the bundle
 # lacks the libc (and ld.so) that go with its parts; the line cannot tell, so classify's
-# _left_open leaves it open between system-too-old and stale-library.
+# open_readings.left_open leaves it open between system-too-old and stale-library.
 _e("ld.glibc-part-bundled", "system-too-old", 79, _D,
    "glibc ld.so (dl-version.c) `/lib/.../libc.so.6: version `GLIBC_x' not found (required by "
    "<glibc's own library outside /lib and /usr/lib>)`",
@@ -439,7 +439,7 @@ _e("dotnet.dll-not-found", "missing-library", 75, _D,
 # every dlopen failure: the file or a dependency absent, but also a libllama built on a newer
 # glibc (`version GLIBC_2.33 not found`: LLamaSharp#285, spent batch 19, a Docker image older
 # than the prebuilt library). The line alone therefore names no kind: read as missing-library,
-# then left open between missing-library and system-too-old (classify.py _left_open); a line
+# then left open between missing-library and system-too-old (open_readings.left_open); a line
 # that gives the loader's reason (a GLIBC version, `cannot open shared object file`, the
 # DllNotFoundException's own text) decides over it.
 _e("llamasharp.native-load-failed", "missing-library", 75, _S,

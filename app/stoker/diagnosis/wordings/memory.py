@@ -52,7 +52,7 @@ _e("cuda.oom", "gpu-oom", 80, _D,
 # ulimit), while the same pool on CUDA runs out for real (ollama#3237, koboldcpp#612 and #1711:
 # cuMemCreate/cuMemSetAccess out of memory, cuda-oom). So the line is a ROCm allocation that
 # may be the runtime's fault: read as rocm-oom, then left open between rocm-oom and gpu-error
-# (classify.py _left_open), since only the same load with VMM off tells them apart. It ranks
+# (open_readings.left_open), since only the same load with VMM off tells them apart. It ranks
 # above the generic `hipErrorOutOfMemory`/`out of memory` readings of the same line so that
 # this one is the line's reading. Any other HipVMM error (`invalid argument` from
 # hipMemSetAccess: llama.cpp#26054, ROCm/rocm-systems#2516) is the VMM API refusing, no
