@@ -48,7 +48,7 @@ from stoker.diagnosis.incident_words import (
     words,
 )
 from stoker.diagnosis.log_lines import backend_from_log, shortened, strip_log_prefix, unwrapped
-from stoker.diagnosis.open_readings import OPEN_ADVICE, SPLIT_OOM_KINDS, WEIGHTS_UNNAMED, left_open
+from stoker.diagnosis.open_readings import SPLIT_OOM_KINDS, WEIGHTS_UNNAMED, left_open
 from stoker.diagnosis.silent_fallbacks import (
     gpu_unused_from_log,
     lacks_the_gpus_architecture,
@@ -501,11 +501,11 @@ def classify_exit(report: ExitReport) -> Incident:
     title, advice = (_entry_words(match, kind, unsure) or _RULE_WORDS.get(rule or "")
                      or words(kind, report, unsure))
     candidates: tuple[str, ...] = ()
-    open_pair = left_open(kind, unsure, evidence, tail)
-    if open_pair is not None:
-        candidates, title, open_rule = open_pair
-        kind, rule = "unknown", rule if kind == "unknown" else open_rule
-        advice = OPEN_ADVICE.get(open_rule, advice)
+    opened = left_open(kind, unsure, evidence, tail)
+    if opened is not None:
+        candidates, title = opened.candidates, opened.title
+        kind, rule = "unknown", rule if kind == "unknown" else opened.rule
+        advice = opened.advice or advice
     if conflict and kind == "unknown" and match is not None:
         first, second = match.verdict.candidates
         candidates = (first.kind, second.kind)
@@ -609,7 +609,7 @@ def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence:
         # KoboldCpp's `Attempting to load draft model` either, which draft_scoped reads as
         # the drafter's): llama.cpp's `error loading model:` and common_init_from_params'
         # `failed to load model '%s'` are printed alike for both (lmstudio-bug-tracker#441:
-        # the draft's). Left open (classify.left_open).
+        # the draft's). Left open (open_readings.left_open).
         unsure = OPEN_LOAD_ERROR_OR_DRAFTER
     return kind, unsure, rule, evidence
 

@@ -45,44 +45,23 @@ _PYTHON_39_DLL_NOT_LOADED = re.compile(r"Error loading Python DLL '[^']*python3(
 _LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly loaded\.|Failed to load the native "
                                      r"library\. Please check the log", re.IGNORECASE)
 
-# What to do when a line is left open between two kinds and each wants another remedy.
-OPEN_ADVICE = {
-    "model-on-a-non-ascii-path": (
-        "Put the model in a folder whose whole path is plain ASCII (for Ollama, set OLLAMA_MODELS to "
-        "such a folder, e.g. C:\\ollama-models) and load it again; if it still fails there, the file "
-        "itself is at fault: download it again."),
-    "sycl-program-build-failed": (
-        "Update the Intel GPU driver (its compiler builds the device code), then try a build of the "
-        "engine made for this GPU; the lines under `Build program log` name what the compiler refused."),
-    "client-left-the-load": (
-        "Let the first request wait for the load (a cold start of a large model takes minutes): "
-        "raise the client's timeout, or load the model before the app asks, and do not cancel "
-        "while it loads."),
-    "model-path-is-the-alias-default": (
-        "Install the bindings and their native llama library from one build (rebuild both, and remove "
-        "older copies of the library from the program's folder and the PATH), then check that the "
-        "program passes the model's path."),
-    "glibc-part-bundled": (
-        "A program that ships glibc's libpthread, libdl or librt must ship the libc.so.6 (and "
-        "ld.so) of the same glibc, or none of them (LocalAI#9099 bundled the rest): use a build "
-        "whose bundle is whole, or one built for this system's glibc (`ldd --version`)."),
-    "hip-vmm-out-of-memory": (
-        "Start the same model once with a build that has HIP VMM off (llama.cpp's default since "
-        "January 2025, GGML_HIP_NO_VMM=ON; koboldcpp-rocm: -DGGML_CUDA_NO_VMM=1): if it loads, "
-        "ROCm's VMM was at fault; if it runs out of memory there too, use a smaller plan."),
-    "native-load-failed-reason-dropped": (
-        "Check the native library's dependencies (`ldd libllama.so` on Linux, `dumpbin /dependents` "
-        "on Windows): a `not found` line is a missing library; a `version GLIBC_2.xx not found` "
-        "means the library was built for a newer system than this one (use a newer OS or image, "
-        "or build llama.cpp on it)."),
-}
+@dataclass(frozen=True)
+class OpenReading:
+    """A reading left open: the two candidates, the sentence a person reads, the rule, and the
+    advice when the two want other remedies (None: the kind's own advice stands)."""
+
+    candidates: tuple[str, str]
+    title: str
+    rule: str
+    advice: str | None = None
 
 
 @dataclass(frozen=True)
 class _OpenLine:
     """A deciding line that follows either of two causes: read as `kind`, left open between
-    `candidates` with `title` ({line} is the line) under `rule`, unless a line of the log
-    matches `settled_by`, which rules out every cause but `kind`."""
+    `candidates` with `title` ({line} is the line) under `rule`, with `advice` when the two want
+    other remedies, unless a line of the log matches `settled_by`, which rules out every cause
+    but `kind`."""
 
     kind: str
     pattern: re.Pattern[str]
@@ -90,6 +69,7 @@ class _OpenLine:
     title: str
     rule: str
     settled_by: re.Pattern[str] | None = None
+    advice: str | None = None
 
 
 # llama-server's `couldn't bind HTTP server socket, hostname: H, port: P` (tools/server, b11434
@@ -181,7 +161,9 @@ OPEN_BY_LINE = (
     _OpenLine("gpu-error", _SYCL_PROGRAM_BUILD_FAILED, ("gpu-error", "no-kernel-image"),
               "The GPU driver could not compile the engine's device code for this GPU ({line}): the "
               "driver's compiler may be at fault, or the code may use what this device lacks; the "
-              "build log under that line names which, and Stoker does not guess.", "sycl-program-build-failed"),
+              "build log under that line names which, and Stoker does not guess.", "sycl-program-build-failed",
+              advice=("Update the Intel GPU driver (its compiler builds the device code), then try a build of the "
+                      "engine made for this GPU; the lines under `Build program log` name what the compiler refused.")),
     _OpenLine("port-in-use", _BIND_ON_OTHER_HOST, ("port-in-use", "bad-argument"),
               "The engine could not listen ({line}) on a host address that is neither loopback nor all "
               "addresses: the port may be taken, or this machine may not have that address (check "
@@ -190,18 +172,27 @@ OPEN_BY_LINE = (
               "The client closed its connection before the model finished loading ({line}), and the "
               "load was abandoned: the client's own time limit ran out, or a person cancelled the "
               "request; the log does not say which, and Stoker does not guess.",
-              "client-left-the-load"),
+              "client-left-the-load",
+              advice=("Let the first request wait for the load (a cold start of a large model takes minutes): "
+                      "raise the client's timeout, or load the model before the app asks, and do not cancel "
+                      "while it loads.")),
     _OpenLine("bad-model", _MODEL_PATH_IS_THE_ALIAS_DEFAULT, ("stale-library", "bad-argument"),
               "The engine was handed `unknown` as the model path ({line}): llama.cpp's default model "
               "alias, not a file. The program calling the engine and its llama library may be from two "
               "builds that lay out their parameters differently, or no model path was passed; Stoker "
               "does not guess.",
-              "model-path-is-the-alias-default"),
+              "model-path-is-the-alias-default",
+              advice=("Install the bindings and their native llama library from one build (rebuild both, and remove "
+                      "older copies of the library from the program's folder and the PATH), then check that the "
+                      "program passes the model's path.")),
     _OpenLine("bad-model", _MODEL_ON_A_NON_ASCII_WINDOWS_PATH, ("bad-model", "bad-argument"),
               "The model could not be loaded from a Windows path with characters outside ASCII ({line}): "
               "a program that passes such a path in the system's code page cannot open the file, or the "
               "file itself may be damaged or unsupported; Stoker does not guess. Loading it from a folder "
-              "whose path is plain ASCII tells (for Ollama, OLLAMA_MODELS).", "model-on-a-non-ascii-path"),
+              "whose path is plain ASCII tells (for Ollama, OLLAMA_MODELS).", "model-on-a-non-ascii-path",
+              advice=("Put the model in a folder whose whole path is plain ASCII (for Ollama, set OLLAMA_MODELS to "
+                      "such a folder, e.g. C:\\ollama-models) and load it again; if it still fails there, the file "
+                      "itself is at fault: download it again.")),
     # LocalAI pkg/model reports one load error for the model and its draft together
     # (`Failed to load model: X (with draft model: Y). Error: ...`): either file's
     _OpenLine("bad-model", _LOAD_WITH_DRAFT, ("bad-model", "drafter-failure"),
@@ -214,7 +205,10 @@ OPEN_BY_LINE = (
     _OpenLine("rocm-oom", _HIP_VMM_OOM, ("rocm-oom", "gpu-error"),
               "ROCm's virtual-memory pool ran out of memory ({line}): the GPU's memory may be used up, "
               "or ROCm's VMM may have failed with memory free (a known ROCm fault, why llama.cpp builds "
-              "HIP without VMM by default); Stoker does not guess.", "hip-vmm-out-of-memory"),
+              "HIP without VMM by default); Stoker does not guess.", "hip-vmm-out-of-memory",
+              advice=("Start the same model once with a build that has HIP VMM off (llama.cpp's default since "
+                      "January 2025, GGML_HIP_NO_VMM=ON; koboldcpp-rocm: -DGGML_CUDA_NO_VMM=1): if it loads, "
+                      "ROCm's VMM was at fault; if it runs out of memory there too, use a smaller plan.")),
     # LLamaSharp turns every native load failure into one RuntimeError and drops the
     # loader's reason: a missing library or dependency, or a libllama built on a newer
     # glibc than this system's (LLamaSharp#285).
@@ -227,7 +221,11 @@ OPEN_BY_LINE = (
     _OpenLine("missing-library", _LLAMASHARP_LOAD_FAILED, ("missing-library", "system-too-old"),
               "LLamaSharp could not load its native library ({line}) and did not keep the loader's "
               "reason: a library or dependency may be missing, or the library may need a newer system "
-              "(glibc) than this one; Stoker does not guess.", "native-load-failed-reason-dropped"),
+              "(glibc) than this one; Stoker does not guess.", "native-load-failed-reason-dropped",
+              advice=("Check the native library's dependencies (`ldd libllama.so` on Linux, `dumpbin /dependents` "
+                      "on Windows): a `not found` line is a missing library; a `version GLIBC_2.xx not found` "
+                      "means the library was built for a newer system than this one (use a newer OS or image, "
+                      "or build llama.cpp on it).")),
     # PyInstaller's bundled Python 3.9 or later that Windows would not load: a dependency missing,
     # or Windows 7 (Python 3.9 dropped it; its DLL needs Windows 8's api-ms-win-core-path, koboldcpp#147)
     _OpenLine("missing-library", _PYTHON_39_DLL_NOT_LOADED, ("missing-library", "system-too-old"),
@@ -240,7 +238,10 @@ OPEN_BY_LINE = (
     _OpenLine("system-too-old", entry("ld.glibc-part-bundled").pattern, ("system-too-old", "stale-library"),
               "A bundled part of glibc needs a version this system's libc lacks ({line}): the system may "
               "be older than the glibc the bundle came from, or the bundle may lack the libc that goes "
-              "with its parts; Stoker does not guess.", "glibc-part-bundled"),
+              "with its parts; Stoker does not guess.", "glibc-part-bundled",
+              advice=("A program that ships glibc's libpthread, libdl or librt must ship the libc.so.6 (and "
+                      "ld.so) of the same glibc, or none of them (LocalAI#9099 bundled the rest): use a build "
+                      "whose bundle is whole, or one built for this system's glibc (`ldd --version`).")),
 )
 # The same, where what leaves it open is not the line but the launch (a drafter was loaded).
 _OPEN_BY_UNSURE: dict[str, tuple[tuple[str, str], str, str]] = {
@@ -266,28 +267,29 @@ _OPEN_BY_UNSURE: dict[str, tuple[tuple[str, str], str, str]] = {
 
 
 def left_open(kind: str, unsure: str | None, evidence: str | None,
-              tail: tuple[str, ...]) -> tuple[tuple[str, str], str, str] | None:
-    """(the two candidates, the title, the rule) when the deciding line follows either of two causes
-    and the log has nothing to choose between them, else None: the answer is then `unknown`
-    with both, since a confident wrong kind sends the user the wrong way."""
+              tail: tuple[str, ...]) -> OpenReading | None:
+    """The reading left open when the deciding line follows either of two causes and the log has
+    nothing to choose between them, else None: the answer is then `unknown` with both, since a
+    confident wrong kind sends the user the wrong way."""
     line = shortened(evidence or "", 120)
     if kind in SPLIT_OOM_KINDS and WEIGHTS_UNNAMED.search(evidence or ""):
         # llama.cpp before the buffer type was named (`unable to allocate backend buffer`),
         # and Ollama's wrapping of it: with layers split between the GPU and the CPU the
         # failing buffer is either's (ollama#5764: a 40 GB model on an 8 GB GPU ran out of RAM)
-        return ((kind, "host-oom"),
-                f"An allocation failed ({line}) and the log does not say on which device: the "
-                f"{GPU_OF_OOM[kind]} GPU's memory or the system memory (RAM); Stoker does not "
-                "guess. Both are memory: Stoker retries with a smaller plan.",
-                "allocation-on-an-unnamed-device")
+        return OpenReading((kind, "host-oom"),
+                           f"An allocation failed ({line}) and the log does not say on which device: the "
+                           f"{GPU_OF_OOM[kind]} GPU's memory or the system memory (RAM); Stoker does not "
+                           "guess. Both are memory: Stoker retries with a smaller plan.",
+                           "allocation-on-an-unnamed-device")
     for open_line in OPEN_BY_LINE:
         if kind == open_line.kind and open_line.pattern.search(evidence or ""):
             settled = open_line.settled_by
             if settled is not None and any(settled.search(raw) for raw in tail):
                 return None
-            return open_line.candidates, open_line.title.format(line=line), open_line.rule
+            return OpenReading(open_line.candidates, open_line.title.format(line=line), open_line.rule,
+                               open_line.advice)
     by_unsure = _OPEN_BY_UNSURE.get(unsure) if unsure is not None else None
     if by_unsure is not None:
         candidates, title, rule = by_unsure
-        return candidates, title.format(line=line), rule
+        return OpenReading(candidates, title.format(line=line), rule)
     return None
