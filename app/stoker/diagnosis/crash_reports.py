@@ -18,8 +18,11 @@ from collections.abc import Iterable
 
 from stoker.diagnosis.wordings.runtime_tables import GPU_RUNTIME_LIBRARY
 
-# The faulting module's field, in the three forms of the report.
-_MODULE_FIELD = re.compile(r"(?:Faulting module name:|Sig\[3\]\.Value=|<Data>)\s*msvcp140\.dll\b", re.IGNORECASE)
+# The faulting module's field as the event text and WER's signature name it (the XML writes it as a
+# bare `<Data>`, read only where the module is named too).
+_MODULE_FIELD_NAME = r"Faulting module name:|Sig\[3\]\.Value="
+# msvcp140.dll as the faulting module, in the three forms of the report.
+_MODULE_FIELD = re.compile(rf"(?:{_MODULE_FIELD_NAME}|<Data>)\s*msvcp140\.dll\b", re.IGNORECASE)
 # The module's version: the event text puts it on the same line, the XML on the next, WER on the
 # next field (two lines on, after its localised `Sig[4].Name=`).
 _VERSION = re.compile(r"\b14\.(\d+)\.\d+(?:\.\d+)?\b")
@@ -60,7 +63,7 @@ _FIRST_FRAME = re.compile(r"^\s*(?:#0\s+)?0x[0-9a-f]+ in ", re.IGNORECASE)
 _FRAME_LIBRARY = re.compile(r"(?:^|\s)from\s+(.+?)\s*$")
 _LINES_TO_THE_FRAME = 4
 # The faulting module in Windows' report, as text or as WER's signature.
-_REPORTED_MODULE = re.compile(r"(?:Faulting module name:|Sig\[3\]\.Value=)\s*([^\s,]+)", re.IGNORECASE)
+_REPORTED_MODULE = re.compile(rf"(?:{_MODULE_FIELD_NAME})\s*([^\s,]+)", re.IGNORECASE)
 
 
 def _stopped_in(lines: tuple[str, ...], stop: int) -> tuple[int, str] | None:
