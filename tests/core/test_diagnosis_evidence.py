@@ -1368,7 +1368,10 @@ def test_the_encoders_single_shot_check_with_a_drafter_is_the_drafters():
     # the block-diffusion drafter (buun-llama-cpp#21: DFlash's encoder-style attention)
     inc = classify_exit(report_from_log((_ASSERT_ENCODER, "#3 llama_context::encode(llama_batch const&)"),
                                         signal="SIGABRT", has_drafter=True))
-    assert inc.kind == "drafter-failure" and inc.rule == "crash-starting-with-a-catalog-drafter"
+    assert inc.kind == "drafter-failure" and inc.rule == "encoder-check-with-a-drafter"
+    # ... while serving too: the drafter encodes on every speculative step
+    serving = report_from_log((_ASSERT_ENCODER,), signal="SIGABRT", has_drafter=True, phase="ready")
+    assert classify_exit(serving).rule == "encoder-check-with-a-drafter"
     # negative: an embedding model's launch (no drafter) is the assertion
     assert classify_exit(report_from_log((_ASSERT_ENCODER,), signal="SIGABRT")).kind == "assertion-failed"
     # negative: without the encoder exception the abort is left open like any other
@@ -4053,19 +4056,30 @@ def test_llama_model_loaders_own_refusal_is_the_model_file_never_memory():
 
 
 _JINJA = ("terminate called after throwing an instance of 'std::runtime_error'",
-          "  what():  this custom template is not supported")
+          "  what():  this custom template is not supported, try using --jinja")
 
 
 def test_a_template_that_needs_jinja_is_a_bad_argument_over_the_abort():
-    # containers/ramalama#1212: `ramalama run` without --jinja
+    # b11434's common/chat.cpp names the option the build has and the launch did not turn on
     inc = diagnose(*_JINJA)
-    assert inc.kind == "bad-argument" and "--jinja" in inc.advice
+    assert inc.kind == "bad-argument" and "--jinja" in inc.advice and not inc.candidates
     assert diagnose("srv  init: this custom template is not supported, try using --jinja").kind == "bad-argument"
     # look-alike: another runtime_error after terminate stays the abort
     assert diagnose(_JINJA[0], "  what():  vector::_M_range_check").kind == "assertion-failed"
     # order: the missing option is the cause; the abort is its echo
     assert verdict(_JINJA).rule == "argument-before-load"
     assert verdict(_JINJA, flipped("argument-before-load")).kind == "assertion-failed"
+
+
+def test_the_template_words_without_the_hint_leave_the_build_open():
+    # the same bare words from a build with Jinja not turned on (containers/ramalama#1212) and
+    # from one with none, the model's template newer than it (gpustack#1060, llama-box on b4490)
+    bare = (_JINJA[0], "  what():  this custom template is not supported")
+    inc = diagnose(*bare)
+    assert inc.kind == "unknown" and inc.candidates == ("bad-argument", "bad-model")
+    assert inc.rule == "template-unknown-to-the-build" and "--jinja" in inc.advice
+    # the order still puts the template before its abort
+    assert verdict(bare).rule == "argument-before-load"
 
 
 _PYI = ("Error loading Python DLL 'C:\\Users\\u\\AppData\\Local\\Temp\\_MEI41082\\python39.dll'.",
@@ -4259,6 +4273,10 @@ _CUDA_UNKNOWN_IN_A_DEVICE_COPY = (
 @pytest.mark.parametrize("function, settled", [
     ("ggml_backend_cuda_buffer_cpy_tensor", True),
     ("ggml_backend_cuda_cpy_tensor_async", True),
+    # ollama#3097: results read back from the device's buffer mid-request
+    ("ggml_backend_cuda_get_tensor_async", True),
+    ("ggml_backend_cuda_buffer_get_tensor", True),
+    ("ggml_backend_cuda_buffer_get_tensor_2d", True),
     # look-alikes: the first calls a driver the runtime cannot talk to fails in
     ("ggml_cuda_init", False),
     ("ggml_cuda_host_malloc", False),
@@ -5236,3 +5254,83 @@ def test_a_stop_the_router_reports_with_the_instance_s_end_is_still_a_stop():
     lines = _ROUTER_KILLED_A_LOADING_MODEL + (
         "srv    operator(): instance name=sentence-transformer-mini exited with status 1",)
     assert diagnose(*lines, os="darwin").kind == "stopped"
+
+
+# Widened from spent batches 87 and 88 (docs/diagnosis-batches.md, "Batches 87 and 88 are spent").
+
+_FATTN_NO_KERNEL = "D:\\a\\llama.cpp\\llama.cpp\\ggml\\src\\ggml-cuda\\fattn.cu:579: fatal error"
+_SERVING = ("I slot print_timing: id  1 | task 1301 | prompt processing, n_tokens =  12498, progress = 1.00",)
+
+
+@pytest.mark.parametrize("line, candidates", [
+    # llama.cpp#24324: no flash-attention kernel for a shape on the first decode with an MTP head
+    (_FATTN_NO_KERNEL, ("assertion-failed", "drafter-failure")),
+    ("CUDA error: an illegal memory access was encountered", ("gpu-error", "drafter-failure")),
+])
+def test_an_abort_or_gpu_error_while_serving_with_a_drafter_stays_open(line, candidates):
+    lines = _SERVING + (line,)
+    inc = classify_exit(report_from_log(lines, has_drafter=True, phase="ready"))
+    assert inc.kind == "unknown" and set(inc.candidates) == set(candidates)
+    assert inc.recoverable_by == "drop-drafter" or inc.recoverable_by is None
+    # negative: without a drafter the same line is named
+    assert classify_exit(report_from_log(lines, has_drafter=False, phase="ready")).kind == candidates[0]
+    # negative: a crash with no telling line while serving is not blamed on the drafter
+    quiet = classify_exit(report_from_log(_SERVING, signal="SIGSEGV", has_drafter=True, phase="ready"))
+    assert quiet.kind != "drafter-failure"
+
+
+@pytest.mark.parametrize("line", [
+    "CUDA error: a PTX JIT compilation failed",  # LocalAI#8370: a V100 the CUDA 12 image has no sm_70 code for
+    "CUDA error 218 at ggml-cuda.cu:1200: cudaErrorInvalidPtx",
+    "ggml_cuda_compute_forward: MUL_MAT failed: CUDA_ERROR_INVALID_PTX",
+])
+def test_a_failed_ptx_jit_is_a_build_without_this_gpus_code(line):
+    inc = diagnose(line, "  current device: 0, in function ggml_cuda_op_mul_mat at ggml-cuda.cu:1200",
+                   backend="cuda")
+    assert inc.kind == "no-kernel-image"
+    # negative: a driver too old for the PTX says so apart, and stays the driver's
+    old = diagnose("CUDA error: the provided PTX was compiled with an unsupported toolchain", backend="cuda")
+    assert old.kind == "cuda-driver-too-old"
+
+
+def test_a_failed_ptx_jit_outranks_the_abort_after_it():
+    # order: ggml's CUDA_CHECK prints the error, then aborts; reversed, the abort wins
+    lines = ("CUDA error: a PTX JIT compilation failed", "GGML_ASSERT(ok) failed")
+    assert verdict(lines).kind == "no-kernel-image"
+    assert verdict(lines, flipped(verdict(lines).rule)).kind == "assertion-failed"
+
+
+@pytest.mark.parametrize("line", [
+    # java-llama.cpp#37: no Linux-Android/aarch64 build of libjllama in the jar
+    "java.lang.UnsatisfiedLinkError: No native library found for os.name=Linux-Android, os.arch=aarch64, "
+    "paths=[/de/kherud/llama/Linux-Android/aarch64:/system/lib64]",
+    "Exception in thread \"main\" java.lang.UnsatisfiedLinkError: no jllama in java.library.path: /usr/lib",
+])
+def test_a_java_binding_without_its_native_library_is_a_missing_library(line):
+    inc = diagnose(line)
+    assert inc.kind == "missing-library" and "Java binding" in inc.title
+
+
+@pytest.mark.parametrize("line", [
+    # look-alikes: the library was found and loaded, and a symbol in it is another build's
+    "java.lang.UnsatisfiedLinkError: 'long de.kherud.llama.LlamaModel.loadModel(java.lang.String)'",
+    "java.lang.UnsatisfiedLinkError: /tmp/libjllama.so: undefined symbol: llama_backend_free",
+])
+def test_other_unsatisfied_links_are_not_a_missing_java_library(line):
+    assert "jvm.native-library-missing" not in [e.name for e in catalogue.matches(line)]
+
+
+@pytest.mark.parametrize("line", [
+    # lmstudio-bug-tracker#1903 (0.4) and #883 (0.3): a gfx1150 absent from the engine's targets
+    '"message": "No ROCm GPUs detected of supported targets: gfx1030, gfx1100, gfx1101, gfx1102, gfx1151"',
+    '"message": "No compatible ROCm GPUs found on device"',
+])
+def test_lm_studios_rocm_engine_without_this_gpus_target_is_no_kernel_image(line):
+    inc = diagnose('"status": "No supported GPUs",', line)
+    assert inc.kind == "no-kernel-image" and "gfx target" in inc.title
+
+
+def test_lm_studios_other_survey_lines_name_nothing():
+    # negative: a survey of an engine that is compatible names no kind
+    lines = ('"name": "llama.cpp-win-x86_64-amd-rocm-avx2",', '"status": "ok",', '"message": ""')
+    assert diagnose(*lines).kind == "unknown"

@@ -583,8 +583,12 @@ def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence:
     abort or a GPU error is left open with it, and a load error no load holds is either's."""
     # A start-up crash without a telling line while a catalog drafter was loaded: the
     # drafter is the likeliest culprit (formats change between releases), so it is
-    # blamed instead of the build.
-    if (report.has_drafter and not report.drafter_forced and report.phase == "starting"
+    # blamed instead of the build. An abort or a GPU error is read the same way while serving:
+    # the drafter's graph runs on every speculative step, so the line no more tells whose graph
+    # tripped it once the model has loaded (llama.cpp#24324: fattn.cu's `fatal error`, no flash
+    # attention kernel for a shape, on the first decode with an MTP head).
+    told = match is not None and match.kind in ("assertion-failed", "gpu-error")
+    if (report.has_drafter and not report.drafter_forced and (report.phase == "starting" or told)
             and kind in ("unknown", "assertion-failed", "gpu-error", "illegal-instruction")
             and not report.signalled_by_us and not conflict
             and not _ended_cleanly(report)):  # a clean exit is no crash
@@ -594,8 +598,9 @@ def _with_the_drafter(kind: str, unsure: str | None, rule: str | None, evidence:
             kind, unsure, rule = "unknown", OPEN_GPU_ERROR_OR_DRAFTER, "gpu-error-with-a-drafter"
         elif match is not None and match.kind == "assertion-failed" and _MTP_HEAD_ASSERT.search(match.line):
             rule, evidence = "assertion-on-the-mtp-head", match.line  # the draft head's own check
-        elif (match is not None and match.kind == "assertion-failed"
-              and not _ENCODER_ASSERT.search(match.line)):
+        elif match is not None and match.kind == "assertion-failed" and _ENCODER_ASSERT.search(match.line):
+            rule, evidence = "encoder-check-with-a-drafter", match.line  # only the DFlash drafter encodes
+        elif match is not None and match.kind == "assertion-failed":
             # An abort names the check that failed, not whose graph or buffer tripped it:
             # ggml-backend.cpp's GGML_ASSERT(buffer) (a tensor with no buffer reached
             # ggml_backend_buffer_*) fired under an MTP launch (llama.cpp#23260, bisected to

@@ -153,6 +153,16 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "stopped.",
         "Raise the client's timeout for long prompts (a large context on a model partly in system "
         "memory is slow to start answering), or shorten the prompt or context."),
+    "jvm.native-library-missing": (
+        "The Java binding found no native llama library built for this system and CPU (in its jar "
+        "or on java.library.path), so the engine never loaded.",
+        "Use a release of the binding that ships a native library for this OS and CPU (or build "
+        "one and point de.kherud.llama.lib.path or java.library.path at its folder)."),
+    "lmstudio.rocm-engine-no-target": (
+        "LM Studio's ROCm engine was not built for this GPU's gfx target, so it cannot run on it "
+        "(LM Studio falls back to its Vulkan engine).",
+        "Use LM Studio's Vulkan engine for this GPU, or a ROCm build of llama.cpp made for this gfx "
+        "target."),
     "lemonade.config-value": (
         "Lemonade refused one of its settings before it started the engine: the value is not one "
         "it takes here (a backend this machine does not offer, a wrong type or range, or a path that "

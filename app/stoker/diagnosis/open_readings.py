@@ -45,6 +45,13 @@ _PYTHON_39_DLL_NOT_LOADED = re.compile(r"Error loading Python DLL '[^']*python3(
 _LLAMASHARP_LOAD_FAILED = re.compile(r"The native library cannot be correctly loaded\.|Failed to load the native "
                                      r"library\. Please check the log", re.IGNORECASE)
 
+# common's chat-template apply (catalogue arg.template-needs-jinja) without b11434's hint `, try
+# using --jinja`: the model's template is not in the built-in list, and the builds that print the
+# bare words include ones with a Jinja engine the launch did not turn on (containers/ramalama#1212)
+# and ones with none, whose only cure is a newer build (gpustack#1060: llama-box 0.0.107, llama.cpp
+# b4490, a model's new template; fixed by 0.0.108). The hint says the build has Jinja.
+_TEMPLATE_UNKNOWN_NO_HINT = re.compile(r"this custom template is not supported(?!, try using --jinja)")
+
 @dataclass(frozen=True)
 class OpenReading:
     """A reading left open: the two candidates, the sentence a person reads, the rule, and the
@@ -109,11 +116,16 @@ _CUDA_UNKNOWN_ERROR = re.compile(r"CUDA error:? 999\b|\bcudaErrorUnknown\b|\bCUD
 # copy from one CUDA buffer to another (ggml_backend_cuda_buffer_cpy_tensor and
 # ggml_backend_cuda_cpy_tensor_async, both only when source and destination are CUDA buffers:
 # cudaMemcpyAsync device to device or cudaMemcpyPeerAsync between two GPUs; jan#2707, after the
-# first request had been answered).
+# first request had been answered), or a copy out of a CUDA buffer into the host's memory
+# (ggml_backend_cuda_get_tensor_async, which asserts the tensor's buffer is this device's before
+# its cudaMemcpyAsync device to host, and the buffer's own ggml_backend_cuda_buffer_get_tensor and
+# _get_tensor_2d: the results of work already done on the device; ollama#3097, mid-request after
+# many answered).
 _CUDA_ERROR_FROM_WORK_ON_THE_DEVICE = re.compile(
     r"\bggml_cuda_compute_forward: \S+ failed\b"
     r"|in function (ggml_cuda_compute_forward"
-    r"|ggml_backend_cuda_buffer_cpy_tensor|ggml_backend_cuda_cpy_tensor_async)\b")
+    r"|ggml_backend_cuda_buffer_cpy_tensor|ggml_backend_cuda_cpy_tensor_async"
+    r"|ggml_backend_cuda_get_tensor_async|ggml_backend_cuda_buffer_get_tensor(_2d)?)\b")
 
 # A load that failed on the model path `unknown`: the default of llama.cpp's `model_alias` in
 # common's gpt_params (2023 to 2024, `std::string model_alias = "unknown"`), not a path anyone types.
@@ -193,6 +205,13 @@ OPEN_BY_LINE = (
               advice=("Put the model in a folder whose whole path is plain ASCII (for Ollama, set OLLAMA_MODELS to "
                       "such a folder, e.g. C:\\ollama-models) and load it again; if it still fails there, the file "
                       "itself is at fault: download it again.")),
+    _OpenLine("bad-argument", _TEMPLATE_UNKNOWN_NO_HINT, ("bad-argument", "bad-model"),
+              "The engine does not know the model's chat template ({line}): a build with a Jinja engine "
+              "renders it when started with --jinja, and an older build without one cannot, the model "
+              "being newer than the build; the line does not say which build this is, and Stoker does not "
+              "guess.", "template-unknown-to-the-build",
+              advice=("Start the engine with `--jinja`; if the build does not know that option, update it to a "
+                      "newer one (b11434, Stoker's, renders templates with Jinja by default).")),
     # LocalAI pkg/model reports one load error for the model and its draft together
     # (`Failed to load model: X (with draft model: Y). Error: ...`): either file's
     _OpenLine("bad-model", _LOAD_WITH_DRAFT, ("bad-model", "drafter-failure"),

@@ -81,7 +81,13 @@ _e("cuda.no-kernel-image", "no-kernel-image", 90, _D,
    r"has no device code compatible with CUDA arch", r"ggml was not compiled with any CUDA arch",
    # ggml-cuda.cu's bad_arch() of late 2023 (before no_device_code named the arch), still in
    # the koboldcpp and llama-cpp-python builds of that time
-   r"ggml-cuda was compiled without support for the current GPU architecture")
+   r"ggml-cuda was compiled without support for the current GPU architecture",
+   # cudaErrorInvalidPtx (218) / CUDA_ERROR_INVALID_PTX, `a PTX JIT compilation failed`: the
+   # runtime JIT-compiles a build's PTX only when the build holds no binary for this device
+   # (CUDA runtime API: "may fall back to compiling PTX if an application does not contain a
+   # suitable binary for the current device"), and that fallback failed; a driver too old for
+   # the PTX says so apart, cudaErrorUnsupportedPtxVersion (222, cuda.ptx-toolchain)
+   r"a PTX JIT compilation failed", r"cudaErrorInvalidPtx", r"CUDA_ERROR_INVALID_PTX")
 _e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
    "hipErrorNoBinaryForGpu (209), hipErrorSharedObjectInitFailed (303); HIP runtime, rocBLAS/Tensile",
    "ROCm has no kernels for this gfx architecture (an unsupported GPU without an override)",

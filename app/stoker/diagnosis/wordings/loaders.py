@@ -430,6 +430,18 @@ _e("dotnet.dll-not-found", "missing-library", 75, _D,
    "the binding's native library (or one it depends on) could not be loaded: not installed, not "
    "beside the program, or a dependency missing",
    r"DllNotFoundException: Unable to load (DLL|shared library) '[^']*(llama|ggml|mtmd)[^']*'")
+# Java bindings (java-llama.cpp and its forks): the loader that xerial's sqlite-jdbc wrote
+# (SQLiteJDBCLoader) and java-llama.cpp's LlamaLoader copies looks for the native library built
+# for this OS and CPU in the jar and on java.library.path and, finding none, throws
+# `No native library found for os.name=%s, os.arch=%s, paths=[%s]` (java-llama.cpp#37 on
+# Android: no Linux-Android/aarch64 build shipped); the JDK's own System.loadLibrary says
+# `UnsatisfiedLinkError: no %s in java.library.path` (ClassLoader.loadLibrary).
+_e("jvm.native-library-missing", "missing-library", 75, _D,
+   "kherud/java-llama.cpp LlamaLoader.loadNativeLibrary (de.kherud.llama, 2023 on; the wording of "
+   "xerial sqlite-jdbc's SQLiteJDBCLoader), the JDK's ClassLoader.loadLibrary",
+   "the Java binding found no native library built for this OS and CPU, in its jar or on the "
+   "library path",
+   r"No native library found for os\.name=", r"UnsatisfiedLinkError: no \S+ in java\.library\.path")
 # LLamaSharp's NativeApi static constructor (LLama/Native/NativeApi.cs, then NativeApi.Load.cs,
 # 0.5 to 0.2x) calls llama_empty_call() and turns ANY DllNotFoundException into
 # `RuntimeError: The native library cannot be correctly loaded. It could be one of the

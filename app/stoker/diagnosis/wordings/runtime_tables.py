@@ -47,6 +47,7 @@ CUDA_ERRORS = {  # cudaError_t (CUDA 12 runtime API), name -> (number, kind)
     "cudaErrorStubLibrary": (34, "missing-library"),
     "cudaErrorNoKernelImageForDevice": (209, "no-kernel-image"),
     "cudaErrorInvalidDeviceFunction": (98, "no-kernel-image"),
+    "cudaErrorInvalidPtx": (218, "no-kernel-image"),  # no binary for the device, and its PTX JIT failed
     "cudaErrorUnsupportedPtxVersion": (222, "cuda-driver-too-old"),
     "cudaErrorJitCompilerNotFound": (223, "missing-library"),
     "cudaErrorUnsupportedExecAffinity": (224, "gpu-error"),
@@ -75,6 +76,7 @@ CUDA_DRIVER_ERRORS = {  # CUresult (driver API, ggml-cuda's VMM pool: CU_CHECK)
     "CUDA_ERROR_INSUFFICIENT_DRIVER": (35, "cuda-driver-too-old"),
     "CUDA_ERROR_UNSUPPORTED_PTX_VERSION": (222, "cuda-driver-too-old"),
     "CUDA_ERROR_NO_BINARY_FOR_GPU": (209, "no-kernel-image"),
+    "CUDA_ERROR_INVALID_PTX": (218, "no-kernel-image"),
     "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH": (803, "gpu-unused"),
     "CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE": (804, "cuda-driver-too-old"),
     "CUDA_ERROR_ILLEGAL_ADDRESS": (700, "gpu-error"),
@@ -88,6 +90,7 @@ CUDA_ERROR_STRINGS = {  # cudaGetErrorString texts ggml prints after `CUDA error
     "forward compatibility was attempted on non supported HW": "cuda-driver-too-old",
     "no kernel image is available for execution on the device": "no-kernel-image",
     "invalid device function": "no-kernel-image",
+    "a PTX JIT compilation failed": "no-kernel-image",  # cudaErrorInvalidPtx (218)
     "no CUDA-capable device is detected": "gpu-unused",
     "CUDA driver is a stub library": "missing-library",
     "an illegal memory access was encountered": "gpu-error",

@@ -53,6 +53,18 @@ _e("ollama.estimate-host-tight", "host-oom", 20, _W,
    "host: a runner the kernel then kills leaves no line of its own; a sign only (a forecast, "
    "not a failure)",
    r"(?!)")
+# LM Studio's runtime survey (`lms runtime survey --json`, the engine list of its Runtime page,
+# 0.3.2x to 0.4.x) for its ROCm llama.cpp engine: the engine's compatibility check compares the
+# GPUs it detects with the gfx targets the engine was built for, and says `No ROCm GPUs detected of
+# supported targets: gfx1030, gfx1100, ...` (status `noSupportedGpus`; lmstudio-bug-tracker#1903,
+# a gfx1150 absent from that list) or, in the older survey, `No supported GPUs` / `No compatible
+# ROCm GPUs found on device` (#883, the same gfx1150); LM Studio then runs its Vulkan engine.
+_e("lmstudio.rocm-engine-no-target", "no-kernel-image", 70, _S,
+   "LM Studio runtime survey for its ROCm llama.cpp engine (compatibility `noSupportedGpus`), "
+   "0.3.2x to 0.4.x",
+   "LM Studio's ROCm engine found no GPU among the gfx targets it was built for: it has no kernels "
+   "for this GPU",
+   r"No ROCm GPUs detected of supported targets", r"No compatible ROCm GPUs found on device")
 # Windows' crash report read by stoker/diagnosis/crash_reports.py over several lines (the faulting
 # module, its version and the exception are fields of their own): a program built with Visual
 # Studio 2022 17.10 or later faults in an older msvcp140.dll. Widened from spent batch 65
