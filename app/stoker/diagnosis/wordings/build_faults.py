@@ -86,8 +86,9 @@ _e("cuda.no-kernel-image", "no-kernel-image", 90, _D,
    # runtime JIT-compiles a build's PTX only when the build holds no binary for this device
    # (CUDA runtime API: "may fall back to compiling PTX if an application does not contain a
    # suitable binary for the current device"), and that fallback failed; a driver too old for
-   # the PTX says so apart, cudaErrorUnsupportedPtxVersion (222, cuda.ptx-toolchain)
-   r"a PTX JIT compilation failed", r"cudaErrorInvalidPtx", r"CUDA_ERROR_INVALID_PTX")
+   # the PTX says so apart, cudaErrorUnsupportedPtxVersion (222, cuda.ptx-toolchain). Its enum names
+   # are read by runtime_tables' entries.
+   r"a PTX JIT compilation failed")
 _e("hip.no-kernels-for-gfx", "no-kernel-image", 90, _D,
    "hipErrorNoBinaryForGpu (209), hipErrorSharedObjectInitFailed (303); HIP runtime, rocBLAS/Tensile",
    "ROCm has no kernels for this gfx architecture (an unsupported GPU without an override)",
