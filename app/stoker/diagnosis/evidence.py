@@ -200,13 +200,21 @@ def _across_the_wrap(line: str, following: str) -> Entry | None:
                 None)
 
 
+# The debugger ggml's abort runs for its backtrace (ggml.c ggml_print_backtrace, b11434: a forked
+# child execs `gdb --batch`, then `lldb`) speaks in its own name, `gdb: …`, about itself: it runs in
+# the engine's environment, so in a PyInstaller bundle (koboldcpp#888) it loads the bundle's older
+# libstdc++ and says `version `CXXABI_1.3.15' not found`. Its lines come after the abort and are
+# not the engine's failure.
+_DEBUGGER_OWN_LINE = re.compile(r"^\s*(gdb|lldb): ")
+
+
 def gather(lines: Iterable[str], strip: Callable[[str], str] = lambda s: s) -> tuple[Evidence, ...]:
     """A piece of evidence for every line the catalogue knows (its highest-ranked entry), a line
     hard-wrapped into the next read joined, and the line a wrapper's figures make telling
     (_FIGURES); an allocation no machine could grant reads as a miscount (ADDRESSABLE_BYTES)."""
     lines = tuple(lines)
     stripped = tuple(strip(raw) for raw in lines)
-    hits = tuple(_hits(line) if line.strip() else () for line in stripped)
+    hits = tuple(_hits(line) if line.strip() and not _DEBUGGER_OWN_LINE.match(line) else () for line in stripped)
     pieces = []
     for i, line in enumerate(stripped):
         if hits[i]:

@@ -142,6 +142,17 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "Check the container options the wrapper was given (an image or option where the command "
         "goes) and update the wrapper if it built the line itself; run the step by hand with the "
         "image named once to confirm."),
+    "container.option-as-command": (
+        "The container runtime was told to run one of the wrapper's options as its command: the "
+        "options came after the image name, where the runtime reads the program to run.",
+        "Update the wrapper (its container command line puts options after the image); run the step by "
+        "hand with every option before the image name to confirm."),
+    "container.mounted-library-missing": (
+        "The container could not start: a library it is to mount from the host is not on the host, "
+        "most often a GPU driver library named by a container-device (CDI) spec written for a driver "
+        "since updated.",
+        "Regenerate the GPU's container-device spec for the driver installed now (NVIDIA: `sudo "
+        "nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`), then start the container again."),
     "arg.gqa-not-set": (
         "The model uses grouped-query attention and was loaded without its GQA factor, so its K and V "
         "tensors did not have the shape the engine expected; the file is fine.",

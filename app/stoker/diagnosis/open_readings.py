@@ -77,6 +77,9 @@ class _OpenLine:
     rule: str
     settled_by: re.Pattern[str] | None = None
     advice: str | None = None
+    # the pattern is looked for on every line of the log, not only the deciding one: where the
+    # deciding line is a generic error whose name the engine prints on a line of its own
+    anywhere: bool = False
 
 
 # llama-server's `couldn't bind HTTP server socket, hostname: H, port: P` (tools/server, b11434
@@ -127,6 +130,29 @@ _CUDA_ERROR_FROM_WORK_ON_THE_DEVICE = re.compile(
     r"|ggml_backend_cuda_buffer_cpy_tensor|ggml_backend_cuda_cpy_tensor_async"
     r"|ggml_backend_cuda_get_tensor_async|ggml_backend_cuda_buffer_get_tensor(_2d)?)\b")
 
+# cudaErrorSharedObjectInitFailed (302; CUDA_ERROR_SHARED_OBJECT_INIT_FAILED): a module of the
+# build's kernels would not load. Since CUDA 12.2 modules load lazily, at a kernel's first use
+# (CUDA_MODULE_LOADING=LAZY, the default), so a GPU whose memory the load has already taken fails
+# there, in the first launch of the warm-up (openclaw-windows-node#1242: with
+# CUDA_MODULE_LOADING=EAGER the same launch fails as `cudaMalloc failed: out of memory`, three
+# times of three; ollama#17380: intermittent, only on loads whose host buffer fell back to pageable
+# memory); it also follows a driver or runtime fault on a supported GPU (llama.cpp#26481, fixed by
+# an engine rollback). The line does not say which. ggml's HIP builds say `ROCm error`, read by the
+# catalogue's hip.no-binary-for-gpu.
+_CUDA_SHARED_OBJECT_INIT_FAILED = re.compile(r"CUDA error:? shared object initialization failed"
+                                             r"|\bcudaErrorSharedObjectInitFailed\b"
+                                             r"|\bCUDA_ERROR_SHARED_OBJECT_INIT_FAILED\b")
+
+# stable-diffusion.cpp's `get sd version from file failed` (src/stable-diffusion.cpp new_sd_ctx,
+# 2024 to 2026): ModelLoader::get_sd_version found no tensor name of a family it knows. It looks for
+# the names under `model.diffusion_model.`, the prefix the loader gives a file passed with
+# --diffusion-model, so a file holding only the diffusion model (FLUX, Z-Image, Qwen-Image, Wan,
+# published without their VAE and text encoders) passed with --model fails here as much as a family
+# this build does not know (stable-diffusion.cpp#884, answered in #655: use --diffusion-model). A
+# file in no format the loader reads says so first (`unknown format`): then the file is at fault.
+_SD_VERSION_UNKNOWN = re.compile(r"get sd version from file failed:")
+_SD_FILE_UNREADABLE = re.compile(r"\bmodel(_loader)?\.cpp:\d+\s+- unknown format ")
+
 # A load that failed on the model path `unknown`: the default of llama.cpp's `model_alias` in
 # common's gpt_params (2023 to 2024, `std::string model_alias = "unknown"`), not a path anyone types.
 # It reaches the loader where the path should be when the program calling llama.cpp lays out the
@@ -170,6 +196,16 @@ OPEN_BY_LINE = (
               "not match the CUDA runtime (older than it, or updated without a reboot); Stoker does not "
               "guess. Update the driver and restart the machine first.", "cuda-unknown-error",
               settled_by=_CUDA_ERROR_FROM_WORK_ON_THE_DEVICE),
+    _OpenLine("gpu-error", _CUDA_SHARED_OBJECT_INIT_FAILED, ("gpu-error", "cuda-oom"),
+              "CUDA could not load the engine's kernels ({line}): CUDA loads them at their first use, so "
+              "the GPU's memory running out by then reads this way, as does a fault of the driver on a "
+              "supported GPU; the line does not say which, and Stoker does not guess.",
+              "cuda-kernels-not-loaded",
+              advice=("Start the same model once with CUDA_MODULE_LOADING=EAGER in its environment: if it then "
+                      "fails with `out of memory`, the plan is too large for the GPU (a smaller context or "
+                      "fewer GPU layers fits); if it loads, update the GPU driver."),
+              # ggml_cuda_error prints its `file:line: CUDA error` before or after the named error
+              anywhere=True),
     _OpenLine("gpu-error", _SYCL_PROGRAM_BUILD_FAILED, ("gpu-error", "no-kernel-image"),
               "The GPU driver could not compile the engine's device code for this GPU ({line}): the "
               "driver's compiler may be at fault, or the code may use what this device lacks; the "
@@ -205,6 +241,15 @@ OPEN_BY_LINE = (
               advice=("Put the model in a folder whose whole path is plain ASCII (for Ollama, set OLLAMA_MODELS to "
                       "such a folder, e.g. C:\\ollama-models) and load it again; if it still fails there, the file "
                       "itself is at fault: download it again.")),
+    _OpenLine("bad-model", _SD_VERSION_UNKNOWN, ("bad-model", "bad-argument"),
+              "stable-diffusion.cpp found no model family it knows in the file ({line}): a file holding only "
+              "the diffusion model, passed with --model instead of --diffusion-model, reads this way, as "
+              "does a family this build does not know; Stoker does not guess.", "sd-family-not-found",
+              settled_by=_SD_FILE_UNREADABLE,
+              advice=("If the file holds only the diffusion model (FLUX, Z-Image, Qwen-Image and Wan files are "
+                      "published without their VAE and text encoders), pass it with --diffusion-model and "
+                      "give the VAE and text encoders their own flags; otherwise update stable-diffusion.cpp "
+                      "to a build that knows the model.")),
     _OpenLine("bad-argument", _TEMPLATE_UNKNOWN_NO_HINT, ("bad-argument", "bad-model"),
               "The engine does not know the model's chat template ({line}): a build with a Jinja engine "
               "renders it when started with --jinja, and an older build without one cannot, the model "
@@ -301,12 +346,17 @@ def left_open(kind: str, unsure: str | None, evidence: str | None,
                            "guess. Both are memory: Stoker retries with a smaller plan.",
                            "allocation-on-an-unnamed-device")
     for open_line in OPEN_BY_LINE:
-        if kind == open_line.kind and open_line.pattern.search(evidence or ""):
+        if kind != open_line.kind:
+            continue
+        opening = evidence if open_line.pattern.search(evidence or "") else None
+        if opening is None and open_line.anywhere:
+            opening = next((raw for raw in tail if open_line.pattern.search(raw)), None)
+        if opening is not None:
             settled = open_line.settled_by
             if settled is not None and any(settled.search(raw) for raw in tail):
                 return None
-            return OpenReading(open_line.candidates, open_line.title.format(line=line), open_line.rule,
-                               open_line.advice)
+            return OpenReading(open_line.candidates, open_line.title.format(line=shortened(opening, 120)),
+                               open_line.rule, open_line.advice)
     by_unsure = _OPEN_BY_UNSURE.get(unsure) if unsure is not None else None
     if by_unsure is not None:
         candidates, title, rule = by_unsure

@@ -297,15 +297,24 @@ _LLAMAFILE_BUILD = re.compile(r"building ggml-(cuda|rocm) with (nvcc|hipcc|amdcl
 _LLAMAFILE_GPU_MODULE = re.compile(rf"link_cuda_dso|import_cuda_impl|ggml_cuda_link|GPU support loaded"
                                    rf"|{_LLAMAFILE_BUILD.pattern}")
 _LLAMAFILE_BUILD_FAILED = re.compile(r"(nvcc|hipcc|clang\+\+)(\.exe)?: returned nonzero exit status")
+# ... and the compiler's own refusal, printed before that line: nvcc's `nvcc fatal   : …`, or a
+# diagnostic `file:line:col: error:` (gcc, clang) or `file(line): error` (nvcc's front end). An
+# attempt whose output shows one failed, even where the log was cut before the status line
+# (llamafile#121: g++ 11's `std_function.h:435:145: error:` under CUDA 11.5's nvcc).
+_LLAMAFILE_COMPILE_ERROR = re.compile(r"^nvcc fatal\s*:|^\S+:\d+(:\d+)?: (fatal )?error:"
+                                      r"|^\S+\(\d+\): (catastrophic )?error")
 
 
 def _llamafile_gpu_module_failed(lines: Iterable[str]) -> str | None:
     failed: str | None = None
+    building = False
     for raw in lines:
         line = strip_log_prefix(raw).strip()
         if _LLAMAFILE_BUILD.search(line):
-            failed = None  # a new attempt: only the last one's outcome counts
+            failed, building = None, True  # a new attempt: only the last one's outcome counts
         elif _LLAMAFILE_BUILD_FAILED.search(line):
+            failed, building = line, False  # the attempt is over
+        elif building and _LLAMAFILE_COMPILE_ERROR.search(line):
             failed = line
         elif "GPU support loaded" in line:
             return None

@@ -560,6 +560,9 @@ _e("exec.program-missing", "missing-library", 75, _S,
    "not): the engine never ran",
    _go_exec_not_found(r'[^"]+'),
    r"fork/exec \S+: no such file or directory",
+   # ... and on Windows, where os/exec's CreateProcess fails with ERROR_FILE_NOT_FOUND (Docker
+   # Model Runner's `com.docker.nv-gpu-info.exe`, docker/desktop-feedback#613)
+   r"fork/exec \S+: The system cannot find the file specified\.",
    r"\bspawn \S+ ENOENT\b", r"No such file or directory: '[^']*llama-server(\.exe)?'",
    # the shells, for llama.cpp's own programs only: zsh, bash, cmd.exe and PowerShell
    r"zsh: command not found: (\S*/)?llama-\w+", r"\bllama-[\w.]+: command not found",
@@ -589,6 +592,29 @@ _e("container.image-as-command", "bad-argument", 76, _S,
    "the container runtime was told to run an image's name as its command: the wrapper's container "
    "command line is malformed (an image named twice, an option without its value)",
    _crun_not_found(_IMAGE_REFERENCE), _go_exec_not_found(_IMAGE_REFERENCE))
+# An option where the container's command goes: `podman run` and `docker run` read their own
+# options only before the image name, and everything after it is the command and its arguments,
+# so a wrapper that puts `-v …` after the image makes the runtime look for a program called
+# `-v/home/…` (containers/ramalama#509, RamaLama 0.2.0). No program's name begins with a dash:
+# the command line the wrapper built is in the wrong order, not the image.
+_OPTION_AS_PROGRAM = r"-[^`\"\s]+"
+_e("container.option-as-command", "bad-argument", 76, _S,
+   "crun (`executable file `%s` not found in $PATH`) and runc (Go os/exec: `exec: \"%s\": executable "
+   "file not found in $PATH`) naming an option (`-v…`, `--…`) as the program",
+   "the container runtime was told to run one of the wrapper's options as its command: the options "
+   "came after the image name, where the runtime reads the command",
+   _crun_not_found(_OPTION_AS_PROGRAM), _go_exec_not_found(_OPTION_AS_PROGRAM))
+# crun sets up each mount its container spec lists before it runs anything, and refuses one whose
+# host file is not there (crun 1.x: `cannot stat `%s``). A library mounted from the host is the
+# GPU driver's, listed by the NVIDIA container toolkit's CDI spec with the driver's version in its
+# file names (`libEGL_nvidia.so.550.135`): a spec generated for a driver since replaced names files
+# the host no longer has (containers/ramalama#899, NVIDIA/nvidia-container-toolkit#450).
+_e("container.mounted-library-missing", "missing-library", 75, _S,
+   "crun's refusal of a mount whose host file is not there (`cannot stat `<path>.so…``: No such "
+   "file or directory), the file a shared library",
+   "a library the container is to mount from the host is not on the host: most often a GPU driver "
+   "library listed by a CDI spec written for a driver since updated",
+   r"cannot stat `[^`]*\.so(\.[\d.]+)?`: No such file or directory")
 _e("exec.wrong-format", "stale-library", 76, _S,
    "Go os/exec `fork/exec <path>: exec format error` (ENOEXEC), Python `[Errno 8] Exec format error`",
    "the program is built for another architecture or OS (the Linux twin of WinError 193): "

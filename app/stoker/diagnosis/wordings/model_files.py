@@ -44,6 +44,16 @@ _e("model.over-engine-limit", "bad-model", 62, _D,
    f"LLAMA_MAX_LAYERS`), src/models/*.cpp, {_B}",
    "the model has more experts or layers than this engine build can hold: a model newer than the engine",
    r"GGML_ASSERT\([^)]*<= ?(\(size_t\) ?)?LLAMA_MAX_(EXPERTS|LAYERS)\)\s*failed")
+# The reader's check of a tensor's type as an assert, in ggml.c before gguf.cpp took the reader
+# over (2023 to mid 2024: `GGML_ASSERT(0 <= info->type && info->type < GGML_TYPE_COUNT)`; gguf.cpp
+# prints the same check as `tensor '%s' has invalid ggml type`, read by model.load): the file holds
+# a tensor type this build does not know (BitNet's i2_s under a plain llama.cpp, microsoft/BitNet#55).
+# Ranked over the assert it is written in: the abort is the reader refusing the file.
+_e("gguf.tensor-type-unknown", "bad-model", 61, _D,
+   "ggml.c gguf_init_from_file (2023 to 2024): `GGML_ASSERT: ggml.c:N: 0 <= info->type && "
+   "info->type < GGML_TYPE_COUNT`",
+   "the model file holds a tensor type this build does not know: a newer quantization, or a fork's own",
+   r"\binfo->type < GGML_TYPE_COUNT\b")
 _e("model.load", "bad-model", 60, _D,
    f"ggml/src/gguf.cpp, src/llama-model-loader.cpp, src/llama-model.cpp, src/llama.cpp, {_B}; "
    "older llama.cpp (ggml-format loaders)",
@@ -165,7 +175,7 @@ _e("sd.model-load", "bad-model", 60, _D,
    "the image model file is not one stable-diffusion.cpp can read: another format, damaged, or a "
    "model family this build does not know",
    r"\bmodel(_loader)?\.cpp:\d+\s+- (unknown format|file .+ not found$)",
-   r"init model loader from file failed: '", r"get sd version from file failed: '")
+   r"init model loader from file failed: '", r"get sd version from file failed:")
 
 # llama.cpp's BPE tokenizer of late 2023 (llm_tokenizer_bpe::tokenize in llama.cpp, before the
 # pre-tokenizer types of spring 2024): a symbol with no token falls back to its single bytes, and a byte
