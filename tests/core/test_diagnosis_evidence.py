@@ -5468,3 +5468,57 @@ def test_stable_diffusions_unknown_family_is_left_open_with_the_wrong_flag():
     # negative: the loader said first that the file is in no format it reads: the file's fault
     unreadable = "[WARN ] model.cpp:379  - unknown format D:\\models\\img\\z_img_turbo-Q4_k.gguf"
     assert diagnose(unreadable, line).kind == "bad-model"
+
+
+def test_a_missing_program_is_said_to_be_a_program_not_a_library():
+    inc = diagnose("Error: spawn /opt/jan/llama-server ENOENT")
+    assert inc.kind == "missing-library" and "program the wrapper starts" in inc.title
+
+
+def test_no_nvidia_driver_at_all_then_the_cpu_is_the_gpu_unused_not_an_old_driver():
+    # ollama#719: Ollama's Docker image on a Mac; CUDA says 35 where no libcuda loads
+    lines = ("2023/10/06 20:37:41 routes.go:592: Warning: GPU support may not enabled, check you have "
+             "installed install GPU drivers: nvidia-smi command failed",
+             "CUDA error 35 at ggml-cuda.cu:4883: CUDA driver version is insufficient for CUDA runtime version",
+             "2023/10/06 20:37:57 llama.go:323: llama runner exited with error: exit status 1",
+             '{"level":"WARNING","function":"server_params_parse","message":"Not compiled with GPU offload '
+             'support, --n-gpu-layers option will be ignored."}')
+    inc = diagnose(*lines)
+    assert inc.kind == "gpu-unused" and inc.rule == "gpu-left-for-want-of-a-driver" and "--gpus" in inc.advice
+    # negative: with a driver there, error 35 is the driver too old, CPU runner or not
+    assert diagnose(*lines[1:]).kind == "cuda-driver-too-old"
+    # negative: no driver and no run after it: nothing went on on the CPU, the start failed
+    assert diagnose(*lines[:3]).kind == "cuda-driver-too-old"
+
+
+_OLLAMA_0120 = ("2024/01/19 21:25:41 shim_ext_server.go:142: Dynamic LLM variants [cuda]",
+                "2024/01/19 21:25:41 gpu.go:248: Discovered GPU libraries: []",
+                "**2024/01/19 21:25:41 routes.go:953: no GPU detected**")
+
+
+def test_ollama_finding_no_gpu_for_the_gpu_runners_it_carries_is_the_gpu_unused():
+    # ollama#1979: a Jetson whose NVML library 0.1.20 did not find
+    inc = diagnose(*_OLLAMA_0120)
+    assert inc.kind == "gpu-unused" and "no GPU detected" in inc.evidence
+    later = ("time=2024-03-09T14:52:46Z level=INFO source=payload_common.go:146 msg=\"Dynamic LLM libraries "
+             "[cpu_avx rocm_v60000 cpu_avx2 cuda_v11 cpu]\"", "time=2024-03-09T14:52:47Z level=INFO "
+             "source=routes.go:1044 msg=\"no GPU detected\"")
+    assert diagnose(*later).kind == "gpu-unused"
+    # negative: a build that carries only CPU runners found none, as it should
+    cpu_only = ("2024/01/19 21:25:41 shim_ext_server.go:142: Dynamic LLM variants [cpu cpu_avx2]",
+                _OLLAMA_0120[2])
+    assert diagnose(*cpu_only).kind == "unknown"
+    # negative: GPU runners and no `no GPU detected`: discovery found one
+    assert diagnose(*_OLLAMA_0120[:2]).kind == "unknown"
+
+
+def test_a_short_line_ending_in_a_blank_is_read_joined_with_the_next():
+    # llm-gpt4all#6: a window's soft wrap kept as a break, at 63 columns
+    lines = ("OSError: /lib64/libstdc++.so.6: version `GLIBCXX_3.4.26' not ",
+             "found (required by ~/miniconda3/envs/play/lib/python3.11/site-packages/gpt4all/libllmodel.so)")
+    assert diagnose(*lines).kind == "system-too-old"
+    # negative: the same short line without its blank is a line of its own
+    assert diagnose(lines[0].rstrip(), lines[1]).kind == "unknown"
+    # negative: a next line that begins as a log line of its own is not a tail
+    own = (lines[0], "llama_model_loader: found (required by nothing)")
+    assert diagnose(*own).kind == "unknown"

@@ -63,8 +63,9 @@ FRESH_BATCHES = {7: "a770d69", 8: "3496dba", 9: "832db47", 10: "61c7f3b", 11: "b
 # to tune on; batches 66 to 90 (gathered at 45166e9, 2f0d60d, 35fbbf4, 266b61a, c6abbeb,
 # 6f2e5d4, 72 and 73 pooled at 1ba882b, 5cea273, 09f169e, 844b1fa, a98242d, b3cbdc2, 05080e1,
 # 80 to 82 pooled at 246e8f6, 62dec60, 25a89c5, 85 and 86 pooled at 3e38db2, 87 and 88 pooled at
-# cff5d95, 89 and 90 pooled at 86891dc) are spent by the widenings from their misses. How each batch was announced, gathered,
-# scored and spent, and what was widened from it, is in docs/diagnosis-batches.md.
+# cff5d95, 89 and 90 pooled at 86891dc) are spent by the widenings from their misses. How each
+# batch was announced, gathered, scored and spent, and what was widened from it, is in
+# docs/diagnosis-batches.md.
 UNSPENT_BATCHES = frozenset({17})
 TARGET_PER_KIND = 0.85
 _SIGNALS = ("SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS", "SIGFPE",

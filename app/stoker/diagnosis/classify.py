@@ -50,6 +50,7 @@ from stoker.diagnosis.incident_words import (
 from stoker.diagnosis.log_lines import backend_from_log, shortened, strip_log_prefix, unwrapped
 from stoker.diagnosis.open_readings import SPLIT_OOM_KINDS, WEIGHTS_UNNAMED, left_open
 from stoker.diagnosis.silent_fallbacks import (
+    found_no_nvidia_driver,
     gpu_unused_from_log,
     lacks_the_gpus_architecture,
     left_for_a_cpu_without_avx,
@@ -219,6 +220,7 @@ def _ggml_era_file_failed(weak: tuple[Evidence, ...], lines: tuple[str, ...]) ->
 
 
 _GPU_LEFT_FOR_THE_CPU_RULE = "gpu-left-for-a-cpu-without-avx"
+_GPU_LEFT_FOR_NO_DRIVER_RULE = "gpu-left-for-want-of-a-driver"
 # Words for a rule that says more than its kind's words (title, advice).
 _RULE_WORDS = {
     _STOPPED_BY_ITS_WRAPPER_RULE: (
@@ -236,6 +238,13 @@ _RULE_WORDS = {
         "reads, and its load failed.",
         "Download the model as a .gguf file (the same model is almost always published in GGUF), or "
         "convert it with llama.cpp's convert_llama_ggml_to_gguf.py."),
+    _GPU_LEFT_FOR_NO_DRIVER_RULE: (
+        "The GPU build runs on the CPU: no NVIDIA driver is installed where the engine runs (a container "
+        "the GPU was not passed to, or a machine without an NVIDIA GPU), so its CUDA start failed and "
+        "the wrapper went on without the GPU.",
+        "Install NVIDIA's driver on the machine, and pass the GPU to the container (`docker run --gpus "
+        "all` with the NVIDIA Container Toolkit); a Mac has no NVIDIA GPU: run the native app, which uses "
+        "Metal."),
     _GPU_LEFT_FOR_THE_CPU_RULE: (
         "The GPU was found but left unused: the wrapper's GPU runners need AVX, which this CPU does "
         "not have, so the model runs on the CPU.",
@@ -253,6 +262,15 @@ def _gpu_left_reading(unused: str) -> tuple[str, str]:
     if left_for_a_cpu_without_avx(unused):
         return "gpu-unused", _GPU_LEFT_FOR_THE_CPU_RULE
     return "gpu-unused", "gpu-build-on-cpu"
+
+
+def _left_for_want_of_a_driver(tail: tuple[str, ...], report: ExitReport) -> str | None:
+    """The line showing the run went on on the CPU, where the log also says no NVIDIA driver is
+    installed at all, else None: the runtime's "driver too old" (error 35) is then its word for no
+    driver, and what the user meets is the GPU left unused, which no driver update cures."""
+    if found_no_nvidia_driver(tail) is None:
+        return None
+    return gpu_unused_from_log(tail, report.backend or backend_from_log(tail), report.plan_wanted_gpu)
 
 
 def backend_loaded_twice_from_log(lines: Iterable[str]) -> str | None:
@@ -494,6 +512,8 @@ def classify_exit(report: ExitReport) -> Incident:
                                    or _ended_cleanly(report)):
             evidence = unused
             kind, rule = _gpu_left_reading(unused)
+    if kind == "cuda-driver-too-old" and (unused := _left_for_want_of_a_driver(tail, report)) is not None:
+        kind, evidence, rule, unsure = "gpu-unused", unused, _GPU_LEFT_FOR_NO_DRIVER_RULE, None
     kind, unsure, rule, evidence = _with_the_drafter(kind, unsure, rule, evidence, report, match, conflict,
                                                      exit_text)
 

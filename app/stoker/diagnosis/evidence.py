@@ -177,6 +177,10 @@ def load_places(lines: Iterable[str]) -> tuple[LoadPlace | None, ...]:
 # wording over two lines at the margin, with no indent for log_lines.unwrapped to follow. A line
 # this long that ends where the next begins is read joined too.
 _WRAP_WIDTH = 70
+# ... and a shorter line that ends in a blank was cut at a word by the window it was copied from (an
+# editor's or a browser's soft wrap kept as a break: llm-gpt4all#6, "… version `GLIBCXX_3.4.26' not "
+# at 63 columns): a program's own line does not end in a space before its newline.
+_ENDS_IN_A_BLANK = re.compile(r"\S.{18,} $")
 # A line that begins as a log line of its own (a `func: ` or `name: ` prefix, a timestamp, a
 # bracketed tag, Go's key=value) is not a wrapped tail, whatever the line before it.
 _OWN_LINE_START = re.compile(r"^\s*(\[|\d{4}-\d\d-\d\d|\d\d:\d\d|time=|level=|[A-Za-z_][\w.-]*: )")
@@ -194,7 +198,8 @@ def _across_the_wrap(line: str, following: str) -> Entry | None:
     """The entry a wording split at a hard wrap matches once joined; the caller has seen that
     neither half matches anything alone (a line the catalogue reads is a line of its own), and
     a second half that begins as a log line is one too."""
-    if len(line) < _WRAP_WIDTH or not following.strip() or _OWN_LINE_START.match(following):
+    if (len(line) < _WRAP_WIDTH and not _ENDS_IN_A_BLANK.search(line)) or not following.strip() \
+            or _OWN_LINE_START.match(following):
         return None
     return next((h for h in _hits(line.rstrip() + " " + following.strip()) if h.strength is not Strength.WEAK),
                 None)

@@ -142,6 +142,11 @@ _ENTRY_WORDS: dict[str, tuple[str, str]] = {
         "Check the container options the wrapper was given (an image or option where the command "
         "goes) and update the wrapper if it built the line itself; run the step by hand with the "
         "image named once to confirm."),
+    "exec.program-missing": (
+        "The engine never ran: the program the wrapper starts (the engine's binary, or a helper it runs "
+        "first) is not where the wrapper looks for it.",
+        "Reinstall the engine or the wrapper so the program it names is in place (`stoker setup` for "
+        "Stoker's own build); if an antivirus removed it, restore it and exclude the folder."),
     "container.option-as-command": (
         "The container runtime was told to run one of the wrapper's options as its command: the "
         "options came after the image name, where the runtime reads the program to run.",

@@ -128,6 +128,22 @@ def _ollama_nvidia_discovery_failed(line: str, backend: str | None) -> bool:
     return backend in GPU_BACKENDS or (backend is None and m.group(1) != "100")
 
 
+# Words that no NVIDIA driver is there at all: Ollama 0.1.x's server (routes.go, 2023: `Warning: GPU
+# support may not enabled, check you have installed install GPU drivers: nvidia-smi command failed`),
+# the shells' `nvidia-smi: command not found` (nvidia-smi ships with the driver), and nvidia-smi's own
+# answer when the driver's kernel module is not loaded. Where they stand, the CUDA runtime's error 35
+# (`CUDA driver version is insufficient for CUDA runtime version`) is its answer for no driver, not for
+# an old one: it says that whenever no libcuda loads (a container the GPU was not passed to, Docker on
+# a Mac: ollama#719).
+_NO_NVIDIA_DRIVER = re.compile(r"nvidia-smi command failed|nvidia-smi: (command )?not found"
+                               r"|NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA driver")
+
+
+def found_no_nvidia_driver(lines: Iterable[str]) -> str | None:
+    """The line saying no NVIDIA driver is installed where the engine runs, else None."""
+    return next((strip_log_prefix(raw).strip() for raw in lines if _NO_NVIDIA_DRIVER.search(raw)), None)
+
+
 # The wrappers' own words for a GPU their build has no code for: the card is skipped and the
 # model runs on the CPU. Not fatal lines (a failure the log names decides first), but when
 # nothing failed, the cause of the CPU run is the build, not the machine: no-kernel-image.
@@ -258,7 +274,8 @@ def gpu_unused_from_log(lines: Iterable[str], backend: str | None, plan_wanted_g
     if gpu_build and (listed := _no_device_listed(lines)) is not None:
         return listed
     return (_llamafile_gpu_module_failed(lines) or _ollama_runner_without_its_gpu(lines)
-            or _ollama_without_its_gpu_runners(lines) or _ollama_dropped_every_gpu(lines)
+            or _ollama_without_its_gpu_runners(lines) or _ollama_found_no_gpu_for_its_gpu_runners(lines)
+            or _ollama_dropped_every_gpu(lines)
             or _ollama_found_a_gpu_on_a_cpu_without_avx(lines)
             or _llamasharp_loaded_its_cpu_build(lines) or _weights_left_on_the_host(lines)
             or _gpu_backend_never_loaded(lines, backend))
@@ -419,6 +436,28 @@ def _ollama_without_its_gpu_runners(lines: Iterable[str]) -> str | None:
         if not any(name.split("_", 1)[0] == family for name in names):
             return line
     return None
+
+
+# Ollama 0.1.17 to 0.1.3x logs the runners its build carries at start (llm/shim_ext_server.go,
+# `Dynamic LLM variants [cuda]`; llm/payload_common.go, 0.1.2x on, `Dynamic LLM libraries [cpu_avx
+# cuda_v11 rocm_v6 …]`), and server/routes.go then `no GPU detected` when discovery found no GPU
+# library (gpu.GetGPUInfo's `cpu`). A build that carries GPU runners and found none to use runs
+# on the CPU: its discovery missed the driver's management library (ollama#1979, a Jetson whose
+# libnvidia-ml is not where 0.1.20 looked).
+_OLLAMA_NO_GPU_DETECTED = re.compile(r"routes\.go:\d+:? no GPU detected|msg=\"?no GPU detected")
+_OLLAMA_OLD_RUNNER_LIST = re.compile(r"Dynamic LLM (?:variants|libraries) \[([^\]]*)\]")
+
+
+def _ollama_found_no_gpu_for_its_gpu_runners(lines: Iterable[str]) -> str | None:
+    carries_gpu_runners, none_found = False, None
+    for raw in lines:
+        line = strip_log_prefix(raw).strip()
+        if (m := _OLLAMA_OLD_RUNNER_LIST.search(line)) is not None:
+            carries_gpu_runners |= any(name.split("_", 1)[0] in ("cuda", "rocm")
+                                       for name in m.group(1).split())
+        if none_found is None and _OLLAMA_NO_GPU_DETECTED.search(line):
+            none_found = line
+    return none_found if carries_gpu_runners else None
 
 
 # Ollama 0.30 on (discover/runner.go filterIntegratedGPUs) drops an integrated GPU unless
