@@ -130,9 +130,9 @@ _CUDA_ERROR_FROM_WORK_ON_THE_DEVICE = re.compile(
     r"|ggml_backend_cuda_buffer_cpy_tensor|ggml_backend_cuda_cpy_tensor_async"
     r"|ggml_backend_cuda_get_tensor_async|ggml_backend_cuda_buffer_get_tensor(_2d)?)\b")
 
-# cudaErrorSharedObjectInitFailed (302; CUDA_ERROR_SHARED_OBJECT_INIT_FAILED): a module of the
-# build's kernels would not load. Since CUDA 12.2 modules load lazily, at a kernel's first use
-# (CUDA_MODULE_LOADING=LAZY, the default), so a GPU whose memory the load has already taken fails
+# cudaErrorSharedObjectInitFailed (303; CUDA_ERROR_SHARED_OBJECT_INIT_FAILED): a module of the
+# build's kernels would not load. With lazy loading, CUDA 12's default (CUDA_MODULE_LOADING=LAZY),
+# modules load at a kernel's first use, so a GPU whose memory the load has already taken fails
 # there, in the first launch of the warm-up (openclaw-windows-node#1242: with
 # CUDA_MODULE_LOADING=EAGER the same launch fails as `cudaMalloc failed: out of memory`, three
 # times of three; ollama#17380: intermittent, only on loads whose host buffer fell back to pageable
