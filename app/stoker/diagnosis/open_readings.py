@@ -25,6 +25,7 @@ from stoker.diagnosis.incident_words import (
     OPEN_LOAD_ERROR_OR_DRAFTER,
 )
 from stoker.diagnosis.log_lines import shortened
+from stoker.diagnosis.wordings.model_files import SD_UNKNOWN_FORMAT
 
 # The builds whose GPU has memory of its own beside the system's (Metal's is the system's).
 SPLIT_OOM_KINDS = frozenset({"cuda-oom", "rocm-oom", "vulkan-oom"})
@@ -151,7 +152,7 @@ _CUDA_SHARED_OBJECT_INIT_FAILED = re.compile(r"CUDA error:? shared object initia
 # this build does not know (stable-diffusion.cpp#884, answered in #655: use --diffusion-model). A
 # file in no format the loader reads says so first (`unknown format`): then the file is at fault.
 _SD_VERSION_UNKNOWN = re.compile(r"get sd version from file failed:")
-_SD_FILE_UNREADABLE = re.compile(r"\bmodel(_loader)?\.cpp:\d+\s+- unknown format ")
+_SD_FILE_UNREADABLE = re.compile(SD_UNKNOWN_FORMAT)
 
 # A load that failed on the model path `unknown`: the default of llama.cpp's `model_alias` in
 # common's gpt_params (2023 to 2024, `std::string model_alias = "unknown"`), not a path anyone types.

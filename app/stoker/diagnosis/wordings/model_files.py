@@ -168,13 +168,16 @@ _e("model.load", "bad-model", 60, _D,
 # GGUF, safetensors, diffusers folder or torch checkpoint (`unknown format %s`), a path with no file
 # (`file %s not found`), and the tensors that match no model family it knows (`get sd version from
 # file failed`). sd-server and sd-cli stop on them before any buffer is allocated.
+# stable-diffusion.cpp's loader refusing a file that is in no format it reads; open_readings settles
+# its `get sd version from file failed` reading on it (the file, not the flag, is at fault)
+SD_UNKNOWN_FORMAT = r"\bmodel(_loader)?\.cpp:\d+\s+- unknown format"
 _e("sd.model-load", "bad-model", 60, _D,
    "stable-diffusion.cpp src/model_loader.cpp (`unknown format %s`, `file %s not found`) and "
    "src/stable-diffusion.cpp (`init model loader from file failed: '%s'`, `get sd version from file "
    "failed: '%s'`), 2023 to 2026",
    "the image model file is not one stable-diffusion.cpp can read: another format, damaged, or a "
    "model family this build does not know",
-   r"\bmodel(_loader)?\.cpp:\d+\s+- (unknown format|file .+ not found$)",
+   SD_UNKNOWN_FORMAT, r"\bmodel(_loader)?\.cpp:\d+\s+- file .+ not found$",
    r"init model loader from file failed: '", r"get sd version from file failed:")
 
 # llama.cpp's BPE tokenizer of late 2023 (llm_tokenizer_bpe::tokenize in llama.cpp, before the
